@@ -1,0 +1,125 @@
+import { z } from "zod";
+
+// One schema over the environment for every process. Parsed once at start; a bad value stops the
+// process with a message that names the variable.
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.coerce.number().int().min(min).max(max);
+const bool = z.stringbool({
+  truthy: ["1", "true", "yes", "on"],
+  falsy: ["0", "false", "no", "off"],
+});
+
+export const planSchema = z.object({
+  /** Reports per calendar month (UTC); null means no monthly quota. */
+  monthly: z.number().int().positive().nullable(),
+  /** Reports per second. */
+  burst: z.number().int().positive(),
+});
+export type Plan = z.infer<typeof planSchema>;
+
+export const DEFAULT_PLANS = {
+  free: { monthly: 3_000, burst: 10 },
+  pro: { monthly: 50_000, burst: 200 },
+  unlimited: { monthly: null, burst: 2_000 },
+} satisfies Record<string, Plan>;
+
+const plansSchema = z
+  .string()
+  .transform((text, ctx) => {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      ctx.addIssue({ code: "custom", message: "must be JSON" });
+      return z.NEVER;
+    }
+  })
+  .pipe(z.record(z.string().regex(/^[a-z0-9_-]{1,32}$/), planSchema))
+  .transform((overrides) => ({ ...DEFAULT_PLANS, ...overrides }));
+
+export const configSchema = z.object({
+  HOST: z.string().min(1).default("127.0.0.1"),
+  PORT: int(0, 65535).default(3000),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** One log line per request is costly at full rate; errors are always logged. */
+  LOG_REQUESTS: bool.default(false),
+  TRUST_PROXY: bool.default(false),
+
+  REDIS_URL: z.url({ protocol: /^rediss?$/ }).default("redis://127.0.0.1:6379"),
+  /** Hash-tagged so that a Redis Cluster keeps the whole queue in one slot. */
+  QUEUE_PREFIX: z.string().min(1).default("{headroom}"),
+  QUEUE_NAME: z.string().min(1).default("reports"),
+
+  BODY_LIMIT_BYTES: int(1024, 16 * 1024 * 1024).default(32 * 1024),
+  REQUEST_TIMEOUT_MS: int(100).default(10_000),
+  HEADERS_TIMEOUT_MS: int(100).default(5_000),
+  KEEP_ALIVE_TIMEOUT_MS: int(100).default(72_000),
+
+  /** Reports from concurrent requests are grouped into one job: up to this many… */
+  ENQUEUE_MAX_REPORTS: int(1, 10_000).default(500),
+  /** …or as many as arrived within this many milliseconds. */
+  ENQUEUE_MAX_WAIT_MS: int(0, 1_000).default(2),
+  /** Above this many waiting jobs the edge answers 503 instead of filling Redis. */
+  BACKLOG_MAX_JOBS: int(1).default(200_000),
+  /** Above this share of Redis `maxmemory` the edge answers 503 (0 disables the check). */
+  REDIS_MEMORY_MAX_RATIO: z.coerce.number().min(0).max(1).default(0.9),
+  BACKLOG_CHECK_INTERVAL_MS: int(10).default(250),
+
+  /** Cache of key lookups on each edge; a revocation is seen within this time. */
+  KEY_CACHE_TTL_MS: int(0, 1_000).default(500),
+  AUTH_FAILURES_PER_IP: int(1).default(30),
+  AUTH_FAILURE_WINDOW_S: int(1).default(60),
+  PLANS: plansSchema.default(DEFAULT_PLANS),
+  DEFAULT_PLAN: z.string().default("unlimited"),
+
+  /** When set, /metrics needs `Authorization: Bearer <token>`. */
+  METRICS_TOKEN: z.string().min(16).optional(),
+
+  CLICKHOUSE_URL: z.url({ protocol: /^https?$/ }).optional(),
+  CLICKHOUSE_USER: z.string().default("default"),
+  CLICKHOUSE_PASSWORD: z.string().default(""),
+  CLICKHOUSE_DATABASE: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+    .default("headroom"),
+  CLICKHOUSE_PATH: z.string().min(1).default("./.data/clickhouse"),
+  CLICKHOUSE_REQUEST_TIMEOUT_MS: int(1_000).default(60_000),
+  RETENTION_DAYS: int(1, 36_500).default(400),
+
+  BATCH_MAX_ROWS: int(1, 1_000_000).default(20_000),
+  BATCH_MAX_WAIT_MS: int(1, 60_000).default(1_000),
+  /** Jobs a worker holds at once; their reports share inserts. */
+  WORKER_CONCURRENCY: int(1, 10_000).default(256),
+  WORKER_METRICS_PORT: int(0, 65535).default(9101),
+  WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
+  MIGRATE_ON_START: bool.default(true),
+  RETRY_MAX_DELAY_MS: int(100).default(30_000),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // Empty strings mean "not set", as in most shells and compose files.
+  const input = Object.fromEntries(
+    Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
+  );
+  const parsed = configSchema.safeParse(input);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".") || "(env)"}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`);
+  }
+  const config = parsed.data;
+  if (!(config.DEFAULT_PLAN in config.PLANS)) {
+    throw new ConfigError(
+      `invalid configuration:\n  DEFAULT_PLAN: unknown plan "${config.DEFAULT_PLAN}"`,
+    );
+  }
+  return config;
+}
+
+/** Names of every variable the schema knows, for docs and for checking compose files. */
+export const CONFIG_KEYS = Object.keys(configSchema.shape) as (keyof Config)[];

@@ -1,0 +1,246 @@
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from "fastify";
+import type { Config } from "../config.js";
+import { isWellFormedKey } from "../keys/key-format.js";
+import type { KeyLookup } from "../keys/key-store.js";
+import type { Enqueuer } from "../queue/enqueuer.js";
+import { toRow } from "../report/report-schema.js";
+import { uuidv7 } from "../lib/uuidv7.js";
+import type { BacklogGate } from "./backlog.js";
+import { HttpError } from "./errors.js";
+import type { Limits } from "./limits.js";
+import type { EdgeMetrics } from "./metrics.js";
+import { parseJsonBody, validateReport } from "./parse-report.js";
+import { buildOpenApi } from "./openapi.js";
+
+export interface EdgeDeps {
+  config: Pick<
+    Config,
+    | "BODY_LIMIT_BYTES"
+    | "LOG_REQUESTS"
+    | "TRUST_PROXY"
+    | "REQUEST_TIMEOUT_MS"
+    | "HEADERS_TIMEOUT_MS"
+    | "KEEP_ALIVE_TIMEOUT_MS"
+    | "METRICS_TOKEN"
+  >;
+  logger: FastifyBaseLogger;
+  lookupKey: (key: string) => Promise<KeyLookup | null>;
+  limits: Limits;
+  backlog: BacklogGate;
+  enqueuer: Enqueuer;
+  metrics: EdgeMetrics;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    project?: KeyLookup;
+  }
+}
+
+const BEARER = /^\s*bearer\s+(\S+)\s*$/i;
+const REPORT_PATH = "/api/report";
+
+/** 401 bodies carry `WWW-Authenticate: Bearer`, as RFC 6750 asks. */
+const unauthorized = (code: "missing_project_key" | "invalid_project_key", message: string) =>
+  new HttpError(code, message, { headers: { "www-authenticate": "Bearer" } });
+
+export function buildApp(deps: EdgeDeps): FastifyInstance {
+  const { config, limits, backlog, enqueuer, metrics } = deps;
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    logController: new LogController({ disableRequestLogging: !config.LOG_REQUESTS }),
+    requestIdHeader: "x-request-id",
+    trustProxy: config.TRUST_PROXY,
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    requestTimeout: config.REQUEST_TIMEOUT_MS,
+    connectionTimeout: config.REQUEST_TIMEOUT_MS,
+    keepAliveTimeout: config.KEEP_ALIVE_TIMEOUT_MS,
+    http: { headersTimeout: config.HEADERS_TIMEOUT_MS },
+    return503OnClosing: true,
+  });
+
+  // Our own JSON parser: raw bytes in, so that invalid UTF-8, empty bodies and prototype keys get
+  // the contract's errors. Other media types fall through to Fastify's 415.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    "application/json",
+    { parseAs: "buffer", bodyLimit: config.BODY_LIMIT_BYTES },
+    (req, body, done) => {
+      const charset = /charset\s*=\s*"?([^";\s]+)/i.exec(req.headers["content-type"] ?? "")?.[1];
+      if (charset && !/^utf-?8$/i.test(charset)) {
+        done(
+          new HttpError("unsupported_media_type", `charset ${charset} is not supported`),
+          undefined,
+        );
+        return;
+      }
+      try {
+        done(null, parseJsonBody(body as Buffer));
+      } catch (err) {
+        done(err as Error, undefined);
+      }
+    },
+  );
+
+  app.addHook("onResponse", async (req, reply) => {
+    metrics.requests.inc({ route: req.routeOptions.url ?? "unmatched", status: reply.statusCode });
+  });
+
+  app.setErrorHandler((err, req, reply) => sendError(req, reply, toHttpError(err, req)));
+  app.setNotFoundHandler((req, reply) =>
+    sendError(
+      req,
+      reply,
+      new HttpError("not_found", `no route for ${req.method} ${req.url.split("?")[0]}`),
+    ),
+  );
+
+  async function authenticate(req: FastifyRequest) {
+    // Checks run before the body is read: authentication, then the burst limit.
+    await limits.checkAuthFailures(req.ip);
+    const header = req.headers.authorization;
+    if (!header)
+      throw unauthorized("missing_project_key", "send Authorization: Bearer <project key>");
+    const key = BEARER.exec(header)?.[1];
+    if (!key)
+      throw unauthorized(
+        "missing_project_key",
+        "the Authorization header must use the Bearer scheme",
+      );
+    if (!isWellFormedKey(key)) {
+      limits.recordAuthFailure(req.ip);
+      throw unauthorized("invalid_project_key", "the project key is not valid");
+    }
+    let project: KeyLookup | null;
+    try {
+      project = await deps.lookupKey(key);
+    } catch {
+      throw new HttpError("unavailable", "the service cannot check keys right now", {
+        headers: { "retry-after": 1 },
+      });
+    }
+    if (!project) {
+      limits.recordAuthFailure(req.ip);
+      throw unauthorized("invalid_project_key", "the project key is not valid");
+    }
+    await limits.consumeBurst(project);
+    req.project = project;
+  }
+
+  app.route({
+    method: "POST",
+    url: REPORT_PATH,
+    onRequest: async (req, reply) => {
+      reply.header("x-request-id", req.id);
+      await authenticate(req);
+    },
+    preParsing: async (req) => {
+      // Body size before media type, as the contract orders them, when the length is declared.
+      const length = Number(req.headers["content-length"]);
+      if (length > config.BODY_LIMIT_BYTES) {
+        throw new HttpError(
+          "payload_too_large",
+          `the body is over ${config.BODY_LIMIT_BYTES} bytes`,
+        );
+      }
+    },
+    handler: async (req, reply) => {
+      backlog.check();
+      const project = req.project as KeyLookup;
+      if (req.body === undefined) throw new HttpError("invalid_json", "the body is empty");
+      const receivedAt = Date.now();
+      const record = validateReport(req.body, {
+        reportId: uuidv7(receivedAt),
+        projectId: project.projectId,
+        keyId: project.keyId,
+        receivedAt,
+      });
+      const refund = await limits.consumeQuota(project);
+      try {
+        await enqueuer.enqueue(toRow(record));
+      } catch (err) {
+        await refund();
+        throw err;
+      }
+      return reply.send({ id: record.report_id });
+    },
+  });
+
+  app.route({
+    method: ["GET", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"],
+    url: REPORT_PATH,
+    exposeHeadRoute: false,
+    handler: async () => {
+      throw new HttpError("method_not_allowed", "use POST", { headers: { allow: "POST" } });
+    },
+  });
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+
+  app.get("/readyz", async (_req, reply) => {
+    const s = backlog.state();
+    const problem = backlog.problem();
+    reply.code(problem ? 503 : 200);
+    return {
+      status: problem ? "unavailable" : "ok",
+      checks: {
+        redis: { ok: s.redisOk },
+        backlog: { ok: s.redisOk && !problem, jobs: s.backlogJobs, memory_ratio: s.memoryRatio },
+      },
+      ...(problem ? { reason: problem } : {}),
+    };
+  });
+
+  app.get("/metrics", async (req, reply) => {
+    if (config.METRICS_TOKEN && req.headers.authorization !== `Bearer ${config.METRICS_TOKEN}`) {
+      throw unauthorized("missing_project_key", "metrics need the metrics token");
+    }
+    metrics.backlogJobs.set(backlog.state().backlogJobs ?? 0);
+    reply.header("content-type", metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+
+  const openapi = buildOpenApi();
+  app.get("/openapi.json", async () => openapi);
+
+  return app;
+}
+
+function sendError(req: FastifyRequest, reply: FastifyReply, err: HttpError) {
+  if (err.status >= 500) req.log.error({ code: err.code, err: err.cause }, err.message);
+  for (const [name, value] of Object.entries(err.extra.headers ?? {})) reply.header(name, value);
+  return reply.code(err.status).send(err.toBody());
+}
+
+/** Fastify's own errors mapped onto the contract's codes; anything else is a bug (500). */
+function toHttpError(err: unknown, req: FastifyRequest): HttpError {
+  if (err instanceof HttpError) return err;
+  const code = (err as { code?: string }).code;
+  switch (code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new HttpError("payload_too_large", "the body is over the size limit");
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+    case "FST_ERR_CTP_INVALID_TYPE":
+      return new HttpError("unsupported_media_type", "send Content-Type: application/json");
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+      return new HttpError("invalid_json", "the body is empty");
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return new HttpError("invalid_json", "the body does not match its Content-Length");
+    case "ECONNRESET":
+    case "FST_ERR_REQ_ABORTED":
+      return new HttpError("invalid_json", "the request was aborted");
+  }
+  const status = (err as { statusCode?: number }).statusCode;
+  if (status === 408) return new HttpError("request_timeout", "the request took too long");
+  if (status === 400) return new HttpError("invalid_json", "the request could not be read");
+  const internal = new HttpError("internal", "internal error");
+  internal.cause = err;
+  req.log.error({ err }, "unhandled error");
+  return internal;
+}

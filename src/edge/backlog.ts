@@ -1,0 +1,92 @@
+import type { Redis } from "ioredis";
+import type { ReportsQueue } from "../queue/reports-queue.js";
+import { HttpError } from "./errors.js";
+
+// Backpressure: the edge polls the queue's backlog and Redis memory a few times a second and
+// answers 503 while either is over its bound, instead of letting Redis run out of memory. Polling
+// keeps the check off the request path; a failed poll counts as "Redis not answering".
+
+export interface BacklogState {
+  redisOk: boolean;
+  backlogJobs: number | null;
+  memoryRatio: number | null;
+  checkedAt: number;
+}
+
+export interface BacklogOptions {
+  redis: Redis;
+  queue: ReportsQueue;
+  maxJobs: number;
+  maxMemoryRatio: number;
+  intervalMs: number;
+}
+
+function parseMemory(info: string): number | null {
+  const used = /used_memory:(\d+)/.exec(info)?.[1];
+  const max = /maxmemory:(\d+)/.exec(info)?.[1];
+  if (!used || !max || Number(max) === 0) return null;
+  return Number(used) / Number(max);
+}
+
+export function createBacklogGate(opts: BacklogOptions) {
+  let state: BacklogState = { redisOk: true, backlogJobs: 0, memoryRatio: null, checkedAt: 0 };
+  let timer: NodeJS.Timeout | null = null;
+  let polling: Promise<void> | null = null;
+
+  async function poll(): Promise<void> {
+    try {
+      const [counts, info] = await Promise.all([
+        opts.queue.getJobCounts("wait", "prioritized", "delayed"),
+        opts.maxMemoryRatio > 0 ? opts.redis.info("memory") : Promise.resolve(""),
+      ]);
+      const backlogJobs = Object.values(counts).reduce((a, b) => a + b, 0);
+      state = { redisOk: true, backlogJobs, memoryRatio: parseMemory(info), checkedAt: Date.now() };
+    } catch {
+      state = { redisOk: false, backlogJobs: null, memoryRatio: null, checkedAt: Date.now() };
+    }
+  }
+
+  const schedule = () => {
+    timer = setTimeout(() => {
+      polling = poll().finally(schedule);
+    }, opts.intervalMs);
+    timer.unref();
+  };
+
+  return {
+    async start() {
+      await poll();
+      schedule();
+    },
+    async stop() {
+      if (timer) clearTimeout(timer);
+      timer = null;
+      await polling;
+    },
+    state: () => state,
+    /** Why the edge should refuse reports now, or null. */
+    problem(): string | null {
+      if (!state.redisOk) return "redis is not answering";
+      if (state.backlogJobs !== null && state.backlogJobs > opts.maxJobs) {
+        return `backlog of ${state.backlogJobs} jobs is over its bound of ${opts.maxJobs}`;
+      }
+      if (
+        opts.maxMemoryRatio > 0 &&
+        state.memoryRatio !== null &&
+        state.memoryRatio > opts.maxMemoryRatio
+      ) {
+        return "redis memory is over its bound";
+      }
+      return null;
+    },
+    check(): void {
+      if (this.problem()) {
+        throw new HttpError("unavailable", "the service cannot take reports right now", {
+          headers: { "retry-after": 1 },
+        });
+      }
+    },
+  };
+}
+
+export type BacklogGate = ReturnType<typeof createBacklogGate>;

@@ -1,0 +1,75 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { Config } from "../config.js";
+import { createKeyCache } from "../keys/key-cache.js";
+import { createKeyStore } from "../keys/key-store.js";
+import { createEnqueuer } from "../queue/enqueuer.js";
+import { createReportsQueue } from "../queue/reports-queue.js";
+import { createProducerRedis, waitForReady } from "../redis/connections.js";
+import { buildApp } from "./app.js";
+import { createBacklogGate } from "./backlog.js";
+import { createLimits } from "./limits.js";
+import { createEdgeMetrics } from "./metrics.js";
+
+// Wires one edge from configuration: clients are created here, once, and passed down.
+
+export async function createEdge(config: Config, logger: FastifyBaseLogger) {
+  const redis = createProducerRedis(config.REDIS_URL);
+  redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
+  await waitForReady(redis);
+
+  const queue = createReportsQueue(redis, { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME });
+  queue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
+  const metrics = createEdgeMetrics();
+  const enqueuer = createEnqueuer({
+    queue,
+    maxReports: config.ENQUEUE_MAX_REPORTS,
+    maxWaitMs: config.ENQUEUE_MAX_WAIT_MS,
+    onFlush: (reports, seconds, ok) => {
+      if (ok) {
+        metrics.enqueueSeconds.observe(seconds);
+        metrics.reportsPerJob.observe(reports);
+      } else metrics.enqueueFailures.inc();
+    },
+  });
+  const backlog = createBacklogGate({
+    redis,
+    queue,
+    maxJobs: config.BACKLOG_MAX_JOBS,
+    maxMemoryRatio: config.REDIS_MEMORY_MAX_RATIO,
+    intervalMs: config.BACKLOG_CHECK_INTERVAL_MS,
+  });
+  await backlog.start();
+  const keyStore = createKeyStore(redis);
+  const limits = createLimits({
+    redis,
+    plans: config.PLANS,
+    authFailuresPerIp: config.AUTH_FAILURES_PER_IP,
+    authFailureWindowS: config.AUTH_FAILURE_WINDOW_S,
+  });
+  const app = buildApp({
+    config,
+    logger,
+    lookupKey: createKeyCache(keyStore.lookup, { ttlMs: config.KEY_CACHE_TTL_MS }),
+    limits,
+    backlog,
+    enqueuer,
+    metrics,
+  });
+
+  return {
+    app,
+    redis,
+    queue,
+    keyStore,
+    /** Stop intake, let in-flight requests finish, flush the pending batch, close Redis. */
+    async close() {
+      await app.close();
+      await enqueuer.drain();
+      await backlog.stop();
+      await queue.close();
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}
+
+export type Edge = Awaited<ReturnType<typeof createEdge>>;

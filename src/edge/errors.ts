@@ -1,0 +1,49 @@
+// The closed set of error codes of CONTRACT.md, one error type, and the body every error shares.
+
+export const ERROR_STATUS = {
+  invalid_json: 400,
+  invalid_report: 400,
+  missing_project_key: 401,
+  invalid_project_key: 401,
+  not_found: 404,
+  method_not_allowed: 405,
+  request_timeout: 408,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  quota_exceeded: 429,
+  internal: 500,
+  unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export interface Issue {
+  path: string;
+  message: string;
+}
+
+export class HttpError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly extra: {
+      body?: Record<string, unknown>;
+      headers?: Record<string, string | number>;
+      issues?: Issue[];
+    } = {},
+  ) {
+    super(message);
+    this.status = ERROR_STATUS[code];
+  }
+
+  toBody(): Record<string, unknown> {
+    return {
+      error: this.code,
+      message: this.message,
+      ...(this.extra.issues ? { issues: this.extra.issues } : {}),
+      ...this.extra.body,
+    };
+  }
+}

@@ -1,0 +1,139 @@
+import type { Redis } from "ioredis";
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
+import type { Plan } from "../config.js";
+import type { KeyLookup } from "../keys/key-store.js";
+import { HttpError } from "./errors.js";
+
+// Per-project burst limit (reports per second) and plan quota (reports per calendar month, UTC),
+// both in Redis so that every edge shares them; failed authentication limited per client IP in
+// process, so that guessing keys costs no Redis call.
+//
+// rate-limiter-flexible rejects with a RateLimiterRes when a limit is hit and with an Error when
+// Redis fails. The first is a 429; the second is a 503, because an edge that cannot reach Redis
+// cannot enqueue the report either.
+
+export interface LimitsOptions {
+  redis: Redis;
+  plans: Record<string, Plan>;
+  prefix?: string;
+  authFailuresPerIp: number;
+  authFailureWindowS: number;
+}
+
+export function effectivePlan(plans: Record<string, Plan>, lookup: KeyLookup): Plan {
+  // A plan removed from the configuration falls back to the most restrictive default.
+  const base = plans[lookup.plan] ?? plans.free ?? { monthly: 3_000, burst: 10 };
+  return { ...base, ...lookup.overrides };
+}
+
+function limitHeaders(limit: number, res: RateLimiterRes) {
+  const resetS = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+  return {
+    "retry-after": resetS,
+    "ratelimit-limit": limit,
+    "ratelimit-remaining": Math.max(0, res.remainingPoints),
+    "ratelimit-reset": resetS,
+  };
+}
+
+function limitBody(limit: number, res: RateLimiterRes) {
+  return {
+    limit,
+    remaining: Math.max(0, res.remainingPoints),
+    reset_at: new Date(Date.now() + res.msBeforeNext).toISOString(),
+  };
+}
+
+function redisFailure(err: unknown): never {
+  if (err instanceof RateLimiterRes) throw new Error("unexpected limiter result");
+  throw new HttpError("unavailable", "the service cannot take reports right now", {
+    headers: { "retry-after": 1 },
+  });
+}
+
+/** Seconds from now to the start of next month (UTC), when the monthly quota resets. */
+export function secondsToMonthEnd(now = new Date()): number {
+  const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+  return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
+}
+
+export function createLimits(opts: LimitsOptions) {
+  const prefix = opts.prefix ?? "headroom";
+  const burstLimiters = new Map<number, RateLimiterRedis>();
+  const quotaLimiters = new Map<number, RateLimiterRedis>();
+
+  const limiter = (cache: Map<number, RateLimiterRedis>, name: string, points: number) => {
+    let l = cache.get(points);
+    if (!l) {
+      l = new RateLimiterRedis({
+        storeClient: opts.redis,
+        keyPrefix: `${prefix}:${name}`,
+        points,
+        duration: 1,
+        rejectIfRedisNotReady: true,
+      });
+      cache.set(points, l);
+    }
+    return l;
+  };
+
+  const authFailures = new RateLimiterMemory({
+    keyPrefix: "auth-failures",
+    points: opts.authFailuresPerIp,
+    duration: opts.authFailureWindowS,
+  });
+
+  return {
+    /** 429 when this IP has failed authentication too often recently. */
+    async checkAuthFailures(ip: string): Promise<void> {
+      const res = await authFailures.get(ip);
+      if (res && res.remainingPoints <= 0) {
+        throw new HttpError("rate_limited", "too many failed authentication attempts", {
+          body: limitBody(opts.authFailuresPerIp, res),
+          headers: limitHeaders(opts.authFailuresPerIp, res),
+        });
+      }
+    },
+
+    recordAuthFailure(ip: string): void {
+      authFailures.penalty(ip, 1).catch(() => {});
+    },
+
+    async consumeBurst(lookup: KeyLookup): Promise<void> {
+      const { burst } = effectivePlan(opts.plans, lookup);
+      try {
+        await limiter(burstLimiters, "burst", burst).consume(lookup.projectId, 1);
+      } catch (err) {
+        if (!(err instanceof RateLimiterRes)) redisFailure(err);
+        throw new HttpError("rate_limited", `burst limit of ${burst} reports per second exceeded`, {
+          body: limitBody(burst, err),
+          headers: limitHeaders(burst, err),
+        });
+      }
+    },
+
+    /** Counts one report against the monthly quota; returns how to give it back. */
+    async consumeQuota(lookup: KeyLookup): Promise<() => Promise<void>> {
+      const { monthly } = effectivePlan(opts.plans, lookup);
+      if (monthly === null) return async () => {};
+      const now = new Date();
+      const month = now.toISOString().slice(0, 7);
+      const key = `${lookup.projectId}:${month}`;
+      const l = limiter(quotaLimiters, "quota", monthly);
+      try {
+        await l.consume(key, 1, { customDuration: secondsToMonthEnd(now) });
+      } catch (err) {
+        if (!(err instanceof RateLimiterRes)) redisFailure(err);
+        throw new HttpError("quota_exceeded", `monthly quota of ${monthly} reports used up`, {
+          body: { ...limitBody(monthly, err), used: Math.min(monthly, err.consumedPoints) },
+          headers: limitHeaders(monthly, err),
+        });
+      }
+      return async () => {
+        await l.reward(key, 1).catch(() => {});
+      };
+    },
+  };
+}
+
+export type Limits = ReturnType<typeof createLimits>;

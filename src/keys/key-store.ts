@@ -1,0 +1,176 @@
+import type { Redis } from "ioredis";
+import type { Plan } from "../config.js";
+import { generateId, generateKey, hashKey, isWellFormedKey } from "./key-format.js";
+
+// Projects and their keys in Redis. Only SHA-256 hashes of keys are stored.
+//   {p}:key:<sha256>          hash  key_id, project_id, created_at, revoked
+//   {p}:key-id:<key_id>       string <sha256>
+//   {p}:project:<project_id>  hash  plan, monthly?, burst?, created_at
+//   {p}:project-keys:<id>     set   key ids
+//   {p}:projects              set   project ids
+
+export interface KeyInfo {
+  keyId: string;
+  projectId: string;
+  createdAt: string;
+  revoked: boolean;
+}
+
+export interface ProjectInfo {
+  projectId: string;
+  plan: string;
+  /** Per-project overrides of the plan's numbers. */
+  overrides: Partial<Plan>;
+}
+
+/** What the edge needs to know about a presented key. */
+export interface KeyLookup {
+  keyId: string;
+  projectId: string;
+  plan: string;
+  overrides: Partial<Plan>;
+}
+
+export class KeyStoreError extends Error {
+  override name = "KeyStoreError";
+}
+
+const PROJECT_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+export function createKeyStore(redis: Redis, prefix = "headroom") {
+  const k = {
+    key: (hash: string) => `${prefix}:key:${hash}`,
+    keyId: (id: string) => `${prefix}:key-id:${id}`,
+    project: (id: string) => `${prefix}:project:${id}`,
+    projectKeys: (id: string) => `${prefix}:project-keys:${id}`,
+    projects: `${prefix}:projects`,
+  };
+
+  function checkProjectId(projectId: string) {
+    if (!PROJECT_ID.test(projectId)) {
+      throw new KeyStoreError("project id: 1-64 characters of letters, digits, '.', '_' or '-'");
+    }
+  }
+
+  async function getProject(projectId: string): Promise<ProjectInfo | null> {
+    const h = await redis.hgetall(k.project(projectId));
+    if (!h.plan) return null;
+    const overrides: Partial<Plan> = {};
+    if (h.monthly !== undefined)
+      overrides.monthly = h.monthly === "none" ? null : Number(h.monthly);
+    if (h.burst !== undefined) overrides.burst = Number(h.burst);
+    return { projectId, plan: h.plan, overrides };
+  }
+
+  async function ensureProject(projectId: string, plan: string | undefined, defaultPlan: string) {
+    checkProjectId(projectId);
+    const created = await redis.hsetnx(k.project(projectId), "plan", plan ?? defaultPlan);
+    if (created) await redis.hset(k.project(projectId), "created_at", new Date().toISOString());
+    else if (plan) await redis.hset(k.project(projectId), "plan", plan);
+    await redis.sadd(k.projects, projectId);
+  }
+
+  async function store(key: string, projectId: string): Promise<KeyInfo> {
+    const hash = hashKey(key);
+    const info: KeyInfo = {
+      keyId: generateId("key"),
+      projectId,
+      createdAt: new Date().toISOString(),
+      revoked: false,
+    };
+    const added = await redis.hsetnx(k.key(hash), "key_id", info.keyId);
+    if (!added) throw new KeyStoreError("this key is already registered");
+    await redis
+      .multi()
+      .hset(k.key(hash), {
+        project_id: projectId,
+        created_at: info.createdAt,
+        revoked: "0",
+      })
+      .set(k.keyId(info.keyId), hash)
+      .sadd(k.projectKeys(projectId), info.keyId)
+      .exec();
+    return info;
+  }
+
+  async function keyInfo(hash: string): Promise<KeyInfo | null> {
+    const h = await redis.hgetall(k.key(hash));
+    if (!h.key_id || !h.project_id) return null;
+    return {
+      keyId: h.key_id,
+      projectId: h.project_id,
+      createdAt: h.created_at ?? "",
+      revoked: h.revoked === "1",
+    };
+  }
+
+  return {
+    /** Creates a key for a project (creating the project if needed); the plaintext is returned once. */
+    async create(projectId: string, opts: { plan?: string; defaultPlan: string }) {
+      await ensureProject(projectId, opts.plan, opts.defaultPlan);
+      const key = generateKey();
+      const info = await store(key, projectId);
+      const project = await getProject(projectId);
+      return { key, ...info, plan: project?.plan ?? opts.defaultPlan };
+    },
+
+    /** Registers an existing key (any well-formed format) for a project. */
+    async import(projectId: string, key: string, opts: { plan?: string; defaultPlan: string }) {
+      if (!isWellFormedKey(key)) throw new KeyStoreError("the key is not well formed");
+      await ensureProject(projectId, opts.plan, opts.defaultPlan);
+      const info = await store(key, projectId);
+      const project = await getProject(projectId);
+      return { ...info, plan: project?.plan ?? opts.defaultPlan };
+    },
+
+    async revoke(keyId: string): Promise<boolean> {
+      const hash = await redis.get(k.keyId(keyId));
+      if (!hash) return false;
+      await redis.hset(k.key(hash), { revoked: "1", revoked_at: new Date().toISOString() });
+      return true;
+    },
+
+    async setPlan(projectId: string, plan: string, overrides: Partial<Plan> = {}) {
+      checkProjectId(projectId);
+      if (!(await redis.exists(k.project(projectId)))) {
+        throw new KeyStoreError(`unknown project ${projectId}`);
+      }
+      const fields: Record<string, string> = { plan };
+      if (overrides.monthly !== undefined) fields.monthly = String(overrides.monthly ?? "none");
+      if (overrides.burst !== undefined) fields.burst = String(overrides.burst);
+      await redis.hset(k.project(projectId), fields);
+    },
+
+    getProject,
+
+    async list(projectId?: string) {
+      const projects = projectId ? [projectId] : (await redis.smembers(k.projects)).sort();
+      const out: (KeyInfo & { plan: string })[] = [];
+      for (const p of projects) {
+        const project = await getProject(p);
+        for (const id of (await redis.smembers(k.projectKeys(p))).sort()) {
+          const hash = await redis.get(k.keyId(id));
+          const info = hash ? await keyInfo(hash) : null;
+          if (info) out.push({ ...info, plan: project?.plan ?? "" });
+        }
+      }
+      return out;
+    },
+
+    /** The edge's lookup: null for unknown or revoked keys. Two reads; the edge caches them. */
+    async lookup(key: string): Promise<KeyLookup | null> {
+      const info = await keyInfo(hashKey(key));
+      if (!info || info.revoked) return null;
+      const project = await getProject(info.projectId);
+      if (!project) return null;
+      return {
+        keyId: info.keyId,
+        projectId: info.projectId,
+        plan: project.plan,
+        overrides: project.overrides,
+      };
+    },
+  };
+}
+
+export type KeyStore = ReturnType<typeof createKeyStore>;

@@ -1,0 +1,35 @@
+import { type ConnectionOptions, Queue } from "bullmq";
+import type { ReportRow } from "../report/report-schema.js";
+
+// The queue between edge and workers. A job carries many reports as positional rows
+// (REPORT_COLUMNS order): about half the Redis bytes of objects, and ready for JSONCompactEachRow.
+
+export const REPORT_JOB = "reports";
+
+export interface ReportJobData {
+  v: 1;
+  rows: ReportRow[];
+  /** Set on a job of rows that ClickHouse refused: it fails at once and waits in the DLQ. */
+  dead?: { reason: string; from: string };
+}
+
+export interface QueueNames {
+  prefix: string;
+  name: string;
+}
+
+export function createReportsQueue(connection: ConnectionOptions, names: QueueNames) {
+  return new Queue<ReportJobData, void, string>(names.name, {
+    connection,
+    prefix: names.prefix,
+    defaultJobOptions: {
+      // Completed jobs are in ClickHouse; failed jobs are the dead-letter set and are kept.
+      removeOnComplete: true,
+      removeOnFail: false,
+      attempts: 8,
+      backoff: { type: "exponential", delay: 1_000 },
+    },
+  });
+}
+
+export type ReportsQueue = ReturnType<typeof createReportsQueue>;

@@ -1,0 +1,51 @@
+import { Redis } from "ioredis";
+
+// Redis clients by role (BullMQ's production guide): the edge must fail fast when Redis is away
+// so a request becomes a 503 at once; workers must wait for Redis as long as it takes.
+
+export function createProducerRedis(url: string): Redis {
+  return new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 2_000,
+    retryStrategy: (times) => Math.min(times * 100, 1_000),
+  });
+}
+
+export function createWorkerRedis(url: string): Redis {
+  return new Redis(url, {
+    maxRetriesPerRequest: null,
+    retryStrategy: (times) => Math.min(times * 200, 2_000),
+  });
+}
+
+/** Resolves once the client is ready; the edge starts serving only then. */
+export async function waitForReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
+  if (redis.status === "ready") return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`Redis did not become ready within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      cleanup();
+      resolve();
+    };
+    const cleanup = () => {
+      clearTimeout(timer);
+      redis.off("ready", onReady);
+    };
+    redis.on("ready", onReady);
+  });
+}
+
+/** Redacts the password of a redis:// URL for logs. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(invalid url)";
+  }
+}

@@ -1,0 +1,126 @@
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { createServer } from "node:net";
+import { Redis } from "ioredis";
+
+// A redis-server child process on a free port: for the test harness, the local stack and the
+// benchmark. AOF on and `noeviction`, as production is configured.
+
+export interface RedisServerOptions {
+  dir: string;
+  port?: number;
+  maxmemory?: string;
+  password?: string;
+  appendfsync?: "always" | "everysec" | "no";
+  /** Inherit the child's output (the local stack); tests keep it quiet. */
+  inheritOutput?: boolean;
+}
+
+export interface RedisServer {
+  url: string;
+  port: number;
+  process: ChildProcess;
+  /** Stops with SIGTERM (Redis flushes the AOF) and waits for the exit. */
+  stop(): Promise<void>;
+  /** SIGKILL: nothing is flushed beyond what the AOF already has. */
+  kill(): Promise<void>;
+}
+
+export class RedisServerMissingError extends Error {
+  override name = "RedisServerMissingError";
+  constructor() {
+    super(
+      "redis-server was not found on PATH. Install Redis 7 (Debian/Ubuntu: apt-get install -y redis-server; macOS: brew install redis) or set REDIS_URL to an existing server.",
+    );
+  }
+}
+
+export function hasRedisServer(): boolean {
+  return spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once("exit", () => resolve()));
+}
+
+export async function startRedisServer(opts: RedisServerOptions): Promise<RedisServer> {
+  if (!hasRedisServer()) throw new RedisServerMissingError();
+  mkdirSync(opts.dir, { recursive: true });
+  const port = opts.port ?? (await freePort());
+  const args = [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--dir",
+    opts.dir,
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    opts.appendfsync ?? "everysec",
+    "--save",
+    "",
+    "--maxmemory-policy",
+    "noeviction",
+    "--protected-mode",
+    "no",
+    "--daemonize",
+    "no",
+    ...(opts.maxmemory ? ["--maxmemory", opts.maxmemory] : []),
+    ...(opts.password ? ["--requirepass", opts.password] : []),
+  ];
+  const child = spawn("redis-server", args, {
+    stdio: opts.inheritOutput ? ["ignore", "inherit", "inherit"] : "ignore",
+  });
+  const auth = opts.password ? `:${encodeURIComponent(opts.password)}@` : "";
+  const url = `redis://${auth}127.0.0.1:${port}`;
+  await waitForPing(url, child);
+  const signal = async (sig: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+    await exited(child);
+  };
+  return {
+    url,
+    port,
+    process: child,
+    stop: () => signal("SIGTERM"),
+    kill: () => signal("SIGKILL"),
+  };
+}
+
+async function waitForPing(url: string, child: ChildProcess, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with code ${child.exitCode}`);
+    const client = new Redis(url, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      // Loading the AOF answers LOADING until done; wait for a real PONG.
+      if ((await client.ping()) === "PONG") return;
+    } catch {
+      // not up yet
+    } finally {
+      client.disconnect();
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`redis-server did not answer on ${url} within ${timeoutMs} ms`);
+}

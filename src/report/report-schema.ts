@@ -1,0 +1,218 @@
+import { z } from "zod";
+
+// The one definition of a report: the wire rules of CONTRACT.md (`reportBodySchema`), the
+// normalised record the server stores (`reportRecordSchema`), and the positional row that travels
+// in queue jobs and is inserted into ClickHouse as JSONCompactEachRow (`toRow`/`fromRow`).
+
+const INT64_LIMIT = 2 ** 63;
+/** Credits are stored as Decimal(38, 12); toFixed(12) is exact text below 1e21. */
+const CREDIT_LIMIT = 1e21;
+const MIN_TIMESTAMP_MS = Date.UTC(2000, 0, 1);
+const MAX_FUTURE_MS = 24 * 60 * 60 * 1000;
+
+const wellFormed = (s: string) => s.isWellFormed();
+const NOT_UTF8 = "must be valid UTF-8 (no lone surrogates)";
+
+const limitValue = z
+  .number({ error: "expected a number or null" })
+  .transform((n) => Math.round(n))
+  .refine((n) => n >= -INT64_LIMIT && n < INT64_LIMIT, "must fit a signed 64-bit integer")
+  .nullable()
+  .optional()
+  .transform((n) => n ?? null);
+
+const creditValue = z
+  .number({ error: "expected a number or null" })
+  .refine((n) => Math.abs(n) < CREDIT_LIMIT, "must be below 1e21 in magnitude")
+  .nullable()
+  .optional()
+  .transform((n) => n ?? null);
+
+export const limitsSchema = z.object(
+  {
+    requests_limit: limitValue,
+    requests_remaining: limitValue,
+    tokens_limit: limitValue,
+    tokens_remaining: limitValue,
+    reset_requests_ms: limitValue,
+    reset_tokens_ms: limitValue,
+  },
+  { error: "expected an object" },
+);
+
+export const creditsSchema = z.object(
+  {
+    credits_limit: creditValue,
+    credits_remaining: creditValue,
+    request_cost: creditValue,
+  },
+  { error: "expected an object or null" },
+);
+
+const ISO_TIMESTAMP =
+  /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?(Z|[+-]\d{2}(?::?\d{2})?)$/i;
+
+/** Parses an ISO 8601 date-time with `Z` or an offset, any fractional precision, to UTC ms. */
+export function parseIsoTimestamp(text: string): number | null {
+  const m = ISO_TIMESTAMP.exec(text);
+  if (!m) return null;
+  const [, y, mo, d, h, mi, s, frac = "", zone = "Z"] = m;
+  const ms = Number(`${frac}000`.slice(0, 3));
+  const utc = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s), ms);
+  const check = new Date(utc);
+  // Date.UTC rolls 2024-02-30 over into March; a real date survives the round trip.
+  if (
+    check.getUTCFullYear() !== Number(y) ||
+    check.getUTCMonth() !== Number(mo) - 1 ||
+    check.getUTCDate() !== Number(d) ||
+    Number(h) > 23 ||
+    Number(mi) > 59 ||
+    Number(s) > 59
+  ) {
+    return null;
+  }
+  if (zone.toUpperCase() === "Z") return utc;
+  const sign = zone.startsWith("-") ? -1 : 1;
+  const digits = zone.slice(1).replace(":", "");
+  const offsetMin = Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2, 4) || "0");
+  if (offsetMin > 18 * 60) return null;
+  return utc - sign * offsetMin * 60_000;
+}
+
+const timestampSchema = z
+  .string({ error: "expected an ISO 8601 date-time string" })
+  .transform((text, ctx) => {
+    const ms = parseIsoTimestamp(text);
+    if (ms === null) {
+      ctx.addIssue({
+        code: "custom",
+        message: "expected an ISO 8601 date-time with Z or an offset",
+      });
+      return z.NEVER;
+    }
+    if (ms < MIN_TIMESTAMP_MS || ms > Date.now() + MAX_FUTURE_MS) {
+      ctx.addIssue({ code: "custom", message: "must lie between 2000-01-01 and 24 h from now" });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+/** The request body, per CONTRACT.md. Unknown keys are stripped. */
+export const reportBodySchema = z.object(
+  {
+    provider: z
+      .string({ error: "required: a non-empty string" })
+      .refine(wellFormed, NOT_UTF8)
+      .transform((s) => s.trim().toLowerCase())
+      .pipe(z.string().min(1, "must not be empty").max(64, "must be at most 64 characters")),
+    limits: limitsSchema,
+    app: z
+      .string({ error: "expected a string" })
+      .refine(wellFormed, NOT_UTF8)
+      .transform((s) => s.trim())
+      .pipe(z.string().max(128, "must be at most 128 characters"))
+      .nullable()
+      .optional()
+      .transform((s) => (s ? s : "default")),
+    model: z
+      .string({ error: "expected a string or null" })
+      .refine(wellFormed, NOT_UTF8)
+      .pipe(z.string().min(1, "must not be empty").max(256, "must be at most 256 characters"))
+      .nullable()
+      .optional()
+      .transform((s) => s ?? null),
+    timestamp: timestampSchema.nullable().optional(),
+    credits: creditsSchema.nullable().optional(),
+  },
+  { error: "expected a JSON object" },
+);
+
+export type ReportBody = z.output<typeof reportBodySchema>;
+
+const isoMs = z.iso.datetime({ precision: 3 });
+
+/** The same schema for every key of a shape: the stored columns reuse the wire field names. */
+function eachKey<K extends string, S extends z.ZodType>(shape: Record<K, unknown>, schema: S) {
+  return Object.fromEntries(Object.keys(shape).map((k) => [k, schema])) as Record<K, S>;
+}
+
+/** The stored report: one row of ClickHouse `reports`, in column order. */
+export const reportRecordSchema = z.object({
+  report_id: z.uuid(),
+  project_id: z.string().min(1),
+  key_id: z.string().min(1),
+  app: z.string().min(1),
+  provider: z.string().min(1),
+  model: z.string().nullable(),
+  timestamp: isoMs,
+  received_at: isoMs,
+  ...eachKey(limitsSchema.shape, z.number().int().nullable()),
+  ...eachKey(creditsSchema.shape, z.number().nullable()),
+});
+
+export type ReportRecord = z.infer<typeof reportRecordSchema>;
+export type ReportColumn = keyof ReportRecord;
+export const REPORT_COLUMNS = Object.keys(reportRecordSchema.shape) as ReportColumn[];
+const LIMIT_FIELDS = Object.keys(limitsSchema.shape) as (keyof ReportBody["limits"])[];
+const CREDIT_FIELDS = Object.keys(creditsSchema.shape) as (keyof NonNullable<
+  ReportBody["credits"]
+>)[];
+
+/** Positional form of a record, in REPORT_COLUMNS order; ClickHouse text for times and credits. */
+export type ReportRow = (string | number | null)[];
+
+export interface ServerFields {
+  reportId: string;
+  projectId: string;
+  keyId: string;
+  receivedAt: number;
+}
+
+export function toRecord(body: ReportBody, server: ServerFields): ReportRecord {
+  const credits = body.credits;
+  const hasCredits = credits != null && CREDIT_FIELDS.some((k) => credits[k] !== null);
+  const record: Record<string, unknown> = {
+    report_id: server.reportId,
+    project_id: server.projectId,
+    key_id: server.keyId,
+    app: body.app,
+    provider: body.provider,
+    model: body.model,
+    timestamp: new Date(body.timestamp ?? server.receivedAt).toISOString(),
+    received_at: new Date(server.receivedAt).toISOString(),
+  };
+  for (const k of LIMIT_FIELDS) record[k] = body.limits[k];
+  // A credits object whose three fields are all null is stored as "no credits".
+  for (const k of CREDIT_FIELDS) record[k] = hasCredits ? credits[k] : null;
+  return record as ReportRecord;
+}
+
+const TIME_COLUMNS = new Set<ReportColumn>(["timestamp", "received_at"]);
+const CREDIT_COLUMNS = new Set<string>(CREDIT_FIELDS);
+
+/** ISO `2024-05-01T10:00:00.123Z` → ClickHouse DateTime64(3) text `2024-05-01 10:00:00.123`. */
+const toClickHouseTime = (iso: string) => `${iso.slice(0, 10)} ${iso.slice(11, 23)}`;
+const fromClickHouseTime = (text: string) => `${text.slice(0, 10)}T${text.slice(11, 23)}Z`;
+
+export function toRow(record: ReportRecord): ReportRow {
+  return REPORT_COLUMNS.map((column) => {
+    const value = record[column];
+    if (value === null) return null;
+    if (TIME_COLUMNS.has(column)) return toClickHouseTime(value as string);
+    // Decimal text keeps credits exact; JSON numbers like 1e-7 would not parse as Decimal.
+    if (CREDIT_COLUMNS.has(column)) return (value as number).toFixed(12);
+    return value;
+  });
+}
+
+export function fromRow(row: ReportRow): ReportRecord {
+  const record: Record<string, unknown> = {};
+  REPORT_COLUMNS.forEach((column, i) => {
+    const value = row[i] ?? null;
+    if (value === null) record[column] = null;
+    else if (TIME_COLUMNS.has(column)) record[column] = fromClickHouseTime(String(value));
+    else if (CREDIT_COLUMNS.has(column)) record[column] = Number(value);
+    else record[column] = value;
+  });
+  return record as ReportRecord;
+}
