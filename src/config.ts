@@ -90,6 +90,9 @@ export const configSchema = z.object({
   BATCH_MAX_WAIT_MS: int(1, 60_000).default(1_000),
   /** Jobs a worker holds at once; their reports share inserts. */
   WORKER_CONCURRENCY: int(1, 10_000).default(256),
+  /** A job whose worker stops renewing its lock for this long is redelivered (stalled). */
+  WORKER_LOCK_DURATION_MS: int(1_000).default(30_000),
+  WORKER_STALLED_INTERVAL_MS: int(1_000).default(30_000),
   WORKER_METRICS_PORT: int(0, 65535).default(9101),
   WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
   MIGRATE_ON_START: bool.default(true),

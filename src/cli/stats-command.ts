@@ -1,0 +1,130 @@
+import { parseArgs } from "node:util";
+import { createClickHouse } from "../clickhouse/client.js";
+import { cliConfig, print, table, UsageError } from "./context.js";
+
+// `headroom stats`: reports per provider/model/app over a period, and the current headroom.
+
+const UNITS = { m: 60, h: 3_600, d: 86_400 } as const;
+
+export function parseSince(text: string): number {
+  const m = /^(\d+)([mhd])$/.exec(text);
+  if (!m) throw new UsageError("--since takes a number and m, h or d, e.g. 30m, 24h, 7d");
+  return Number(m[1]) * UNITS[m[2] as keyof typeof UNITS];
+}
+
+interface VolumeRow {
+  project_id: string;
+  provider: string;
+  model: string;
+  app: string;
+  reports: string;
+  hints: string;
+  cost: string;
+}
+
+interface HeadroomRow {
+  project_id: string;
+  provider: string;
+  model: string;
+  app: string;
+  last_seen: string;
+  requests_remaining: string | null;
+  requests_limit: string | null;
+  tokens_remaining: string | null;
+  tokens_limit: string | null;
+  credits_remaining: string | null;
+}
+
+const pct = (remaining: string | null, limit: string | null) =>
+  remaining === null || limit === null || Number(limit) === 0
+    ? null
+    : `${remaining}/${limit} (${Math.round((Number(remaining) / Number(limit)) * 100)}%)`;
+
+export async function statsCommand(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      project: { type: "string" },
+      since: { type: "string", default: "24h" },
+      json: { type: "boolean", default: false },
+    },
+  });
+  const seconds = parseSince(values.since);
+  const config = cliConfig();
+  const db = config.CLICKHOUSE_DATABASE;
+  const client = createClickHouse(config);
+  const where = values.project ? "AND project_id = {project:String}" : "";
+  const params = { seconds, project: values.project ?? "" };
+  try {
+    const volume = await (
+      await client.query({
+        query: `SELECT project_id, provider, model, app, sum(reports) AS reports, sum(hints) AS hints,
+            toString(sum(cost_sum)) AS cost
+          FROM ${db}.reports_minute_v
+          WHERE bucket >= now() - toIntervalSecond({seconds:UInt32}) ${where}
+          GROUP BY project_id, provider, model, app ORDER BY reports DESC, provider, model, app`,
+        query_params: params,
+        format: "JSONEachRow",
+      })
+    ).json<VolumeRow>();
+    const headroom = await (
+      await client.query({
+        query: `SELECT project_id, provider, model, app, toString(last_seen) AS last_seen,
+            requests_remaining, requests_limit, tokens_remaining, tokens_limit,
+            toString(credits_remaining) AS credits_remaining
+          FROM ${db}.latest_limits_v
+          WHERE last_seen >= now() - toIntervalSecond({seconds:UInt32}) ${where}
+          ORDER BY project_id, provider, model, app`,
+        query_params: params,
+        format: "JSONEachRow",
+      })
+    ).json<HeadroomRow>();
+    print(values.json, { since: values.since, volume, headroom }, () =>
+      [
+        `Reports in the last ${values.since}:`,
+        volume.length === 0
+          ? "  (none)"
+          : table(
+              ["PROJECT", "PROVIDER", "MODEL", "APP", "REPORTS", "NO-LIMIT HINTS", "COST"],
+              volume.map((r) => [
+                r.project_id,
+                r.provider,
+                r.model || "-",
+                r.app,
+                r.reports,
+                r.hints,
+                r.cost,
+              ]),
+            ),
+        "",
+        "Current headroom (latest figures):",
+        headroom.length === 0
+          ? "  (none)"
+          : table(
+              [
+                "PROJECT",
+                "PROVIDER",
+                "MODEL",
+                "APP",
+                "REQUESTS LEFT",
+                "TOKENS LEFT",
+                "CREDITS LEFT",
+                "LAST SEEN",
+              ],
+              headroom.map((r) => [
+                r.project_id,
+                r.provider,
+                r.model || "-",
+                r.app,
+                pct(r.requests_remaining, r.requests_limit),
+                pct(r.tokens_remaining, r.tokens_limit),
+                r.credits_remaining,
+                r.last_seen,
+              ]),
+            ),
+      ].join("\n"),
+    );
+  } finally {
+    await client.close();
+  }
+}

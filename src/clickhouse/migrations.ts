@@ -1,0 +1,210 @@
+import type { ClickHouseClient } from "@clickhouse/client";
+import { REPORT_COLUMNS, type ReportColumn } from "../report/report-schema.js";
+
+// Versioned schema migrations, tracked in `schema_migrations`. Every statement is idempotent
+// (IF NOT EXISTS), so concurrent workers starting together, or a migration interrupted half way,
+// are harmless: running again finishes the job.
+
+export interface MigrationContext {
+  db: string;
+  retentionDays: number;
+}
+
+interface Migration {
+  version: number;
+  name: string;
+  statements: (ctx: MigrationContext) => string[];
+}
+
+/** The type of each stored column; keyed by the report schema so a new field cannot be missed. */
+export const COLUMN_TYPES: Record<ReportColumn, string> = {
+  report_id: "UUID",
+  project_id: "LowCardinality(String)",
+  key_id: "LowCardinality(String)",
+  app: "LowCardinality(String)",
+  provider: "LowCardinality(String)",
+  // '' when the client could not see the model: the contract never allows '' as a model name.
+  model: "LowCardinality(String)",
+  timestamp: "DateTime64(3, 'UTC')",
+  received_at: "DateTime64(3, 'UTC')",
+  requests_limit: "Nullable(Int64)",
+  requests_remaining: "Nullable(Int64)",
+  tokens_limit: "Nullable(Int64)",
+  tokens_remaining: "Nullable(Int64)",
+  reset_requests_ms: "Nullable(Int64)",
+  reset_tokens_ms: "Nullable(Int64)",
+  // Exact decimals: credit figures are money-like and are summed.
+  credits_limit: "Nullable(Decimal(38, 12))",
+  credits_remaining: "Nullable(Decimal(38, 12))",
+  request_cost: "Nullable(Decimal(38, 12))",
+};
+
+// Insert retries reuse their deduplication token; MergeTree tables need a window to honour it,
+// and so do the tables materialized views write to (ClickHouse ≥ 24 deduplicates those too).
+const DEDUP = "non_replicated_deduplication_window = 10000";
+
+const HAS_LIMITS =
+  "(requests_limit IS NOT NULL OR requests_remaining IS NOT NULL OR tokens_limit IS NOT NULL OR tokens_remaining IS NOT NULL)";
+const HAS_CREDITS =
+  "(credits_limit IS NOT NULL OR credits_remaining IS NOT NULL OR request_cost IS NOT NULL)";
+const LIMITS_TUPLE =
+  "Tuple(requests_limit Nullable(Int64), requests_remaining Nullable(Int64), tokens_limit Nullable(Int64), tokens_remaining Nullable(Int64), reset_requests_ms Nullable(Int64), reset_tokens_ms Nullable(Int64))";
+const CREDITS_TUPLE =
+  "Tuple(credits_limit Nullable(Decimal(38, 12)), credits_remaining Nullable(Decimal(38, 12)), request_cost Nullable(Decimal(38, 12)))";
+
+/** A rollup table and the materialized view that keeps it, per `bucket` of time. */
+function rollup(ctx: MigrationContext, name: string, bucketType: string, bucketExpr: string) {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${ctx.db}.${name} (
+      project_id LowCardinality(String),
+      app LowCardinality(String),
+      provider LowCardinality(String),
+      model LowCardinality(String),
+      bucket ${bucketType},
+      reports SimpleAggregateFunction(sum, UInt64),
+      hints SimpleAggregateFunction(sum, UInt64),
+      requests_remaining_min SimpleAggregateFunction(min, Nullable(Int64)),
+      tokens_remaining_min SimpleAggregateFunction(min, Nullable(Int64)),
+      requests_limit_max SimpleAggregateFunction(max, Nullable(Int64)),
+      tokens_limit_max SimpleAggregateFunction(max, Nullable(Int64)),
+      cost_sum SimpleAggregateFunction(sum, Decimal(38, 12)),
+      credits_remaining_last AggregateFunction(argMaxIf, Nullable(Decimal(38, 12)), DateTime64(3, 'UTC'), UInt8)
+    ) ENGINE = AggregatingMergeTree
+    PARTITION BY toYYYYMM(bucket)
+    ORDER BY (project_id, provider, model, app, bucket)
+    TTL toDateTime(bucket) + INTERVAL ${ctx.retentionDays} DAY
+    SETTINGS ${DEDUP}`,
+    `CREATE MATERIALIZED VIEW IF NOT EXISTS ${ctx.db}.${name}_mv TO ${ctx.db}.${name} AS
+    SELECT project_id, app, provider, model, ${bucketExpr} AS bucket,
+      count() AS reports,
+      countIf(NOT ${HAS_LIMITS}) AS hints,
+      min(requests_remaining) AS requests_remaining_min,
+      min(tokens_remaining) AS tokens_remaining_min,
+      max(requests_limit) AS requests_limit_max,
+      max(tokens_limit) AS tokens_limit_max,
+      sum(ifNull(request_cost, toDecimal128(0, 12))) AS cost_sum,
+      argMaxIfState(credits_remaining, timestamp, credits_remaining IS NOT NULL) AS credits_remaining_last
+    FROM ${ctx.db}.reports
+    GROUP BY project_id, app, provider, model, bucket`,
+    `CREATE VIEW IF NOT EXISTS ${ctx.db}.${name}_v AS
+    SELECT project_id, app, provider, model, bucket,
+      sum(reports) AS reports, sum(hints) AS hints,
+      min(requests_remaining_min) AS requests_remaining_min,
+      min(tokens_remaining_min) AS tokens_remaining_min,
+      max(requests_limit_max) AS requests_limit_max,
+      max(tokens_limit_max) AS tokens_limit_max,
+      sum(cost_sum) AS cost_sum,
+      argMaxIfMerge(credits_remaining_last) AS credits_remaining_last
+    FROM ${ctx.db}.${name}
+    GROUP BY project_id, app, provider, model, bucket`,
+  ];
+}
+
+export const MIGRATIONS: Migration[] = [
+  {
+    version: 1,
+    name: "reports",
+    statements: (ctx) => [
+      `CREATE TABLE IF NOT EXISTS ${ctx.db}.reports (
+        ${REPORT_COLUMNS.map((c) => `${c} ${COLUMN_TYPES[c]}`).join(",\n        ")},
+        INDEX timestamp_minmax timestamp TYPE minmax GRANULARITY 1,
+        INDEX report_id_bloom report_id TYPE bloom_filter(0.001) GRANULARITY 1
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY toYYYYMM(received_at)
+      ORDER BY (project_id, provider, model, app, timestamp, report_id)
+      TTL toDateTime(received_at) + INTERVAL ${ctx.retentionDays} DAY
+      SETTINGS ${DEDUP}`,
+      // Analysts read this view: FINAL counts a redelivered report once, merged or not.
+      `CREATE VIEW IF NOT EXISTS ${ctx.db}.reports_v AS SELECT * FROM ${ctx.db}.reports FINAL`,
+    ],
+  },
+  {
+    version: 2,
+    name: "rollups",
+    statements: (ctx) => [
+      ...rollup(ctx, "reports_minute", "DateTime('UTC')", "toStartOfMinute(timestamp)"),
+      ...rollup(ctx, "reports_daily", "Date", "toDate(timestamp)"),
+    ],
+  },
+  {
+    version: 3,
+    name: "latest_limits",
+    statements: (ctx) => [
+      `CREATE TABLE IF NOT EXISTS ${ctx.db}.latest_limits (
+        project_id LowCardinality(String),
+        app LowCardinality(String),
+        provider LowCardinality(String),
+        model LowCardinality(String),
+        last_seen SimpleAggregateFunction(max, DateTime64(3, 'UTC')),
+        limits_at SimpleAggregateFunction(max, Nullable(DateTime64(3, 'UTC'))),
+        limits AggregateFunction(argMaxIf, ${LIMITS_TUPLE}, DateTime64(3, 'UTC'), UInt8),
+        credits_at SimpleAggregateFunction(max, Nullable(DateTime64(3, 'UTC'))),
+        credits AggregateFunction(argMaxIf, ${CREDITS_TUPLE}, DateTime64(3, 'UTC'), UInt8)
+      ) ENGINE = AggregatingMergeTree
+      ORDER BY (project_id, provider, model, app)
+      SETTINGS ${DEDUP}`,
+      // A provider hint (every limit null) moves last_seen but never blanks the last figures.
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${ctx.db}.latest_limits_mv TO ${ctx.db}.latest_limits AS
+      SELECT project_id, app, provider, model,
+        max(timestamp) AS last_seen,
+        maxIfOrNull(timestamp, ${HAS_LIMITS}) AS limits_at,
+        argMaxIfState(CAST((requests_limit, requests_remaining, tokens_limit, tokens_remaining, reset_requests_ms, reset_tokens_ms), '${LIMITS_TUPLE}'), timestamp, ${HAS_LIMITS}) AS limits,
+        maxIfOrNull(timestamp, ${HAS_CREDITS}) AS credits_at,
+        argMaxIfState(CAST((credits_limit, credits_remaining, request_cost), '${CREDITS_TUPLE}'), timestamp, ${HAS_CREDITS}) AS credits
+      FROM ${ctx.db}.reports
+      GROUP BY project_id, app, provider, model`,
+      `CREATE VIEW IF NOT EXISTS ${ctx.db}.latest_limits_v AS
+      SELECT project_id, app, provider, model, last_seen, limits_at,
+        l.requests_limit AS requests_limit,
+        l.requests_remaining AS requests_remaining,
+        l.tokens_limit AS tokens_limit,
+        l.tokens_remaining AS tokens_remaining,
+        l.reset_requests_ms AS reset_requests_ms,
+        l.reset_tokens_ms AS reset_tokens_ms,
+        credits_at,
+        c.credits_limit AS credits_limit,
+        c.credits_remaining AS credits_remaining
+      FROM (
+        SELECT project_id, app, provider, model,
+          max(last_seen) AS last_seen,
+          max(limits_at) AS limits_at,
+          argMaxIfMerge(limits) AS l,
+          max(credits_at) AS credits_at,
+          argMaxIfMerge(credits) AS c
+        FROM ${ctx.db}.latest_limits
+        GROUP BY project_id, app, provider, model
+      )`,
+    ],
+  },
+];
+
+export async function migrate(
+  client: ClickHouseClient,
+  ctx: MigrationContext,
+  log: (msg: string) => void = () => {},
+): Promise<number[]> {
+  await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${ctx.db}` });
+  await client.command({
+    query: `CREATE TABLE IF NOT EXISTS ${ctx.db}.schema_migrations (
+      version UInt32, name String, applied_at DateTime64(3, 'UTC') DEFAULT now64(3)
+    ) ENGINE = ReplacingMergeTree ORDER BY version`,
+  });
+  const rs = await client.query({
+    query: `SELECT version FROM ${ctx.db}.schema_migrations FINAL`,
+    format: "JSONEachRow",
+  });
+  const done = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
+  const applied: number[] = [];
+  for (const m of MIGRATIONS) {
+    if (done.has(m.version)) continue;
+    for (const statement of m.statements(ctx)) await client.command({ query: statement });
+    await client.insert({
+      table: `${ctx.db}.schema_migrations`,
+      values: [{ version: m.version, name: m.name }],
+      format: "JSONEachRow",
+    });
+    log(`applied migration ${m.version} ${m.name}`);
+    applied.push(m.version);
+  }
+  return applied;
+}

@@ -1,0 +1,123 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { Logger } from "pino";
+import { createClickHouse } from "../clickhouse/client.js";
+import { spawnEmbeddedClickHouse } from "../clickhouse/embedded-process.js";
+import { migrate } from "../clickhouse/migrations.js";
+import { type Config, loadConfig } from "../config.js";
+import { createKeyStore } from "../keys/key-store.js";
+import { createWorkerRedis } from "../redis/connections.js";
+import { startRedisServer } from "../redis/redis-server.js";
+import { createSupervisor } from "./supervisor.js";
+
+// The whole service on one machine on embedded defaults: its own redis-server (AOF on,
+// noeviction) unless REDIS_URL is set, the embedded ClickHouse server unless CLICKHOUSE_URL is
+// set, migrations, then the edge and one worker under a supervisor. Data lives in ./.data and
+// survives restarts; so does the local project key.
+
+const LOCAL_PROJECT = "local";
+
+interface LocalKey {
+  key: string;
+  key_id: string;
+  project: string;
+}
+
+export async function startLocalStack(env: NodeJS.ProcessEnv, logger: Logger) {
+  const dataDir = resolve(env.HEADROOM_DATA_DIR ?? ".data");
+  mkdirSync(dataDir, { recursive: true });
+  const stackFile = join(dataDir, "stack.json");
+  const keyFile = join(dataDir, "local-key.json");
+  const stops: (() => Promise<void>)[] = [];
+
+  const redis = env.REDIS_URL
+    ? null
+    : await startRedisServer({
+        dir: join(dataDir, "redis"),
+        port: Number(env.STACK_REDIS_PORT ?? 0) || undefined,
+      });
+  if (redis) stops.push(() => redis.stop());
+  const clickhouse = env.CLICKHOUSE_URL
+    ? null
+    : await spawnEmbeddedClickHouse({
+        path: join(dataDir, "clickhouse"),
+        port: Number(env.STACK_CLICKHOUSE_PORT ?? 0) || undefined,
+        inheritOutput: true,
+      });
+  if (clickhouse) stops.push(() => clickhouse.stop());
+
+  const shared: Record<string, string> = {};
+  if (redis) shared.REDIS_URL = redis.url;
+  if (clickhouse) shared.CLICKHOUSE_URL = clickhouse.url;
+  const config: Config = loadConfig({ ...env, ...shared });
+  // The CLI (`headroom query`, `keys`, `stats`, `dlq`) finds this stack through this file.
+  writeFileSync(
+    stackFile,
+    JSON.stringify({ ...shared, CLICKHOUSE_DATABASE: config.CLICKHOUSE_DATABASE }, null, 2),
+  );
+
+  const ch = createClickHouse(config);
+  await migrate(ch, { db: config.CLICKHOUSE_DATABASE, retentionDays: config.RETENTION_DAYS }, (m) =>
+    logger.info(m),
+  );
+  await ch.close();
+
+  const local = await ensureLocalKey(config, keyFile);
+
+  const supervisor = createSupervisor(logger, () => process.kill(process.pid, "SIGTERM"));
+  const childEnv = { ...shared, MIGRATE_ON_START: "false" };
+  supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
+  supervisor.start({ name: "edge", entry: "src/edge/main.ts", env: childEnv });
+
+  const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
+  const endpoint = `http://${host}:${config.PORT}/api/report`;
+  return {
+    config,
+    endpoint,
+    local,
+    async stop() {
+      // Intake first, then the worker flushes, then the stores.
+      await supervisor.stop(["edge", "worker"]);
+      for (const stop of stops.reverse()) await stop();
+      rmSync(stackFile, { force: true });
+    },
+  };
+}
+
+/** First start: create the local project and key; later starts reuse them. */
+async function ensureLocalKey(config: Config, keyFile: string): Promise<LocalKey> {
+  const redis = createWorkerRedis(config.REDIS_URL);
+  try {
+    const store = createKeyStore(redis);
+    if (existsSync(keyFile)) {
+      const saved = JSON.parse(readFileSync(keyFile, "utf8")) as LocalKey;
+      if (await store.lookup(saved.key)) return saved;
+    }
+    const created = await store.create(LOCAL_PROJECT, { defaultPlan: "unlimited" });
+    const local = { key: created.key, key_id: created.keyId, project: created.projectId };
+    // The plaintext is kept on this machine only, readable by its owner, for the local stack.
+    writeFileSync(keyFile, JSON.stringify(local, null, 2));
+    chmodSync(keyFile, 0o600);
+    return local;
+  } finally {
+    await redis.quit().catch(() => redis.disconnect());
+  }
+}
+
+export function curlExample(endpoint: string, key: string): string {
+  const body = JSON.stringify({
+    app: "my-app",
+    provider: "openai",
+    model: "gpt-4o-mini",
+    timestamp: "NOW",
+    limits: {
+      requests_limit: 10000,
+      requests_remaining: 9999,
+      tokens_limit: 2000000,
+      tokens_remaining: 1999000,
+      reset_requests_ms: 6000,
+      reset_tokens_ms: 30,
+    },
+  }).replace('"NOW"', `"'"$(date -u +%Y-%m-%dT%H:%M:%S.000Z)"'"`);
+  return `curl -sS -X POST ${endpoint} \\\n  -H 'Authorization: Bearer ${key}' \\\n  -H 'Content-Type: application/json' \\\n  -d '${body}'`;
+}

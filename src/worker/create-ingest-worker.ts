@@ -1,0 +1,122 @@
+import { createHash } from "node:crypto";
+import type { ClickHouseClient } from "@clickhouse/client";
+import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import type { Config } from "../config.js";
+import { createReportSink } from "../clickhouse/report-sink.js";
+import { createReportsQueue, REPORT_JOB, type ReportJobData } from "../queue/reports-queue.js";
+import { createIngestProcessor, ShutdownAbort } from "./ingest-processor.js";
+import type { WorkerMetrics } from "./metrics.js";
+
+// One ingest worker: a BullMQ Worker whose processor hands each job to the batching processor.
+
+export interface IngestWorkerDeps {
+  config: Pick<
+    Config,
+    | "QUEUE_PREFIX"
+    | "QUEUE_NAME"
+    | "CLICKHOUSE_DATABASE"
+    | "BATCH_MAX_ROWS"
+    | "BATCH_MAX_WAIT_MS"
+    | "WORKER_CONCURRENCY"
+    | "RETRY_MAX_DELAY_MS"
+    | "WORKER_LOCK_DURATION_MS"
+    | "WORKER_STALLED_INTERVAL_MS"
+  >;
+  /** A worker-role connection (maxRetriesPerRequest: null). */
+  redis: Redis;
+  clickhouse: ClickHouseClient;
+  logger: Logger;
+  metrics: WorkerMetrics;
+}
+
+function isValidJob(data: unknown): data is ReportJobData {
+  const d = data as ReportJobData | null;
+  return (
+    d !== null && typeof d === "object" && Array.isArray(d.rows) && d.rows.every(Array.isArray)
+  );
+}
+
+export function createIngestWorker(deps: IngestWorkerDeps) {
+  const { config, logger } = deps;
+  const names = { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
+  const queue = createReportsQueue(deps.redis, names);
+  const processor = createIngestProcessor({
+    sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE),
+    maxRows: config.BATCH_MAX_ROWS,
+    maxWaitMs: config.BATCH_MAX_WAIT_MS,
+    retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
+    logger,
+    metrics: deps.metrics,
+    deadLetter: async (job, rows, reason) => {
+      // A deterministic id: a redelivered job dead-letters the same rows only once.
+      const digest = createHash("sha256")
+        .update(rows.map((r) => String(r[0])).join(","))
+        .digest("hex")
+        .slice(0, 16);
+      await queue.add(
+        REPORT_JOB,
+        { v: 1, rows, dead: { reason, from: String(job.id) } },
+        { jobId: `dead-${job.id}-${digest}`, attempts: 1 },
+      );
+    },
+  });
+
+  const worker = new Worker<ReportJobData, void, string>(
+    names.name,
+    async (job: Job<ReportJobData>, token?: string) => {
+      // A dead-letter job fails at once, with its reason, and waits in the failed set.
+      if (job.data?.dead) throw new UnrecoverableError(job.data.dead.reason);
+      if (!isValidJob(job.data))
+        throw new UnrecoverableError("malformed job: expected { rows: [[...]] }");
+      try {
+        await processor.process(job);
+      } catch (err) {
+        if (err instanceof ShutdownAbort && token) {
+          // Back to the queue without using up an attempt: this was our shutdown, not the job.
+          await job.moveToDelayed(Date.now() + 1_000, token);
+          throw new DelayedError();
+        }
+        throw err;
+      }
+    },
+    {
+      connection: deps.redis,
+      prefix: names.prefix,
+      concurrency: config.WORKER_CONCURRENCY,
+      autorun: false,
+      lockDuration: config.WORKER_LOCK_DURATION_MS,
+      stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
+      maxStalledCount: 1,
+    },
+  );
+  worker.on("error", (err) => logger.warn({ err: err.message }, "worker error"));
+  worker.on("failed", (job, err) => {
+    if (job?.data?.dead) return;
+    logger.error(
+      { jobId: job?.id, err: err.message, attemptsMade: job?.attemptsMade },
+      "job failed",
+    );
+  });
+
+  return {
+    worker,
+    queue,
+    processor,
+    start() {
+      void worker
+        .run()
+        .catch((err: unknown) => logger.error({ err }, "worker stopped with an error"));
+    },
+    /** Stop taking jobs, flush what is in hand, ack it, close. */
+    async close(graceMs = 20_000) {
+      const closing = worker.close();
+      await processor.close(graceMs);
+      await closing;
+      await queue.close();
+    },
+  };
+}
+
+export type IngestWorker = ReturnType<typeof createIngestWorker>;

@@ -1,0 +1,215 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { Worker } from "bullmq";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createWorkerRedis } from "../../src/redis/connections.js";
+import { REPORT_JOB } from "../../src/queue/reports-queue.js";
+import { fromRow, REPORT_COLUMNS } from "../../src/report/report-schema.js";
+import { eventually } from "../helpers/eventually.js";
+import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { type Proc, startProcess } from "../helpers/processes.js";
+import { sampleRow } from "../helpers/sample-reports.js";
+
+// Faults around the worker, with real processes and real signals: nothing acknowledged is lost,
+// nothing is counted twice.
+
+let p: Pipeline;
+let running: Proc[] = [];
+
+beforeAll(async () => {
+  p = await startPipeline();
+});
+
+afterEach(async () => {
+  for (const w of running) w.signal("SIGKILL");
+  await Promise.all(running.map((w) => w.exited));
+  running = [];
+  await p.queue.obliterate({ force: true });
+});
+
+afterAll(async () => {
+  await p?.close();
+});
+
+function worker(env: Record<string, string> = {}): Proc {
+  const w = startProcess("workers/ingest.ts", { ...p.env, ...env });
+  running.push(w);
+  return w;
+}
+
+const project = () => `p-${Math.random().toString(36).slice(2, 8)}`;
+
+describe("worker faults", () => {
+  it("SIGTERM during a batch: flushed, acked, exit code 0", async () => {
+    const proj = project();
+    const w = worker({ BATCH_MAX_WAIT_MS: "30000" });
+    await w.waitFor(/worker ready/);
+    const ids = await p.fill(20, 10, proj);
+    // The batch is in hand (jobs active), waiting for its 30 s timer.
+    await eventually(async () => expect(await p.queue.getActiveCount()).toBe(20), {
+      timeoutMs: 10_000,
+    });
+    expect(await p.distinctCount(proj)).toBe(0);
+    w.signal("SIGTERM");
+    expect((await w.exited).code).toBe(0);
+    expect(await p.distinctCount(proj)).toBe(ids.length);
+    expect(await p.queue.getJobCounts("wait", "active", "failed", "delayed")).toEqual({
+      wait: 0,
+      active: 0,
+      failed: 0,
+      delayed: 0,
+    });
+  });
+
+  it("SIGKILL mid-batch: the jobs come back and land once", async () => {
+    const proj = project();
+    const first = worker({ BATCH_MAX_WAIT_MS: "30000" });
+    await first.waitFor(/worker ready/);
+    const ids = await p.fill(30, 10, proj);
+    await eventually(async () => expect(await p.queue.getActiveCount()).toBe(30), {
+      timeoutMs: 10_000,
+    });
+    first.signal("SIGKILL");
+    await first.exited;
+    const second = worker();
+    await second.waitFor(/worker ready/);
+    await eventually(async () => expect(await p.distinctCount(proj)).toBe(ids.length), {
+      timeoutMs: 30_000,
+    });
+    await eventually(async () => expect(await p.queue.getActiveCount()).toBe(0), {
+      timeoutMs: 10_000,
+    });
+    expect(await p.rawCount(proj)).toBe(ids.length);
+    expect(await p.rollupCount(proj)).toBe(ids.length);
+  });
+
+  it("a redelivered job whose rows are already stored is not counted twice", async () => {
+    const proj = project();
+    const rows = Array.from({ length: 50 }, (_, i) => sampleRow(i, proj));
+    // A first holder inserted 30 of the job's rows, then died before acknowledging it.
+    await p.client.insert({
+      table: `${p.db}.reports`,
+      values: rows.slice(0, 30),
+      columns: REPORT_COLUMNS as [string, ...string[]],
+      format: "JSONCompactEachRow",
+    });
+    const job = await p.queue.add(
+      REPORT_JOB,
+      { v: 1, rows },
+      { attempts: 3, backoff: { type: "fixed", delay: 10 } },
+    );
+    const connection = createWorkerRedis(p.env.REDIS_URL as string);
+    const firstHolder = new Worker(
+      p.config.QUEUE_NAME,
+      async () => {
+        throw new Error("died after the insert, before the ack");
+      },
+      { connection, prefix: p.config.QUEUE_PREFIX },
+    );
+    await eventually(async () =>
+      expect((await p.queue.getJob(String(job.id)))?.attemptsMade).toBe(1),
+    );
+    await firstHolder.close();
+    await connection.quit();
+
+    const w = worker();
+    await w.waitFor(/worker ready/);
+    await eventually(async () => expect(await p.distinctCount(proj)).toBe(50), {
+      timeoutMs: 20_000,
+    });
+    await eventually(async () => expect(await p.queue.getActiveCount()).toBe(0), {
+      timeoutMs: 10_000,
+    });
+    // Without the redelivery check the 30 rows would be stored, and counted, twice.
+    expect(await p.rawCount(proj)).toBe(50);
+    expect(await p.rollupCount(proj)).toBe(50);
+  });
+
+  it("ClickHouse stopped for a while under load: no job fails for good, nothing is lost", async () => {
+    const proj = project();
+    const w = worker({ BATCH_MAX_WAIT_MS: "50" });
+    await w.waitFor(/worker ready/);
+    const before = await p.fill(20, 10, proj);
+    await eventually(async () => expect(await p.distinctCount(proj)).toBe(before.length), {
+      timeoutMs: 20_000,
+    });
+
+    await p.stopClickHouse("kill");
+    const during = await p.fill(40, 10, proj);
+    // The worker notices and retries (with the same dedup token) rather than failing jobs.
+    await w.waitFor(/insert failed: retrying/, 20_000);
+    await eventually(async () => expect(await p.queue.getActiveCount()).toBeGreaterThan(0), {
+      timeoutMs: 10_000,
+    });
+    await p.startClickHouse();
+    await eventually(
+      async () => expect(await p.distinctCount(proj)).toBe(before.length + during.length),
+      {
+        timeoutMs: 30_000,
+        intervalMs: 200,
+      },
+    );
+    await eventually(async () => expect(await p.queue.getActiveCount()).toBe(0), {
+      timeoutMs: 10_000,
+    });
+    expect(await p.queue.getFailedCount()).toBe(0);
+    expect(await p.rawCount(proj)).toBe(before.length + during.length);
+    expect(await p.rollupCount(proj)).toBe(before.length + during.length);
+  });
+
+  it("a poison row goes to the DLQ, its batch-mates land, and a fixed replay lands it", async () => {
+    const proj = project();
+    const rows = Array.from({ length: 40 }, (_, i) => sampleRow(i, proj));
+    const poisonIndex = REPORT_COLUMNS.indexOf("timestamp");
+    const poison = [...(rows[13] as (string | number | null)[])];
+    poison[poisonIndex] = "not a time"; // forced past the edge's validation
+    rows[13] = poison;
+    await p.queue.add(REPORT_JOB, { v: 1, rows });
+    const w = worker();
+    await w.waitFor(/worker ready/);
+    await eventually(async () => expect(await p.distinctCount(proj)).toBe(39), {
+      timeoutMs: 20_000,
+    });
+    const failed = await eventually(
+      async () => {
+        const f = await p.queue.getFailed();
+        expect(f).toHaveLength(1);
+        return f[0];
+      },
+      { timeoutMs: 10_000 },
+    );
+    expect(failed?.failedReason).toMatch(/ClickHouse 41|DateTime/);
+    expect(failed?.data.rows).toHaveLength(1);
+
+    // The operator reads the row, fixes it, and replays it with the CLI.
+    const shown = spawnSync(
+      process.execPath,
+      ["bin/headroom.mjs", "dlq", "show", String(failed?.id)],
+      {
+        env: { ...process.env, ...p.env },
+        encoding: "utf8",
+      },
+    );
+    expect(shown.status, shown.stderr).toBe(0);
+    const report = (JSON.parse(shown.stdout) as { reports: Record<string, unknown>[] }).reports[0];
+    expect(report?.timestamp).toBeNull();
+    const fixed = {
+      ...fromRow(rows[12] as (string | number | null)[]),
+      ...report,
+      timestamp: "2026-11-20T10:00:00.000Z",
+    };
+    const file = join(p.dir, "fixed.json");
+    writeFileSync(file, JSON.stringify([fixed]));
+    const replay = spawnSync(
+      process.execPath,
+      ["bin/headroom.mjs", "dlq", "replay", String(failed?.id), "--rows", file],
+      { env: { ...process.env, ...p.env }, encoding: "utf8" },
+    );
+    expect(replay.status, replay.stderr).toBe(0);
+    await eventually(async () => expect(await p.distinctCount(proj)).toBe(40), {
+      timeoutMs: 20_000,
+    });
+    expect(await p.queue.getFailedCount()).toBe(0);
+  });
+});
