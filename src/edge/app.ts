@@ -43,7 +43,8 @@ declare module "fastify" {
   }
 }
 
-const BEARER = /^\s*bearer\s+(\S+)\s*$/i;
+// Anything after "Bearer " is the presented key: a malformed one is invalid, not missing.
+const BEARER = /^bearer\s+(.+)$/i;
 const REPORT_PATH = "/api/report";
 
 /** 401 bodies carry `WWW-Authenticate: Bearer`, as RFC 6750 asks. */
@@ -62,7 +63,8 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     connectionTimeout: config.REQUEST_TIMEOUT_MS,
     keepAliveTimeout: config.KEEP_ALIVE_TIMEOUT_MS,
     http: { headersTimeout: config.HEADERS_TIMEOUT_MS },
-    return503OnClosing: true,
+    // Fastify's own 503 while closing has a body of its own; ours follows the contract.
+    return503OnClosing: false,
   });
 
   // Our own JSON parser: raw bytes in, so that invalid UTF-8, empty bodies and prototype keys get
@@ -88,6 +90,20 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     },
   );
 
+  // While closing, requests still arriving on open keep-alive connections get the contract's 503
+  // (Fastify already sets `Connection: close` on them).
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onRequest", async () => {
+    if (closing) {
+      throw new HttpError("unavailable", "the service is shutting down", {
+        headers: { "retry-after": 1 },
+      });
+    }
+  });
+
   app.addHook("onResponse", async (req, reply) => {
     metrics.requests.inc({ route: req.routeOptions.url ?? "unmatched", status: reply.statusCode });
   });
@@ -107,7 +123,7 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     const header = req.headers.authorization;
     if (!header)
       throw unauthorized("missing_project_key", "send Authorization: Bearer <project key>");
-    const key = BEARER.exec(header)?.[1];
+    const key = BEARER.exec(header.trim())?.[1];
     if (!key)
       throw unauthorized(
         "missing_project_key",
@@ -151,7 +167,6 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
       }
     },
     handler: async (req, reply) => {
-      backlog.check();
       const project = req.project as KeyLookup;
       if (req.body === undefined) throw new HttpError("invalid_json", "the body is empty");
       const receivedAt = Date.now();
@@ -161,6 +176,8 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
         keyId: project.keyId,
         receivedAt,
       });
+      // The backlog bound belongs to the enqueue: after validation, before the quota is used.
+      backlog.check();
       const refund = await limits.consumeQuota(project);
       try {
         await enqueuer.enqueue(toRow(record));

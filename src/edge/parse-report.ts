@@ -5,14 +5,21 @@ import {
   type ServerFields,
   toRecord,
 } from "../report/report-schema.js";
-import { HttpError } from "./errors.js";
+import { HttpError, type Issue } from "./errors.js";
 
 const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
+/** A report is three levels deep; anything far deeper is junk, whatever field it is in. */
+export const MAX_JSON_DEPTH = 32;
+const NOT_UTF8 = "must be valid UTF-8";
 
-/** Body bytes → JSON value, or `invalid_json`. Rejects invalid UTF-8 and prototype keys. */
+/**
+ * Body bytes → JSON value. Unparseable text is `invalid_json`; parseable JSON with strings that
+ * are not valid UTF-8, prototype keys (escaped or not) or absurd nesting is `invalid_report`.
+ */
 export function parseJsonBody(body: Buffer): unknown {
   if (body.length === 0) throw new HttpError("invalid_json", "the body is empty");
-  if (!isUtf8(body)) throw new HttpError("invalid_json", "the body is not valid UTF-8");
+  // Invalid bytes decode to U+FFFD; if the text still parses they were inside strings.
+  const validUtf8 = isUtf8(body);
   const text = body.toString("utf8");
   let value: unknown;
   try {
@@ -20,31 +27,41 @@ export function parseJsonBody(body: Buffer): unknown {
   } catch (err) {
     throw new HttpError("invalid_json", `the body is not valid JSON: ${(err as Error).message}`);
   }
-  // The walk is needed only when a forbidden name appears anywhere in the text.
-  if (text.includes("__proto__") || text.includes("constructor") || text.includes("prototype")) {
-    const path = findForbiddenKey(value);
-    if (path !== null) {
-      throw new HttpError("invalid_report", `${path}: forbidden key`, {
-        issues: [{ path, message: "forbidden key" }],
-      });
-    }
-  }
+  const issues = inspect(value, !validUtf8);
+  if (!validUtf8 && issues.length === 0) issues.push({ path: "(body)", message: NOT_UTF8 });
+  const first = issues[0];
+  if (first) throw new HttpError("invalid_report", `${first.path}: ${first.message}`, { issues });
   return value;
 }
 
-/** Iterative, so that deeply nested junk cannot overflow the stack. */
-function findForbiddenKey(root: unknown): string | null {
-  const stack: [unknown, string][] = [[root, ""]];
+/**
+ * Every key at any depth (a `\u005f_proto__` is only a `__proto__` once parsed), so this walks
+ * the value, not the text. Iterative, so that deeply nested junk cannot overflow the stack.
+ */
+function inspect(root: unknown, badUtf8: boolean): Issue[] {
+  const issues: Issue[] = [];
+  const stack: [unknown, string, number][] = [[root, "", 1]];
   while (stack.length > 0) {
-    const [value, path] = stack.pop() as [unknown, string];
+    const [value, path, depth] = stack.pop() as [unknown, string, number];
+    if (typeof value === "string") {
+      if (badUtf8 && value.includes("\uFFFD"))
+        issues.push({ path: path || "(body)", message: NOT_UTF8 });
+      continue;
+    }
     if (value === null || typeof value !== "object") continue;
+    if (depth > MAX_JSON_DEPTH) {
+      issues.push({ path, message: `nested deeper than ${MAX_JSON_DEPTH} levels` });
+      continue;
+    }
     for (const key of Object.keys(value)) {
       const childPath = path ? `${path}.${key}` : key;
-      if (FORBIDDEN_KEYS.has(key)) return childPath;
-      stack.push([(value as Record<string, unknown>)[key], childPath]);
+      if (FORBIDDEN_KEYS.has(key)) issues.push({ path: childPath, message: "forbidden key" });
+      else if (badUtf8 && key.includes("\uFFFD"))
+        issues.push({ path: childPath, message: NOT_UTF8 });
+      else stack.push([(value as Record<string, unknown>)[key], childPath, depth + 1]);
     }
   }
-  return null;
+  return issues;
 }
 
 /** JSON value → normalised record, or `invalid_report` with every issue. */

@@ -1,0 +1,281 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { PostOptions } from "../helpers/edge-fixture.js";
+import {
+  clientReport,
+  type EdgeFixture,
+  startEdge,
+  type TestKey,
+  UUID_V7,
+} from "../helpers/edge-fixture.js";
+
+// The real client's payloads are accepted and normalised as CONTRACT.md says; each 200 is
+// checked against the report as it sits in the queue, field by field.
+
+let fx: EdgeFixture;
+let k: TestKey;
+
+beforeAll(async () => {
+  fx = await startEdge();
+  k = await fx.createKey();
+});
+
+afterAll(async () => {
+  await fx?.close();
+});
+
+const NO_LIMITS = {
+  requests_limit: null,
+  requests_remaining: null,
+  tokens_limit: null,
+  tokens_remaining: null,
+  reset_requests_ms: null,
+  reset_tokens_ms: null,
+};
+const NO_CREDITS = { credits_limit: null, credits_remaining: null, request_cost: null };
+
+/** Posts, expects a 200 `{"id"}`, and returns the queued record with that report id. */
+async function accept(body: unknown, opts: PostOptions = {}) {
+  const before = Date.now();
+  const res = await fx.post(body, { key: k.key, ...opts });
+  const after = Date.now();
+  expect(res.statusCode, res.body).toBe(200);
+  expect(res.headers["content-type"]).toMatch(/^application\/json/);
+  const parsed = res.json() as { id: string };
+  expect(Object.keys(parsed)).toEqual(["id"]);
+  expect(parsed.id).toMatch(UUID_V7);
+
+  const matching = (await fx.records()).filter((r) => r.report_id === parsed.id);
+  expect(matching).toHaveLength(1);
+  const record = matching[0];
+  if (!record) throw new Error("unreachable");
+  const receivedAt = Date.parse(record.received_at);
+  expect(receivedAt).toBeGreaterThanOrEqual(before);
+  expect(receivedAt).toBeLessThanOrEqual(after);
+  // UUIDv7: the first 48 bits are the creation time in ms.
+  const idMs = Number.parseInt(parsed.id.replaceAll("-", "").slice(0, 12), 16);
+  expect(idMs - receivedAt).toBeGreaterThanOrEqual(0);
+  expect(idMs - receivedAt).toBeLessThan(5);
+  return record;
+}
+
+/** The server's fields of a record that `accept` returned. */
+const server = (r: { report_id: string; received_at: string }) => ({
+  report_id: r.report_id,
+  project_id: k.projectId,
+  key_id: k.keyId,
+  received_at: r.received_at,
+});
+
+describe("POST /api/report: accepted reports", () => {
+  it("stores a full client report as sent", async () => {
+    const body = clientReport({ timestamp: "2025-03-04T05:06:07.089Z" });
+    const r = await accept(body);
+    expect(r).toStrictEqual({
+      ...server(r),
+      app: "chat-api",
+      provider: "openai",
+      model: "gpt-4o-mini",
+      timestamp: "2025-03-04T05:06:07.089Z",
+      requests_limit: 10_000,
+      requests_remaining: 9_999,
+      tokens_limit: 2_000_000,
+      tokens_remaining: 1_999_000,
+      reset_requests_ms: 6_000,
+      reset_tokens_ms: 30,
+      ...NO_CREDITS,
+    });
+  });
+
+  it("accepts the start-up provider hint: model null, every limit null, no credits key", async () => {
+    const hint = {
+      app: "chat-api",
+      provider: "anthropic",
+      model: null,
+      timestamp: "2025-03-04T05:06:07.000Z",
+      limits: NO_LIMITS,
+    };
+    const r = await accept(hint);
+    expect(r).toStrictEqual({
+      ...server(r),
+      app: "chat-api",
+      provider: "anthropic",
+      model: null,
+      timestamp: "2025-03-04T05:06:07.000Z",
+      ...NO_LIMITS,
+      ...NO_CREDITS,
+    });
+  });
+
+  it("stores credit figures exactly", async () => {
+    const r = await accept(
+      clientReport({
+        credits: { credits_limit: 100, credits_remaining: 42.123456, request_cost: 0.0000123 },
+      }),
+    );
+    expect(r.credits_limit).toBe(100);
+    expect(r.credits_remaining).toBe(42.123456);
+    expect(r.request_cost).toBe(0.0000123);
+  });
+
+  it("keeps a partly null credits object as sent", async () => {
+    const r = await accept(
+      clientReport({
+        credits: { credits_limit: null, credits_remaining: 5.5, request_cost: null },
+      }),
+    );
+    expect({
+      credits_limit: r.credits_limit,
+      credits_remaining: r.credits_remaining,
+      request_cost: r.request_cost,
+    }).toStrictEqual({ credits_limit: null, credits_remaining: 5.5, request_cost: null });
+  });
+
+  it("stores credits whose three fields are all null as no credits, like credits: null", async () => {
+    const allNull = await accept(clientReport({ credits: NO_CREDITS }));
+    const nullCredits = await accept(clientReport({ credits: null }));
+    const { credits: _omit, ...withoutCredits } = clientReport();
+    const absent = await accept(withoutCredits);
+    for (const r of [allNull, nullCredits, absent]) {
+      expect({
+        credits_limit: r.credits_limit,
+        credits_remaining: r.credits_remaining,
+        request_cost: r.request_cost,
+      }).toStrictEqual(NO_CREDITS);
+    }
+  });
+
+  it("rounds fractional limits to the nearest integer", async () => {
+    const r = await accept(
+      clientReport({
+        limits: {
+          requests_limit: 100.4,
+          requests_remaining: 99.5,
+          tokens_limit: 0.49,
+          tokens_remaining: 1999.9,
+          reset_requests_ms: 1234.5678,
+          reset_tokens_ms: null,
+        },
+      }),
+    );
+    expect(r).toMatchObject({
+      requests_limit: 100,
+      requests_remaining: 100,
+      tokens_limit: 0,
+      tokens_remaining: 2000,
+      reset_requests_ms: 1235,
+      reset_tokens_ms: null,
+    });
+  });
+
+  it("treats missing limit fields as null", async () => {
+    const r = await accept(clientReport({ limits: { requests_remaining: 7 } }));
+    expect(r).toMatchObject({ ...NO_LIMITS, requests_remaining: 7 });
+  });
+
+  it("trims and lowercases the provider, trims the app", async () => {
+    const r = await accept(clientReport({ provider: "  Azure-OpenAI \t", app: "  billing  " }));
+    expect(r.provider).toBe("azure-openai");
+    expect(r.app).toBe("billing");
+  });
+
+  it("accepts any non-empty provider and non-ASCII model names unchanged", async () => {
+    const r = await accept(clientReport({ provider: "my-own-gateway", model: "модель-🚀 v2" }));
+    expect(r.provider).toBe("my-own-gateway");
+    expect(r.model).toBe("модель-🚀 v2");
+  });
+
+  it.each([
+    ["2025-03-04T12:34:56.789+02:00", "2025-03-04T10:34:56.789Z"],
+    ["2025-03-04T01:00:00.000-05:30", "2025-03-04T06:30:00.000Z"],
+    ["2025-03-04T10:00:00.123456Z", "2025-03-04T10:00:00.123Z"],
+    ["2025-03-04T10:00:00.999999+01:00", "2025-03-04T09:00:00.999Z"],
+    ["2025-03-04T10:00:00Z", "2025-03-04T10:00:00.000Z"],
+    ["2025-03-04T10:00:00.5Z", "2025-03-04T10:00:00.500Z"],
+  ])("normalises timestamp %s to UTC milliseconds", async (sent, stored) => {
+    const r = await accept(clientReport({ timestamp: sent }));
+    expect(r.timestamp).toBe(stored);
+  });
+
+  it.each([
+    ["missing", undefined],
+    ["null", null],
+    ["empty", ""],
+    ["blank", "   "],
+  ])('stores app "default" when it is %s', async (_name, app) => {
+    const body = clientReport();
+    if (app === undefined) delete body.app;
+    else body.app = app;
+    const r = await accept(body);
+    expect(r.app).toBe("default");
+  });
+
+  it.each([
+    ["missing", undefined],
+    ["null", null],
+  ])("uses the server's receive time when the timestamp is %s", async (_name, timestamp) => {
+    const body = clientReport();
+    if (timestamp === undefined) delete body.timestamp;
+    else body.timestamp = timestamp;
+    const r = await accept(body);
+    expect(r.timestamp).toBe(r.received_at);
+  });
+
+  it("treats a missing model as null", async () => {
+    const body = clientReport();
+    delete body.model;
+    const r = await accept(body);
+    expect(r.model).toBeNull();
+  });
+
+  it("ignores unknown fields, top-level and nested, and never stores them", async () => {
+    const marker = "unknown-field-marker-7c1e";
+    const body = clientReport({
+      sdk_version: marker,
+      extra: { nested: [marker, { deeper: marker }] },
+      limits: { ...(clientReport().limits as object), [`${marker}_limit`]: 5 },
+      credits: { credits_limit: 10, credits_remaining: 9, request_cost: 1, currency: marker },
+    });
+    const r = await accept(body);
+    expect(Object.keys(r).sort()).toStrictEqual(
+      [
+        "report_id",
+        "project_id",
+        "key_id",
+        "app",
+        "provider",
+        "model",
+        "timestamp",
+        "received_at",
+        ...Object.keys(NO_LIMITS),
+        ...Object.keys(NO_CREDITS),
+      ].sort(),
+    );
+    const jobs = await fx.edge.queue.getJobs(["wait"]);
+    const raw = JSON.stringify(jobs.map((j) => j.data));
+    expect(raw).toContain(r.report_id);
+    expect(raw).not.toContain(marker);
+  });
+
+  it("ignores the query string", async () => {
+    const r = await accept(clientReport({ provider: "mistral" }), {
+      url: "/api/report?provider=evil&app=evil&project=other",
+    });
+    expect(r.provider).toBe("mistral");
+    expect(r.app).toBe("chat-api");
+    expect(r.project_id).toBe(k.projectId);
+  });
+
+  it("accepts application/json with a utf-8 charset parameter", async () => {
+    const r = await accept(clientReport({ provider: "groq" }), {
+      headers: { "content-type": "application/json; charset=UTF-8" },
+    });
+    expect(r.provider).toBe("groq");
+  });
+
+  it("gives every report its own time-ordered id", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await accept(clientReport())).report_id);
+    expect(new Set(ids).size).toBe(5);
+    expect([...ids].sort()).toStrictEqual(ids);
+  });
+});
