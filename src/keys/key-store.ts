@@ -80,16 +80,15 @@ export function createKeyStore(redis: Redis, prefix = "headroom") {
     };
     const added = await redis.hsetnx(k.key(hash), "key_id", info.keyId);
     if (!added) throw new KeyStoreError("this key is already registered");
-    await redis
-      .multi()
-      .hset(k.key(hash), {
-        project_id: projectId,
-        created_at: info.createdAt,
-        revoked: "0",
-      })
+    // A pipeline, not MULTI: these keys live in different Redis Cluster slots.
+    const results = await redis
+      .pipeline()
+      .hset(k.key(hash), { project_id: projectId, created_at: info.createdAt, revoked: "0" })
       .set(k.keyId(info.keyId), hash)
       .sadd(k.projectKeys(projectId), info.keyId)
       .exec();
+    const failed = results?.find(([err]) => err);
+    if (failed) throw failed[0];
     return info;
   }
 
