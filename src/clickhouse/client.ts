@@ -1,0 +1,46 @@
+import {
+  type ClickHouseClient,
+  type ClickHouseClientConfigOptions,
+  createClient,
+} from "@clickhouse/client";
+import { createChdbConnection } from "chdb/connection";
+import type { Config } from "../config.js";
+
+// The ClickHouse client for a process: over HTTP when CLICKHOUSE_URL is set (a server, a
+// cluster, or `headroom clickhouse serve`), else the embedded engine in this process through
+// chdb's Connection for @clickhouse/client — the same client API either way. Callers always
+// qualify table names with the database, which the in-process connection does not apply.
+
+export type ClickHouseConfig = Pick<
+  Config,
+  | "CLICKHOUSE_URL"
+  | "CLICKHOUSE_USER"
+  | "CLICKHOUSE_PASSWORD"
+  | "CLICKHOUSE_DATABASE"
+  | "CLICKHOUSE_PATH"
+  | "CLICKHOUSE_REQUEST_TIMEOUT_MS"
+>;
+
+export function createClickHouse(cfg: ClickHouseConfig): ClickHouseClient {
+  if (cfg.CLICKHOUSE_URL) {
+    return createClient({
+      url: cfg.CLICKHOUSE_URL,
+      username: cfg.CLICKHOUSE_USER,
+      password: cfg.CLICKHOUSE_PASSWORD,
+      database: cfg.CLICKHOUSE_DATABASE,
+      request_timeout: cfg.CLICKHOUSE_REQUEST_TIMEOUT_MS,
+      // Batches are built in memory and sent on a local network: compression costs more CPU
+      // than it saves.
+      compression: { request: false, response: false },
+      keep_alive: { enabled: true },
+    });
+  }
+  // One embedded engine per process: only one client of this kind may exist in a process.
+  // chdb 3.4.0 types its Connection against @clickhouse/client-common 1.23.0, which
+  // @clickhouse/client 1.23.1 re-bundles with a slightly different settings type; the runtime
+  // contract is the same, so the type is bridged here.
+  const connection = createChdbConnection({ path: cfg.CLICKHOUSE_PATH }) as unknown as NonNullable<
+    ClickHouseClientConfigOptions["connection"]
+  >;
+  return createClient({ connection });
+}

@@ -1,0 +1,104 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { freePort } from "../redis/redis-server.js";
+
+// The embedded ClickHouse server as a child process (serve.ts), for tests, the local stack and
+// the benchmark: stoppable with SIGTERM, killable with SIGKILL, restartable on the same data
+// directory and port so clients keep their URL.
+
+export interface EmbeddedClickHouseProcessOptions {
+  path: string;
+  /** Reuse a port (a restart keeps the URL); a free one by default. */
+  port?: number;
+  user?: string;
+  password?: string;
+  /** See `faults` in embedded-server.ts. */
+  faultErrorRate?: number;
+  /** Inherit the child's output (the local stack); tests keep it quiet. */
+  inheritOutput?: boolean;
+  /** How long to wait for /ping to answer (default 30 s). */
+  startTimeoutMs?: number;
+}
+
+export interface EmbeddedClickHouseProcess {
+  url: string;
+  port: number;
+  process: ChildProcess;
+  /** SIGTERM: the server finishes requests in flight and closes its engine; waits for the exit. */
+  stop(): Promise<void>;
+  /** SIGKILL: nothing is finished; waits for the exit. */
+  kill(): Promise<void>;
+}
+
+// serve.ts from the sources (tsx), serve.js from a build.
+const SERVE_ENTRY = fileURLToPath(
+  new URL(import.meta.url.endsWith(".ts") ? "./serve.ts" : "./serve.js", import.meta.url),
+);
+// Resolved here so the child finds tsx whatever its working directory.
+const TSX = import.meta.resolve("tsx");
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once("exit", () => resolve()));
+}
+
+export async function spawnEmbeddedClickHouse(
+  opts: EmbeddedClickHouseProcessOptions,
+): Promise<EmbeddedClickHouseProcess> {
+  const port = opts.port ?? (await freePort());
+  const args = ["--import", TSX, SERVE_ENTRY, "--path", opts.path, "--port", String(port)];
+  if (opts.faultErrorRate) args.push("--fault-error-rate", String(opts.faultErrorRate));
+  const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL || "info" };
+  // The child's credentials are exactly the ones asked for, never inherited by accident.
+  delete env.CLICKHOUSE_USER;
+  delete env.CLICKHOUSE_PASSWORD;
+  if (opts.user) env.CLICKHOUSE_USER = opts.user;
+  if (opts.password) env.CLICKHOUSE_PASSWORD = opts.password;
+  const child = spawn(process.execPath, args, {
+    env,
+    stdio: opts.inheritOutput ? ["ignore", "inherit", "inherit"] : ["ignore", "ignore", "pipe"],
+  });
+  // Keep the tail of stderr to explain a failed start.
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4_000);
+  });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitForPing(url, child, opts.startTimeoutMs ?? 30_000);
+  } catch (err) {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    await exited(child);
+    throw new Error(`${(err as Error).message}${stderr ? `\n${stderr}` : ""}`);
+  }
+  const signal = async (sig: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+    await exited(child);
+  };
+  return {
+    url,
+    port,
+    process: child,
+    stop: () => signal("SIGTERM"),
+    kill: () => signal("SIGKILL"),
+  };
+}
+
+async function waitForPing(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(
+        `embedded ClickHouse exited during start (code ${child.exitCode}, signal ${child.signalCode})`,
+      );
+    }
+    try {
+      const res = await fetch(`${url}/ping`, { signal: AbortSignal.timeout(1_000) });
+      if (res.ok && (await res.text()) === "Ok.\n") return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`embedded ClickHouse did not answer on ${url}/ping within ${timeoutMs} ms`);
+}

@@ -1,0 +1,61 @@
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
+import { createLogger } from "../lib/logger.js";
+import { onShutdown } from "../lib/shutdown.js";
+import { startEmbeddedClickHouse } from "./embedded-server.js";
+
+// `headroom clickhouse serve`: the process that owns an embedded ClickHouse data directory and
+// serves it over ClickHouse's HTTP interface. Runs until SIGTERM/SIGINT, then closes the engine
+// cleanly and exits 0.
+
+export const SERVE_HELP =
+  "headroom clickhouse serve [--path DIR] [--port N] [--host H] [--fault-error-rate R]";
+
+export async function serveClickHouse(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      path: { type: "string", default: process.env.CLICKHOUSE_PATH || "./.data/clickhouse" },
+      port: { type: "string", default: "8123" },
+      host: { type: "string", default: "127.0.0.1" },
+      "fault-error-rate": { type: "string", default: "0" },
+    },
+  });
+  const port = Number(values.port);
+  const errorRate = Number(values["fault-error-rate"]);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new Error(`--port must be an integer 0..65535 (got ${values.port})`);
+  }
+  if (!(errorRate >= 0 && errorRate <= 1)) {
+    throw new Error(
+      `--fault-error-rate must be between 0 and 1 (got ${values["fault-error-rate"]})`,
+    );
+  }
+  // Like the official server image: UTC unless the environment says otherwise. Set before the
+  // engine starts, which reads the zone once.
+  process.env.TZ ||= "UTC";
+  const logger = createLogger(process.env.LOG_LEVEL || "info", "clickhouse");
+  const path = resolve(values.path);
+  const server = await startEmbeddedClickHouse({
+    path,
+    port,
+    host: values.host,
+    user: process.env.CLICKHOUSE_USER || undefined,
+    password: process.env.CLICKHOUSE_PASSWORD || undefined,
+    logger,
+    faults: errorRate > 0 ? { errorRate } : undefined,
+  });
+  onShutdown(logger, () => server.close());
+  logger.info(
+    { url: server.url, path, faultErrorRate: errorRate || undefined },
+    "clickhouse ready",
+  );
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  serveClickHouse(process.argv.slice(2)).catch((err: unknown) => {
+    process.stderr.write(`clickhouse serve: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.exit(1);
+  });
+}
