@@ -9,6 +9,7 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/unit/**/*.test.ts"],
+          sequence: { groupOrder: 0 },
         },
       },
       {
@@ -20,6 +21,7 @@ export default defineConfig({
           hookTimeout: 60_000,
           // Two cores: files run two at a time, each with its own processes and names.
           maxWorkers: 2,
+          sequence: { groupOrder: 1 },
         },
       },
     ],

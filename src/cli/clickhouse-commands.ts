@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import type { DataFormat } from "@clickhouse/client";
 import { createClickHouse } from "../clickhouse/client.js";
 import { migrate } from "../clickhouse/migrations.js";
 import { cliConfig, UsageError } from "./context.js";
@@ -34,7 +35,7 @@ export async function queryCommand(args: string[]): Promise<void> {
   try {
     const result = await client.exec({
       query: sql,
-      clickhouse_settings: { default_format: values.format },
+      clickhouse_settings: { default_format: values.format as DataFormat },
     });
     for await (const chunk of result.stream) process.stdout.write(chunk as Buffer);
   } finally {

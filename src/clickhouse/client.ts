@@ -3,7 +3,7 @@ import {
   type ClickHouseClientConfigOptions,
   createClient,
 } from "@clickhouse/client";
-import { createChdbConnection } from "chdb/connection";
+import { createRequire } from "node:module";
 import type { Config } from "../config.js";
 
 // The ClickHouse client for a process: over HTTP when CLICKHOUSE_URL is set (a server, a
@@ -33,12 +33,18 @@ export function createClickHouse(cfg: ClickHouseConfig): ClickHouseClient {
       // than it saves.
       compression: { request: false, response: false },
       keep_alive: { enabled: true },
+      // Long parameter lists (report ids of a redelivered batch) go in the body, not the URL.
+      use_multipart_params_auto: true,
     });
   }
   // One embedded engine per process: only one client of this kind may exist in a process.
   // chdb 3.4.0 types its Connection against @clickhouse/client-common 1.23.0, which
   // @clickhouse/client 1.23.1 re-bundles with a slightly different settings type; the runtime
   // contract is the same, so the type is bridged here.
+  // chdb is an optional dependency (left out of the container image): load it only here.
+  const { createChdbConnection } = createRequire(import.meta.url)(
+    "chdb/connection",
+  ) as typeof import("chdb/connection");
   const connection = createChdbConnection({ path: cfg.CLICKHOUSE_PATH }) as unknown as NonNullable<
     ClickHouseClientConfigOptions["connection"]
   >;

@@ -107,6 +107,8 @@ export const MIGRATIONS: Migration[] = [
     statements: (ctx) => [
       `CREATE TABLE IF NOT EXISTS ${ctx.db}.reports (
         ${REPORT_COLUMNS.map((c) => `${c} ${COLUMN_TYPES[c]}`).join(",\n        ")},
+        -- When ClickHouse took the row: inserted_at - received_at is the pipeline's lag.
+        inserted_at DateTime64(3, 'UTC') DEFAULT now64(3),
         INDEX timestamp_minmax timestamp TYPE minmax GRANULARITY 1,
         INDEX report_id_bloom report_id TYPE bloom_filter(0.001) GRANULARITY 1
       ) ENGINE = ReplacingMergeTree

@@ -192,7 +192,10 @@ const CREDIT_COLUMNS = new Set<string>(CREDIT_FIELDS);
 
 /** ISO `2024-05-01T10:00:00.123Z` → ClickHouse DateTime64(3) text `2024-05-01 10:00:00.123`. */
 const toClickHouseTime = (iso: string) => `${iso.slice(0, 10)} ${iso.slice(11, 23)}`;
-const fromClickHouseTime = (text: string) => `${text.slice(0, 10)}T${text.slice(11, 23)}Z`;
+const CLICKHOUSE_TIME = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$/;
+/** Anything else (a row ClickHouse refused) is shown as it is, for an operator to fix. */
+const fromClickHouseTime = (text: string) =>
+  CLICKHOUSE_TIME.test(text) ? `${text.slice(0, 10)}T${text.slice(11, 23)}Z` : text;
 
 export function toRow(record: ReportRecord): ReportRow {
   return REPORT_COLUMNS.map((column) => {
