@@ -24,7 +24,13 @@ const headroomServices = ["migrate", "edge", "worker"];
 
 describe("docker-compose.yml", () => {
   it("has the services of the deployment", () => {
-    expect(Object.keys(services).sort()).toEqual(["clickhouse", "edge", "migrate", "redis", "worker"]);
+    expect(Object.keys(services).sort()).toEqual([
+      "clickhouse",
+      "edge",
+      "migrate",
+      "redis",
+      "worker",
+    ]);
   });
 
   it("sets only variables the config schema knows", () => {
