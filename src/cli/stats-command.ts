@@ -27,7 +27,7 @@ interface HeadroomRow {
   provider: string;
   model: string;
   app: string;
-  last_seen: string;
+  seen: string;
   requests_remaining: string | null;
   requests_limit: string | null;
   tokens_remaining: string | null;
@@ -69,7 +69,7 @@ export async function statsCommand(args: string[]): Promise<void> {
     ).json<VolumeRow>();
     const headroom = await (
       await client.query({
-        query: `SELECT project_id, provider, model, app, toString(last_seen) AS last_seen,
+        query: `SELECT project_id, provider, model, app, toString(last_seen) AS seen,
             requests_remaining, requests_limit, tokens_remaining, tokens_limit,
             toString(credits_remaining) AS credits_remaining
           FROM ${db}.latest_limits_v
@@ -119,7 +119,7 @@ export async function statsCommand(args: string[]): Promise<void> {
                 pct(r.requests_remaining, r.requests_limit),
                 pct(r.tokens_remaining, r.tokens_limit),
                 r.credits_remaining,
-                r.last_seen,
+                r.seen,
               ]),
             ),
       ].join("\n"),

@@ -1,5 +1,6 @@
 import {
   type ClickHouseClient,
+  ClickHouseLogLevel,
   type ClickHouseClientConfigOptions,
   createClient,
 } from "@clickhouse/client";
@@ -9,7 +10,8 @@ import type { Config } from "../config.js";
 // The ClickHouse client for a process: over HTTP when CLICKHOUSE_URL is set (a server, a
 // cluster, or `headroom clickhouse serve`), else the embedded engine in this process through
 // chdb's Connection for @clickhouse/client — the same client API either way. Callers always
-// qualify table names with the database, which the in-process connection does not apply.
+// qualify table names with the database, so the client keeps the server's default database:
+// that works before `migrate` created ours, and the in-process connection ignores it anyway.
 
 export type ClickHouseConfig = Pick<
   Config,
@@ -27,7 +29,6 @@ export function createClickHouse(cfg: ClickHouseConfig): ClickHouseClient {
       url: cfg.CLICKHOUSE_URL,
       username: cfg.CLICKHOUSE_USER,
       password: cfg.CLICKHOUSE_PASSWORD,
-      database: cfg.CLICKHOUSE_DATABASE,
       request_timeout: cfg.CLICKHOUSE_REQUEST_TIMEOUT_MS,
       // Batches are built in memory and sent on a local network: compression costs more CPU
       // than it saves.
@@ -35,6 +36,8 @@ export function createClickHouse(cfg: ClickHouseConfig): ClickHouseClient {
       keep_alive: { enabled: true },
       // Long parameter lists (report ids of a redelivered batch) go in the body, not the URL.
       use_multipart_params_auto: true,
+      // Failures surface as errors to our callers, which log them once, in our own format.
+      log: { level: ClickHouseLogLevel.OFF },
     });
   }
   // One embedded engine per process: only one client of this kind may exist in a process.
@@ -48,5 +51,5 @@ export function createClickHouse(cfg: ClickHouseConfig): ClickHouseClient {
   const connection = createChdbConnection({ path: cfg.CLICKHOUSE_PATH }) as unknown as NonNullable<
     ClickHouseClientConfigOptions["connection"]
   >;
-  return createClient({ connection });
+  return createClient({ connection, log: { level: ClickHouseLogLevel.OFF } });
 }

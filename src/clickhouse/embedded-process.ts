@@ -16,6 +16,8 @@ export interface EmbeddedClickHouseProcessOptions {
   faultErrorRate?: number;
   /** Inherit the child's output (the local stack); tests keep it quiet. */
   inheritOutput?: boolean;
+  /** Own process group: a terminal's Ctrl-C reaches only the supervisor, which stops us in order. */
+  detached?: boolean;
   /** How long to wait for /ping to answer (default 30 s). */
   startTimeoutMs?: number;
 }
@@ -56,6 +58,7 @@ export async function spawnEmbeddedClickHouse(
   if (opts.password) env.CLICKHOUSE_PASSWORD = opts.password;
   const child = spawn(process.execPath, args, {
     env,
+    detached: opts.detached ?? false,
     stdio: opts.inheritOutput ? ["ignore", "inherit", "inherit"] : ["ignore", "ignore", "pipe"],
   });
   // Keep the tail of stderr to explain a failed start.

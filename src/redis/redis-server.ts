@@ -14,6 +14,8 @@ export interface RedisServerOptions {
   appendfsync?: "always" | "everysec" | "no";
   /** Inherit the child's output (the local stack); tests keep it quiet. */
   inheritOutput?: boolean;
+  /** Own process group: a terminal's Ctrl-C reaches only the supervisor, which stops us in order. */
+  detached?: boolean;
 }
 
 export interface RedisServer {
@@ -83,6 +85,7 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<RedisS
     ...(opts.password ? ["--requirepass", opts.password] : []),
   ];
   const child = spawn("redis-server", args, {
+    detached: opts.detached ?? false,
     stdio: opts.inheritOutput ? ["ignore", "inherit", "inherit"] : "ignore",
   });
   const auth = opts.password ? `:${encodeURIComponent(opts.password)}@` : "";

@@ -30,58 +30,67 @@ export async function startLocalStack(env: NodeJS.ProcessEnv, logger: Logger) {
   const keyFile = join(dataDir, "local-key.json");
   const stops: (() => Promise<void>)[] = [];
 
-  const redis = env.REDIS_URL
-    ? null
-    : await startRedisServer({
-        dir: join(dataDir, "redis"),
-        port: Number(env.STACK_REDIS_PORT ?? 0) || undefined,
-      });
-  if (redis) stops.push(() => redis.stop());
-  const clickhouse = env.CLICKHOUSE_URL
-    ? null
-    : await spawnEmbeddedClickHouse({
-        path: join(dataDir, "clickhouse"),
-        port: Number(env.STACK_CLICKHOUSE_PORT ?? 0) || undefined,
-        inheritOutput: true,
-      });
-  if (clickhouse) stops.push(() => clickhouse.stop());
+  try {
+    const redis = env.REDIS_URL
+      ? null
+      : await startRedisServer({
+          dir: join(dataDir, "redis"),
+          port: Number(env.STACK_REDIS_PORT ?? 0) || undefined,
+          detached: true,
+        });
+    if (redis) stops.push(() => redis.stop());
+    const clickhouse = env.CLICKHOUSE_URL
+      ? null
+      : await spawnEmbeddedClickHouse({
+          path: join(dataDir, "clickhouse"),
+          port: Number(env.STACK_CLICKHOUSE_PORT ?? 0) || undefined,
+          inheritOutput: true,
+          detached: true,
+        });
+    if (clickhouse) stops.push(() => clickhouse.stop());
 
-  const shared: Record<string, string> = {};
-  if (redis) shared.REDIS_URL = redis.url;
-  if (clickhouse) shared.CLICKHOUSE_URL = clickhouse.url;
-  const config: Config = loadConfig({ ...env, ...shared });
-  // The CLI (`headroom query`, `keys`, `stats`, `dlq`) finds this stack through this file.
-  writeFileSync(
-    stackFile,
-    JSON.stringify({ ...shared, CLICKHOUSE_DATABASE: config.CLICKHOUSE_DATABASE }, null, 2),
-  );
+    const shared: Record<string, string> = {};
+    if (redis) shared.REDIS_URL = redis.url;
+    if (clickhouse) shared.CLICKHOUSE_URL = clickhouse.url;
+    const config: Config = loadConfig({ ...env, ...shared });
+    // The CLI (`headroom query`, `keys`, `stats`, `dlq`) finds this stack through this file.
+    writeFileSync(
+      stackFile,
+      JSON.stringify({ ...shared, CLICKHOUSE_DATABASE: config.CLICKHOUSE_DATABASE }, null, 2),
+    );
 
-  const ch = createClickHouse(config);
-  await migrate(ch, { db: config.CLICKHOUSE_DATABASE, retentionDays: config.RETENTION_DAYS }, (m) =>
-    logger.info(m),
-  );
-  await ch.close();
+    const ch = createClickHouse(config);
+    await migrate(
+      ch,
+      { db: config.CLICKHOUSE_DATABASE, retentionDays: config.RETENTION_DAYS },
+      (m) => logger.info(m),
+    );
+    await ch.close();
 
-  const local = await ensureLocalKey(config, keyFile);
+    const local = await ensureLocalKey(config, keyFile);
 
-  const supervisor = createSupervisor(logger, () => process.kill(process.pid, "SIGTERM"));
-  const childEnv = { ...shared, MIGRATE_ON_START: "false" };
-  supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
-  supervisor.start({ name: "edge", entry: "src/edge/main.ts", env: childEnv });
+    const supervisor = createSupervisor(logger, () => process.kill(process.pid, "SIGTERM"));
+    const childEnv = { ...shared, MIGRATE_ON_START: "false" };
+    supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
+    supervisor.start({ name: "edge", entry: "src/edge/main.ts", env: childEnv });
 
-  const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
-  const endpoint = `http://${host}:${config.PORT}/api/report`;
-  return {
-    config,
-    endpoint,
-    local,
-    async stop() {
-      // Intake first, then the worker flushes, then the stores.
-      await supervisor.stop(["edge", "worker"]);
-      for (const stop of stops.reverse()) await stop();
-      rmSync(stackFile, { force: true });
-    },
-  };
+    const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
+    return {
+      config,
+      endpoint: `http://${host}:${config.PORT}/api/report`,
+      local,
+      async stop() {
+        // Intake first, then the worker flushes, then the stores.
+        await supervisor.stop(["edge", "worker"]);
+        for (const stop of stops.reverse()) await stop();
+        rmSync(stackFile, { force: true });
+      },
+    };
+  } catch (err) {
+    // A failed start must not leave a redis-server or ClickHouse server behind.
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    throw err;
+  }
 }
 
 /** First start: create the local project and key; later starts reuse them. */

@@ -27,6 +27,8 @@ export function createSupervisor(logger: Logger, onGiveUp: (name: string) => voi
     const child = spawn(process.execPath, ["--import", "tsx", spec.entry], {
       env: { ...process.env, ...spec.env },
       stdio: ["ignore", "inherit", "inherit"],
+      // Own process group: Ctrl-C reaches the supervisor only, which stops children in order.
+      detached: true,
     });
     const r: Running = { spec, child, restarts };
     running.set(spec.name, r);
@@ -46,6 +48,11 @@ export function createSupervisor(logger: Logger, onGiveUp: (name: string) => voi
     });
     return r;
   }
+
+  // If the supervisor itself dies, its children must not linger.
+  process.once("exit", () => {
+    for (const r of running.values()) if (r.child.exitCode === null) r.child.kill("SIGTERM");
+  });
 
   return {
     start(spec: ChildSpec) {
