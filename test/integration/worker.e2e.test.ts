@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
+import { buildOpenApi } from "../../src/edge/openapi.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
@@ -50,6 +51,12 @@ const query = async <T>(sql: string) =>
   (await p.client.query({ query: sql, format: "JSONEachRow" })).json<T>();
 
 describe("edge → queue → worker → ClickHouse", () => {
+  it("serves its OpenAPI description at /openapi.json", async () => {
+    const res = await edge.app.inject({ method: "GET", url: "/openapi.json" });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual(JSON.parse(JSON.stringify(buildOpenApi())));
+  });
+
   it("stores every field as normalised, and keeps rollups and latest limits right", async () => {
     const full = await post({
       app: " chat ",
