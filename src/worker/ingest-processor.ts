@@ -26,6 +26,8 @@ export class ShutdownAbort extends Error {
 
 interface Entry {
   job: Job<ReportJobData>;
+  /** When the job reached us: the batch is due `maxWaitMs` after its oldest entry. */
+  at: number;
   rows: ReportRow[];
   redelivered: boolean;
   resolve: () => void;
@@ -202,7 +204,7 @@ export function createIngestProcessor(opts: IngestOptions) {
       rows += e.rows.length;
     }
     pendingRows -= rows;
-    oldestAt = pending.length > 0 ? Date.now() : 0;
+    oldestAt = pending[0]?.at ?? 0;
     return batch;
   }
 
@@ -247,12 +249,13 @@ export function createIngestProcessor(opts: IngestOptions) {
         if (closing) return reject(new ShutdownAbort("shutting down"));
         const entry: Entry = {
           job,
+          at: Date.now(),
           rows: job.data.rows,
           redelivered: wasRedelivered(job),
           resolve,
           reject,
         };
-        if (pending.length === 0) oldestAt = Date.now();
+        if (pending.length === 0) oldestAt = entry.at;
         pending.push(entry);
         pendingRows += entry.rows.length;
         if (pendingRows >= opts.maxRows && timer) {
