@@ -1,3 +1,4 @@
+import { signalAndWait } from "../lib/child-process.js";
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../redis/redis-server.js";
@@ -39,11 +40,6 @@ const SERVE_ENTRY = fileURLToPath(
 // Resolved here so the child finds tsx whatever its working directory.
 const TSX = import.meta.resolve("tsx");
 
-function exited(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => child.once("exit", () => resolve()));
-}
-
 export async function spawnEmbeddedClickHouse(
   opts: EmbeddedClickHouseProcessOptions,
 ): Promise<EmbeddedClickHouseProcess> {
@@ -70,20 +66,15 @@ export async function spawnEmbeddedClickHouse(
   try {
     await waitForPing(url, child, opts.startTimeoutMs ?? 30_000);
   } catch (err) {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-    await exited(child);
+    await signalAndWait(child, "SIGKILL");
     throw new Error(`${(err as Error).message}${stderr ? `\n${stderr}` : ""}`);
   }
-  const signal = async (sig: NodeJS.Signals) => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
-    await exited(child);
-  };
   return {
     url,
     port,
     process: child,
-    stop: () => signal("SIGTERM"),
-    kill: () => signal("SIGKILL"),
+    stop: () => signalAndWait(child, "SIGTERM"),
+    kill: () => signalAndWait(child, "SIGKILL"),
   };
 }
 

@@ -1,3 +1,4 @@
+import { signalAndWait } from "../lib/child-process.js";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createServer } from "node:net";
@@ -53,11 +54,6 @@ export async function freePort(): Promise<number> {
   });
 }
 
-function exited(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => child.once("exit", () => resolve()));
-}
-
 export async function startRedisServer(opts: RedisServerOptions): Promise<RedisServer> {
   if (!hasRedisServer()) throw new RedisServerMissingError();
   mkdirSync(opts.dir, { recursive: true });
@@ -91,16 +87,12 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<RedisS
   const auth = opts.password ? `:${encodeURIComponent(opts.password)}@` : "";
   const url = `redis://${auth}127.0.0.1:${port}`;
   await waitForPing(url, child);
-  const signal = async (sig: NodeJS.Signals) => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
-    await exited(child);
-  };
   return {
     url,
     port,
     process: child,
-    stop: () => signal("SIGTERM"),
-    kill: () => signal("SIGKILL"),
+    stop: () => signalAndWait(child, "SIGTERM"),
+    kill: () => signalAndWait(child, "SIGKILL"),
   };
 }
 
