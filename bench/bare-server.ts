@@ -1,0 +1,19 @@
+import Fastify from "fastify";
+
+// The edge's ceiling: a bare Fastify server on the same machine, answering the same POST with
+// 200 {"id":"x"} after Fastify's own JSON parsing — no auth, limits, validation or Redis. Port in
+// argv[2] (0 picks one); prints "bare ready <port>". Exits on SIGTERM or when stdin closes.
+
+const app = Fastify({ logger: false, bodyLimit: 32 * 1024 });
+app.post("/api/report", async () => ({ id: "x" }));
+
+const address = await app.listen({ host: "127.0.0.1", port: Number(process.argv[2] ?? 0) });
+process.stdout.write(`bare ready ${new URL(address).port}\n`);
+
+const stop = () => {
+  void app.close().finally(() => process.exit(0));
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
+process.stdin.on("end", stop);
+process.stdin.resume();

@@ -1,0 +1,120 @@
+import { join } from "node:path";
+import { loadConfig } from "../src/config.js";
+import { measureBareFastify, measureBullmqAddBulk, measureClickHouseInsert } from "./ceilings.js";
+import type { Cleanup } from "./cleanup.js";
+import { type BenchResults, buildFigures, type PhaseResults, summarize } from "./figures.js";
+import type { BenchOptions } from "./options.js";
+import { runDrainPhase } from "./phase-drain.js";
+import { runEdgePhase } from "./phase-edge.js";
+import { runEndToEndPhase } from "./phase-e2e.js";
+import { machine } from "./proc-stats.js";
+import { startStack } from "./stack.js";
+
+// One benchmark run: start the stack, measure the ceilings, then the edge alone, the workers
+// draining its backlog, and the whole pipeline saturated and at a fixed rate.
+
+const ROWS_PER_INSERT = 10_000;
+
+export async function runBench(
+  opts: BenchOptions,
+  cleanup: Cleanup,
+  log: (msg: string) => void,
+): Promise<BenchResults> {
+  const started = new Date();
+  const stack = await startStack({
+    cleanup,
+    log,
+    nodeArgs: (name) =>
+      opts.profile ? ["--cpu-prof", `--cpu-prof-dir=${join(opts.outDir, "profiles", name)}`] : [],
+  });
+  const config = loadConfig(stack.env);
+  const keys = {
+    edge: await stack.createKeys("edge", opts.keys),
+    sat: await stack.createKeys("sat", opts.keys),
+    rate: await stack.createKeys("rate", opts.keys),
+  };
+  const load = { connections: opts.connections, durationS: opts.durationS };
+
+  log(`ceiling: bare Fastify, ${opts.durationS} s at ${opts.connections} connections`);
+  const bareFastify = await measureBareFastify({ keys: keys.edge, ...load }, cleanup);
+  log(`  ${bareFastify.load.okPerSec} req/s`);
+  log(`ceiling: raw BullMQ addBulk, ${opts.ceilingS} s`);
+  const bullmq = await measureBullmqAddBulk(stack, {
+    seconds: opts.ceilingS,
+    reportsPerJob: config.ENQUEUE_MAX_REPORTS,
+    maxReports: opts.quick ? 200_000 : 2_000_000,
+  });
+  log(`  ${bullmq.reportsPerSec} reports/s`);
+  log(`ceiling: raw ClickHouse insert, ${opts.ceilingS} s`);
+  const clickhouse = await measureClickHouseInsert(stack, {
+    seconds: opts.ceilingS,
+    rowsPerInsert: ROWS_PER_INSERT,
+  });
+  log(`  ${clickhouse.rowsPerSec} rows/s`);
+
+  const edge = await stack.startEdge();
+  log(`edge alone: ${opts.durationS} s saturated`);
+  const edgeAlone = await runEdgePhase(stack, edge, { keys: keys.edge, ...load }, cleanup);
+  log(`  ${edgeAlone.load.okPerSec} reports/s accepted, ${edgeAlone.enqueued} queued`);
+
+  log(`worker drain: ${opts.workers} worker(s) on ${edgeAlone.enqueued} queued reports`);
+  const drain = await runDrainPhase(stack, {
+    phase: "edge",
+    expected: edgeAlone.enqueued,
+    workers: opts.workers,
+    timeoutS: opts.drainTimeoutS,
+  });
+  log(`  ${drain.rowsPerSec} rows/s${drain.complete ? "" : " (deadline passed)"}`);
+
+  log(`end to end, saturated: ${opts.durationS} s`);
+  const saturation = await runEndToEndPhase(
+    stack,
+    edge,
+    { phase: "sat", keys: keys.sat, ...load, mode: "saturate", timeoutS: opts.drainTimeoutS },
+    cleanup,
+  );
+  log(`  ${saturation.sustainedPerSec} reports/s sustained, lag p99 ${saturation.lagMs.p99} ms`);
+
+  log(`end to end, fixed rate ${opts.rate}/s: ${opts.durationS} s`);
+  const fixedRate = await runEndToEndPhase(
+    stack,
+    edge,
+    {
+      phase: "rate",
+      keys: keys.rate,
+      ...load,
+      mode: "fixed",
+      rate: opts.rate,
+      timeoutS: opts.drainTimeoutS,
+    },
+    cleanup,
+  );
+  log(`  p99 ${fixedRate.load.latencyMs.p99} ms, lag p99 ${fixedRate.lagMs.p99} ms`);
+
+  const phases: PhaseResults = {
+    ceilings: { bareFastify, bullmq, clickhouse },
+    edgeAlone,
+    drain,
+    saturation,
+    fixedRate: { ...fixedRate, requestedRate: opts.rate },
+  };
+  const figures = buildFigures(phases);
+  return {
+    version: 1,
+    machine: machine(started),
+    options: {
+      durationS: opts.durationS,
+      connections: opts.connections,
+      rate: opts.rate,
+      workers: opts.workers,
+      keys: opts.keys,
+      quick: opts.quick,
+      ceilingS: opts.ceilingS,
+      profile: opts.profile,
+    },
+    settings: stack.settings,
+    ...phases,
+    figures,
+    summary: summarize(figures),
+  };
+}

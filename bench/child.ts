@@ -1,0 +1,111 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import type { Cleanup } from "./cleanup.js";
+
+// A Node child process running a TypeScript entry through tsx, as `npm run edge` would, with its
+// output kept (a bounded tail) for readiness patterns and error messages. Every child is
+// registered with the cleanup: SIGTERM first, SIGKILL when it does not exit in time.
+
+export interface Child {
+  name: string;
+  process: ChildProcess;
+  pid: number;
+  /** Everything written to stdout (for children that print a result there). */
+  stdout(): string;
+  /** The last few KiB of stdout and stderr together. */
+  tail(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves with the first match in the output; rejects at the deadline or on exit. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process is gone. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export interface ChildOptions {
+  name: string;
+  entry: string;
+  args?: string[];
+  env?: Record<string, string>;
+  /** Extra flags for node itself, e.g. --cpu-prof. */
+  nodeArgs?: string[];
+  cleanup: Cleanup;
+}
+
+const TSX = import.meta.resolve("tsx");
+const TAIL = 8_000;
+
+export function spawnChild(opts: ChildOptions): Child {
+  const child = spawn(
+    process.execPath,
+    [...(opts.nodeArgs ?? []), "--import", TSX, opts.entry, ...(opts.args ?? [])],
+    // stdin is a pipe that the child may watch: it closes when the benchmark dies.
+    { env: { ...process.env, ...opts.env }, stdio: ["pipe", "pipe", "pipe"] },
+  );
+  if (child.pid === undefined) throw new Error(`${opts.name}: could not start`);
+  let stdout = "";
+  let tail = "";
+  const listeners = new Set<() => void>();
+  const append = (chunk: Buffer, isStdout: boolean) => {
+    const text = chunk.toString();
+    if (isStdout) stdout += text;
+    tail = (tail + text).slice(-TAIL);
+    for (const l of listeners) l();
+  };
+  child.stdout?.on("data", (c: Buffer) => append(c, true));
+  child.stderr?.on("data", (c: Buffer) => append(c, false));
+  child.stdin?.on("error", () => {});
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => {
+      for (const l of listeners) l();
+      resolve({ code, signal });
+    }),
+  );
+  const alive = () => child.exitCode === null && child.signalCode === null;
+
+  const stop = async (graceMs = 10_000) => {
+    if (!alive()) return;
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => {
+      if (alive()) child.kill("SIGKILL");
+    }, graceMs);
+    await exited;
+    clearTimeout(timer);
+  };
+  const stopNow = opts.cleanup.add(`stop ${opts.name}`, () => stop());
+
+  return {
+    name: opts.name,
+    process: child,
+    pid: child.pid,
+    stdout: () => stdout,
+    tail: () => tail,
+    exited,
+    waitFor(pattern, timeoutMs = 30_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const m = pattern.exec(tail) ?? pattern.exec(stdout);
+          if (m) {
+            done();
+            resolve(m);
+          } else if (!alive()) {
+            done();
+            reject(new Error(`${opts.name} exited before ${pattern}:\n${tail.slice(-3_000)}`));
+          }
+        };
+        const timer = setTimeout(() => {
+          done();
+          reject(new Error(`${opts.name}: no ${pattern} within ${timeoutMs} ms:\n${tail}`));
+        }, timeoutMs);
+        const done = () => {
+          clearTimeout(timer);
+          listeners.delete(check);
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+    stop: async (graceMs) => {
+      await stop(graceMs);
+      await stopNow();
+    },
+  };
+}

@@ -1,0 +1,68 @@
+// Everything the benchmark starts registers how to undo it here; `run` undoes it all, newest
+// first, once — at the end of a run, on an error, or on Ctrl-C / SIGTERM. Each step is bounded in
+// time so that a process refusing to stop cannot keep the benchmark alive.
+
+export interface Cleanup {
+  /** Registers a step; returns a function that runs that step now (and only once). */
+  add(name: string, step: () => Promise<void> | void): () => Promise<void>;
+  run(): Promise<void>;
+  /** Ctrl-C and SIGTERM run every step, then exit with 130 / 143. */
+  onSignals(log: (msg: string) => void): void;
+}
+
+interface Step {
+  name: string;
+  step: () => Promise<void> | void;
+  done: boolean;
+}
+
+export function createCleanup(stepTimeoutMs = 15_000): Cleanup {
+  const steps: Step[] = [];
+  let running: Promise<void> | null = null;
+
+  async function runStep(s: Step): Promise<void> {
+    if (s.done) return;
+    s.done = true;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        Promise.resolve().then(s.step),
+        new Promise<void>((_, reject) => {
+          timer = setTimeout(() => reject(new Error("timed out")), stepTimeoutMs);
+        }),
+      ]);
+    } catch (err) {
+      process.stderr.write(`cleanup: ${s.name}: ${(err as Error).message}\n`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  return {
+    add(name, step) {
+      const s: Step = { name, step, done: false };
+      steps.push(s);
+      return () => runStep(s);
+    },
+    run() {
+      running ??= (async () => {
+        for (const s of [...steps].reverse()) await runStep(s);
+      })();
+      return running;
+    },
+    onSignals(log) {
+      let signalled = false;
+      const handler = (signal: NodeJS.Signals) => {
+        if (signalled) {
+          // A second Ctrl-C: stop waiting for a clean teardown.
+          process.exit(1);
+        }
+        signalled = true;
+        log(`${signal}: stopping every process the benchmark started`);
+        void this.run().finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
+      };
+      process.on("SIGINT", handler);
+      process.on("SIGTERM", handler);
+    },
+  };
+}

@@ -1,0 +1,356 @@
+import type { BareCeiling, EnqueueCeiling, InsertCeiling } from "./ceilings.js";
+import { MACHINE, type Machine } from "./proc-stats.js";
+import type { DrainPhase } from "./phase-drain.js";
+import type { EdgePhase } from "./phase-edge.js";
+import type { EndToEndPhase } from "./phase-e2e.js";
+
+// The figures of a run, each with its target and its ratio to the ceiling measured on the same
+// machine in the same run. The table and the JSON's `figures` come from here, so what is printed
+// is what is checked.
+
+export interface Target {
+  /** "value": the figure itself; "ratio": the figure divided by its ceiling. */
+  on: "value" | "ratio";
+  op: ">=" | "<=";
+  value: number;
+}
+
+export interface Figure {
+  id: string;
+  section: string;
+  label: string;
+  value: number;
+  unit: string;
+  targets: Target[];
+  ceiling: { label: string; value: number } | null;
+  /** value / ceiling, when there is a ceiling. */
+  ratio: number | null;
+  /** Whether every target is met; null without targets. */
+  met: boolean | null;
+}
+
+export interface RunInfo {
+  machine: Machine;
+  options: Record<string, unknown>;
+  settings: Record<string, string>;
+}
+
+export interface PhaseResults {
+  ceilings: { bareFastify: BareCeiling; bullmq: EnqueueCeiling; clickhouse: InsertCeiling };
+  edgeAlone: EdgePhase;
+  drain: DrainPhase;
+  saturation: EndToEndPhase;
+  fixedRate: EndToEndPhase & { requestedRate: number };
+}
+
+export interface BenchResults extends RunInfo, PhaseResults {
+  version: 1;
+  figures: Figure[];
+  summary: { targets: number; met: number };
+}
+
+/** Targets for 2 cores with the load generator on the same machine. */
+export const TARGETS = {
+  sustainedPerSec: 25_000,
+  p99Ms: 25,
+  lagP99Ms: 2_000,
+  edgeVsBare: 0.6,
+  drainRowsPerSec: 100_000,
+  drainVsInsert: 0.7,
+  redisBytesPerReport: 600,
+  edgeRssMb: 200,
+};
+
+const atLeast = (value: number, on: Target["on"] = "value"): Target => ({ on, op: ">=", value });
+const atMost = (value: number, on: Target["on"] = "value"): Target => ({ on, op: "<=", value });
+
+const finite = (n: number | null | undefined) =>
+  typeof n === "number" && Number.isFinite(n) ? n : 0;
+const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+function meets(t: Target, value: number, ratio: number | null): boolean {
+  const x = t.on === "ratio" ? ratio : value;
+  if (x === null) return false;
+  return t.op === ">=" ? x >= t.value : x <= t.value;
+}
+
+export function figure(
+  id: string,
+  section: string,
+  label: string,
+  value: number | null | undefined,
+  unit: string,
+  opts: { targets?: Target[]; ceiling?: { label: string; value: number } } = {},
+): Figure {
+  const v = finite(value);
+  const targets = opts.targets ?? [];
+  const ceiling = opts.ceiling
+    ? { label: opts.ceiling.label, value: finite(opts.ceiling.value) }
+    : null;
+  const ratio = ceiling ? (ceiling.value > 0 ? round(v / ceiling.value, 3) : 0) : null;
+  return {
+    id,
+    section,
+    label,
+    value: v,
+    unit,
+    targets,
+    ceiling,
+    ratio,
+    met: targets.length ? targets.every((t) => meets(t, v, ratio)) : null,
+  };
+}
+
+/** CPU per process, the load generator, the whole machine, and what others took from it. */
+function cpuFigures(
+  id: string,
+  section: string,
+  cores: Record<string, number>,
+  generator: number,
+  during = "",
+) {
+  const suffix = during ? ` (${during})` : "";
+  const ours = Object.entries(cores).filter(([name]) => name !== MACHINE);
+  const machineCores = cores[MACHINE] ?? 0;
+  const sum = ours.reduce((a, [, v]) => a + v, 0) + generator;
+  return [
+    ...ours.map(([name, v]) =>
+      figure(`${id}.cpu.${name.replace(/\W+/g, "-")}`, section, `CPU ${name}${suffix}`, v, "cores"),
+    ),
+    ...(generator > 0
+      ? [figure(`${id}.cpu.load`, section, `CPU load generator${suffix}`, generator, "cores")]
+      : []),
+    figure(`${id}.cpu.machine`, section, `CPU whole machine${suffix}`, machineCores, "cores"),
+    figure(
+      `${id}.cpu.others`,
+      section,
+      `CPU of processes outside the benchmark${suffix}`,
+      Math.max(0, Math.round((machineCores - sum) * 100) / 100),
+      "cores",
+    ),
+  ];
+}
+
+/** CPU microseconds per unit of work: steadier than rates when other work shares the cores. */
+const perUnitUs = (cores: number | undefined, perSec: number) =>
+  perSec > 0 ? Math.round(((cores ?? 0) * 1e6) / perSec) : 0;
+
+const nonOk = (p: { load: { statuses: Record<string, number>; errors: number } }) =>
+  Object.values(p.load.statuses).reduce((a, b) => a + b, 0) + p.load.errors;
+
+function e2eFigures(section: string, id: string, p: EndToEndPhase): Figure[] {
+  return [
+    figure(`${id}.p50`, section, "latency p50", p.load.latencyMs.p50, "ms"),
+    figure(`${id}.p99`, section, "latency p99", p.load.latencyMs.p99, "ms", {
+      targets: [atMost(TARGETS.p99Ms)],
+    }),
+    figure(`${id}.max`, section, "latency max", p.load.latencyMs.max, "ms"),
+    figure(`${id}.non200`, section, "answers other than 200 (incl. errors)", nonOk(p), "count"),
+    figure(
+      `${id}.stored`,
+      section,
+      "stored in ClickHouse during the load",
+      p.storedPerSec,
+      "rows/s",
+    ),
+    figure(`${id}.lag.p50`, section, "end-to-end lag p50", p.lagMs.p50, "ms"),
+    figure(`${id}.lag.p99`, section, "end-to-end lag p99", p.lagMs.p99, "ms", {
+      targets: [atMost(TARGETS.lagP99Ms)],
+    }),
+    figure(`${id}.backlog.end`, section, "backlog at end of load", p.backlogEndJobs, "jobs"),
+    figure(
+      `${id}.backlog.slope`,
+      section,
+      "backlog trend (2nd half)",
+      p.backlogSlopeJobsPerSec,
+      "jobs/s",
+      {
+        targets: [atMost(1)],
+      },
+    ),
+    figure(`${id}.drain.after`, section, "all accepted stored after load stop", p.drainAfterS, "s"),
+    figure(
+      `${id}.complete`,
+      section,
+      "every accepted report stored (1 = yes)",
+      p.complete ? 1 : 0,
+      "",
+      {
+        targets: [atLeast(1)],
+      },
+    ),
+    ...Object.entries(p.peakRssMb).map(([name, v]) =>
+      figure(`${id}.rss.${name.replace(/\s+/g, "-")}`, section, `peak RSS ${name}`, v, "MB", {
+        targets: name === "edge" ? [atMost(TARGETS.edgeRssMb)] : [],
+      }),
+    ),
+    figure(
+      `${id}.cpuPerReport`,
+      section,
+      "edge CPU per report",
+      perUnitUs(p.cpuCores.edge, p.load.okPerSec),
+      "µs",
+    ),
+    ...cpuFigures(id, section, p.cpuCores, p.load.generatorCores),
+  ];
+}
+
+export function buildFigures(r: PhaseResults): Figure[] {
+  const bare = r.ceilings.bareFastify;
+  const bareCeiling = { label: "bare Fastify", value: bare.load.okPerSec };
+  const insertCeiling = { label: "raw ClickHouse insert", value: r.ceilings.clickhouse.rowsPerSec };
+  const e = r.edgeAlone;
+  const d = r.drain;
+  const s = r.saturation;
+  const f = r.fixedRate;
+  const C = "1 ceilings";
+  const E = "2 edge alone (no workers), saturated";
+  const D = `3 worker drain of the edge's backlog`;
+  const S = "4a end to end, saturated";
+  const F = `4b end to end, fixed rate ${f.requestedRate}/s`;
+  return [
+    figure("ceiling.bare", C, "bare Fastify, same POST and load", bare.load.okPerSec, "req/s"),
+    figure("ceiling.bare.p99", C, "bare Fastify latency p99", bare.load.latencyMs.p99, "ms"),
+    figure(
+      "ceiling.bare.cpuPerRequest",
+      C,
+      "bare Fastify CPU per request",
+      perUnitUs(bare.cpuCores["bare Fastify"], bare.load.okPerSec),
+      "µs",
+    ),
+    ...cpuFigures("ceiling.bare", C, bare.cpuCores, bare.load.generatorCores, "bare Fastify run"),
+    figure(
+      "ceiling.bullmq",
+      C,
+      `raw BullMQ addBulk, ${r.ceilings.bullmq.reportsPerJob} reports/job`,
+      r.ceilings.bullmq.reportsPerSec,
+      "reports/s",
+    ),
+    figure(
+      "ceiling.bullmq.bytes",
+      C,
+      `Redis bytes/report, ${r.ceilings.bullmq.reportsPerJob} reports/job`,
+      r.ceilings.bullmq.redisBytesPerReport,
+      "B",
+    ),
+    figure(
+      "ceiling.clickhouse",
+      C,
+      `raw ClickHouse insert, ${r.ceilings.clickhouse.rowsPerInsert} rows/insert`,
+      r.ceilings.clickhouse.rowsPerSec,
+      "rows/s",
+    ),
+    ...cpuFigures("ceiling.clickhouse", C, r.ceilings.clickhouse.cpuCores, 0, "raw insert run"),
+
+    figure("edge.accepted", E, "accepted", e.load.okPerSec, "reports/s", {
+      targets: [atLeast(TARGETS.edgeVsBare, "ratio")],
+      ceiling: bareCeiling,
+    }),
+    figure("edge.p50", E, "latency p50", e.load.latencyMs.p50, "ms"),
+    figure("edge.p99", E, "latency p99", e.load.latencyMs.p99, "ms"),
+    figure("edge.max", E, "latency max", e.load.latencyMs.max, "ms"),
+    figure("edge.non200", E, "answers other than 200 (incl. errors)", nonOk(e), "count"),
+    figure("edge.rss", E, "edge peak RSS", e.edgePeakRssMb, "MB", {
+      targets: [atMost(TARGETS.edgeRssMb)],
+    }),
+    figure("edge.redis.bytes", E, "Redis bytes per queued report", e.redisBytesPerReport, "B", {
+      targets: [atMost(TARGETS.redisBytesPerReport)],
+    }),
+    figure("edge.reportsPerJob", E, "reports per job", e.enqueued / Math.max(1, e.jobs), "reports"),
+    figure(
+      "edge.cpuPerReport",
+      E,
+      "edge CPU per report",
+      perUnitUs(e.cpuCores.edge, e.load.okPerSec),
+      "µs",
+      {
+        ceiling: {
+          label: "bare Fastify per request",
+          value: perUnitUs(bare.cpuCores["bare Fastify"], bare.load.okPerSec),
+        },
+      },
+    ),
+    figure("edge.vs.bullmq", E, "accepted vs raw BullMQ addBulk", e.load.okPerSec, "reports/s", {
+      ceiling: { label: "raw BullMQ addBulk", value: r.ceilings.bullmq.reportsPerSec },
+    }),
+    ...cpuFigures("edge", E, e.cpuCores, e.load.generatorCores),
+
+    figure(
+      "drain.rowsPerSec",
+      D,
+      `drain with ${d.workerPeakRssMb.length} worker(s)`,
+      d.rowsPerSec,
+      "rows/s",
+      {
+        targets: [atLeast(TARGETS.drainRowsPerSec), atLeast(TARGETS.drainVsInsert, "ratio")],
+        ceiling: insertCeiling,
+      },
+    ),
+    figure("drain.rows", D, "rows drained", d.rows, "rows"),
+    figure("drain.complete", D, "every accepted report stored (1 = yes)", d.complete ? 1 : 0, "", {
+      targets: [atLeast(1)],
+    }),
+    figure("drain.rowsPerInsert", D, "rows per insert", d.rowsPerInsert, "rows"),
+    figure("drain.insertMs", D, "time per insert", d.insertMs, "ms"),
+    figure(
+      "drain.workerCpuPerRow",
+      D,
+      "worker CPU per row",
+      perUnitUs(
+        Object.entries(d.cpuCores)
+          .filter(([n]) => n.startsWith("worker"))
+          .reduce((a, [, v]) => a + v, 0),
+        d.rowsPerSec,
+      ),
+      "µs",
+    ),
+    figure(
+      "drain.clickhouseCpuPerRow",
+      D,
+      "ClickHouse CPU per row",
+      perUnitUs(d.cpuCores.clickhouse, d.rowsPerSec),
+      "µs",
+      {
+        ceiling: {
+          label: "raw insert",
+          value: perUnitUs(
+            r.ceilings.clickhouse.cpuCores["clickhouse (raw insert)"],
+            r.ceilings.clickhouse.rowsPerSec,
+          ),
+        },
+      },
+    ),
+    ...d.workerPeakRssMb.map((v, i) =>
+      figure(`drain.rss.worker-${i + 1}`, D, `peak RSS worker ${i + 1}`, v, "MB"),
+    ),
+    ...cpuFigures("drain", D, d.cpuCores, 0),
+
+    figure("sat.sustained", S, "sustained end to end", s.sustainedPerSec, "reports/s", {
+      targets: [atLeast(TARGETS.sustainedPerSec)],
+      ceiling: bareCeiling,
+    }),
+    figure("sat.accepted", S, "accepted", s.load.okPerSec, "reports/s", { ceiling: bareCeiling }),
+    ...e2eFigures(S, "sat", s),
+
+    figure("rate.accepted", F, "accepted", f.load.okPerSec, "reports/s", {
+      targets: [atLeast(0.98, "ratio")],
+      ceiling: { label: "requested rate", value: f.requestedRate },
+    }),
+    figure("rate.sustained", F, "sustained end to end", f.sustainedPerSec, "reports/s", {
+      ceiling: { label: "requested rate", value: f.requestedRate },
+    }),
+    figure(
+      "rate.unsent",
+      F,
+      "requests the generator could not send in time",
+      f.load.unsent,
+      "count",
+    ),
+    ...e2eFigures(F, "rate", f),
+  ];
+}
+
+export function summarize(figures: Figure[]) {
+  const withTargets = figures.filter((f) => f.met !== null);
+  return { targets: withTargets.length, met: withTargets.filter((f) => f.met).length };
+}

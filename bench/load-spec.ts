@@ -1,0 +1,79 @@
+// What the benchmark asks of the load generator child (`bench/load.ts`) and what it prints back,
+// as one JSON line on stdout.
+
+export interface LoadSpec {
+  /** Origin of the server, e.g. http://127.0.0.1:3000. */
+  url: string;
+  /** Keys used round-robin, one Authorization header per request. */
+  keys: string[];
+  connections: number;
+  durationS: number;
+  /** saturate: every connection sends as fast as answers come; fixed: open loop at `rate`. */
+  mode: "saturate" | "fixed";
+  /** Requests per second of the fixed mode. */
+  rate?: number;
+}
+
+export interface Latency {
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+export interface LoadResult {
+  mode: LoadSpec["mode"];
+  /** Seconds from the first request to the end of the sending window. */
+  durationS: number;
+  /** Wall clock (epoch ms) of the first request. */
+  startedAt: number;
+  sent: number;
+  /** Answers with status 200. */
+  ok: number;
+  okPerSec: number;
+  /** Answers other than 200, by status. */
+  statuses: Record<string, number>;
+  /** Connection errors and timeouts. */
+  errors: number;
+  /** Latency in milliseconds; in fixed mode measured from the scheduled send time. */
+  latencyMs: Latency;
+  /** Fixed mode: requests scheduled but never sent before the deadline (the target fell behind). */
+  unsent: number;
+  /** CPU the generator itself used, in cores (1 = one core busy the whole time). */
+  generatorCores: number;
+}
+
+export const REPORT_PATH = "/api/report";
+
+/** Parses the result line a load child printed (the last JSON line of its stdout). */
+export function parseLoadResult(stdout: string): LoadResult {
+  const line = stdout
+    .trim()
+    .split("\n")
+    .reverse()
+    .find((l) => l.startsWith("{"));
+  if (!line) throw new Error("the load generator printed no result");
+  const r = JSON.parse(line) as LoadResult;
+  if (typeof r.ok !== "number" || typeof r.latencyMs?.p99 !== "number") {
+    throw new Error(`the load generator printed a malformed result: ${line.slice(0, 200)}`);
+  }
+  return r;
+}
+
+/** Percentiles of a list of latencies (sorted in place). */
+export function latencyOf(values: Float64Array): Latency {
+  if (values.length === 0) return { p50: 0, p90: 0, p99: 0, max: 0, mean: 0 };
+  values.sort();
+  const at = (q: number) => values[Math.min(values.length - 1, Math.floor(q * values.length))] ?? 0;
+  let sum = 0;
+  for (const v of values) sum += v;
+  const round = (v: number) => Math.round(v * 100) / 100;
+  return {
+    p50: round(at(0.5)),
+    p90: round(at(0.9)),
+    p99: round(at(0.99)),
+    max: round(values[values.length - 1] ?? 0),
+    mean: round(sum / values.length),
+  };
+}

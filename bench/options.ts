@@ -1,0 +1,97 @@
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+// Command-line options of `npm run bench`. `--quick` shortens every phase so that a whole run
+// stays under a minute on a 2-core machine (the smoke test uses it); explicit options still win.
+
+export interface BenchOptions {
+  /** Seconds per load phase. */
+  durationS: number;
+  /** Concurrent connections of the load generator. */
+  connections: number;
+  /** Reports per second of the fixed-rate end-to-end phase. */
+  rate: number;
+  /** Worker processes. */
+  workers: number;
+  /** Project keys (each its own project, on the unlimited plan). */
+  keys: number;
+  quick: boolean;
+  /** Seconds per ceiling measurement (BullMQ, ClickHouse); Fastify uses `durationS`. */
+  ceilingS: number;
+  /** Longest wait for ClickHouse to hold every accepted report, per phase. */
+  drainTimeoutS: number;
+  /** Where latest.json, latest.md and the timestamped copies go. */
+  outDir: string;
+  /** Run edge and workers with `--cpu-prof`; profiles go to `<outDir>/profiles`. */
+  profile: boolean;
+}
+
+export const USAGE = `npm run bench -- [options]
+  --duration S      seconds per load phase (default 15; 3 with --quick)
+  --connections N   load generator connections (default 64)
+  --rate R          fixed-rate phase, reports/s (default 10000; 3000 with --quick)
+  --workers N       worker processes (default 1)
+  --keys N          project keys on the unlimited plan (default 20)
+  --quick           whole run under a minute: short phases, smaller backlog
+  --out DIR         results directory (default bench/results)
+  --profile         CPU profiles of the edge and workers (node --cpu-prof) in DIR/profiles
+  --help            this text
+Headroom settings (ENQUEUE_MAX_WAIT_MS, BATCH_MAX_ROWS, WORKER_CONCURRENCY, ...) are read from
+the environment and passed to the edge and the workers; the results record them.`;
+
+export class OptionsError extends Error {
+  override name = "OptionsError";
+}
+
+function positiveInt(name: string, text: string | undefined, fallback: number, max: number) {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > max) {
+    throw new OptionsError(`--${name} must be an integer from 1 to ${max} (got ${text})`);
+  }
+  return n;
+}
+
+/** Parses argv (without node and the script); `null` when help was asked for. */
+export function parseBenchOptions(argv: string[], cwd = process.cwd()): BenchOptions | null {
+  let values: ReturnType<typeof parse>["values"];
+  try {
+    values = parse(argv).values;
+  } catch (err) {
+    throw new OptionsError((err as Error).message);
+  }
+  if (values.help) return null;
+  const quick = values.quick ?? false;
+  const durationS = positiveInt("duration", values.duration, quick ? 3 : 15, 3_600);
+  return {
+    durationS,
+    connections: positiveInt("connections", values.connections, 64, 10_000),
+    rate: positiveInt("rate", values.rate, quick ? 3_000 : 10_000, 1_000_000),
+    workers: positiveInt("workers", values.workers, 1, 64),
+    keys: positiveInt("keys", values.keys, 20, 10_000),
+    quick,
+    ceilingS: quick ? 1 : Math.min(durationS, 10),
+    drainTimeoutS: quick ? 30 : 180,
+    outDir: resolve(cwd, values.out ?? "bench/results"),
+    profile: values.profile ?? false,
+  };
+}
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      duration: { type: "string" },
+      connections: { type: "string" },
+      rate: { type: "string" },
+      workers: { type: "string" },
+      keys: { type: "string" },
+      quick: { type: "boolean" },
+      out: { type: "string" },
+      profile: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}

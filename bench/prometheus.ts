@@ -1,0 +1,27 @@
+// Just enough of the Prometheus text format to read Headroom's own /metrics: the sum of every
+// sample of a metric whose labels include the given ones.
+
+const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)/;
+const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+
+export function metricSum(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split("\n")) {
+    const m = SAMPLE.exec(line);
+    if (!m || m[1] !== name) continue;
+    const found = new Map<string, string>();
+    for (const l of (m[2] ?? "").matchAll(LABEL)) found.set(l[1] as string, l[2] as string);
+    if (Object.entries(labels).every(([k, v]) => found.get(k) === v)) sum += Number(m[3]);
+  }
+  return sum;
+}
+
+/** GETs a /metrics page (with the metrics token when one is configured). */
+export async function scrape(url: string, token?: string): Promise<string> {
+  const res = await fetch(url, {
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+    signal: AbortSignal.timeout(5_000),
+  });
+  if (!res.ok) throw new Error(`${url}: ${res.status}`);
+  return res.text();
+}

@@ -1,0 +1,75 @@
+import type { BenchResults, Figure, Target } from "./figures.js";
+
+// The results as a markdown document: one table, each figure next to its target and its ratio to
+// the ceiling; machine, options and settings above it. The same text is printed to the terminal.
+
+const intFormat = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+const decFormat = new Intl.NumberFormat("en-US", { maximumFractionDigits: 2 });
+
+export function num(n: number): string {
+  return Math.abs(n) >= 100 ? intFormat.format(n) : decFormat.format(n);
+}
+
+const withUnit = (n: number, unit: string) => (unit ? `${num(n)} ${unit}` : num(n));
+
+function targetText(t: Target, unit: string): string {
+  const op = t.op === ">=" ? "≥" : "≤";
+  return t.on === "ratio" ? `${op} ${num(t.value)}× ceiling` : `${op} ${withUnit(t.value, unit)}`;
+}
+
+function row(f: Figure): string {
+  const target = f.targets.map((t) => targetText(t, f.unit)).join(", ");
+  const ceiling = f.ceiling ? `${num(f.ceiling.value)} (${f.ceiling.label})` : "";
+  const ratio = f.ratio === null ? "" : `${num(f.ratio)}×`;
+  const met = f.met === null ? "" : f.met ? "yes" : "**no**";
+  return `| ${f.label} | ${withUnit(f.value, f.unit)} | ${target} | ${ceiling} | ${ratio} | ${met} |`;
+}
+
+function statuses(label: string, s: Record<string, number>, errors: number): string | null {
+  const parts = Object.entries(s).map(([code, n]) => `${code}: ${num(n)}`);
+  if (errors) parts.push(`connection errors/timeouts: ${num(errors)}`);
+  return parts.length ? `- ${label}: ${parts.join(", ")}` : null;
+}
+
+export function renderMarkdown(r: BenchResults): string {
+  const m = r.machine;
+  const o = r.options;
+  const settings = Object.entries(r.settings);
+  const lines = [
+    `# Headroom benchmark, ${m.date}`,
+    "",
+    `- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB memory, Node ${m.node}, ${m.platform}`,
+    `- Options: ${Object.entries(o)
+      .filter(([k]) => k !== "outDir")
+      .map(([k, v]) => `${k}=${String(v)}`)
+      .join(", ")}`,
+    `- Settings: ${settings.length ? settings.map(([k, v]) => `${k}=${v}`).join(", ") : "defaults (src/config.ts)"}`,
+    `- Load generator, servers, Redis and ClickHouse share the same ${m.cores} cores.`,
+    `- Targets met: **${r.summary.met} of ${r.summary.targets}**`,
+    "",
+    "| Figure | Value | Target | Ceiling | Ratio | Met |",
+    "|---|--:|---|--:|--:|:-:|",
+  ];
+  let section = "";
+  for (const f of r.figures) {
+    if (f.section !== section) {
+      section = f.section;
+      lines.push(`| **${section}** | | | | | |`);
+    }
+    lines.push(row(f));
+  }
+  const notes = [
+    statuses("edge alone, non-200", r.edgeAlone.load.statuses, r.edgeAlone.load.errors),
+    statuses("end to end saturated, non-200", r.saturation.load.statuses, r.saturation.load.errors),
+    statuses("end to end fixed rate, non-200", r.fixedRate.load.statuses, r.fixedRate.load.errors),
+  ].filter((l): l is string => l !== null);
+  if (notes.length) lines.push("", ...notes);
+  lines.push(
+    "",
+    "Latency is measured by the load generator: closed loop (autocannon) when saturated, from the",
+    "scheduled send time when at a fixed rate. Lag is ClickHouse `inserted_at - received_at` over",
+    "each phase's reports. Sustained = min(accepted/s, rows/s stored in ClickHouse during the load).",
+    "",
+  );
+  return lines.join("\n");
+}

@@ -1,0 +1,41 @@
+import { runBench } from "./bench.js";
+import { createCleanup } from "./cleanup.js";
+import { OptionsError, parseBenchOptions, USAGE } from "./options.js";
+import { renderMarkdown } from "./render.js";
+import { writeResults } from "./results.js";
+
+// `npm run bench`: parse options, run, write and print the results. Progress goes to stderr, the
+// results table to stdout. Every process and temp dir is removed on the way out, whatever happens.
+
+const log = (msg: string) =>
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+
+let opts: ReturnType<typeof parseBenchOptions>;
+try {
+  opts = parseBenchOptions(process.argv.slice(2));
+} catch (err) {
+  if (!(err instanceof OptionsError)) throw err;
+  process.stderr.write(`${err.message}\n\n${USAGE}\n`);
+  process.exit(2);
+}
+if (!opts) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+
+const cleanup = createCleanup();
+cleanup.onSignals(log);
+let code = 0;
+try {
+  const results = await runBench(opts, cleanup, log);
+  const files = writeResults(opts.outDir, results);
+  process.stdout.write(`\n${renderMarkdown(results)}\n`);
+  log(`wrote ${files.join(", ")}`);
+} catch (err) {
+  log(`failed: ${(err as Error)?.stack ?? String(err)}`);
+  code = 1;
+} finally {
+  log("stopping every process the benchmark started");
+  await cleanup.run();
+}
+process.exit(code);

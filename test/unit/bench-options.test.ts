@@ -1,0 +1,49 @@
+import { describe, expect, it } from "vitest";
+import { OptionsError, parseBenchOptions } from "../../bench/options.js";
+
+describe("bench options", () => {
+  it("has the documented defaults", () => {
+    const o = parseBenchOptions([], "/repo");
+    expect(o).toMatchObject({
+      durationS: 15,
+      connections: 64,
+      rate: 10_000,
+      workers: 1,
+      keys: 20,
+      quick: false,
+      profile: false,
+      outDir: "/repo/bench/results",
+    });
+  });
+
+  it("--quick shortens the phases, explicit options still win", () => {
+    const quick = parseBenchOptions(["--quick"], "/repo");
+    expect(quick?.durationS).toBeLessThan(15);
+    expect(quick?.ceilingS).toBeLessThan(quick?.durationS ?? 0);
+    expect(quick?.drainTimeoutS).toBeLessThan(60);
+    const explicit = parseBenchOptions(["--quick", "--duration", "7", "--rate", "500"], "/repo");
+    expect(explicit).toMatchObject({ quick: true, durationS: 7, rate: 500 });
+  });
+
+  it("reads every option and resolves --out against the working directory", () => {
+    const o = parseBenchOptions(
+      ["--connections", "8", "--workers", "2", "--keys", "5", "--out", "tmp/x", "--profile"],
+      "/repo",
+    );
+    expect(o).toMatchObject({
+      connections: 8,
+      workers: 2,
+      keys: 5,
+      profile: true,
+      outDir: "/repo/tmp/x",
+    });
+  });
+
+  it("refuses bad values and unknown options, and returns null for --help", () => {
+    expect(() => parseBenchOptions(["--duration", "0"])).toThrow(OptionsError);
+    expect(() => parseBenchOptions(["--workers", "1.5"])).toThrow(/--workers/);
+    expect(() => parseBenchOptions(["--connections", "many"])).toThrow(OptionsError);
+    expect(() => parseBenchOptions(["--bogus"])).toThrow(OptionsError);
+    expect(parseBenchOptions(["--help"])).toBeNull();
+  });
+});
