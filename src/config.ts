@@ -74,6 +74,8 @@ export const configSchema = z.object({
 
   /** When set, /metrics needs `Authorization: Bearer <token>`. */
   METRICS_TOKEN: z.string().min(16).optional(),
+  /** When set, the edge serves /metrics on this port (on HOST), and not on the public one. */
+  METRICS_PORT: int(0, 65535).optional(),
 
   CLICKHOUSE_URL: z.url({ protocol: /^https?$/ }).optional(),
   CLICKHOUSE_USER: z.string().default("default"),

@@ -1,3 +1,5 @@
+import { STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -15,6 +17,7 @@ import type { BacklogGate } from "./backlog.js";
 import { HttpError } from "./errors.js";
 import type { Limits } from "./limits.js";
 import type { EdgeMetrics } from "./metrics.js";
+import { registerMetricsRoute } from "./metrics-route.js";
 import { parseJsonBody, validateReport } from "./parse-report.js";
 import { buildOpenApi } from "./openapi.js";
 
@@ -28,6 +31,7 @@ export interface EdgeDeps {
     | "HEADERS_TIMEOUT_MS"
     | "KEEP_ALIVE_TIMEOUT_MS"
     | "METRICS_TOKEN"
+    | "METRICS_PORT"
   >;
   logger: FastifyBaseLogger;
   lookupKey: (key: string) => Promise<KeyLookup | null>;
@@ -60,9 +64,18 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     trustProxy: config.TRUST_PROXY,
     bodyLimit: config.BODY_LIMIT_BYTES,
     requestTimeout: config.REQUEST_TIMEOUT_MS,
-    connectionTimeout: config.REQUEST_TIMEOUT_MS,
+    // Node enforces the two timeouts above only when it sweeps its connections, every 30 s by
+    // default, and a socket idle for connectionTimeout is dropped without an answer. So: sweep
+    // often, and keep the idle cut-off behind the 408 as a backstop.
+    connectionTimeout: config.REQUEST_TIMEOUT_MS * 2,
     keepAliveTimeout: config.KEEP_ALIVE_TIMEOUT_MS,
-    http: { headersTimeout: config.HEADERS_TIMEOUT_MS },
+    http: {
+      headersTimeout: config.HEADERS_TIMEOUT_MS,
+      connectionsCheckingInterval: sweepInterval(config),
+    },
+    // Requests Node refuses before Fastify sees them (timeouts, malformed HTTP, huge headers)
+    // get the contract's body too.
+    clientErrorHandler,
     // Fastify's own 503 while closing has a body of its own; ours follows the contract.
     return503OnClosing: false,
   });
@@ -214,19 +227,37 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     };
   });
 
-  app.get("/metrics", async (req, reply) => {
-    if (config.METRICS_TOKEN && req.headers.authorization !== `Bearer ${config.METRICS_TOKEN}`) {
-      throw unauthorized("missing_project_key", "metrics need the metrics token");
-    }
-    metrics.backlogJobs.set(backlog.state().backlogJobs ?? 0);
-    reply.header("content-type", metrics.registry.contentType);
-    return metrics.registry.metrics();
-  });
+  // With METRICS_PORT set, /metrics is on a listener of its own (create-edge.ts), not here.
+  if (config.METRICS_PORT === undefined) registerMetricsRoute(app, { config, backlog, metrics });
 
   const openapi = buildOpenApi();
   app.get("/openapi.json", async () => openapi);
 
   return app;
+}
+
+/** How often Node checks for requests over their time: a quarter of the shorter timeout, ≤ 1 s. */
+function sweepInterval(config: Pick<Config, "REQUEST_TIMEOUT_MS" | "HEADERS_TIMEOUT_MS">) {
+  const shorter = Math.min(config.REQUEST_TIMEOUT_MS, config.HEADERS_TIMEOUT_MS);
+  return Math.max(25, Math.min(1_000, Math.floor(shorter / 4)));
+}
+
+function clientErrorHandler(err: Error & { code?: string }, socket: Duplex) {
+  // A reset connection has nobody left to answer.
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const error =
+    err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? new HttpError("request_timeout", "the request took too long")
+      : err.code === "HPE_HEADER_OVERFLOW"
+        ? new HttpError("headers_too_large", "the request headers are too large")
+        : new HttpError("invalid_json", "the request could not be read");
+  const body = JSON.stringify(error.toBody());
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 function sendError(req: FastifyRequest, reply: FastifyReply, err: HttpError) {

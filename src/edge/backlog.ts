@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import type { ReportsQueue } from "../queue/reports-queue.js";
+import { isCommandTimeout } from "../redis/connections.js";
 import { HttpError } from "./errors.js";
 
 // Backpressure: the edge polls the queue's backlog and Redis memory a few times a second and
@@ -41,8 +42,10 @@ export function createBacklogGate(opts: BacklogOptions) {
       ]);
       const backlogJobs = Object.values(counts).reduce((a, b) => a + b, 0);
       state = { redisOk: true, backlogJobs, memoryRatio: parseMemory(info), checkedAt: Date.now() };
-    } catch {
+    } catch (err) {
       state = { redisOk: false, backlogJobs: null, memoryRatio: null, checkedAt: Date.now() };
+      // Unanswered, not refused: the connection may be dead without knowing it. A new one.
+      if (isCommandTimeout(err)) opts.redis.disconnect(true);
     }
   }
 

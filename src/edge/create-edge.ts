@@ -9,6 +9,7 @@ import { buildApp } from "./app.js";
 import { createBacklogGate } from "./backlog.js";
 import { createLimits } from "./limits.js";
 import { createEdgeMetrics } from "./metrics.js";
+import { buildMetricsApp } from "./metrics-route.js";
 
 // Wires one edge from configuration: clients are created here, once, and passed down.
 
@@ -46,6 +47,10 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     authFailuresPerIp: config.AUTH_FAILURES_PER_IP,
     authFailureWindowS: config.AUTH_FAILURE_WINDOW_S,
   });
+  const metricsApp =
+    config.METRICS_PORT === undefined
+      ? null
+      : buildMetricsApp({ config, logger, backlog, metrics });
   const app = buildApp({
     config,
     logger,
@@ -58,12 +63,15 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
 
   return {
     app,
+    /** The METRICS_PORT listener's app, when METRICS_PORT is set. */
+    metricsApp,
     redis,
     queue,
     keyStore,
     /** Stop intake, let in-flight requests finish, flush the pending batch, close Redis. */
     async close() {
       await app.close();
+      await metricsApp?.close();
       await enqueuer.drain();
       await backlog.stop();
       await queue.close();

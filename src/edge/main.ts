@@ -1,3 +1,4 @@
+import type { AddressInfo } from "node:net";
 import { loadConfig } from "../config.js";
 import { createLogger } from "../lib/logger.js";
 import { onShutdown } from "../lib/shutdown.js";
@@ -11,4 +12,9 @@ const logger = createLogger(config.LOG_LEVEL, "edge");
 const edge = await createEdge(config, logger);
 onShutdown(logger, () => edge.close());
 await edge.app.listen({ host: config.HOST, port: config.PORT });
-logger.info({ redis: redactUrl(config.REDIS_URL) }, "edge ready");
+let metricsPort: number | undefined;
+if (edge.metricsApp) {
+  await edge.metricsApp.listen({ host: config.HOST, port: config.METRICS_PORT });
+  metricsPort = (edge.metricsApp.server.address() as AddressInfo).port;
+}
+logger.info({ redis: redactUrl(config.REDIS_URL), metricsPort }, "edge ready");

@@ -8,9 +8,21 @@ export function createProducerRedis(url: string): Redis {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2_000,
+    // A connection that went silently dead (Redis restarted without resetting it) would hold
+    // requests forever: a command unanswered this long fails, and the request gets its 503.
+    commandTimeout: PRODUCER_COMMAND_TIMEOUT_MS,
+    // The edge's writes are not idempotent: one whose fate is unknown is a 503, never sent
+    // again on the next connection behind the client's back.
+    autoResendUnfulfilledCommands: false,
     retryStrategy: (times) => Math.min(times * 100, 1_000),
   });
 }
+
+export const PRODUCER_COMMAND_TIMEOUT_MS = 5_000;
+
+/** True for ioredis's error when a command outlived commandTimeout. */
+export const isCommandTimeout = (err: unknown) =>
+  err instanceof Error && err.message === "Command timed out";
 
 export function createWorkerRedis(url: string): Redis {
   return new Redis(url, {

@@ -16,7 +16,9 @@ const NOT_UTF8 = "must be valid UTF-8 (no lone surrogates)";
 const limitValue = z
   .number({ error: "expected a number or null" })
   .transform((n) => Math.round(n))
-  .refine((n) => n >= -INT64_LIMIT && n < INT64_LIMIT, "must fit a signed 64-bit integer")
+  // -2^63 itself is refused: its JSON text (-9223372036854776000) is past Int64's range, and
+  // ClickHouse would store it wrapped round to +9223372036854775616.
+  .refine((n) => n > -INT64_LIMIT && n < INT64_LIMIT, "must fit a signed 64-bit integer")
   .nullable()
   .optional()
   .transform((n) => n ?? null);
@@ -74,8 +76,9 @@ export function parseIsoTimestamp(text: string): number | null {
   if (zone.toUpperCase() === "Z") return utc;
   const sign = zone.startsWith("-") ? -1 : 1;
   const digits = zone.slice(1).replace(":", "");
-  const offsetMin = Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2, 4) || "0");
-  if (offsetMin > 18 * 60) return null;
+  const offsetMinutes = Number(digits.slice(2, 4) || "0");
+  const offsetMin = Number(digits.slice(0, 2)) * 60 + offsetMinutes;
+  if (offsetMin > 18 * 60 || offsetMinutes > 59) return null;
   return utc - sign * offsetMin * 60_000;
 }
 

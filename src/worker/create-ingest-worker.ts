@@ -6,8 +6,10 @@ import type { Logger } from "pino";
 import type { Config } from "../config.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import { createReportsQueue, REPORT_JOB, type ReportJobData } from "../queue/reports-queue.js";
+import { isCommandTimeout } from "../redis/connections.js";
 import { createIngestProcessor, ShutdownAbort } from "./ingest-processor.js";
 import type { WorkerMetrics } from "./metrics.js";
+import { createStallWatchdog } from "./stall-watchdog.js";
 
 // One ingest worker: a BullMQ Worker whose processor hands each job to the batching processor.
 
@@ -42,6 +44,8 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
   const { config, logger } = deps;
   const names = { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
   const queue = createReportsQueue(deps.redis, names);
+  // Without a listener BullMQ prints connection errors as raw stack traces on stderr.
+  queue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
   const processor = createIngestProcessor({
     sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE),
     maxRows: config.BATCH_MAX_ROWS,
@@ -63,14 +67,19 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     },
   });
 
+  // For the stall watchdog: jobs started or finished so far, and jobs in hand now.
+  let progress = 0;
+  let held = 0;
   const worker = new Worker<ReportJobData, void, string>(
     names.name,
     async (job: Job<ReportJobData>, token?: string) => {
-      // A dead-letter job fails at once, with its reason, and waits in the failed set.
-      if (job.data?.dead) throw new UnrecoverableError(job.data.dead.reason);
-      if (!isValidJob(job.data))
-        throw new UnrecoverableError("malformed job: expected { rows: [[...]] }");
+      progress += 1;
+      held += 1;
       try {
+        // A dead-letter job fails at once, with its reason, and waits in the failed set.
+        if (job.data?.dead) throw new UnrecoverableError(job.data.dead.reason);
+        if (!isValidJob(job.data))
+          throw new UnrecoverableError("malformed job: expected { rows: [[...]] }");
         await processor.process(job);
       } catch (err) {
         if (err instanceof ShutdownAbort && token) {
@@ -79,6 +88,9 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
           throw new DelayedError();
         }
         throw err;
+      } finally {
+        progress += 1;
+        held -= 1;
       }
     },
     {
@@ -100,21 +112,70 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     );
   });
 
+  let closing = false;
+  const run = () => {
+    void worker
+      .run()
+      .catch((err: unknown) => logger.error({ err }, "worker stopped with an error"));
+  };
+
+  // The watchdog's own view of the queue: a connection whose commands time out (and which is
+  // replaced when one does), so it cannot hang the way the worker's connection can.
+  const probeRedis = deps.redis.duplicate({
+    commandTimeout: 2_000,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+  });
+  probeRedis.on("error", () => {});
+  const probe = createReportsQueue(probeRedis, names);
+  probe.on("error", () => {});
+  const stallMs = Math.max(config.WORKER_LOCK_DURATION_MS, config.WORKER_STALLED_INTERVAL_MS);
+  const watchdog = createStallWatchdog({
+    stallMs,
+    intervalMs: Math.max(250, Math.floor(stallMs / 4)),
+    progress: () => progress,
+    hasRoom: () => held < config.WORKER_CONCURRENCY,
+    waiting: async () => {
+      try {
+        return await probe.getWaitingCount();
+      } catch (err) {
+        // Unanswered: the probe's own connection may be the dead kind. A new one.
+        if (isCommandTimeout(err)) probeRedis.disconnect(true);
+        throw err;
+      }
+    },
+    recover: async ({ waiting, idleMs }) => {
+      if (closing) return;
+      logger.warn(
+        { waiting, idleMs },
+        "worker stalled: jobs are waiting but none was taken; reconnecting to Redis",
+      );
+      // Drops the worker's connection (destroyed if it does not close within ioredis's
+      // disconnectTimeout) and connects again; commands still unanswered are sent again.
+      deps.redis.disconnect(true);
+      if (!worker.isRunning()) run();
+    },
+  });
+
   return {
     worker,
     queue,
     processor,
+    watchdog,
     start() {
-      void worker
-        .run()
-        .catch((err: unknown) => logger.error({ err }, "worker stopped with an error"));
+      run();
+      watchdog.start();
     },
     /** Stop taking jobs, flush what is in hand, ack it, close. */
     async close(graceMs = 20_000) {
-      const closing = worker.close();
+      closing = true;
+      await watchdog.stop();
+      const workerClosed = worker.close();
       await processor.close(graceMs);
-      await closing;
+      await workerClosed;
       await queue.close();
+      await probe.close();
+      probeRedis.disconnect();
     },
   };
 }

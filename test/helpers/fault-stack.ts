@@ -1,0 +1,264 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type ClickHouseClient, ClickHouseLogLevel, createClient } from "@clickhouse/client";
+import { Redis } from "ioredis";
+import {
+  type EmbeddedClickHouseProcess,
+  spawnEmbeddedClickHouse,
+} from "../../src/clickhouse/embedded-process.js";
+import { migrate } from "../../src/clickhouse/migrations.js";
+import { createKeyStore } from "../../src/keys/key-store.js";
+import { createReportsQueue, type ReportsQueue } from "../../src/queue/reports-queue.js";
+import {
+  freePort,
+  type RedisServer,
+  type RedisServerOptions,
+  startRedisServer,
+} from "../../src/redis/redis-server.js";
+import { type Proc, startProcess } from "./processes.js";
+import { sampleBody } from "./sample-reports.js";
+
+// A whole Headroom of its own for one fault test: its own redis-server (which the test may
+// SIGKILL and restart), its own embedded ClickHouse server process, and the edge and workers as
+// real processes started as a user starts them. Reports are tagged by sequence number in `app`,
+// so every stored row can be traced back to the request that sent it and to its answer.
+
+export interface FaultStackOptions {
+  redis?: Omit<RedisServerOptions, "dir">;
+  clickhouse?: { faultErrorRate?: number; user?: string; password?: string };
+  /** Settings for edge and workers on top of the defaults below. */
+  env?: Record<string, string>;
+}
+
+export interface Stored {
+  /** Rows in `reports`, duplicates included. */
+  raw: number;
+  /** Rows in `reports_v` (what analysts read). */
+  final: number;
+  /** `reports` summed over `reports_daily_v` and `reports_minute_v`. */
+  daily: number;
+  minute: number;
+  /** Rows of `latest_limits_v`, and its requests_remaining. */
+  latest: number;
+  requestsRemaining: number | null;
+}
+
+export const tagOf = (seq: number) => `load-${seq}`;
+export const seqOf = (app: string) => Number(app.slice(5));
+
+/** sampleBody with the request's tag as its app: one group of its own in every view. */
+export const taggedBody = (seq: number): Record<string, unknown> => ({
+  ...sampleBody(seq),
+  app: tagOf(seq),
+});
+
+export async function startFaultStack(opts: FaultStackOptions = {}) {
+  const id = randomBytes(4).toString("hex");
+  const dir = mkdtempSync(join(tmpdir(), "headroom-faults-"));
+  const redisDir = join(dir, "redis");
+  const redisOptions: RedisServerOptions = { dir: redisDir, appendfsync: "always", ...opts.redis };
+  let redis: RedisServer = await startRedisServer(redisOptions);
+  const chOptions = { path: join(dir, "clickhouse"), ...opts.clickhouse };
+  // The schema is made without faults; the fault mode, if any, starts after.
+  let ch: EmbeddedClickHouseProcess = await spawnEmbeddedClickHouse({
+    ...chOptions,
+    faultErrorRate: 0,
+  });
+  const client: ClickHouseClient = createClient({
+    url: ch.url,
+    username: opts.clickhouse?.user,
+    password: opts.clickhouse?.password,
+    request_timeout: 30_000,
+    log: { level: ClickHouseLogLevel.OFF },
+  });
+  const db = `f_${id}`;
+  const project = `p-${id}`;
+  const names = { prefix: `{f-${id}}`, name: "reports" };
+  // ClickHouse may be answering errors on purpose: the harness's own queries try again.
+  const retrying = async <T>(fn: () => Promise<T>): Promise<T> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (attempt >= 50) throw err;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  };
+  await migrate(client, { db, retentionDays: 30 });
+  if (chOptions.faultErrorRate) {
+    await ch.stop();
+    ch = await spawnEmbeddedClickHouse({ ...chOptions, port: ch.port });
+  }
+
+  const admin = new Redis(redis.url, { maxRetriesPerRequest: null });
+  admin.on("error", () => {});
+  const queue: ReportsQueue = createReportsQueue(admin, names);
+  queue.on("error", () => {});
+  const { key } = await createKeyStore(admin).create(project, {
+    plan: "unlimited",
+    defaultPlan: "unlimited",
+  });
+
+  const env: Record<string, string> = {
+    REDIS_URL: redis.url,
+    QUEUE_PREFIX: names.prefix,
+    QUEUE_NAME: names.name,
+    CLICKHOUSE_URL: ch.url,
+    CLICKHOUSE_DATABASE: db,
+    ...(opts.clickhouse?.user ? { CLICKHOUSE_USER: opts.clickhouse.user } : {}),
+    ...(opts.clickhouse?.password ? { CLICKHOUSE_PASSWORD: opts.clickhouse.password } : {}),
+    MIGRATE_ON_START: "false",
+    WORKER_METRICS_PORT: "0",
+    LOG_LEVEL: "info",
+    BATCH_MAX_WAIT_MS: "100",
+    RETRY_MAX_DELAY_MS: "500",
+    WORKER_LOCK_DURATION_MS: "2000",
+    WORKER_STALLED_INTERVAL_MS: "1000",
+    BACKLOG_CHECK_INTERVAL_MS: "50",
+    // The load is far over the default burst; the limit is not what these tests are about.
+    PLANS: JSON.stringify({ unlimited: { monthly: null, burst: 1_000_000 } }),
+    ...opts.env,
+  };
+
+  const procs: Proc[] = [];
+
+  const query = async <T>(sql: string): Promise<T[]> =>
+    retrying(async () => {
+      const rs = await client.query({
+        query: sql,
+        query_params: { p: project },
+        format: "JSONCompactEachRow",
+      });
+      return rs.json<T>();
+    });
+
+  return {
+    dir,
+    db,
+    project,
+    key,
+    env,
+    client,
+    queue,
+    admin,
+    procs,
+    get redis() {
+      return redis;
+    },
+    get clickhouse() {
+      return ch;
+    },
+
+    async startEdge(extra: Record<string, string> = {}) {
+      const port = await freePort();
+      const proc = startProcess("src/edge/main.ts", {
+        ...env,
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        ...extra,
+      });
+      procs.push(proc);
+      await proc.waitFor(/edge ready/, 30_000);
+      return { proc, port, url: `http://127.0.0.1:${port}` };
+    },
+
+    async startWorker(extra: Record<string, string> = {}) {
+      const proc = startProcess("workers/ingest.ts", { ...env, ...extra });
+      procs.push(proc);
+      await proc.waitFor(/worker ready/, 30_000);
+      const port = Number(/"metricsPort":(\d+)/.exec(proc.output())?.[1]);
+      /** Rows this worker has had acknowledged by ClickHouse. */
+      const inserted = async () => {
+        const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        return Number(/^headroom_worker_rows_inserted_total (\d+)/m.exec(text)?.[1] ?? 0);
+      };
+      return { proc, metricsPort: port, inserted };
+    },
+
+    /** SIGKILL: nothing is flushed beyond what the AOF already holds. */
+    killRedis: () => redis.kill(),
+    /** The same port and AOF directory, as a supervisor restarting Redis would. */
+    async restartRedis() {
+      redis = await startRedisServer({ ...redisOptions, port: redis.port });
+    },
+
+    async restartClickHouse(changes: { faultErrorRate?: number } = {}) {
+      await ch.stop();
+      ch = await spawnEmbeddedClickHouse({ ...chOptions, ...changes, port: ch.port });
+    },
+
+    query,
+
+    /** What every view holds, per request tag. */
+    async stored(): Promise<Map<number, Stored>> {
+      const out = new Map<number, Stored>();
+      const entry = (app: string) => {
+        const seq = seqOf(app);
+        let e = out.get(seq);
+        if (!e) {
+          e = { raw: 0, final: 0, daily: 0, minute: 0, latest: 0, requestsRemaining: null };
+          out.set(seq, e);
+        }
+        return e;
+      };
+      const where = "WHERE project_id = {p:String}";
+      for (const [app, n] of await query<[string, string]>(
+        `SELECT app, count() FROM ${db}.reports ${where} GROUP BY app`,
+      ))
+        entry(app).raw = Number(n);
+      for (const [app, n] of await query<[string, string]>(
+        `SELECT app, count() FROM ${db}.reports_v ${where} GROUP BY app`,
+      ))
+        entry(app).final = Number(n);
+      for (const [app, n] of await query<[string, string]>(
+        `SELECT app, sum(reports) FROM ${db}.reports_daily_v ${where} GROUP BY app`,
+      ))
+        entry(app).daily = Number(n);
+      for (const [app, n] of await query<[string, string]>(
+        `SELECT app, sum(reports) FROM ${db}.reports_minute_v ${where} GROUP BY app`,
+      ))
+        entry(app).minute = Number(n);
+      for (const [app, n, remaining] of await query<[string, string, string | null]>(
+        `SELECT app, count(), any(requests_remaining) FROM ${db}.latest_limits_v ${where} GROUP BY app`,
+      )) {
+        const e = entry(app);
+        e.latest = Number(n);
+        e.requestsRemaining = remaining === null ? null : Number(remaining);
+      }
+      return out;
+    },
+
+    /** Waiting, delayed and active jobs. */
+    async backlog(): Promise<number> {
+      const c = await queue.getJobCounts("wait", "prioritized", "delayed", "active");
+      return Object.values(c).reduce((a, b) => a + b, 0);
+    },
+
+    /** SIGTERM to every process still running; their exits, in start order. */
+    async stopProcesses() {
+      for (const p of procs) p.signal("SIGTERM");
+      return Promise.all(procs.map((p) => p.exited));
+    },
+
+    async close() {
+      for (const p of procs) p.signal("SIGKILL");
+      await Promise.all(procs.map((p) => p.exited));
+      await queue.close().catch(() => {});
+      admin.disconnect();
+      await client.close().catch(() => {});
+      await ch.stop().catch(() => {});
+      await redis.stop().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export type FaultStack = Awaited<ReturnType<typeof startFaultStack>>;
+
+/** Output lines that say a process failed badly: fatal logs, 500s, raw stack traces. */
+export function crashLines(output: string): string[] {
+  return output.split("\n").filter((l) => /"level":60|^\s+at |uncaught|unhandled/i.test(l));
+}

@@ -1,0 +1,170 @@
+import type { Redis } from "ioredis";
+import { afterAll, expect, it } from "vitest";
+import { HttpError } from "../../src/edge/errors.js";
+import { createEnqueuer } from "../../src/queue/enqueuer.js";
+import { eventually } from "../helpers/eventually.js";
+import {
+  crashLines,
+  type FaultStack,
+  startFaultStack,
+  taggedBody,
+} from "../helpers/fault-stack.js";
+import { type Load, type Outcome, startLoad } from "../helpers/load.js";
+import { sampleRow } from "../helpers/sample-reports.js";
+
+// Redis at `maxmemory` (noeviction) under a real edge. Two ways to a 503: the edge's own gate
+// (REDIS_MEMORY_MAX_RATIO, polled every BACKLOG_CHECK_INTERVAL_MS) closes before Redis is full;
+// with the gate off, Redis itself refuses the request's first write with OOM. Either way: 503,
+// never 200, while memory is short; 200 again once memory frees; and in the end ClickHouse holds
+// exactly the reports that got a 200.
+
+const MAXMEMORY = 16 * 1024 * 1024;
+
+let stack: FaultStack | undefined;
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function usedMemory(redis: Redis): Promise<number> {
+  return Number(/used_memory:(\d+)/.exec(await redis.info("memory"))?.[1]);
+}
+
+/** Grows a ballast key until Redis uses `target` bytes (or refuses to grow it). */
+async function fillTo(redis: Redis, target: number): Promise<void> {
+  const chunk = "x".repeat(32 * 1024);
+  for (let i = 0; i < 2_000 && (await usedMemory(redis)) < target; i++) {
+    try {
+      await redis.append("ballast", chunk);
+    } catch {
+      return;
+    }
+  }
+}
+
+function contract503(outcomes: Outcome[]) {
+  for (const o of outcomes.filter((x) => x.status !== 200)) {
+    expect(o.status, o.error ?? o.body).toBe(503);
+    expect(JSON.parse(o.body ?? "")).toMatchObject({ error: "unavailable" });
+  }
+}
+
+it("Redis full: 503 from the gate and from OOM, never 200; recovers when memory frees", {
+  timeout: 120_000,
+}, async () => {
+  const s = await startFaultStack({ redis: { maxmemory: String(MAXMEMORY) } });
+  stack = s;
+  const accepted = new Set<number>();
+  const refused = new Set<number>();
+  const record = (outcomes: Outcome[]) => {
+    for (const o of outcomes) (o.status === 200 ? accepted : refused).add(o.seq);
+  };
+  let seqBase = 0;
+  const loadOn = (url: string): Load => {
+    const base = seqBase;
+    seqBase += 1_000_000;
+    return startLoad({
+      url,
+      key: s.key,
+      body: (n) => taggedBody(base + n),
+      concurrency: 4,
+      ratePerSec: 200,
+      maxMs: 60_000,
+    });
+  };
+  const seqs = (load: Load, base: number) =>
+    load.outcomes.map((o) => ({ ...o, seq: base + o.seq }));
+
+  // 1. The gate: 90% of maxmemory.
+  const gated = await s.startEdge({ REDIS_MEMORY_MAX_RATIO: "0.9" });
+  let load = loadOn(gated.url);
+  let base = seqBase - 1_000_000;
+  await eventually(() => expect(load.ok().length).toBeGreaterThan(100), { timeoutMs: 20_000 });
+  await fillTo(s.admin, MAXMEMORY * 0.95);
+  const gateClosed = await eventually(
+    async () => {
+      const res = await fetch(`${gated.url}/readyz`);
+      expect(res.status).toBe(503);
+      expect(await res.json()).toMatchObject({ reason: "redis memory is over its bound" });
+      return performance.now();
+    },
+    { timeoutMs: 10_000, intervalMs: 20 },
+  );
+  await eventually(
+    () => expect(load.outcomes.filter((o) => o.start > gateClosed).length).toBeGreaterThan(200),
+    { timeoutMs: 20_000 },
+  );
+  let freed = performance.now();
+  await s.admin.del("ballast");
+  await eventually(
+    () => expect(load.ok().filter((o) => o.start > freed).length).toBeGreaterThan(100),
+    { timeoutMs: 20_000 },
+  );
+  await load.stop();
+  let outcomes = seqs(load, base);
+  contract503(outcomes);
+  const closed = outcomes.filter((o) => o.start > gateClosed && o.end < freed);
+  expect(closed.length).toBeGreaterThan(200);
+  expect(closed.filter((o) => o.status !== 503)).toStrictEqual([]);
+  record(outcomes);
+
+  // 2. No gate: Redis itself refuses the writes.
+  const ungated = await s.startEdge({ REDIS_MEMORY_MAX_RATIO: "0" });
+  await fillTo(s.admin, MAXMEMORY - 256 * 1024);
+  load = loadOn(ungated.url);
+  base = seqBase - 1_000_000;
+  const full = await eventually(
+    async () => {
+      expect(load.outcomes.some((o) => o.status === 503)).toBe(true);
+      await expect(s.admin.set("probe", "x")).rejects.toThrow(/OOM/);
+      return performance.now();
+    },
+    { timeoutMs: 30_000, intervalMs: 20 },
+  );
+  // An enqueue that meets OOM is the same 503 as a limiter write that does.
+  const enqueuer = createEnqueuer({ queue: s.queue, maxReports: 1, maxWaitMs: 0 });
+  const refusedEnqueue = await enqueuer.enqueue(sampleRow(0, s.project)).catch((e: unknown) => e);
+  expect(refusedEnqueue).toBeInstanceOf(HttpError);
+  expect((refusedEnqueue as HttpError).status).toBe(503);
+  await eventually(
+    () => expect(load.outcomes.filter((o) => o.start > full).length).toBeGreaterThan(200),
+    { timeoutMs: 20_000 },
+  );
+  freed = performance.now();
+  await s.admin.del("ballast");
+  await eventually(
+    () => expect(load.ok().filter((o) => o.start > freed).length).toBeGreaterThan(100),
+    { timeoutMs: 20_000 },
+  );
+  await load.stop();
+  outcomes = seqs(load, base);
+  contract503(outcomes);
+  const oom = outcomes.filter((o) => o.start > full && o.end < freed);
+  expect(oom.length).toBeGreaterThan(200);
+  expect(oom.filter((o) => o.status !== 503)).toStrictEqual([]);
+  record(outcomes);
+  // Redis's own words stay inside: the body is the contract's.
+  expect((refusedEnqueue as HttpError).toBody()).toMatchObject({ error: "unavailable" });
+  expect(JSON.stringify((refusedEnqueue as HttpError).toBody())).not.toMatch(/OOM|maxmemory/);
+
+  // 3. A worker drains the queue: exactly the 200s are stored, once.
+  await s.startWorker();
+  await eventually(
+    async () => {
+      expect(await s.backlog()).toBe(0);
+      expect((await s.stored()).size).toBe(accepted.size);
+    },
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
+  const stored = await s.stored();
+  expect([...stored.keys()].filter((seq) => !accepted.has(seq))).toStrictEqual([]);
+  expect([...stored.values()].filter((v) => v.raw !== 1 || v.daily !== 1)).toStrictEqual([]);
+  expect(refused.size).toBeGreaterThan(400);
+
+  for (const p of s.procs) {
+    expect(p.child.exitCode, p.output().slice(-2_000)).toBeNull();
+    expect(crashLines(p.output())).toStrictEqual([]);
+  }
+  const exits = await s.stopProcesses();
+  expect(exits).toStrictEqual(exits.map(() => ({ code: 0, signal: null })));
+});

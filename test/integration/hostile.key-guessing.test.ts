@@ -1,0 +1,125 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { generateKey } from "../../src/keys/key-format.js";
+import { type RedisServer, startRedisServer } from "../../src/redis/redis-server.js";
+import {
+  clientReport,
+  type EdgeFixture,
+  startEdge,
+  type TestKey,
+} from "../helpers/edge-fixture.js";
+
+// Key guessing from one client IP: malformed keys are refused without a Redis call (counted by
+// Redis itself, INFO commandstats, on a redis-server of this file's own), and after
+// AUTH_FAILURES_PER_IP failures that IP gets 429s — also without a Redis call — while other
+// IPs are served as before.
+
+const FAILURES = 30;
+
+let dir: string;
+let server: RedisServer;
+let admin: Redis;
+let fx: EdgeFixture;
+let k: TestKey;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "headroom-keys-"));
+  server = await startRedisServer({ dir });
+  admin = new Redis(server.url);
+  fx = await startEdge({
+    redisUrl: server.url,
+    // No background polling: every Redis command during a test comes from its requests.
+    env: { BACKLOG_CHECK_INTERVAL_MS: "3600000", AUTH_FAILURES_PER_IP: String(FAILURES) },
+  });
+  k = await fx.createKey();
+});
+
+afterAll(async () => {
+  await fx?.close();
+  await admin?.quit();
+  await server?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Commands Redis has run so far, all kinds, except our own INFO calls. */
+async function redisCalls(): Promise<number> {
+  const text = await admin.info("commandstats");
+  let total = 0;
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    if (m[1] !== "info") total += Number(m[2]);
+  }
+  return total;
+}
+
+const KEY_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+/** Keys that cannot exist, by construction: each breaks the format in its own way. */
+const malformedKeys = fc.oneof(
+  // An issued key with one character changed: the checksum no longer matches.
+  fc.tuple(fc.integer({ min: 3, max: 35 }), fc.constantFrom(...KEY_CHARS)).map(([i, c]) => {
+    const key = generateKey();
+    const changed = key.slice(0, i) + c + key.slice(i + 1);
+    return changed === key ? `${key}x` : changed;
+  }),
+  fc.string({ unit: "grapheme-ascii", maxLength: 15 }).map((s) => `dlm_${s}`.slice(0, 15)),
+  fc.string({ minLength: 16, maxLength: 40 }).map((s) => `${s}!`),
+  fc.string({ unit: "binary", minLength: 1, maxLength: 30 }).map((s) => `é${s}`),
+  fc.constant("x".repeat(257)),
+  fc.constant(`hr_${"A".repeat(40)}`),
+);
+
+const ip = (n: number) => `203.0.113.${n}`;
+
+async function send(key: string, remoteAddress: string) {
+  return fx.post(clientReport(), { headers: { authorization: `Bearer ${key}` }, remoteAddress });
+}
+
+describe("key guessing", () => {
+  it("malformed keys cost no Redis call, and their IP is limited after the allowed failures", async () => {
+    const keys = fc.sample(malformedKeys, 200);
+    const before = await redisCalls();
+    const statuses: number[] = [];
+    for (const key of keys) {
+      const res = await send(key, ip(1));
+      statuses.push(res.statusCode);
+      if (res.statusCode === 401)
+        expect(res.json()).toMatchObject({ error: "invalid_project_key" });
+    }
+    expect(await redisCalls()).toBe(before);
+    expect(statuses.slice(0, FAILURES)).toStrictEqual(Array(FAILURES).fill(401));
+    expect(statuses.slice(FAILURES)).toStrictEqual(Array(keys.length - FAILURES).fill(429));
+
+    // Limited: even the right key, from that IP, for the rest of the window.
+    const limited = await send(k.key, ip(1));
+    expect(limited.statusCode).toBe(429);
+    expect(limited.json()).toMatchObject({ error: "rate_limited", limit: FAILURES, remaining: 0 });
+    expect(Number(limited.headers["retry-after"])).toBeGreaterThan(0);
+    expect(limited.headers["ratelimit-limit"]).toBe(String(FAILURES));
+    expect(await redisCalls()).toBe(before);
+
+    // Everybody else is served as before.
+    expect((await send(k.key, ip(2))).statusCode).toBe(200);
+    expect((await send(keys[0] as string, ip(3))).statusCode).toBe(401);
+  });
+
+  it("well-formed guesses cost one look-up each until the IP is limited, then none", async () => {
+    // The control: a well-formed key is looked up, and commandstats sees it.
+    let before = await redisCalls();
+    expect((await send(generateKey(), ip(10))).statusCode).toBe(401);
+    expect(await redisCalls()).toBeGreaterThan(before);
+
+    const statuses: number[] = [];
+    for (let i = 1; i < FAILURES; i++)
+      statuses.push((await send(generateKey(), ip(10))).statusCode);
+    expect(statuses).toStrictEqual(Array(FAILURES - 1).fill(401));
+    before = await redisCalls();
+    for (let i = 0; i < 100; i++) {
+      expect((await send(generateKey(), ip(10))).statusCode).toBe(429);
+    }
+    expect(await redisCalls()).toBe(before);
+    expect((await send(k.key, ip(11))).statusCode).toBe(200);
+  });
+});
