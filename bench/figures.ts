@@ -3,31 +3,10 @@ import { MACHINE, type Machine } from "./proc-stats.js";
 import type { DrainPhase } from "./phase-drain.js";
 import type { EdgePhase } from "./phase-edge.js";
 import type { EndToEndPhase } from "./phase-e2e.js";
+import { atLeast, atMost, type Figure, figure, perUnitUs, TARGETS } from "./figure.js";
 
-// The figures of a run, each with its target and its ratio to the ceiling measured on the same
-// machine in the same run. The table and the JSON's `figures` come from here, so what is printed
-// is what is checked.
-
-export interface Target {
-  /** "value": the figure itself; "ratio": the figure divided by its ceiling. */
-  on: "value" | "ratio";
-  op: ">=" | "<=";
-  value: number;
-}
-
-export interface Figure {
-  id: string;
-  section: string;
-  label: string;
-  value: number;
-  unit: string;
-  targets: Target[];
-  ceiling: { label: string; value: number } | null;
-  /** value / ceiling, when there is a ceiling. */
-  ratio: number | null;
-  /** Whether every target is met; null without targets. */
-  met: boolean | null;
-}
+// Every figure of a run, phase by phase, with its target and ceiling. The table and the JSON's
+// `figures` both come from this list, so what is printed is what is checked.
 
 export interface RunInfo {
   machine: Machine;
@@ -47,58 +26,6 @@ export interface BenchResults extends RunInfo, PhaseResults {
   version: 1;
   figures: Figure[];
   summary: { targets: number; met: number };
-}
-
-/** Targets for 2 cores with the load generator on the same machine. */
-export const TARGETS = {
-  sustainedPerSec: 25_000,
-  p99Ms: 25,
-  lagP99Ms: 2_000,
-  edgeVsBare: 0.6,
-  drainRowsPerSec: 100_000,
-  drainVsInsert: 0.7,
-  redisBytesPerReport: 600,
-  edgeRssMb: 200,
-};
-
-const atLeast = (value: number, on: Target["on"] = "value"): Target => ({ on, op: ">=", value });
-const atMost = (value: number, on: Target["on"] = "value"): Target => ({ on, op: "<=", value });
-
-const finite = (n: number | null | undefined) =>
-  typeof n === "number" && Number.isFinite(n) ? n : 0;
-const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
-
-function meets(t: Target, value: number, ratio: number | null): boolean {
-  const x = t.on === "ratio" ? ratio : value;
-  if (x === null) return false;
-  return t.op === ">=" ? x >= t.value : x <= t.value;
-}
-
-export function figure(
-  id: string,
-  section: string,
-  label: string,
-  value: number | null | undefined,
-  unit: string,
-  opts: { targets?: Target[]; ceiling?: { label: string; value: number } } = {},
-): Figure {
-  const v = finite(value);
-  const targets = opts.targets ?? [];
-  const ceiling = opts.ceiling
-    ? { label: opts.ceiling.label, value: finite(opts.ceiling.value) }
-    : null;
-  const ratio = ceiling ? (ceiling.value > 0 ? round(v / ceiling.value, 3) : 0) : null;
-  return {
-    id,
-    section,
-    label,
-    value: v,
-    unit,
-    targets,
-    ceiling,
-    ratio,
-    met: targets.length ? targets.every((t) => meets(t, v, ratio)) : null,
-  };
 }
 
 /** CPU per process, the load generator, the whole machine, and what others took from it. */
@@ -131,10 +58,6 @@ function cpuFigures(
   ];
 }
 
-/** CPU microseconds per unit of work: steadier than rates when other work shares the cores. */
-const perUnitUs = (cores: number | undefined, perSec: number) =>
-  perSec > 0 ? Math.round(((cores ?? 0) * 1e6) / perSec) : 0;
-
 const nonOk = (p: { load: { statuses: Record<string, number>; errors: number } }) =>
   Object.values(p.load.statuses).reduce((a, b) => a + b, 0) + p.load.errors;
 
@@ -146,13 +69,7 @@ function e2eFigures(section: string, id: string, p: EndToEndPhase): Figure[] {
     }),
     figure(`${id}.max`, section, "latency max", p.load.latencyMs.max, "ms"),
     figure(`${id}.non200`, section, "answers other than 200 (incl. errors)", nonOk(p), "count"),
-    figure(
-      `${id}.stored`,
-      section,
-      "stored in ClickHouse during the load",
-      p.storedPerSec,
-      "rows/s",
-    ),
+    figure(`${id}.stored`, section, "stored in ClickHouse", p.storedPerSec, "rows/s"),
     figure(`${id}.lag.p50`, section, "end-to-end lag p50", p.lagMs.p50, "ms"),
     figure(`${id}.lag.p99`, section, "end-to-end lag p99", p.lagMs.p99, "ms", {
       targets: [atMost(TARGETS.lagP99Ms)],
@@ -348,9 +265,4 @@ export function buildFigures(r: PhaseResults): Figure[] {
     ),
     ...e2eFigures(F, "rate", f),
   ];
-}
-
-export function summarize(figures: Figure[]) {
-  const withTargets = figures.filter((f) => f.met !== null);
-  return { targets: withTargets.length, met: withTargets.filter((f) => f.met).length };
 }

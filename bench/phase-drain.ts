@@ -1,8 +1,7 @@
 import { mb } from "./ceilings.js";
-import { pollUntil } from "./poll.js";
 import { cpuMeter, peakRssBytes, resetPeakRss } from "./proc-stats.js";
 import { metricSum } from "./prometheus.js";
-import type { ServiceProc, Stack } from "./stack.js";
+import { type ServiceProc, type Stack, waitStored } from "./stack.js";
 
 // Phase 3: N workers start on the backlog the edge left and drain it into ClickHouse. The queue is
 // paused while the workers start, so the clock starts for all of them at once, when it resumes,
@@ -49,24 +48,20 @@ export async function runDrainPhase(
     clickhouse: chPid,
     redis: stack.redisServer.process.pid ?? 0,
   });
-  const start = performance.now();
   await stack.queue.resume();
-  let stored = before;
-  const complete = await pollUntil(
-    async () => {
-      stored = await stack.rows(opts.phase);
-      return stored >= opts.expected;
-    },
-    { timeoutMs: opts.timeoutS * 1000, intervalMs: 100 },
+  const { complete, seconds, stored } = await waitStored(
+    stack,
+    opts.phase,
+    opts.expected,
+    opts.timeoutS,
   );
-  const seconds = (performance.now() - start) / 1000;
   const cpuCores = cpu.read();
   const stats = await insertStats(workers);
   const inserts = stats.inserts - stats0.inserts;
   return {
     rows: stored - before,
     seconds: Math.round(seconds * 1000) / 1000,
-    rowsPerSec: Math.round((stored - before) / seconds),
+    rowsPerSec: seconds > 0 ? Math.round((stored - before) / seconds) : 0,
     complete,
     rowsPerInsert: Math.round((stats.rows - stats0.rows) / Math.max(1, inserts)),
     insertMs: Math.round(((stats.seconds - stats0.seconds) / Math.max(1, inserts)) * 1000),

@@ -2,10 +2,9 @@ import { mb } from "./ceilings.js";
 import type { Cleanup } from "./cleanup.js";
 import type { LoadResult, LoadSpec } from "./load-spec.js";
 import { settledEnqueued } from "./phase-edge.js";
-import { pollUntil } from "./poll.js";
 import { cpuMeter, peakRssBytes, resetPeakRss } from "./proc-stats.js";
 import { runLoad } from "./run-load.js";
-import { BENCH_DB, type ServiceProc, type Stack } from "./stack.js";
+import { BENCH_DB, type ServiceProc, type Stack, waitStored } from "./stack.js";
 
 // Phase 4: edge and workers together, saturated or at a fixed rate. Beyond what the client sees,
 // it measures what reached ClickHouse: the rate rows were stored during the phase, the end-to-end
@@ -15,7 +14,7 @@ import { BENCH_DB, type ServiceProc, type Stack } from "./stack.js";
 export interface EndToEndPhase {
   load: LoadResult;
   enqueued: number;
-  /** Rows stored per second while the load ran (after a short warm-up). */
+  /** Rows stored per second over the time they took to flow (see below). */
   storedPerSec: number;
   /** min(accepted/s, stored/s): what the pipeline carries all the way. */
   sustainedPerSec: number;
@@ -99,29 +98,23 @@ export async function runEndToEndPhase(
   const after = await settledEnqueued(edge);
   const enqueued = after.reports - before.reports;
 
-  let stored = 0;
-  const complete = await pollUntil(
-    async () => {
-      stored = await stack.rows(opts.phase);
-      return stored >= enqueued;
-    },
-    { timeoutMs: opts.timeoutS * 1000, intervalMs: 100 },
-  );
+  const { complete } = await waitStored(stack, opts.phase, enqueued, opts.timeoutS);
   const drainAfterS = (performance.now() - loadEnd) / 1000;
 
-  // Stored rate over the sending window, after a warm-up that covers the first batches' wait.
-  const warmupMs = Math.min(2_000, (opts.durationS * 1000) / 4);
-  const from = load.startedAt + warmupMs;
-  const to = load.startedAt + load.durationS * 1000;
+  // Stored rate: the phase's reports over the time they took to flow, from the first one the edge
+  // received to the last one ClickHouse stored, less the typical lag (which a pipeline that keeps
+  // up adds once, at the end). A pipeline that falls behind stores its last reports late: lower.
+  const lagMs = await stack.lagMs(opts.phase);
   const rs = await stack.ch.query({
-    query: `SELECT count() FROM ${BENCH_DB}.reports WHERE startsWith(project_id, {p:String})
-      AND inserted_at >= fromUnixTimestamp64Milli({from:Int64}, 'UTC')
-      AND inserted_at < fromUnixTimestamp64Milli({to:Int64}, 'UTC')`,
-    query_params: { p: `bench-${opts.phase}-`, from, to },
+    query: `SELECT count(),
+        toUnixTimestamp64Milli(max(inserted_at)) - toUnixTimestamp64Milli(min(received_at))
+      FROM ${BENCH_DB}.reports WHERE startsWith(project_id, {p:String})`,
+    query_params: { p: `bench-${opts.phase}-` },
     format: "JSONCompactEachRow",
   });
-  const [[inWindow = 0] = []] = await rs.json<[number | string]>();
-  const storedPerSec = Math.round(Number(inWindow) / ((to - from) / 1000));
+  const [[count = 0, spanMs = 0] = []] = await rs.json<[number | string, number | string]>();
+  const flowS = Math.max(load.durationS, (Number(spanMs) - lagMs.p50) / 1000);
+  const storedPerSec = Math.round(Number(count) / flowS);
 
   const midpoint = load.startedAt + (load.durationS * 1000) / 2;
   const half = samples
@@ -134,7 +127,7 @@ export async function runEndToEndPhase(
     enqueued,
     storedPerSec,
     sustainedPerSec: Math.min(acceptedPerSec, storedPerSec),
-    lagMs: await stack.lagMs(opts.phase),
+    lagMs,
     backlogEndJobs,
     backlogSlopeJobsPerSec,
     // Growing: more than a job a second, and more than a couple of batches' worth left.

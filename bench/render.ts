@@ -1,4 +1,5 @@
-import type { BenchResults, Figure, Target } from "./figures.js";
+import type { Figure, Target } from "./figure.js";
+import type { BenchResults } from "./figures.js";
 
 // The results as a markdown document: one table, each figure next to its target and its ratio to
 // the ceiling; machine, options and settings above it. The same text is printed to the terminal.
@@ -68,7 +69,8 @@ export function renderMarkdown(r: BenchResults): string {
     "",
     "Latency is measured by the load generator: closed loop (autocannon) when saturated, from the",
     "scheduled send time when at a fixed rate. Lag is ClickHouse `inserted_at - received_at` over",
-    "each phase's reports. Sustained = min(accepted/s, rows/s stored in ClickHouse during the load).",
+    "each phase's reports. Stored/s = the phase's rows / (last inserted_at - first received_at - lag",
+    "p50), at most their count over the load's duration; sustained = min(accepted/s, stored/s).",
     "",
   );
   return lines.join("\n");

@@ -16,6 +16,7 @@ import { createReportsQueue, type ReportsQueue } from "../src/queue/reports-queu
 import { freePort, type RedisServer, startRedisServer } from "../src/redis/redis-server.js";
 import { type Child, spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
+import { pollUntil } from "./poll.js";
 import { metricSum, scrape } from "./prometheus.js";
 
 // The real stack the benchmark measures, all on this machine: its own redis-server (temp dir),
@@ -217,3 +218,40 @@ export type Stack = Awaited<ReturnType<typeof startStack>>;
 /** Reports the edge has durably enqueued so far (from its own metrics). */
 export const enqueuedReports = (metricsText: string) =>
   metricSum(metricsText, "headroom_reports_per_job_sum");
+
+/**
+ * Waits until ClickHouse holds `expected` reports of a phase. A job completes only after
+ * ClickHouse acknowledged its rows, so an empty queue is watched first, in Redis, which keeps the
+ * single-query embedded ClickHouse free for the workers' inserts; the count then confirms it.
+ * Returns when it held (seconds from the call) and whether it did before the deadline.
+ */
+export async function waitStored(
+  stack: Stack,
+  phase: string,
+  expected: number,
+  timeoutS: number,
+): Promise<{ complete: boolean; seconds: number; stored: number }> {
+  const start = performance.now();
+  const deadline = timeoutS * 1000;
+  let seconds = 0;
+  await pollUntil(
+    async () => {
+      const b = await stack.backlog();
+      return b.waiting + b.active === 0;
+    },
+    { timeoutMs: deadline, intervalMs: 25 },
+  );
+  seconds = (performance.now() - start) / 1000;
+  let stored = 0;
+  const complete = await pollUntil(
+    async () => {
+      stored = await stack.rows(phase);
+      return stored >= expected;
+    },
+    { timeoutMs: Math.max(1_000, deadline - (performance.now() - start)), intervalMs: 100 },
+  );
+  // Later than the queue said: the count is the truth.
+  const counted = (performance.now() - start) / 1000;
+  if (counted - seconds > 0.2) seconds = counted;
+  return { complete, seconds, stored };
+}

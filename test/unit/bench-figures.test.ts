@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { buildFigures, figure, type PhaseResults, summarize } from "../../bench/figures.js";
+import { figure, summarize } from "../../bench/figure.js";
+import { buildFigures, type PhaseResults } from "../../bench/figures.js";
 import type { LoadResult } from "../../bench/load-spec.js";
 import type { EndToEndPhase } from "../../bench/phase-e2e.js";
 import { renderMarkdown } from "../../bench/render.js";

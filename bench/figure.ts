@@ -1,0 +1,93 @@
+// One figure of a run: its value, its targets, and its ratio to the ceiling measured on the same
+// machine in the same run. Values are always finite numbers (a missing one reads 0), so the JSON
+// and the table never carry NaN.
+
+export interface Target {
+  /** "value": the figure itself; "ratio": the figure divided by its ceiling. */
+  on: "value" | "ratio";
+  op: ">=" | "<=";
+  value: number;
+}
+
+export interface Figure {
+  id: string;
+  section: string;
+  label: string;
+  value: number;
+  unit: string;
+  targets: Target[];
+  ceiling: { label: string; value: number } | null;
+  /** value / ceiling, when there is a ceiling. */
+  ratio: number | null;
+  /** Whether every target is met; null without targets. */
+  met: boolean | null;
+}
+
+/** Targets for 2 cores with the load generator on the same machine. */
+export const TARGETS = {
+  sustainedPerSec: 25_000,
+  p99Ms: 25,
+  lagP99Ms: 2_000,
+  edgeVsBare: 0.6,
+  drainRowsPerSec: 100_000,
+  drainVsInsert: 0.7,
+  redisBytesPerReport: 600,
+  edgeRssMb: 200,
+};
+
+export const atLeast = (value: number, on: Target["on"] = "value"): Target => ({
+  on,
+  op: ">=",
+  value,
+});
+export const atMost = (value: number, on: Target["on"] = "value"): Target => ({
+  on,
+  op: "<=",
+  value,
+});
+
+const finite = (n: number | null | undefined) =>
+  typeof n === "number" && Number.isFinite(n) ? n : 0;
+const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+function meets(t: Target, value: number, ratio: number | null): boolean {
+  const x = t.on === "ratio" ? ratio : value;
+  if (x === null) return false;
+  return t.op === ">=" ? x >= t.value : x <= t.value;
+}
+
+export function figure(
+  id: string,
+  section: string,
+  label: string,
+  value: number | null | undefined,
+  unit: string,
+  opts: { targets?: Target[]; ceiling?: { label: string; value: number } } = {},
+): Figure {
+  const v = finite(value);
+  const targets = opts.targets ?? [];
+  const ceiling = opts.ceiling
+    ? { label: opts.ceiling.label, value: finite(opts.ceiling.value) }
+    : null;
+  const ratio = ceiling ? (ceiling.value > 0 ? round(v / ceiling.value, 3) : 0) : null;
+  return {
+    id,
+    section,
+    label,
+    value: v,
+    unit,
+    targets,
+    ceiling,
+    ratio,
+    met: targets.length ? targets.every((t) => meets(t, v, ratio)) : null,
+  };
+}
+
+/** CPU microseconds per unit of work: steadier than rates when other work shares the cores. */
+export const perUnitUs = (cores: number | undefined, perSec: number) =>
+  perSec > 0 ? Math.round(((cores ?? 0) * 1e6) / perSec) : 0;
+
+export function summarize(figures: Figure[]) {
+  const withTargets = figures.filter((f) => f.met !== null);
+  return { targets: withTargets.length, met: withTargets.filter((f) => f.met).length };
+}
