@@ -59,20 +59,7 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), "headroom-faults-"));
   const redisDir = join(dir, "redis");
   const redisOptions: RedisServerOptions = { dir: redisDir, appendfsync: "always", ...opts.redis };
-  let redis: RedisServer = await startRedisServer(redisOptions);
   const chOptions = { path: join(dir, "clickhouse"), ...opts.clickhouse };
-  // The schema is made without faults; the fault mode, if any, starts after.
-  let ch: EmbeddedClickHouseProcess = await spawnEmbeddedClickHouse({
-    ...chOptions,
-    faultErrorRate: 0,
-  });
-  const client: ClickHouseClient = createClient({
-    url: ch.url,
-    username: opts.clickhouse?.user,
-    password: opts.clickhouse?.password,
-    request_timeout: 30_000,
-    log: { level: ClickHouseLogLevel.OFF },
-  });
   const db = `f_${id}`;
   const project = `p-${id}`;
   const names = { prefix: `{f-${id}}`, name: "reports" };
@@ -87,20 +74,50 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
       }
     }
   };
-  await migrate(client, { db, retentionDays: 30 });
-  if (chOptions.faultErrorRate) {
-    await ch.stop();
-    ch = await spawnEmbeddedClickHouse({ ...chOptions, port: ch.port });
-  }
 
-  const admin = new Redis(redis.url, { maxRetriesPerRequest: null });
-  admin.on("error", () => {});
-  const queue: ReportsQueue = createReportsQueue(admin, names);
-  queue.on("error", () => {});
-  const { key } = await createKeyStore(admin).create(project, {
-    plan: "unlimited",
-    defaultPlan: "unlimited",
-  });
+  // A start that fails half way stops what it had started.
+  const started: (() => Promise<unknown> | unknown)[] = [
+    () => rmSync(dir, { recursive: true, force: true }),
+  ];
+  let redis: RedisServer;
+  let ch: EmbeddedClickHouseProcess;
+  let client: ClickHouseClient;
+  let admin: Redis;
+  let queue: ReportsQueue;
+  let key: string;
+  try {
+    redis = await startRedisServer(redisOptions);
+    started.push(() => redis.stop());
+    // The schema is made without faults; the fault mode, if any, starts after.
+    ch = await spawnEmbeddedClickHouse({ ...chOptions, faultErrorRate: 0 });
+    started.push(() => ch.stop());
+    client = createClient({
+      url: ch.url,
+      username: opts.clickhouse?.user,
+      password: opts.clickhouse?.password,
+      request_timeout: 30_000,
+      log: { level: ClickHouseLogLevel.OFF },
+    });
+    started.push(() => client.close());
+    await migrate(client, { db, retentionDays: 30 });
+    if (chOptions.faultErrorRate) {
+      await ch.stop();
+      ch = await spawnEmbeddedClickHouse({ ...chOptions, port: ch.port });
+    }
+    admin = new Redis(redis.url, { maxRetriesPerRequest: null });
+    admin.on("error", () => {});
+    started.push(() => admin.disconnect());
+    queue = createReportsQueue(admin, names);
+    queue.on("error", () => {});
+    started.push(() => queue.close());
+    ({ key } = await createKeyStore(admin).create(project, {
+      plan: "unlimited",
+      defaultPlan: "unlimited",
+    }));
+  } catch (err) {
+    for (const undo of started.reverse()) await Promise.resolve(undo()).catch(() => {});
+    throw err;
+  }
 
   const env: Record<string, string> = {
     REDIS_URL: redis.url,
