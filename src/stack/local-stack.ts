@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { createClickHouse } from "../clickhouse/client.js";
@@ -105,8 +105,7 @@ async function ensureLocalKey(config: Config, keyFile: string): Promise<LocalKey
     const created = await store.create(LOCAL_PROJECT, { defaultPlan: "unlimited" });
     const local = { key: created.key, key_id: created.keyId, project: created.projectId };
     // The plaintext is kept on this machine only, readable by its owner, for the local stack.
-    writeFileSync(keyFile, JSON.stringify(local, null, 2));
-    chmodSync(keyFile, 0o600);
+    writeFileSync(keyFile, JSON.stringify(local, null, 2), { mode: 0o600 });
     return local;
   } finally {
     await redis.quit().catch(() => redis.disconnect());

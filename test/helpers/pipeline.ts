@@ -27,7 +27,15 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
   let ch = await spawnEmbeddedClickHouse({ path: join(dir, "clickhouse") });
   const client: ClickHouseClient = createClient({ url: ch.url, request_timeout: 30_000 });
   const db = `t_${id}`;
-  await migrate(client, { db, retentionDays: 30 });
+  try {
+    await migrate(client, { db, retentionDays: 30 });
+  } catch (err) {
+    // A failed setup must not leave the server process or its files behind.
+    await client.close();
+    await ch.stop();
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
   const env: Record<string, string> = {
     REDIS_URL: inject("redisUrl"),
     QUEUE_PREFIX: `{t-${id}}`,
