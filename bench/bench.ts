@@ -6,7 +6,7 @@ import { summarize } from "./figure.js";
 import { type BenchResults, buildFigures, type PhaseResults } from "./figures.js";
 import type { BenchOptions } from "./options.js";
 import { runDrainPhase } from "./phase-drain.js";
-import { runEdgePhase } from "./phase-edge.js";
+import { runEdgePhase, warmUp } from "./phase-edge.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { machine } from "./proc-stats.js";
 import { startStack } from "./stack.js";
@@ -33,11 +33,15 @@ export async function runBench(
     edge: await stack.createKeys("edge", opts.keys),
     sat: await stack.createKeys("sat", opts.keys),
     rate: await stack.createKeys("rate", opts.keys),
+    warm: await stack.createKeys("warm", opts.keys),
   };
   const load = { connections: opts.connections, durationS: opts.durationS };
 
   log(`ceiling: bare Fastify, ${opts.durationS} s at ${opts.connections} connections`);
-  const bareFastify = await measureBareFastify({ keys: keys.edge, ...load }, cleanup);
+  const bareFastify = await measureBareFastify(
+    { keys: keys.edge, ...load, warmupS: opts.warmupS },
+    cleanup,
+  );
   log(`  ${bareFastify.load.okPerSec} req/s`);
   log(`ceiling: raw BullMQ addBulk, ${opts.ceilingS} s`);
   const bullmq = await measureBullmqAddBulk(stack, {
@@ -54,6 +58,13 @@ export async function runBench(
   log(`  ${clickhouse.rowsPerSec} rows/s`);
 
   const edge = await stack.startEdge();
+  log(`edge warm-up: ${opts.warmupS} s (not measured, its reports dropped)`);
+  await warmUp(
+    stack,
+    edge,
+    { keys: keys.warm, connections: opts.connections, durationS: opts.warmupS },
+    cleanup,
+  );
   log(`edge alone: ${opts.durationS} s saturated`);
   const edgeAlone = await runEdgePhase(stack, edge, { keys: keys.edge, ...load }, cleanup);
   log(`  ${edgeAlone.load.okPerSec} reports/s accepted, ${edgeAlone.enqueued} queued`);
@@ -111,6 +122,7 @@ export async function runBench(
       keys: opts.keys,
       quick: opts.quick,
       ceilingS: opts.ceilingS,
+      warmupS: opts.warmupS,
       profile: opts.profile,
     },
     settings: stack.settings,

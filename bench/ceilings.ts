@@ -26,23 +26,22 @@ export interface BareCeiling {
 }
 
 export async function measureBareFastify(
-  opts: { keys: string[]; connections: number; durationS: number },
+  opts: { keys: string[]; connections: number; durationS: number; warmupS: number },
   cleanup: Cleanup,
 ): Promise<BareCeiling> {
   const server = spawnChild({ name: "bare fastify", entry: BARE_ENTRY, args: ["0"], cleanup });
   try {
     const m = await server.waitFor(/bare ready (\d+)/, 30_000);
+    const spec = {
+      url: `http://127.0.0.1:${m[1]}`,
+      keys: opts.keys,
+      connections: opts.connections,
+      mode: "saturate" as const,
+    };
+    // Like the edge, measured warm: the first seconds of a process run unoptimised code.
+    await runLoad({ ...spec, durationS: opts.warmupS }, cleanup);
     const cpu = cpuMeter({ "bare Fastify": server.pid });
-    const load = await runLoad(
-      {
-        url: `http://127.0.0.1:${m[1]}`,
-        keys: opts.keys,
-        connections: opts.connections,
-        durationS: opts.durationS,
-        mode: "saturate",
-      },
-      cleanup,
-    );
+    const load = await runLoad({ ...spec, durationS: opts.durationS }, cleanup);
     return {
       load,
       cpuCores: cpu.read(),

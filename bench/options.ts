@@ -18,6 +18,8 @@ export interface BenchOptions {
   quick: boolean;
   /** Seconds per ceiling measurement (BullMQ, ClickHouse); Fastify uses `durationS`. */
   ceilingS: number;
+  /** Seconds of unmeasured load on a freshly started server (bare Fastify, edge) first. */
+  warmupS: number;
   /** Longest wait for ClickHouse to hold every accepted report, per phase. */
   drainTimeoutS: number;
   /** Where latest.json, latest.md and the timestamped copies go. */
@@ -71,6 +73,7 @@ export function parseBenchOptions(argv: string[], cwd = process.cwd()): BenchOpt
     keys: positiveInt("keys", values.keys, 20, 10_000),
     quick,
     ceilingS: quick ? 1 : Math.min(durationS, 10),
+    warmupS: quick ? 1 : 3,
     drainTimeoutS: quick ? 30 : 180,
     outDir: resolve(cwd, values.out ?? "bench/results"),
     profile: values.profile ?? false,

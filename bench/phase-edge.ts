@@ -42,6 +42,20 @@ export async function settledEnqueued(
   return { reports: last, jobs: metricSum(text, "headroom_reports_per_job_count") };
 }
 
+/** Unmeasured load on a fresh edge, then its reports are dropped from the queue. */
+export async function warmUp(
+  stack: Stack,
+  edge: ServiceProc & { url: string },
+  opts: { keys: string[]; connections: number; durationS: number },
+  cleanup: Cleanup,
+): Promise<void> {
+  await runLoad({ url: edge.url, ...opts, mode: "saturate" }, cleanup);
+  await settledEnqueued(edge);
+  // obliterate pauses the queue on its way; the workers started later must find it running.
+  await stack.queue.obliterate({ force: true });
+  await stack.queue.resume();
+}
+
 export async function runEdgePhase(
   stack: Stack,
   edge: ServiceProc & { url: string },

@@ -21,6 +21,7 @@ describe("bench options", () => {
     expect(quick?.durationS).toBeLessThan(15);
     expect(quick?.ceilingS).toBeLessThan(quick?.durationS ?? 0);
     expect(quick?.drainTimeoutS).toBeLessThan(60);
+    expect(quick?.warmupS).toBeLessThan(parseBenchOptions([], "/repo")?.warmupS ?? 0);
     const explicit = parseBenchOptions(["--quick", "--duration", "7", "--rate", "500"], "/repo");
     expect(explicit).toMatchObject({ quick: true, durationS: 7, rate: 500 });
   });
