@@ -50,6 +50,9 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE),
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,
+    maxJobs: config.WORKER_CONCURRENCY,
+    // Two: one batch fills (and is serialised) while the other is being inserted.
+    maxParallelInserts: 2,
     retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
     logger,
     metrics: deps.metrics,

@@ -43,6 +43,10 @@ export interface IngestOptions {
   sink: ReportSink;
   maxRows: number;
   maxWaitMs: number;
+  /** The worker's concurrency: with this many jobs in hand, waiting for more is pointless. */
+  maxJobs: number;
+  /** Batches inserted at once: the next batch fills while one is being inserted. */
+  maxParallelInserts: number;
   retryMaxDelayMs: number;
   /** Stores rows ClickHouse refused, with the reason, where `dlq` can list and replay them. */
   deadLetter: (job: Job<ReportJobData>, rows: ReportRow[], reason: string) => Promise<void>;
@@ -62,7 +66,9 @@ export function createIngestProcessor(opts: IngestOptions) {
   let pendingRows = 0;
   let oldestAt = 0;
   let timer: NodeJS.Timeout | null = null;
-  let pumping: Promise<void> | null = null;
+  /** Batches being inserted now, and how many jobs they hold. */
+  const inFlight = new Set<Promise<void>>();
+  let inFlightJobs = 0;
   let closing = false;
   const abort = new AbortController();
 
@@ -208,15 +214,30 @@ export function createIngestProcessor(opts: IngestOptions) {
     return batch;
   }
 
+  // Due when the batch is full, when the worker cannot take more jobs (every slot is pending or
+  // being inserted: waiting longer gains nothing), when it is old enough, or on shutdown.
   const due = () =>
-    pendingRows >= opts.maxRows || closing || Date.now() - oldestAt >= opts.maxWaitMs;
+    pendingRows >= opts.maxRows ||
+    pending.length + inFlightJobs >= opts.maxJobs ||
+    closing ||
+    Date.now() - oldestAt >= opts.maxWaitMs;
 
   function schedule() {
-    if (pumping || timer || pending.length === 0) return;
-    if (due()) {
-      pumping = pump();
-      return;
+    while (inFlight.size < opts.maxParallelInserts && pending.length > 0 && due()) {
+      const batch = take();
+      inFlightJobs += batch.length;
+      const delivery: Promise<void> = deliver(batch)
+        .catch((err: Error) => {
+          for (const e of batch) e.reject(err);
+        })
+        .finally(() => {
+          inFlight.delete(delivery);
+          inFlightJobs -= batch.length;
+          schedule();
+        });
+      inFlight.add(delivery);
     }
+    if (timer || pending.length === 0) return;
     timer = setTimeout(
       () => {
         timer = null;
@@ -224,22 +245,6 @@ export function createIngestProcessor(opts: IngestOptions) {
       },
       Math.max(0, oldestAt + opts.maxWaitMs - Date.now()),
     );
-  }
-
-  async function pump(): Promise<void> {
-    try {
-      while (pending.length > 0 && due()) {
-        const batch = take();
-        try {
-          await deliver(batch);
-        } catch (err) {
-          for (const e of batch) e.reject(err as Error);
-        }
-      }
-    } finally {
-      pumping = null;
-      schedule();
-    }
   }
 
   return {
@@ -258,10 +263,6 @@ export function createIngestProcessor(opts: IngestOptions) {
         if (pending.length === 0) oldestAt = entry.at;
         pending.push(entry);
         pendingRows += entry.rows.length;
-        if (pendingRows >= opts.maxRows && timer) {
-          clearTimeout(timer);
-          timer = null;
-        }
         schedule();
       });
     },
@@ -277,7 +278,10 @@ export function createIngestProcessor(opts: IngestOptions) {
       schedule();
       const giveUp = setTimeout(() => abort.abort(), graceMs);
       try {
-        while (pumping) await pumping;
+        while (inFlight.size > 0 || pending.length > 0) {
+          if (inFlight.size === 0) schedule();
+          await Promise.all([...inFlight]);
+        }
       } finally {
         clearTimeout(giveUp);
         for (const e of pending) e.reject(new ShutdownAbort("shutting down"));
