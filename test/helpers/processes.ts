@@ -11,8 +11,12 @@ export interface Proc {
   signal(sig: NodeJS.Signals): void;
 }
 
-export function startProcess(entry: string, env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, ["--import", "tsx", entry], {
+export function startProcess(
+  entry: string,
+  env: Record<string, string>,
+  nodeArgs: string[] = [],
+): Proc {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", entry], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
