@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { Plan } from "../config.js";
 import type { KeyLookup } from "../keys/key-store.js";
+import { createBurstAllowance } from "./burst-allowance.js";
 import { HttpError } from "./errors.js";
 
 // Per-project burst limit (reports per second) and plan quota (reports per calendar month, UTC),
@@ -18,6 +19,8 @@ export interface LimitsOptions {
   prefix?: string;
   authFailuresPerIp: number;
   authFailureWindowS: number;
+  /** Share of a project's burst an edge reserves from Redis at once (see burst-allowance.ts). */
+  burstShare?: number;
 }
 
 export function effectivePlan(plans: Record<string, Plan>, lookup: KeyLookup): Plan {
@@ -77,6 +80,8 @@ export function createLimits(opts: LimitsOptions) {
     return l;
   };
 
+  const burstAllowance = createBurstAllowance({ share: opts.burstShare ?? 0.05 });
+
   const authFailures = new RateLimiterMemory({
     keyPrefix: "auth-failures",
     points: opts.authFailuresPerIp,
@@ -101,13 +106,20 @@ export function createLimits(opts: LimitsOptions) {
 
     async consumeBurst(lookup: KeyLookup): Promise<void> {
       const { burst } = effectivePlan(opts.plans, lookup);
+      let refused: RateLimiterRes | null;
       try {
-        await limiter(burstLimiters, "burst", burst).consume(lookup.projectId, 1);
+        refused = await burstAllowance.take(
+          lookup.projectId,
+          burst,
+          limiter(burstLimiters, "burst", burst),
+        );
       } catch (err) {
-        if (!(err instanceof RateLimiterRes)) redisFailure(err);
+        redisFailure(err);
+      }
+      if (refused) {
         throw new HttpError("rate_limited", `burst limit of ${burst} reports per second exceeded`, {
-          body: limitBody(burst, err),
-          headers: limitHeaders(burst, err),
+          body: limitBody(burst, refused),
+          headers: limitHeaders(burst, refused),
         });
       }
     },
