@@ -9,6 +9,7 @@ import { runDrainPhase } from "./phase-drain.js";
 import { runEdgePhase, warmUp } from "./phase-edge.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { machine } from "./proc-stats.js";
+import { sourceInfo } from "./source.js";
 import { startStack } from "./stack.js";
 
 // One benchmark run: start the stack, measure the ceilings, then the edge alone, the workers
@@ -22,6 +23,7 @@ export async function runBench(
   log: (msg: string) => void,
 ): Promise<BenchResults> {
   const started = new Date();
+  const source = sourceInfo();
   const stack = await startStack({
     cleanup,
     log,
@@ -114,6 +116,7 @@ export async function runBench(
   return {
     version: 1,
     machine: machine(started),
+    source,
     options: {
       durationS: opts.durationS,
       connections: opts.connections,

@@ -28,6 +28,8 @@ export interface ChildOptions {
   /** Extra flags for node itself, e.g. --cpu-prof. */
   nodeArgs?: string[];
   cleanup: Cleanup;
+  /** Told when the process exits without having been asked to stop (a crash), with its output. */
+  onUnexpectedExit?: (message: string) => void;
 }
 
 const TSX = import.meta.resolve("tsx");
@@ -60,8 +62,17 @@ export function spawnChild(opts: ChildOptions): Child {
     }),
   );
   const alive = () => child.exitCode === null && child.signalCode === null;
+  let stopping = false;
+  void exited.then(({ code, signal }) => {
+    if (!stopping && !opts.cleanup.started) {
+      opts.onUnexpectedExit?.(
+        `${opts.name} exited unexpectedly (code ${code}, signal ${signal}):\n${tail.slice(-3_000)}`,
+      );
+    }
+  });
 
   const stop = async (graceMs = 10_000) => {
+    stopping = true;
     if (!alive()) return;
     child.kill("SIGTERM");
     const timer = setTimeout(() => {

@@ -6,6 +6,8 @@ export interface Cleanup {
   /** Registers a step; returns a function that runs that step now (and only once). */
   add(name: string, step: () => Promise<void> | void): () => Promise<void>;
   run(): Promise<void>;
+  /** True once `run` or a signal started the teardown. */
+  readonly started: boolean;
   /** Ctrl-C and SIGTERM run every step, then exit with 130 / 143. */
   onSignals(log: (msg: string) => void): void;
 }
@@ -39,6 +41,9 @@ export function createCleanup(stepTimeoutMs = 15_000): Cleanup {
   }
 
   return {
+    get started() {
+      return running !== null;
+    },
     add(name, step) {
       const s: Step = { name, step, done: false };
       steps.push(s);

@@ -1,5 +1,6 @@
 import type { BareCeiling, EnqueueCeiling, InsertCeiling } from "./ceilings.js";
 import { MACHINE, type Machine } from "./proc-stats.js";
+import type { SourceInfo } from "./source.js";
 import type { DrainPhase } from "./phase-drain.js";
 import type { EdgePhase } from "./phase-edge.js";
 import type { EndToEndPhase } from "./phase-e2e.js";
@@ -10,6 +11,7 @@ import { atLeast, atMost, type Figure, figure, perUnitUs, TARGETS } from "./figu
 
 export interface RunInfo {
   machine: Machine;
+  source: SourceInfo;
   options: Record<string, unknown>;
   settings: Record<string, string>;
 }

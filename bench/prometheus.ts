@@ -16,12 +16,21 @@ export function metricSum(text: string, name: string, labels: Record<string, str
   return sum;
 }
 
-/** GETs a /metrics page (with the metrics token when one is configured). */
+/** GETs a /metrics page (with the metrics token when one is configured); 3 tries. */
 export async function scrape(url: string, token?: string): Promise<string> {
-  const res = await fetch(url, {
-    headers: token ? { authorization: `Bearer ${token}` } : {},
-    signal: AbortSignal.timeout(5_000),
-  });
-  if (!res.ok) throw new Error(`${url}: ${res.status}`);
-  return res.text();
+  let last: unknown;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const res = await fetch(url, {
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+        signal: AbortSignal.timeout(5_000),
+      });
+      if (res.ok) return await res.text();
+      last = new Error(`status ${res.status}`);
+    } catch (err) {
+      last = (err as Error).cause ?? err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`cannot read ${url}: ${(last as Error)?.message ?? String(last)}`);
 }

@@ -40,6 +40,11 @@ export function renderMarkdown(r: BenchResults): string {
     `# Headroom benchmark, ${m.date}`,
     "",
     `- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB memory, Node ${m.node}, ${m.platform}`,
+    `- Code: commit ${r.source.commit}${
+      r.source.changedFiles.length
+        ? ` with uncommitted changes to ${r.source.changedFiles.join(", ")}`
+        : ", no uncommitted changes to src/ or workers/"
+    }`,
     `- Options: ${Object.entries(o)
       .filter(([k]) => k !== "outDir")
       .map(([k, v]) => `${k}=${String(v)}`)

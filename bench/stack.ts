@@ -143,6 +143,7 @@ export async function startStack(opts: StackOptions) {
         env: { ...env, HOST: "127.0.0.1", PORT: String(port) },
         nodeArgs: profileDir("edge"),
         cleanup,
+        onUnexpectedExit: log,
       });
       await child.waitFor(/edge ready/, 60_000);
       const url = `http://127.0.0.1:${port}`;
@@ -150,7 +151,10 @@ export async function startStack(opts: StackOptions) {
         child,
         pid: child.pid,
         url,
-        metrics: () => scrape(`${url}/metrics`, env.METRICS_TOKEN),
+        metrics: () =>
+          scrape(`${url}/metrics`, env.METRICS_TOKEN).catch((err: Error) => {
+            throw new Error(`${err.message}\nedge output:\n${child.tail().slice(-2_000)}`);
+          }),
       };
     },
 
@@ -162,6 +166,7 @@ export async function startStack(opts: StackOptions) {
           env,
           nodeArgs: profileDir(`worker-${workers.length + i + 1}`),
           cleanup,
+          onUnexpectedExit: log,
         }),
       );
       const procs = await Promise.all(

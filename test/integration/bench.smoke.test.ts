@@ -78,6 +78,7 @@ describe("npm run bench -- --quick", () => {
     expect(r.machine.cores).toBeGreaterThan(0);
     expect(r.machine.node).toBe(process.version);
     expect(r.options.quick).toBe(true);
+    expect(r.source.commit).toMatch(/^[0-9a-f]{7,}$/);
 
     const ids = new Set(r.figures.map((f) => f.id));
     for (const id of REQUIRED) expect(ids.has(id), id).toBe(true);

@@ -136,6 +136,7 @@ describe("bench figures", () => {
         platform: "linux x64",
         date: "2026-01-01T00:00:00.000Z",
       },
+      source: { commit: "abc123", changedFiles: ["src/edge/app.ts"] },
       options: { durationS: 10 },
       settings: { BATCH_MAX_ROWS: "50000" },
       ...phases,
@@ -144,6 +145,7 @@ describe("bench figures", () => {
     });
     expect(md).toContain("2 cores (test cpu), 24 GiB");
     expect(md).toContain("BATCH_MAX_ROWS=50000");
+    expect(md).toContain("commit abc123 with uncommitted changes to src/edge/app.ts");
     expect(md).toContain(
       "| accepted | 15,000 reports/s | ≥ 0.6× ceiling | 20,000 (bare Fastify) | 0.75× | yes |",
     );
