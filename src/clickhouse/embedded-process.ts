@@ -1,4 +1,4 @@
-import { signalAndWait } from "../lib/child-process.js";
+import { type ChildServer, signalAndWait } from "../lib/child-process.js";
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../redis/redis-server.js";
@@ -23,15 +23,7 @@ export interface EmbeddedClickHouseProcessOptions {
   startTimeoutMs?: number;
 }
 
-export interface EmbeddedClickHouseProcess {
-  url: string;
-  port: number;
-  process: ChildProcess;
-  /** SIGTERM: the server finishes requests in flight and closes its engine; waits for the exit. */
-  stop(): Promise<void>;
-  /** SIGKILL: nothing is finished; waits for the exit. */
-  kill(): Promise<void>;
-}
+export type EmbeddedClickHouseProcess = ChildServer;
 
 // serve.ts from the sources (tsx), serve.js from a build.
 const SERVE_ENTRY = fileURLToPath(

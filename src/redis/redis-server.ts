@@ -1,4 +1,4 @@
-import { signalAndWait } from "../lib/child-process.js";
+import { type ChildServer, signalAndWait } from "../lib/child-process.js";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createServer } from "node:net";
@@ -19,15 +19,7 @@ export interface RedisServerOptions {
   detached?: boolean;
 }
 
-export interface RedisServer {
-  url: string;
-  port: number;
-  process: ChildProcess;
-  /** Stops with SIGTERM (Redis flushes the AOF) and waits for the exit. */
-  stop(): Promise<void>;
-  /** SIGKILL: nothing is flushed beyond what the AOF already has. */
-  kill(): Promise<void>;
-}
+export type RedisServer = ChildServer;
 
 export class RedisServerMissingError extends Error {
   override name = "RedisServerMissingError";

@@ -47,6 +47,16 @@ async function post(body: unknown) {
   return (res.json() as { id: string }).id;
 }
 
+// A provider hint's limits: the client saw no rate-limit headers.
+const NULL_LIMITS = {
+  requests_limit: null,
+  requests_remaining: null,
+  tokens_limit: null,
+  tokens_remaining: null,
+  reset_requests_ms: null,
+  reset_tokens_ms: null,
+};
+
 const query = async <T>(sql: string) =>
   (await p.client.query({ query: sql, format: "JSONEachRow" })).json<T>();
 
@@ -95,26 +105,12 @@ describe("edge → queue → worker → ClickHouse", () => {
       provider: "openrouter",
       model: "deepseek/deepseek-r1",
       timestamp: "2026-11-20T10:06:00.000Z",
-      limits: {
-        requests_limit: null,
-        requests_remaining: null,
-        tokens_limit: null,
-        tokens_remaining: null,
-        reset_requests_ms: null,
-        reset_tokens_ms: null,
-      },
+      limits: NULL_LIMITS,
     });
     const startup = await post({
       provider: "anthropic",
       model: null,
-      limits: {
-        requests_limit: null,
-        requests_remaining: null,
-        tokens_limit: null,
-        tokens_remaining: null,
-        reset_requests_ms: null,
-        reset_tokens_ms: null,
-      },
+      limits: NULL_LIMITS,
     });
 
     const rows = await eventually(
