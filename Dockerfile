@@ -25,4 +25,4 @@ COPY package.json ./
 USER node
 EXPOSE 3000 9101
 HEALTHCHECK --interval=10s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-CMD ["node", "dist/src/edge/main.js"]
+CMD ["node", "dist/src/main/edge.js"]

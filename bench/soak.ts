@@ -10,11 +10,11 @@ import { Redis } from "ioredis";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
-} from "../src/clickhouse/embedded-process.js";
+} from "../src/local/clickhouse/process.js";
 import { migrate } from "../src/clickhouse/migrations.js";
 import { createKeyStore } from "../src/keys/key-store.js";
 import { createReportsQueue } from "../src/queue/reports-queue.js";
-import { freePort, type RedisServer, startRedisServer } from "../src/redis/redis-server.js";
+import { freePort, type RedisServer, startRedisServer } from "../src/local/redis-server.js";
 
 // `npm run soak`: the whole stack on this machine (redis-server, embedded ClickHouse server, an
 // edge, N workers, each its own process) under a moderate, steady load for ten minutes. Every
@@ -274,7 +274,7 @@ async function main(): Promise<number> {
     LOG_LEVEL: "warn",
   };
   const port = await freePort();
-  const edge = startService("edge", "src/edge/main.ts", {
+  const edge = startService("edge", "src/main/edge.ts", {
     ...env,
     HOST: "127.0.0.1",
     PORT: String(port),

@@ -8,12 +8,12 @@ import { createClickHouse } from "../src/clickhouse/client.js";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
-} from "../src/clickhouse/embedded-process.js";
+} from "../src/local/clickhouse/process.js";
 import { migrate } from "../src/clickhouse/migrations.js";
 import { CONFIG_KEYS, loadConfig } from "../src/config.js";
 import { createKeyStore } from "../src/keys/key-store.js";
 import { createReportsQueue, type ReportsQueue } from "../src/queue/reports-queue.js";
-import { freePort, type RedisServer, startRedisServer } from "../src/redis/redis-server.js";
+import { freePort, type RedisServer, startRedisServer } from "../src/local/redis-server.js";
 import { type Child, spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import { pollUntil } from "./poll.js";
@@ -24,7 +24,7 @@ import { metricSum, scrape } from "./prometheus.js";
 // user starts them. Every piece is registered with the cleanup as soon as it exists.
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const EDGE_ENTRY = join(ROOT, "src/edge/main.ts");
+const EDGE_ENTRY = join(ROOT, "src/main/edge.ts");
 const WORKER_ENTRY = join(ROOT, "workers/ingest.ts");
 export const BENCH_DB = "bench";
 export const CEILING_DB = "bench_ceiling";

@@ -7,7 +7,7 @@ import { Redis } from "ioredis";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
-} from "../../src/clickhouse/embedded-process.js";
+} from "../../src/local/clickhouse/process.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { createKeyStore } from "../../src/keys/key-store.js";
 import { createReportsQueue, type ReportsQueue } from "../../src/queue/reports-queue.js";
@@ -16,7 +16,7 @@ import {
   type RedisServer,
   type RedisServerOptions,
   startRedisServer,
-} from "../../src/redis/redis-server.js";
+} from "../../src/local/redis-server.js";
 import { type Proc, startProcess } from "./processes.js";
 import { sampleBody } from "./sample-reports.js";
 
@@ -171,7 +171,7 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
 
     async startEdge(extra: Record<string, string> = {}) {
       const port = await freePort();
-      const proc = startProcess("src/edge/main.ts", {
+      const proc = startProcess("src/main/edge.ts", {
         ...env,
         HOST: "127.0.0.1",
         PORT: String(port),

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type {} from "vitest";
 import type { TestProject } from "vitest/node";
-import { type RedisServer, startRedisServer } from "../../src/redis/redis-server.js";
+import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 
 // A real Redis for the integration tests, in order of preference: REDIS_URL from the
 // environment; a testcontainers container when a Docker engine answers; a redis-server process

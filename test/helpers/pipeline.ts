@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClickHouseClient, createClient } from "@clickhouse/client";
 import { inject } from "vitest";
-import { spawnEmbeddedClickHouse } from "../../src/clickhouse/embedded-process.js";
+import { spawnEmbeddedClickHouse } from "../../src/local/clickhouse/process.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { type Config, loadConfig } from "../../src/config.js";
 import {

@@ -19,11 +19,11 @@ import { createClickHouse } from "../../src/clickhouse/client.js";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
-} from "../../src/clickhouse/embedded-process.js";
+} from "../../src/local/clickhouse/process.js";
 import {
   type EmbeddedClickHouse,
   startEmbeddedClickHouse,
-} from "../../src/clickhouse/embedded-server.js";
+} from "../../src/local/clickhouse/server.js";
 
 // The embedded ClickHouse server answers @clickhouse/client and curl the way clickhouse-server
 // does: real chdb engine, real HTTP, no mocks. One server runs in this process; child processes

@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/keys/key-format.js";
-import { type RedisServer, startRedisServer } from "../../src/redis/redis-server.js";
+import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import {
   clientReport,
   type EdgeFixture,

@@ -7,7 +7,7 @@ import { Redis } from "ioredis";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { createKeyStore } from "../../src/keys/key-store.js";
 import { createReportsQueue } from "../../src/queue/reports-queue.js";
-import { freePort, type RedisServer, startRedisServer } from "../../src/redis/redis-server.js";
+import { freePort, type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import { clientReport, queuedRecords, startEdge, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 
@@ -138,7 +138,7 @@ describe("SIGTERM under load", () => {
     });
 
     const port = await freePort();
-    const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/edge/main.ts"], {
+    const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main/edge.ts"], {
       cwd: process.cwd(),
       env: {
         ...process.env,

@@ -1,7 +1,7 @@
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createKeyStore } from "../../src/keys/key-store.js";
-import { freePort } from "../../src/redis/redis-server.js";
+import { freePort } from "../../src/local/redis-server.js";
 import { clientReport, type EdgeFixture, startEdge, uniqueId } from "../helpers/edge-fixture.js";
 import { post } from "../helpers/load.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
@@ -70,7 +70,7 @@ describe("on METRICS_PORT", () => {
     });
     await redis.quit();
     const [port, metricsPort] = [await freePort(), await freePort()];
-    const edge = startProcess("src/edge/main.ts", {
+    const edge = startProcess("src/main/edge.ts", {
       REDIS_URL: redisUrl,
       QUEUE_PREFIX: `{t-${tag}}`,
       QUEUE_NAME: `reports-${tag}`,

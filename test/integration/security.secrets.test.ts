@@ -8,10 +8,10 @@ import { afterAll, describe, expect, it } from "vitest";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
-} from "../../src/clickhouse/embedded-process.js";
+} from "../../src/local/clickhouse/process.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { createReportsQueue, REPORT_JOB } from "../../src/queue/reports-queue.js";
-import { freePort } from "../../src/redis/redis-server.js";
+import { freePort } from "../../src/local/redis-server.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type FaultStack, startFaultStack, taggedBody } from "../helpers/fault-stack.js";
@@ -342,7 +342,7 @@ describe("Redis over TLS (rediss://)", () => {
 
       const edgePort = await freePort();
       const procs: Proc[] = [
-        startProcess("src/edge/main.ts", { ...env, HOST: "127.0.0.1", PORT: String(edgePort) }),
+        startProcess("src/main/edge.ts", { ...env, HOST: "127.0.0.1", PORT: String(edgePort) }),
         startProcess("workers/ingest.ts", env),
       ];
       cleanups.push(async () => {

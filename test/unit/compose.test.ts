@@ -43,9 +43,9 @@ describe("docker-compose.yml", () => {
 
   it("runs Headroom's entry points from the built image", () => {
     expect(services.migrate?.build).toBeDefined();
-    expect(services.edge?.command).toEqual(["node", "dist/src/edge/main.js"]);
+    expect(services.edge?.command).toEqual(["node", "dist/src/main/edge.js"]);
     expect(services.worker?.command).toEqual(["node", "dist/workers/ingest.js"]);
-    expect(services.migrate?.command).toEqual(["node", "dist/src/cli/main.js", "migrate"]);
+    expect(services.migrate?.command).toEqual(["node", "dist/src/main/cli.js", "migrate"]);
   });
 
   it("pins images, gives the stores healthchecks and durable settings", () => {

@@ -1,9 +1,9 @@
-import { type ChildServer, signalAndWait } from "../lib/child-process.js";
+import { type ChildServer, signalAndWait } from "../child-process.js";
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { freePort } from "../redis/redis-server.js";
+import { freePort } from "../redis-server.js";
 
-// The embedded ClickHouse server as a child process (serve.ts), for tests, the local stack and
+// The embedded ClickHouse server as a child process (src/main/clickhouse-serve.ts), for tests, the local stack and
 // the benchmark: stoppable with SIGTERM, killable with SIGKILL, restartable on the same data
 // directory and port so clients keep their URL.
 
@@ -25,9 +25,14 @@ export interface EmbeddedClickHouseProcessOptions {
 
 export type EmbeddedClickHouseProcess = ChildServer;
 
-// serve.ts from the sources (tsx), serve.js from a build.
+// The entry from the sources (tsx), or from a build.
 const SERVE_ENTRY = fileURLToPath(
-  new URL(import.meta.url.endsWith(".ts") ? "./serve.ts" : "./serve.js", import.meta.url),
+  new URL(
+    import.meta.url.endsWith(".ts")
+      ? "../../main/clickhouse-serve.ts"
+      : "../../main/clickhouse-serve.js",
+    import.meta.url,
+  ),
 );
 // Resolved here so the child finds tsx whatever its working directory.
 const TSX = import.meta.resolve("tsx");

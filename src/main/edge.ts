@@ -3,7 +3,7 @@ import { loadConfig } from "../config.js";
 import { createLogger } from "../lib/logger.js";
 import { onShutdown } from "../lib/shutdown.js";
 import { redactUrl } from "../redis/connections.js";
-import { createEdge } from "./create-edge.js";
+import { createEdge } from "../edge/create-edge.js";
 
 // Edge process: read config, build clients, listen, handle signals.
 

@@ -1,4 +1,4 @@
-import { type ChildServer, signalAndWait } from "../lib/child-process.js";
+import { type ChildServer, signalAndWait } from "./child-process.js";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createServer } from "node:net";

@@ -1,9 +1,9 @@
 import { ConfigError } from "../config.js";
 import { KeyStoreError } from "../keys/key-store.js";
-import { migrateCommand, QUERY_HELP, queryCommand } from "./clickhouse-commands.js";
-import { UsageError } from "./context.js";
-import { DLQ_HELP, dlqCommand } from "./dlq-command.js";
-import { KEYS_HELP, keysCommand } from "./keys-command.js";
+import { migrateCommand, QUERY_HELP, queryCommand } from "../cli/clickhouse-commands.js";
+import { UsageError } from "../cli/context.js";
+import { DLQ_HELP, dlqCommand } from "../cli/dlq-command.js";
+import { KEYS_HELP, keysCommand } from "../cli/keys-command.js";
 
 const HELP = `headroom — ingestion service for AI-provider rate-limit reports
 
@@ -30,11 +30,11 @@ async function run(): Promise<void> {
     case "query":
       return queryCommand(args);
     case "stats":
-      return (await import("./stats-command.js")).statsCommand(args);
+      return (await import("../cli/stats-command.js")).statsCommand(args);
     case "clickhouse":
       if (args[0] !== "serve")
         throw new UsageError("headroom clickhouse serve [--path DIR] [--port N] [--host H]");
-      return (await import("../clickhouse/serve.js")).serveClickHouse(args.slice(1));
+      return (await import("../local/clickhouse/serve.js")).serveClickHouse(args.slice(1));
     case undefined:
     case "help":
     case "--help":

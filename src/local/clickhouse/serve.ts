@@ -1,9 +1,8 @@
 import { resolve } from "node:path";
-import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import { createLogger } from "../lib/logger.js";
-import { onShutdown } from "../lib/shutdown.js";
-import { startEmbeddedClickHouse } from "./embedded-server.js";
+import { createLogger } from "../../lib/logger.js";
+import { onShutdown } from "../../lib/shutdown.js";
+import { startEmbeddedClickHouse } from "./server.js";
 
 // `headroom clickhouse serve`: the process that owns an embedded ClickHouse data directory and
 // serves it over ClickHouse's HTTP interface. Runs until SIGTERM/SIGINT, then closes the engine
@@ -51,11 +50,4 @@ export async function serveClickHouse(args: string[]): Promise<void> {
     { url: server.url, path, faultErrorRate: errorRate || undefined },
     "clickhouse ready",
   );
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  serveClickHouse(process.argv.slice(2)).catch((err: unknown) => {
-    process.stderr.write(`clickhouse serve: ${(err as Error)?.stack ?? String(err)}\n`);
-    process.exit(1);
-  });
 }

@@ -1,7 +1,7 @@
 import { createLogger } from "../lib/logger.js";
 import { onShutdown } from "../lib/shutdown.js";
-import { RedisServerMissingError } from "../redis/redis-server.js";
-import { curlExample, startLocalStack } from "./local-stack.js";
+import { RedisServerMissingError } from "../local/redis-server.js";
+import { curlExample, startLocalStack } from "../local/local-stack.js";
 
 // `npm start`: the local stack in one command.
 

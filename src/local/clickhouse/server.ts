@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { type Logger, pino } from "pino";
-import { openEngine } from "./embedded-engine.js";
+import { openEngine } from "./engine.js";
 import {
   exceptionBody,
   HttpQueryError,

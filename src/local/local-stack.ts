@@ -2,12 +2,12 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { createClickHouse } from "../clickhouse/client.js";
-import { spawnEmbeddedClickHouse } from "../clickhouse/embedded-process.js";
+import { spawnEmbeddedClickHouse } from "./clickhouse/process.js";
 import { migrate } from "../clickhouse/migrations.js";
 import { type Config, loadConfig } from "../config.js";
 import { createKeyStore } from "../keys/key-store.js";
 import { createWorkerRedis } from "../redis/connections.js";
-import { startRedisServer } from "../redis/redis-server.js";
+import { startRedisServer } from "./redis-server.js";
 import { createSupervisor } from "./supervisor.js";
 
 // The whole service on one machine on embedded defaults: its own redis-server (AOF on,
@@ -72,7 +72,7 @@ export async function startLocalStack(env: NodeJS.ProcessEnv, logger: Logger) {
     const supervisor = createSupervisor(logger, () => process.kill(process.pid, "SIGTERM"));
     const childEnv = { ...shared, MIGRATE_ON_START: "false" };
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
-    supervisor.start({ name: "edge", entry: "src/edge/main.ts", env: childEnv });
+    supervisor.start({ name: "edge", entry: "src/main/edge.ts", env: childEnv });
 
     const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
     return {
