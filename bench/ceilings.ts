@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { createReportSink } from "../src/clickhouse/report-sink.js";
-import { uuidv7 } from "../src/lib/uuidv7.js";
+import { v7 as uuidv7 } from "uuid";
 import { createReportsQueue, REPORT_JOB } from "../src/queue/reports-queue.js";
 import type { ReportRow } from "../src/report/report-schema.js";
 import { sampleRow } from "../test/helpers/sample-reports.js";
@@ -160,7 +160,7 @@ function withFreshIds(rows: ReportRow[]): ReportRow[] {
   const now = Date.now();
   return rows.map((r) => {
     const copy = r.slice();
-    copy[0] = uuidv7(now);
+    copy[0] = uuidv7({ msecs: now });
     return copy;
   });
 }

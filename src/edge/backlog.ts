@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import type { ReportsQueue } from "../queue/reports-queue.js";
 import { isCommandTimeout } from "../redis/connections.js";
-import { HttpError } from "./errors.js";
+import { unavailable } from "./errors.js";
 
 // Backpressure: the edge polls the queue's backlog and Redis memory a few times a second and
 // answers 503 while either is over its bound, instead of letting Redis run out of memory. Polling
@@ -84,9 +84,7 @@ export function createBacklogGate(opts: BacklogOptions) {
     },
     check(): void {
       if (this.problem()) {
-        throw new HttpError("unavailable", "the service cannot take reports right now", {
-          headers: { "retry-after": 1 },
-        });
+        throw unavailable();
       }
     },
   };

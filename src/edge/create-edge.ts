@@ -9,7 +9,7 @@ import { buildApp } from "./app.js";
 import { createBacklogGate } from "./backlog.js";
 import { createLimits } from "./limits.js";
 import { createEdgeMetrics } from "./metrics.js";
-import { buildMetricsApp } from "./metrics-route.js";
+import { buildMetricsApp } from "./routes/metrics.js";
 
 // Wires one edge from configuration: clients are created here, once, and passed down.
 

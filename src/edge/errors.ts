@@ -48,3 +48,7 @@ export class HttpError extends Error {
     };
   }
 }
+
+/** 503: the report cannot be taken durably now (Redis down, backlog over its bound, shutting down). */
+export const unavailable = (message = "the service cannot take reports right now") =>
+  new HttpError("unavailable", message, { headers: { "retry-after": 1 } });

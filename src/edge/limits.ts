@@ -3,7 +3,7 @@ import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limite
 import type { Plan } from "../config.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import { createBurstAllowance } from "./burst-allowance.js";
-import { HttpError } from "./errors.js";
+import { HttpError, unavailable } from "./errors.js";
 
 // Per-project burst limit (reports per second) and plan quota (reports per calendar month, UTC),
 // both in Redis so that every edge shares them; failed authentication limited per client IP in
@@ -49,9 +49,7 @@ function limitBody(limit: number, res: RateLimiterRes) {
 
 function redisFailure(err: unknown): never {
   if (err instanceof RateLimiterRes) throw new Error("unexpected limiter result");
-  throw new HttpError("unavailable", "the service cannot take reports right now", {
-    headers: { "retry-after": 1 },
-  });
+  throw unavailable();
 }
 
 /** Seconds from now to the start of next month (UTC), when the monthly quota resets. */

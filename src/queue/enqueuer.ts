@@ -1,10 +1,14 @@
-import { HttpError } from "../edge/errors.js";
 import type { ReportRow } from "../report/report-schema.js";
 import { REPORT_JOB, type ReportsQueue } from "./reports-queue.js";
 
 // Groups reports from concurrent requests into jobs: one `addBulk` round trip for up to
 // `maxReports` reports or whatever arrived within `maxWaitMs`. Each caller's promise settles only
 // after Redis acknowledged the job that holds its report.
+
+/** Redis did not acknowledge the job holding the report: it is not durably queued. */
+export class EnqueueError extends Error {
+  override name = "EnqueueError";
+}
 
 interface Pending {
   row: ReportRow;
@@ -32,11 +36,9 @@ export function createEnqueuer(opts: EnqueuerOptions) {
       ]);
       opts.onFlush?.(batch.length, Number(process.hrtime.bigint() - started) / 1e9, true);
       for (const p of batch) p.resolve();
-    } catch {
+    } catch (cause) {
       opts.onFlush?.(batch.length, Number(process.hrtime.bigint() - started) / 1e9, false);
-      const err = new HttpError("unavailable", "the queue cannot take reports right now", {
-        headers: { "retry-after": 1 },
-      });
+      const err = new EnqueueError("the queue did not acknowledge the job", { cause });
       for (const p of batch) p.reject(err);
     }
   }

@@ -200,6 +200,16 @@ const CLICKHOUSE_TIME = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$/;
 const fromClickHouseTime = (text: string) =>
   CLICKHOUSE_TIME.test(text) ? `${text.slice(0, 10)}T${text.slice(11, 23)}Z` : text;
 
+const REPORT_ID_INDEX = REPORT_COLUMNS.indexOf("report_id");
+const RECEIVED_AT_INDEX = REPORT_COLUMNS.indexOf("received_at");
+
+/** The report id of a row. */
+export const reportIdOf = (row: ReportRow) => String(row[REPORT_ID_INDEX]);
+
+/** When the edge received a row's report, in Unix ms (NaN for a row that is not a report's). */
+export const receivedAtMsOf = (row: ReportRow) =>
+  Date.parse(fromClickHouseTime(String(row[RECEIVED_AT_INDEX])));
+
 export function toRow(record: ReportRecord): ReportRow {
   return REPORT_COLUMNS.map((column) => {
     const value = record[column];

@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import type { Config } from "../config.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import { createReportsQueue, REPORT_JOB, type ReportJobData } from "../queue/reports-queue.js";
+import { reportIdOf } from "../report/report-schema.js";
 import { isCommandTimeout } from "../redis/connections.js";
 import { createIngestProcessor, ShutdownAbort } from "./ingest-processor.js";
 import type { WorkerMetrics } from "./metrics.js";
@@ -59,7 +60,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     deadLetter: async (job, rows, reason) => {
       // A deterministic id: a redelivered job dead-letters the same rows only once.
       const digest = createHash("sha256")
-        .update(rows.map((r) => String(r[0])).join(","))
+        .update(rows.map(reportIdOf).join(","))
         .digest("hex")
         .slice(0, 16);
       await queue.add(

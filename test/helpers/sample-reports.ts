@@ -1,4 +1,4 @@
-import { uuidv7 } from "../../src/lib/uuidv7.js";
+import { v7 as uuidv7 } from "uuid";
 import {
   type ReportBody,
   type ReportRow,
@@ -61,5 +61,7 @@ export function sampleBody(i: number): Record<string, unknown> {
 export function sampleRow(i: number, projectId = "p-test", keyId = "key_test"): ReportRow {
   const body = reportBodySchema.parse(sampleBody(i)) as ReportBody;
   const receivedAt = Date.now();
-  return toRow(toRecord(body, { reportId: uuidv7(receivedAt), projectId, keyId, receivedAt }));
+  return toRow(
+    toRecord(body, { reportId: uuidv7({ msecs: receivedAt }), projectId, keyId, receivedAt }),
+  );
 }

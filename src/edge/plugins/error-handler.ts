@@ -1,0 +1,55 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import fp from "fastify-plugin";
+import { EnqueueError } from "../../queue/enqueuer.js";
+import { HttpError, unavailable } from "../errors.js";
+
+// The one error handler: every error becomes one of the contract's codes and bodies; anything
+// unexpected is a 500 whose body carries no internals (the log has them).
+
+export const errorHandler = fp(
+  async (app) => {
+    app.setErrorHandler((err, req, reply) => sendError(req, reply, toHttpError(err, req)));
+    app.setNotFoundHandler((req, reply) =>
+      sendError(
+        req,
+        reply,
+        new HttpError("not_found", `no route for ${req.method} ${req.url.split("?")[0]}`),
+      ),
+    );
+  },
+  { name: "error-handler" },
+);
+
+function sendError(req: FastifyRequest, reply: FastifyReply, err: HttpError) {
+  if (err.status >= 500) req.log.error({ code: err.code, err: err.cause }, err.message);
+  for (const [name, value] of Object.entries(err.extra.headers ?? {})) reply.header(name, value);
+  return reply.code(err.status).send(err.toBody());
+}
+
+/** Our own and Fastify's errors mapped onto the contract's codes; anything else is a bug. */
+export function toHttpError(err: unknown, req: FastifyRequest): HttpError {
+  if (err instanceof HttpError) return err;
+  if (err instanceof EnqueueError) return unavailable("the queue cannot take reports right now");
+  const code = (err as { code?: string }).code;
+  switch (code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new HttpError("payload_too_large", "the body is over the size limit");
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+    case "FST_ERR_CTP_INVALID_TYPE":
+      return new HttpError("unsupported_media_type", "send Content-Type: application/json");
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+      return new HttpError("invalid_json", "the body is empty");
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return new HttpError("invalid_json", "the body does not match its Content-Length");
+    case "ECONNRESET":
+    case "FST_ERR_REQ_ABORTED":
+      return new HttpError("invalid_json", "the request was aborted");
+  }
+  const status = (err as { statusCode?: number }).statusCode;
+  if (status === 408) return new HttpError("request_timeout", "the request took too long");
+  if (status === 400) return new HttpError("invalid_json", "the request could not be read");
+  const internal = new HttpError("internal", "internal error");
+  internal.cause = err;
+  req.log.error({ err }, "unhandled error");
+  return internal;
+}
