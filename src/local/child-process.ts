@@ -26,3 +26,37 @@ export async function signalAndWait(child: ChildProcess, signal: NodeJS.Signals)
   if (isRunning(child)) child.kill(signal);
   await exited(child);
 }
+
+/** The ChildServer of a started child: SIGTERM to stop, SIGKILL to kill. */
+export function childServer(child: ChildProcess, url: string, port: number): ChildServer {
+  return {
+    url,
+    port,
+    process: child,
+    stop: () => signalAndWait(child, "SIGTERM"),
+    kill: () => signalAndWait(child, "SIGKILL"),
+  };
+}
+
+/**
+ * Polls `probe` until it answers true, failing as soon as the child exits or after `timeoutMs`.
+ * `what` names the server in the errors.
+ */
+export async function waitUntilUp(
+  child: ChildProcess,
+  what: string,
+  probe: () => Promise<boolean>,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!isRunning(child)) {
+      throw new Error(
+        `${what} exited during start (code ${child.exitCode}, signal ${child.signalCode})`,
+      );
+    }
+    if (await probe().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${what} did not answer within ${timeoutMs} ms`);
+}

@@ -1,5 +1,5 @@
-import { type ChildServer, signalAndWait } from "./child-process.js";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildServer, childServer, waitUntilUp } from "./child-process.js";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { Redis } from "ioredis";
@@ -78,36 +78,22 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<RedisS
   });
   const auth = opts.password ? `:${encodeURIComponent(opts.password)}@` : "";
   const url = `redis://${auth}127.0.0.1:${port}`;
-  await waitForPing(url, child);
-  return {
-    url,
-    port,
-    process: child,
-    stop: () => signalAndWait(child, "SIGTERM"),
-    kill: () => signalAndWait(child, "SIGKILL"),
-  };
+  await waitUntilUp(child, `redis-server on 127.0.0.1:${port}`, () => ping(url), 10_000);
+  return childServer(child, url, port);
 }
 
-async function waitForPing(url: string, child: ChildProcess, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`redis-server exited with code ${child.exitCode}`);
-    const client = new Redis(url, {
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: () => null,
-    });
-    client.on("error", () => {});
-    try {
-      await client.connect();
-      // Loading the AOF answers LOADING until done; wait for a real PONG.
-      if ((await client.ping()) === "PONG") return;
-    } catch {
-      // not up yet
-    } finally {
-      client.disconnect();
-    }
-    await new Promise((r) => setTimeout(r, 50));
+async function ping(url: string): Promise<boolean> {
+  const client = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    // Loading the AOF answers LOADING until done; wait for a real PONG.
+    return (await client.ping()) === "PONG";
+  } finally {
+    client.disconnect();
   }
-  throw new Error(`redis-server did not answer on ${url} within ${timeoutMs} ms`);
 }

@@ -1,5 +1,5 @@
-import { type ChildServer, signalAndWait } from "../child-process.js";
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildServer, childServer, signalAndWait, waitUntilUp } from "../child-process.js";
+import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../redis-server.js";
 
@@ -61,35 +61,20 @@ export async function spawnEmbeddedClickHouse(
   });
   const url = `http://127.0.0.1:${port}`;
   try {
-    await waitForPing(url, child, opts.startTimeoutMs ?? 30_000);
+    await waitUntilUp(
+      child,
+      `embedded ClickHouse on ${url}`,
+      () => ping(url),
+      opts.startTimeoutMs ?? 30_000,
+    );
   } catch (err) {
     await signalAndWait(child, "SIGKILL");
     throw new Error(`${(err as Error).message}${stderr ? `\n${stderr}` : ""}`);
   }
-  return {
-    url,
-    port,
-    process: child,
-    stop: () => signalAndWait(child, "SIGTERM"),
-    kill: () => signalAndWait(child, "SIGKILL"),
-  };
+  return childServer(child, url, port);
 }
 
-async function waitForPing(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(
-        `embedded ClickHouse exited during start (code ${child.exitCode}, signal ${child.signalCode})`,
-      );
-    }
-    try {
-      const res = await fetch(`${url}/ping`, { signal: AbortSignal.timeout(1_000) });
-      if (res.ok && (await res.text()) === "Ok.\n") return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`embedded ClickHouse did not answer on ${url}/ping within ${timeoutMs} ms`);
+async function ping(url: string): Promise<boolean> {
+  const res = await fetch(`${url}/ping`, { signal: AbortSignal.timeout(1_000) });
+  return res.ok && (await res.text()) === "Ok.\n";
 }
