@@ -5,10 +5,8 @@ import { REPORT_COLUMNS, type ReportRow } from "../report/report-schema.js";
 // the latest-limits table follow through materialized views).
 
 export interface ReportSink {
-  /** Retries of one batch pass the same token, so ClickHouse keeps only one copy. */
+  /** Every insert of one batch passes the same rows and token, so ClickHouse keeps one copy. */
   insert(rows: ReportRow[], dedupToken: string): Promise<void>;
-  /** Which of these report ids are already stored (for redelivered jobs). */
-  existing(reportIds: string[]): Promise<Set<string>>;
 }
 
 const COLUMNS = REPORT_COLUMNS as [string, ...string[]];
@@ -24,21 +22,13 @@ export function createReportSink(client: ClickHouseClient, db: string): ReportSi
         clickhouse_settings: {
           insert_deduplication_token: dedupToken,
           insert_deduplicate: 1,
+          // The tables the materialized views write to drop the repeat too, so a re-inserted
+          // batch is counted once in every rollup.
+          deduplicate_blocks_in_dependent_materialized_views: 1,
           // A batch is one part: no async buffering between us and the acknowledgement.
           async_insert: 0,
         },
       });
-    },
-
-    async existing(reportIds) {
-      if (reportIds.length === 0) return new Set();
-      const rs = await client.query({
-        query: `SELECT toString(report_id) AS id FROM ${db}.reports WHERE report_id IN {ids:Array(UUID)}`,
-        query_params: { ids: reportIds },
-        format: "JSONCompactEachRow",
-      });
-      const rows = await rs.json<[string]>();
-      return new Set(rows.map((r) => r[0]));
     },
   };
 }

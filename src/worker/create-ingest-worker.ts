@@ -9,6 +9,8 @@ import { createReportsQueue, REPORT_JOB, type ReportJobData } from "../queue/rep
 import { reportIdOf } from "../report/report-schema.js";
 import { isCommandTimeout } from "../redis/connections.js";
 import { createIngestProcessor, ShutdownAbort } from "./ingest-processor.js";
+import { createRedisManifestStore, sweepManifests } from "./batch-manifests.js";
+import { describeError } from "../clickhouse/classify-error.js";
 import type { WorkerMetrics } from "./metrics.js";
 import { createStallWatchdog } from "./stall-watchdog.js";
 
@@ -41,14 +43,22 @@ function isValidJob(data: unknown): data is ReportJobData {
   );
 }
 
+/** BullMQ moves a job to the failed set once it stalled more often than this: never, in practice. */
+const UNLIMITED_STALLS = Number.MAX_SAFE_INTEGER;
+const MANIFEST_SWEEP_MS = 60_000;
+
 export function createIngestWorker(deps: IngestWorkerDeps) {
   const { config, logger } = deps;
   const names = { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
   const queue = createReportsQueue(deps.redis, names);
   // Without a listener BullMQ prints connection errors as raw stack traces on stderr.
   queue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
+  // BullMQ's keys of this queue: `prefix:name:…`; the manifests live beside them (same hash tag).
+  const keyPrefix = `${names.prefix}:${names.name}`;
+  const manifests = createRedisManifestStore(deps.redis, keyPrefix);
   const processor = createIngestProcessor({
     sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE),
+    manifests,
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,
     maxJobs: config.WORKER_CONCURRENCY,
@@ -84,7 +94,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
         if (job.data?.dead) throw new UnrecoverableError(job.data.dead.reason);
         if (!isValidJob(job.data))
           throw new UnrecoverableError("malformed job: expected { rows: [[...]] }");
-        await processor.process(job);
+        await processor.process(job, token ?? "");
       } catch (err) {
         if (err instanceof ShutdownAbort && token) {
           // Back to the queue without using up an attempt: this was our shutdown, not the job.
@@ -104,9 +114,35 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       autorun: false,
       lockDuration: config.WORKER_LOCK_DURATION_MS,
       stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
-      maxStalledCount: 1,
+      // A stalled job is redelivered as often as it takes: its manifest makes every retry an
+      // exact repeat, so it can never be counted twice, and it never lands in the failed set
+      // (that set holds only rows ClickHouse refused).
+      maxStalledCount: UNLIMITED_STALLS,
     },
   );
+  worker.on("stalled", () => deps.metrics.stalls.inc());
+  // A completed job can never be delivered again: it leaves its manifest. Released in groups,
+  // one round trip per tick; what a crash leaves behind, the sweep releases.
+  let completed: string[] = [];
+  let releasing: Promise<void> = Promise.resolve();
+  const releaseCompleted = () => {
+    const ids = completed;
+    completed = [];
+    releasing = releasing
+      .then(() => manifests.release(ids))
+      .catch((err: unknown) => logger.warn({ err: describeError(err) }, "manifest release failed"));
+    return releasing;
+  };
+  worker.on("completed", (job) => {
+    if (job.data?.dead) return;
+    if (completed.push(String(job.id)) === 1) setImmediate(releaseCompleted);
+  });
+  const sweep = () =>
+    sweepManifests(deps.redis, keyPrefix, manifests).catch((err: unknown) =>
+      logger.warn({ err: describeError(err) }, "manifest sweep failed"),
+    );
+  const sweeper = setInterval(sweep, MANIFEST_SWEEP_MS);
+  sweeper.unref();
   worker.on("error", (err) => logger.warn({ err: err.message }, "worker error"));
   worker.on("failed", (job, err) => {
     if (job?.data?.dead) return;
@@ -167,6 +203,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     processor,
     watchdog,
     start() {
+      void sweep();
       run();
       watchdog.start();
     },
@@ -177,6 +214,8 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       const workerClosed = worker.close();
       await processor.close(graceMs);
       await workerClosed;
+      clearInterval(sweeper);
+      await releaseCompleted();
       await queue.close();
       await probe.close();
       probeRedis.disconnect();

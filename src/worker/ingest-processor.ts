@@ -4,42 +4,50 @@ import { v7 as uuidv7 } from "uuid";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
 import type { ReportSink } from "../clickhouse/report-sink.js";
 import type { ReportJobData } from "../queue/reports-queue.js";
-import { type ReportRow, receivedAtMsOf, reportIdOf } from "../report/report-schema.js";
+import { type ReportRow, receivedAtMsOf } from "../report/report-schema.js";
 import { createBatcher } from "./batcher.js";
 import { DataError, insertIsolating } from "./bisecting-insert.js";
 import type { WorkerMetrics } from "./metrics.js";
 import { retryUntilDone, ShutdownAbort, shutdownSignal } from "./retry.js";
+import type { Manifest, ManifestStore } from "./batch-manifests.js";
 
 // Many jobs in flight, their rows gathered into one ClickHouse insert per batch (batcher.ts). A
 // job's promise settles only after ClickHouse acknowledged the insert holding its rows; BullMQ
 // completes the job after that, never before.
 //
-// - Transient failures (network, ClickHouse down or overloaded) retry the same insert, with the
-//   same deduplication token, for as long as it takes (retry.ts). The jobs stay active, so their
-//   attempts are not used up, and the worker takes no new jobs beyond its concurrency: it pauses
-//   by itself.
+// - Every batch is recorded as a manifest before it is inserted (batch-manifests.ts): a job that
+//   comes back (its worker stalled or died) is re-inserted with its manifest, byte for byte and
+//   with the same token, so ClickHouse keeps its rows once, in every view.
+// - Transient failures (network, ClickHouse down or overloaded) retry the same insert for as long
+//   as it takes (retry.ts). The jobs stay active, so their attempts are not used up, and the
+//   worker takes no new jobs beyond its concurrency: it pauses by itself.
 // - A batch refused for its data is split until the bad rows are isolated (bisecting-insert.ts);
 //   the rest land, the bad rows go to the dead-letter set with ClickHouse's reason.
-// - A redelivered job (its previous holder may have inserted before dying) first drops the rows
-//   already stored, so the rollups count each report once.
 
 export { ShutdownAbort };
 
 interface Entry {
   job: Job<ReportJobData>;
+  id: string;
+  lockToken: string;
   rows: ReportRow[];
-  redelivered: boolean;
   resolve: () => void;
   reject: (err: Error) => void;
 }
 
 interface Item {
   row: ReportRow;
-  entry: Entry;
+  jobId: string;
+}
+
+/** The job is held by another worker now (this one stalled past its lock): not ours to finish. */
+export class LostJobError extends Error {
+  override name = "LostJobError";
 }
 
 export interface IngestOptions {
   sink: ReportSink;
+  manifests: ManifestStore;
   maxRows: number;
   maxWaitMs: number;
   /** The worker's concurrency: with this many jobs in hand, waiting for more is pointless. */
@@ -93,41 +101,80 @@ export function createIngestProcessor(opts: IngestOptions) {
       (e) => e instanceof DataError,
     );
 
-  /** A redelivered job's rows that are not stored yet. */
-  async function unstored(entry: Entry): Promise<ReportRow[]> {
-    if (!entry.redelivered) return entry.rows;
-    const ids = entry.rows.map(reportIdOf);
-    const stored = await retry(
-      "lookup",
-      () => sink.existing(ids),
-      () => false,
-    );
-    if (stored.size === 0) return entry.rows;
-    metrics.redeliveredSkipped.inc(stored.size);
-    return entry.rows.filter((r) => !stored.has(reportIdOf(r)));
-  }
+  const always = () => false;
 
   async function deliver(batch: Entry[]): Promise<void> {
-    const items: Item[] = [];
-    for (const entry of batch) for (const row of await unstored(entry)) items.push({ row, entry });
     observeLag(batch);
+    let left = batch;
+    while (left.length > 0) {
+      // Jobs that already belong to a manifest go in again with it; the others get a new one.
+      const ids = left.map((e) => e.id);
+      const owners = await retry("manifest lookup", () => opts.manifests.owners(ids), always);
+      const byToken = new Map<string, Entry[]>();
+      for (const e of left) {
+        const token = owners.get(e.id);
+        if (token) byToken.set(token, [...(byToken.get(token) ?? []), e]);
+      }
+      for (const [token, held] of byToken) await reinsert(token, held);
+      const fresh = left.filter((e) => !owners.has(e.id));
+      if (fresh.length === 0) return;
+      const manifest: Manifest = {
+        token: uuidv7(),
+        rows: fresh.flatMap((e) => e.rows),
+        jobs: fresh.map((e) => [e.id, e.rows.length]),
+      };
+      const claim = await retry(
+        "manifest claim",
+        () => opts.manifests.claim(manifest, fresh),
+        always,
+      );
+      if (claim.claimed) return insertManifest(manifest, fresh);
+      // Some jobs were taken over or claimed meanwhile: drop the lost ones, adopt the others.
+      const lost = new Set(claim.lost);
+      for (const e of fresh) if (lost.has(e.id)) loseJob(e);
+      left = fresh.filter((e) => !lost.has(e.id));
+    }
+  }
+
+  /** A redelivered job: its manifest is inserted again, exactly as it was the first time. */
+  async function reinsert(token: string, held: Entry[]): Promise<void> {
+    metrics.manifestsReinserted.inc();
+    const manifest = await retry("manifest read", () => opts.manifests.get(token), always);
+    // Gone: every job of it was completed, these too, by whoever held them after us.
+    if (!manifest) for (const e of held) loseJob(e);
+    else await insertManifest(manifest, held);
+  }
+
+  function loseJob(entry: Entry) {
+    metrics.jobsLost.inc();
+    entry.reject(new LostJobError(`job ${entry.id} is held by another worker now`));
+  }
+
+  /** Inserts a manifest's rows with its token; then settles the jobs this worker holds. */
+  async function insertManifest(manifest: Manifest, held: Entry[]): Promise<void> {
+    const items: Item[] = [];
+    let i = 0;
+    for (const [jobId, count] of manifest.jobs) {
+      for (const row of manifest.rows.slice(i, i + count)) items.push({ row, jobId });
+      i += count;
+    }
     const refused =
       items.length > 0
-        ? await insertIsolating(items, uuidv7(), insert, () =>
+        ? await insertIsolating(items, manifest.token, insert, () =>
             metrics.failures.inc({ kind: "data" }),
           )
         : [];
     metrics.batchRows.observe(items.length);
     metrics.rowsInserted.inc(items.length - refused.length);
 
-    const byEntry = new Map<Entry, { rows: ReportRow[]; reason: string }>();
+    const byJob = new Map<string, { rows: ReportRow[]; reason: string }>();
     for (const [item, cause] of refused) {
-      const e = byEntry.get(item.entry) ?? { rows: [], reason: describeError(cause) };
+      const e = byJob.get(item.jobId) ?? { rows: [], reason: describeError(cause) };
       e.rows.push(item.row);
-      byEntry.set(item.entry, e);
+      byJob.set(item.jobId, e);
     }
-    for (const entry of batch) {
-      const bad = byEntry.get(entry);
+    for (const entry of held) {
+      const bad = byJob.get(entry.id);
       if (bad) await deadLetter(entry, bad.rows, bad.reason);
       else entry.resolve();
     }
@@ -168,11 +215,12 @@ export function createIngestProcessor(opts: IngestOptions) {
 
   return {
     /** The BullMQ processor: resolves once the job's rows are in ClickHouse. */
-    process(job: Job<ReportJobData>): Promise<void> {
+    process(job: Job<ReportJobData>, lockToken: string): Promise<void> {
       return new Promise<void>((resolve, reject) => {
         if (closing) return reject(new ShutdownAbort("shutting down"));
+        if (wasRedelivered(job)) metrics.redeliveredJobs.inc();
         const rows = job.data.rows;
-        batcher.add({ job, rows, redelivered: wasRedelivered(job), resolve, reject });
+        batcher.add({ job, id: String(job.id), lockToken, rows, resolve, reject });
       });
     },
 

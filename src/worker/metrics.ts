@@ -35,9 +35,24 @@ export function createWorkerMetrics() {
       help: "Rows ClickHouse refused, moved to the dead-letter set",
       registers: [registry],
     }),
-    redeliveredSkipped: new Counter({
-      name: "headroom_worker_redelivered_rows_skipped_total",
-      help: "Rows of redelivered jobs found already stored and not inserted again",
+    redeliveredJobs: new Counter({
+      name: "headroom_worker_redelivered_jobs_total",
+      help: "Jobs taken again after their worker stalled past its lock or died",
+      registers: [registry],
+    }),
+    manifestsReinserted: new Counter({
+      name: "headroom_worker_manifests_reinserted_total",
+      help: "Batches inserted again, byte for byte, for a redelivered job (ClickHouse drops the repeat)",
+      registers: [registry],
+    }),
+    jobsLost: new Counter({
+      name: "headroom_worker_jobs_lost_to_another_worker_total",
+      help: "Jobs this worker let go because another worker holds them now (after a stall)",
+      registers: [registry],
+    }),
+    stalls: new Counter({
+      name: "headroom_worker_stalled_jobs_total",
+      help: "Jobs this worker's stall check found without a live lock and put back in the queue",
       registers: [registry],
     }),
     lagSeconds: new Gauge({

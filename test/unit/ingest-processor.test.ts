@@ -7,6 +7,7 @@ import type { ReportJobData } from "../../src/queue/reports-queue.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import { memoryManifests } from "../helpers/memory-manifests.js";
 
 // The batching logic against a fake sink (the ReportSink interface the real one implements).
 
@@ -22,9 +23,6 @@ function fakeSink(fail: (rows: ReportRow[], attempt: number) => Error | null = (
       if (err) throw err;
       inserts.push({ rows, token });
       for (const r of rows) stored.add(String(r[0]));
-    },
-    async existing(ids) {
-      return new Set(ids.filter((id) => stored.has(id)));
     },
   };
   return { sink, inserts, stored };
@@ -54,8 +52,10 @@ function processor(
   opts: Partial<{ maxRows: number; maxWaitMs: number; maxJobs: number }> = {},
 ) {
   const dead: { job: string; rows: ReportRow[]; reason: string }[] = [];
-  const p = createIngestProcessor({
+  const manifests = memoryManifests();
+  const created = createIngestProcessor({
     sink,
+    manifests: manifests.store,
     maxRows: opts.maxRows ?? 1_000,
     maxWaitMs: opts.maxWaitMs ?? 60_000,
     maxJobs: opts.maxJobs ?? 100,
@@ -67,7 +67,16 @@ function processor(
       dead.push({ job: String(j.id), rows, reason });
     },
   });
-  return { p, dead };
+  // Each job is held with a lock token of its own, as BullMQ's worker holds it.
+  const p = {
+    process: (j: Job<ReportJobData>) => {
+      const lock = `lock-${j.id}-${j.attemptsStarted}`;
+      manifests.locks.set(String(j.id), lock);
+      return created.process(j, lock);
+    },
+    close: created.close,
+  };
+  return { p, dead, manifests, created };
 }
 
 describe("ingest processor", () => {
@@ -122,12 +131,48 @@ describe("ingest processor", () => {
     ]);
   });
 
-  it("drops rows of a redelivered job that are already stored", async () => {
-    const { sink, inserts, stored } = fakeSink();
-    stored.add("a");
-    const { p } = processor(sink, { maxRows: 2 });
-    await p.process(job("j", [row("a"), row("b")], true));
-    expect(inserts.flatMap((i) => i.rows.map((r) => r[0]))).toEqual(["b"]);
+  it("inserts a redelivered job again with its whole first batch: same rows, same token", async () => {
+    const { sink, inserts } = fakeSink();
+    const { p, manifests } = processor(sink, { maxJobs: 2 });
+    await Promise.all([
+      p.process(job("j1", [row("a"), row("b")])),
+      p.process(job("j2", [row("c"), row("d")])),
+    ]);
+    // j1 was completed and left its manifest; j2's worker stalled before completing it. j2 comes
+    // back in a batch with a new job, j3.
+    await manifests.store.release(["j1"]);
+    await Promise.all([
+      p.process(job("j2", [row("c"), row("d")], true)),
+      p.process(job("j3", [row("e")])),
+    ]);
+    expect(inserts).toHaveLength(3);
+    expect(inserts[1]).toEqual(inserts[0]);
+    expect(inserts[2]?.rows).toEqual([row("e")]);
+    expect(inserts[2]?.token).not.toBe(inserts[0]?.token);
+    await manifests.store.release(["j3"]);
+    await manifests.store.release(["j2"]);
+    expect(manifests.manifests.size).toBe(0);
+  });
+
+  it("lets go of a job another worker holds now, and inserts nothing for it", async () => {
+    const { sink, inserts } = fakeSink();
+    const { created, manifests } = processor(sink, { maxRows: 1 });
+    manifests.locks.set("j", "the-other-worker");
+    await expect(created.process(job("j", [row("a")]), "our-stale-lock")).rejects.toThrow(
+      /held by another worker/,
+    );
+    expect(inserts).toHaveLength(0);
+  });
+
+  it("adopts the manifest of a job claimed by another worker, instead of a batch of its own", async () => {
+    const { sink, inserts } = fakeSink();
+    const { p, manifests } = processor(sink, { maxRows: 1 });
+    manifests.locks.set("j", "lock-j-1");
+    await manifests.store.claim({ token: "their-token", rows: [row("a")], jobs: [["j", 1]] }, [
+      { id: "j", lockToken: "lock-j-1" },
+    ]);
+    await p.process(job("j", [row("a")]));
+    expect(inserts).toEqual([{ rows: [row("a")], token: "their-token" }]);
   });
 
   it("flushes what it holds on close", async () => {

@@ -1,0 +1,180 @@
+import type { Redis, Result } from "ioredis";
+import type { ReportRow } from "../report/report-schema.js";
+
+// Exactly once by construction: every insert of a batch is byte-identical to its first attempt,
+// so ClickHouse's insert deduplication (same token, same data) drops every repeat, in `reports`
+// and in every materialized view.
+//
+// Before a worker inserts a batch, it records the batch's manifest in Redis (its deduplication
+// token, its rows in order and which job each came from) atomically with claiming the jobs: the
+// claim succeeds only if the worker still holds every job's BullMQ lock and no job belongs to a
+// manifest yet. Whoever later holds one of those jobs (a redelivery after a stall or a crash, a
+// replay) re-inserts exactly that manifest with the same token, then completes the job. A job
+// leaves its manifest only once it is completed (and so can never be delivered again); the last
+// one out deletes the manifest. A frozen worker that wakes up finds its locks gone and claims
+// nothing; one that wakes mid-insert sends the same bytes with the same token, and ClickHouse
+// keeps one copy. This is the exactly-once scheme of ClickHouse's Kafka Connect sink, with
+// BullMQ's locks in place of Kafka's offsets. Every key shares the queue prefix's hash tag, so
+// each script touches one Redis Cluster slot.
+
+export interface HeldJob {
+  id: string;
+  /** The BullMQ lock token this worker holds the job with. */
+  lockToken: string;
+}
+
+export interface Manifest {
+  token: string;
+  rows: ReportRow[];
+  /** For each job of the batch, in order: its id and how many of `rows` are its. */
+  jobs: [id: string, rows: number][];
+}
+
+export type ClaimResult =
+  | { claimed: true }
+  | {
+      claimed: false;
+      /** Jobs whose lock this worker no longer holds: someone else has them now. */
+      lost: string[];
+      /** Jobs already in a manifest: job id → the manifest's token. */
+      owned: Map<string, string>;
+    };
+
+/** Where manifests live: Redis in production; a unit test may keep them in memory. */
+export interface ManifestStore {
+  /** Records `manifest` and makes it the owner of its jobs, all or nothing. */
+  claim(manifest: Manifest, held: HeldJob[]): Promise<ClaimResult>;
+  /** The owners of these jobs, for those that have one: job id → token. */
+  owners(jobIds: string[]): Promise<Map<string, string>>;
+  /** A manifest exactly as claimed, or null once it is gone. */
+  get(token: string): Promise<Manifest | null>;
+  /** These jobs are completed: they leave their manifests, and empty manifests are deleted. */
+  release(jobIds: string[]): Promise<void>;
+}
+
+// KEYS: owners hash, manifest key, then one lock key per job.
+// ARGV: token, rows JSON, jobs JSON, then (job id, lock token) per job.
+const CLAIM = `
+local lost, owned = {}, {}
+for i = 3, #KEYS do
+  local id, lockToken = ARGV[2 + (i - 2) * 2], ARGV[3 + (i - 2) * 2]
+  if redis.call('GET', KEYS[i]) ~= lockToken then
+    lost[#lost + 1] = id
+  else
+    local owner = redis.call('HGET', KEYS[1], id)
+    if owner then owned[#owned + 1] = id; owned[#owned + 1] = owner end
+  end
+end
+if #lost > 0 or #owned > 0 then return {lost, owned} end
+redis.call('HSET', KEYS[2], 'rows', ARGV[2], 'jobs', ARGV[3], 'left', #KEYS - 2)
+for i = 3, #KEYS do redis.call('HSET', KEYS[1], ARGV[2 + (i - 2) * 2], ARGV[1]) end
+return 1
+`;
+
+// KEYS: owners hash, then one manifest key per job. ARGV: (job id, token) per job.
+const RELEASE = `
+for i = 2, #KEYS do
+  local id, token = ARGV[(i - 1) * 2 - 1], ARGV[(i - 1) * 2]
+  if redis.call('HGET', KEYS[1], id) == token then
+    redis.call('HDEL', KEYS[1], id)
+    if redis.call('HINCRBY', KEYS[i], 'left', -1) <= 0 then redis.call('DEL', KEYS[i]) end
+  end
+end
+return 1
+`;
+
+declare module "ioredis" {
+  interface RedisCommander<Context> {
+    headroomClaimManifest(...args: (string | number)[]): Result<1 | [string[], string[]], Context>;
+    headroomReleaseManifests(...args: (string | number)[]): Result<1, Context>;
+  }
+}
+
+/** `keyPrefix` is the queue's key prefix, e.g. `{headroom}:reports` (BullMQ's `prefix:name`). */
+export function createRedisManifestStore(redis: Redis, keyPrefix: string): ManifestStore {
+  if (!redis.headroomClaimManifest) {
+    redis.defineCommand("headroomClaimManifest", { lua: CLAIM });
+    redis.defineCommand("headroomReleaseManifests", { lua: RELEASE });
+  }
+  const ownersKey = `${keyPrefix}:manifest-owners`;
+  const manifestKey = (token: string) => `${keyPrefix}:manifest:${token}`;
+  // BullMQ keeps a job's lock at `prefix:name:<id>:lock`, holding the worker's lock token.
+  const lockKey = (id: string) => `${keyPrefix}:${id}:lock`;
+
+  return {
+    async claim(manifest, held) {
+      const keys = [ownersKey, manifestKey(manifest.token), ...held.map((j) => lockKey(j.id))];
+      const args = [
+        manifest.token,
+        JSON.stringify(manifest.rows),
+        JSON.stringify(manifest.jobs),
+        ...held.flatMap((j) => [j.id, j.lockToken]),
+      ];
+      const res = await redis.headroomClaimManifest(keys.length, ...keys, ...args);
+      if (res === 1) return { claimed: true };
+      const [lost, ownedFlat] = res;
+      const owned = new Map<string, string>();
+      for (let i = 0; i < ownedFlat.length; i += 2)
+        owned.set(ownedFlat[i] as string, ownedFlat[i + 1] as string);
+      return { claimed: false, lost, owned };
+    },
+
+    async owners(jobIds) {
+      const owners = new Map<string, string>();
+      if (jobIds.length === 0) return owners;
+      const tokens = await redis.hmget(ownersKey, ...jobIds);
+      jobIds.forEach((id, i) => {
+        const t = tokens[i];
+        if (t) owners.set(id, t);
+      });
+      return owners;
+    },
+
+    async get(token) {
+      const [rows, jobs] = await redis.hmget(manifestKey(token), "rows", "jobs");
+      if (!rows || !jobs) return null;
+      return { token, rows: JSON.parse(rows), jobs: JSON.parse(jobs) };
+    },
+
+    async release(jobIds) {
+      const owners = await this.owners(jobIds);
+      if (owners.size === 0) return;
+      const ids = [...owners.keys()];
+      const keys = [ownersKey, ...ids.map((id) => manifestKey(owners.get(id) as string))];
+      await redis.headroomReleaseManifests(
+        keys.length,
+        ...keys,
+        ...ids.flatMap((id) => [id, owners.get(id) as string]),
+      );
+    },
+  };
+}
+
+/**
+ * Jobs that still own a manifest but no longer exist (completed by a worker that died before it
+ * released them): released, so their manifests do not stay in Redis for ever. A job that exists
+ * (waiting, active, delayed or failed) keeps its manifest: it may still be delivered.
+ */
+export async function sweepManifests(
+  redis: Redis,
+  keyPrefix: string,
+  store: ManifestStore,
+): Promise<number> {
+  let cursor = "0";
+  let released = 0;
+  do {
+    const [next, flat] = await redis.hscan(`${keyPrefix}:manifest-owners`, cursor, "COUNT", 500);
+    cursor = next;
+    const ids = flat.filter((_, i) => i % 2 === 0);
+    if (ids.length === 0) continue;
+    const pipeline = redis.pipeline();
+    for (const id of ids) pipeline.exists(`${keyPrefix}:${id}`);
+    const exists = (await pipeline.exec()) ?? [];
+    const gone = ids.filter((_, i) => exists[i]?.[1] === 0);
+    if (gone.length > 0) {
+      await store.release(gone);
+      released += gone.length;
+    }
+  } while (cursor !== "0");
+  return released;
+}
