@@ -18,6 +18,8 @@ export interface ProxyDecision {
   action: ProxyAction;
   /** Runs before the connection is dropped (after ClickHouse answered, for "drop-after"). */
   beforeDrop?: () => Promise<void>;
+  /** Runs before the request goes on to ClickHouse: the client has sent it, nobody has run it. */
+  beforeForward?: () => Promise<void>;
 }
 
 export type ProxyPolicy = (req: ProxiedRequest) => ProxyDecision | ProxyAction;
@@ -52,6 +54,7 @@ export async function startClickHouseProxy(target: string, initial: ProxyPolicy 
         req.socket.destroy();
         return;
       }
+      await decision.beforeForward?.();
       const answer = await new Promise<{
         status: number;
         headers: IncomingMessage["headers"];
