@@ -1,21 +1,23 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { loadConfig } from "../../config.js";
 import { createLogger } from "../../lib/logger.js";
 import { onShutdown } from "../../lib/shutdown.js";
 import { startEmbeddedClickHouse } from "./server.js";
 
 // `headroom clickhouse serve`: the process that owns an embedded ClickHouse data directory and
 // serves it over ClickHouse's HTTP interface. Runs until SIGTERM/SIGINT, then closes the engine
-// cleanly and exits 0.
+// cleanly and exits 0. The data directory, credentials and log level come from the config.
 
 export const SERVE_HELP =
   "headroom clickhouse serve [--path DIR] [--port N] [--host H] [--fault-error-rate R]";
 
 export async function serveClickHouse(args: string[]): Promise<void> {
+  const config = loadConfig();
   const { values } = parseArgs({
     args,
     options: {
-      path: { type: "string", default: process.env.CLICKHOUSE_PATH || "./.data/clickhouse" },
+      path: { type: "string", default: config.CLICKHOUSE_PATH },
       port: { type: "string", default: "8123" },
       host: { type: "string", default: "127.0.0.1" },
       "fault-error-rate": { type: "string", default: "0" },
@@ -34,14 +36,14 @@ export async function serveClickHouse(args: string[]): Promise<void> {
   // Like the official server image: UTC unless the environment says otherwise. Set before the
   // engine starts, which reads the zone once.
   process.env.TZ ||= "UTC";
-  const logger = createLogger(process.env.LOG_LEVEL || "info", "clickhouse");
+  const logger = createLogger(config.LOG_LEVEL, "clickhouse");
   const path = resolve(values.path);
   const server = await startEmbeddedClickHouse({
     path,
     port,
     host: values.host,
-    user: process.env.CLICKHOUSE_USER || undefined,
-    password: process.env.CLICKHOUSE_PASSWORD || undefined,
+    user: config.CLICKHOUSE_USER,
+    password: config.CLICKHOUSE_PASSWORD,
     logger,
     faults: errorRate > 0 ? { errorRate } : undefined,
   });
