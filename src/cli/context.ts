@@ -14,10 +14,6 @@ export function cliConfig(env: Record<string, string | undefined> = process.env)
   return loadConfig(merged);
 }
 
-export class UsageError extends Error {
-  override name = "UsageError";
-}
-
 export function print(json: boolean, value: unknown, text: () => string): void {
   process.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${text()}\n`);
 }
