@@ -44,7 +44,11 @@ export async function queryCommand(sql: string, opts: { format: string }): Promi
   try {
     const result = await client.exec({
       query: sql,
-      clickhouse_settings: { default_format: opts.format as DataFormat },
+      clickhouse_settings: {
+        default_format: opts.format as DataFormat,
+        // Pretty formats colour their output for a terminal only, as clickhouse-client does.
+        output_format_pretty_color: process.stdout.isTTY ? 1 : 0,
+      },
       ...(await inDatabase(client, config)),
     });
     for await (const chunk of result.stream) process.stdout.write(chunk as Buffer);
