@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { z } from "zod";
 
 // One schema over the environment for every process. Parsed once at start; a bad value stops the
@@ -84,6 +85,7 @@ export const configSchema = z.object({
     .string()
     .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
     .default("headroom"),
+  /** Default: `clickhouse` under HEADROOM_DATA_DIR (see loadConfig). */
   CLICKHOUSE_PATH: z.string().min(1).default("./.data/clickhouse"),
   CLICKHOUSE_REQUEST_TIMEOUT_MS: int(1_000).default(60_000),
   RETENTION_DAYS: int(1, 36_500).default(400),
@@ -99,6 +101,12 @@ export const configSchema = z.object({
   WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
   MIGRATE_ON_START: bool.default(true),
   RETRY_MAX_DELAY_MS: int(100).default(30_000),
+
+  /** The local stack's data (`npm start`): Redis, embedded ClickHouse, stack.json, local key. */
+  HEADROOM_DATA_DIR: z.string().min(1).default("./.data"),
+  /** Fixed ports for the local stack's own Redis and ClickHouse server; any free port if unset. */
+  STACK_REDIS_PORT: int(1, 65535).optional(),
+  STACK_CLICKHOUSE_PORT: int(1, 65535).optional(),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -118,12 +126,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`);
   }
   const config = parsed.data;
+  // The embedded store lives with the rest of the local data unless it is placed elsewhere.
+  if (input.CLICKHOUSE_PATH === undefined) {
+    config.CLICKHOUSE_PATH = join(config.HEADROOM_DATA_DIR, "clickhouse");
+  }
   if (!(config.DEFAULT_PLAN in config.PLANS)) {
     throw new ConfigError(
       `invalid configuration:\n  DEFAULT_PLAN: unknown plan "${config.DEFAULT_PLAN}"`,
     );
   }
   return config;
+}
+
+/** Whether the environment sets a variable (empty means unset, as for loadConfig). */
+export function isSet(env: Record<string, string | undefined>, name: keyof Config): boolean {
+  const value = env[name];
+  return value !== undefined && value !== "";
 }
 
 /** Names of every variable the schema knows, for docs and for checking compose files. */

@@ -1,11 +1,10 @@
-import { parseArgs } from "node:util";
-import type { DataFormat } from "@clickhouse/client";
+import type { ClickHouseClient, DataFormat } from "@clickhouse/client";
 import { createClickHouse } from "../clickhouse/client.js";
 import { migrate } from "../clickhouse/migrations.js";
-import { cliConfig, UsageError } from "./context.js";
+import type { Config } from "../config.js";
+import { cliConfig } from "./context.js";
 
-export const QUERY_HELP = `headroom query "SQL" [--format F]   (default format PrettyCompactMonoBlock)
-headroom migrate`;
+// `headroom migrate` and `headroom query`.
 
 export async function migrateCommand(): Promise<void> {
   const config = cliConfig();
@@ -22,20 +21,35 @@ export async function migrateCommand(): Promise<void> {
   }
 }
 
-export async function queryCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { format: { type: "string", default: "PrettyCompactMonoBlock" } },
-  });
-  const sql = positionals.join(" ").trim();
-  if (!sql) throw new UsageError(QUERY_HELP);
+/**
+ * Per-query options that run a query in Headroom's database, as `clickhouse-client --database`
+ * does. The client has no default database (migrate creates it), so it is named per request:
+ * over HTTP in the X-ClickHouse-Database header; the in-process engine has no such header but
+ * keeps one session for this process, so a USE there lasts for the command's queries.
+ */
+export async function inDatabase(
+  client: ClickHouseClient,
+  config: Pick<Config, "CLICKHOUSE_URL" | "CLICKHOUSE_DATABASE">,
+): Promise<{ http_headers?: Record<string, string> }> {
+  if (config.CLICKHOUSE_URL) {
+    return { http_headers: { "X-ClickHouse-Database": config.CLICKHOUSE_DATABASE } };
+  }
+  await client.command({ query: `USE \`${config.CLICKHOUSE_DATABASE}\`` });
+  return {};
+}
+
+export async function queryCommand(sql: string, opts: { format: string }): Promise<void> {
   const config = cliConfig();
   const client = createClickHouse(config);
   try {
     const result = await client.exec({
       query: sql,
-      clickhouse_settings: { default_format: values.format as DataFormat },
+      clickhouse_settings: {
+        default_format: opts.format as DataFormat,
+        // Pretty formats colour their output for a terminal only, as clickhouse-client does.
+        output_format_pretty_color: process.stdout.isTTY ? 1 : 0,
+      },
+      ...(await inDatabase(client, config)),
     });
     for await (const chunk of result.stream) process.stdout.write(chunk as Buffer);
   } finally {

@@ -1,23 +1,17 @@
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
 import { type Config, loadConfig } from "../config.js";
+import { readStackFile } from "../local/stack-file.js";
 
 // What every CLI command starts from: the configuration, with the running local stack's
-// addresses (written by `npm start` to .data/stack.json) as defaults for variables not set.
+// addresses (written by `npm start` to stack.json in HEADROOM_DATA_DIR) as defaults for the
+// variables the environment does not set.
 
-export const STACK_FILE = join(".data", "stack.json");
-
-export function cliConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const merged: Record<string, string | undefined> = { ...env };
-  if (existsSync(STACK_FILE)) {
-    const stack = JSON.parse(readFileSync(STACK_FILE, "utf8")) as Record<string, string>;
-    for (const [k, v] of Object.entries(stack)) if (!merged[k]) merged[k] = v;
-  }
+export function cliConfig(env: Record<string, string | undefined> = process.env): Config {
+  const own = loadConfig(env);
+  const stack = readStackFile(own.HEADROOM_DATA_DIR);
+  if (!stack) return own;
+  const merged = { ...env };
+  for (const [k, v] of Object.entries(stack)) if (!merged[k]) merged[k] = v;
   return loadConfig(merged);
-}
-
-export class UsageError extends Error {
-  override name = "UsageError";
 }
 
 export function print(json: boolean, value: unknown, text: () => string): void {

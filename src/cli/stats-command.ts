@@ -1,16 +1,8 @@
-import { parseArgs } from "node:util";
 import { createClickHouse } from "../clickhouse/client.js";
-import { cliConfig, print, table, UsageError } from "./context.js";
+import { parseSince } from "./arg-parsers.js";
+import { cliConfig, print, table } from "./context.js";
 
 // `headroom stats`: reports per provider/model/app over a period, and the current headroom.
-
-const UNITS = { m: 60, h: 3_600, d: 86_400 } as const;
-
-export function parseSince(text: string): number {
-  const m = /^(\d+)([mhd])$/.exec(text);
-  if (!m) throw new UsageError("--since takes a number and m, h or d, e.g. 30m, 24h, 7d");
-  return Number(m[1]) * UNITS[m[2] as keyof typeof UNITS];
-}
 
 interface VolumeRow {
   project_id: string;
@@ -40,15 +32,14 @@ const pct = (remaining: string | null, limit: string | null) =>
     ? null
     : `${remaining}/${limit} (${Math.round((Number(remaining) / Number(limit)) * 100)}%)`;
 
-export async function statsCommand(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      project: { type: "string" },
-      since: { type: "string", default: "24h" },
-      json: { type: "boolean", default: false },
-    },
-  });
+export interface StatsOptions {
+  project?: string;
+  /** Checked by program.ts: `30m`, `24h`, `7d`. */
+  since: string;
+  json: boolean;
+}
+
+export async function statsCommand(values: StatsOptions): Promise<void> {
   const seconds = parseSince(values.since);
   const config = cliConfig();
   const db = config.CLICKHOUSE_DATABASE;

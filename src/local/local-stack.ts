@@ -1,19 +1,20 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { createClickHouse } from "../clickhouse/client.js";
 import { spawnEmbeddedClickHouse } from "./clickhouse/process.js";
 import { migrate } from "../clickhouse/migrations.js";
-import { type Config, loadConfig } from "../config.js";
+import type { Config } from "../config.js";
 import { createKeyStore } from "../keys/key-store.js";
 import { createWorkerRedis } from "../redis/connections.js";
 import { startRedisServer } from "./redis-server.js";
+import { removeStackFile, writeStackFile } from "./stack-file.js";
 import { createSupervisor } from "./supervisor.js";
 
 // The whole service on one machine on embedded defaults: its own redis-server (AOF on,
-// noeviction) unless REDIS_URL is set, the embedded ClickHouse server unless CLICKHOUSE_URL is
-// set, migrations, then the edge and one worker under a supervisor. Data lives in ./.data and
-// survives restarts; so does the local project key.
+// noeviction) unless REDIS_URL is set, the embedded ClickHouse server (on CLICKHOUSE_PATH) unless
+// CLICKHOUSE_URL is set, migrations, then the edge and one worker under a supervisor. Data lives
+// in HEADROOM_DATA_DIR (./.data) and survives restarts; so does the local project key.
 
 const LOCAL_PROJECT = "local";
 
@@ -23,27 +24,37 @@ interface LocalKey {
   project: string;
 }
 
-export async function startLocalStack(env: NodeJS.ProcessEnv, logger: Logger) {
-  const dataDir = resolve(env.HEADROOM_DATA_DIR ?? ".data");
+export interface LocalStackOptions {
+  config: Config;
+  /** Start a redis-server of our own: REDIS_URL was not set (its schema default is not a choice). */
+  ownRedis: boolean;
+}
+
+export async function startLocalStack(
+  { config: base, ownRedis }: LocalStackOptions,
+  logger: Logger,
+) {
+  const dataDir = resolve(base.HEADROOM_DATA_DIR);
   mkdirSync(dataDir, { recursive: true });
-  const stackFile = join(dataDir, "stack.json");
   const keyFile = join(dataDir, "local-key.json");
   const stops: (() => Promise<void>)[] = [];
 
   try {
-    const redis = env.REDIS_URL
-      ? null
-      : await startRedisServer({
+    const redis = ownRedis
+      ? await startRedisServer({
           dir: join(dataDir, "redis"),
-          port: Number(env.STACK_REDIS_PORT ?? 0) || undefined,
+          port: base.STACK_REDIS_PORT,
           detached: true,
-        });
+        })
+      : null;
     if (redis) stops.push(() => redis.stop());
-    const clickhouse = env.CLICKHOUSE_URL
+    const clickhouse = base.CLICKHOUSE_URL
       ? null
       : await spawnEmbeddedClickHouse({
-          path: join(dataDir, "clickhouse"),
-          port: Number(env.STACK_CLICKHOUSE_PORT ?? 0) || undefined,
+          path: resolve(base.CLICKHOUSE_PATH),
+          port: base.STACK_CLICKHOUSE_PORT,
+          user: base.CLICKHOUSE_USER === "default" ? undefined : base.CLICKHOUSE_USER,
+          password: base.CLICKHOUSE_PASSWORD || undefined,
           inheritOutput: true,
           detached: true,
         });
@@ -52,12 +63,9 @@ export async function startLocalStack(env: NodeJS.ProcessEnv, logger: Logger) {
     const shared: Record<string, string> = {};
     if (redis) shared.REDIS_URL = redis.url;
     if (clickhouse) shared.CLICKHOUSE_URL = clickhouse.url;
-    const config: Config = loadConfig({ ...env, ...shared });
+    const config: Config = { ...base, ...shared };
     // The CLI (`headroom query`, `keys`, `stats`, `dlq`) finds this stack through this file.
-    writeFileSync(
-      stackFile,
-      JSON.stringify({ ...shared, CLICKHOUSE_DATABASE: config.CLICKHOUSE_DATABASE }, null, 2),
-    );
+    writeStackFile(dataDir, { ...shared, CLICKHOUSE_DATABASE: config.CLICKHOUSE_DATABASE });
 
     const ch = createClickHouse(config);
     await migrate(
@@ -83,7 +91,7 @@ export async function startLocalStack(env: NodeJS.ProcessEnv, logger: Logger) {
         // Intake first, then the worker flushes, then the stores.
         await supervisor.stop(["edge", "worker"]);
         for (const stop of stops.reverse()) await stop();
-        rmSync(stackFile, { force: true });
+        removeStackFile(dataDir);
       },
     };
   } catch (err) {

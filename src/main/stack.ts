@@ -1,14 +1,23 @@
+import { ConfigError, isSet, loadConfig } from "../config.js";
 import { createLogger } from "../lib/logger.js";
 import { onShutdown } from "../lib/shutdown.js";
-import { RedisServerMissingError } from "../local/redis-server.js";
 import { curlExample, startLocalStack } from "../local/local-stack.js";
+import { RedisServerMissingError } from "../local/redis-server.js";
 
 // `npm start`: the local stack in one command.
 
-const logger = createLogger(process.env.LOG_LEVEL ?? "info", "stack");
 try {
-  const stack = await startLocalStack(process.env, logger);
+  const config = loadConfig();
+  const logger = createLogger(config.LOG_LEVEL, "stack");
+  const stack = await startLocalStack(
+    { config, ownRedis: !isSet(process.env, "REDIS_URL") },
+    logger,
+  );
   onShutdown(logger, () => stack.stop(), 60_000);
+  // The CLI finds this stack through HEADROOM_DATA_DIR: a non-default one must be passed along.
+  const cli = isSet(process.env, "HEADROOM_DATA_DIR")
+    ? `HEADROOM_DATA_DIR=${config.HEADROOM_DATA_DIR} npx headroom`
+    : "npx headroom";
   process.stdout.write(
     [
       "",
@@ -20,13 +29,14 @@ try {
       "Send a report:",
       curlExample(stack.endpoint, stack.local.key),
       "",
-      'Then: npx headroom stats    or    npx headroom query "SELECT * FROM headroom.reports_v"',
-      "Ctrl-C stops everything; data stays in ./.data.",
+      `Then: ${cli} stats    or    ${cli} query "SELECT * FROM reports_v"`,
+      `Ctrl-C stops everything; data stays in ${config.HEADROOM_DATA_DIR}.`,
       "",
     ].join("\n"),
   );
 } catch (err) {
-  if (err instanceof RedisServerMissingError) {
+  // What the user can fix is said in one message, without a stack trace.
+  if (err instanceof RedisServerMissingError || err instanceof ConfigError) {
     process.stderr.write(`${err.message}\n`);
     process.exit(1);
   }

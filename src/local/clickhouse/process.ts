@@ -43,7 +43,8 @@ export async function spawnEmbeddedClickHouse(
   const port = opts.port ?? (await freePort());
   const args = ["--import", TSX, SERVE_ENTRY, "--path", opts.path, "--port", String(port)];
   if (opts.faultErrorRate) args.push("--fault-error-rate", String(opts.faultErrorRate));
-  const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL || "info" };
+  // The child reads its config (log level, data directory) from this environment.
+  const env: NodeJS.ProcessEnv = { ...process.env };
   // The child's credentials are exactly the ones asked for, never inherited by accident.
   delete env.CLICKHOUSE_USER;
   delete env.CLICKHOUSE_PASSWORD;

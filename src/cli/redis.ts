@@ -1,0 +1,34 @@
+import type { Redis } from "ioredis";
+import type { Config } from "../config.js";
+import { createWorkerRedis, redactUrl, waitForReady } from "../redis/connections.js";
+import { CliError } from "./errors.js";
+
+// A command's Redis connection. A worker's connection waits for Redis as long as it takes; a
+// person at a terminal is told within seconds that Redis cannot be reached, and where it was
+// looked for.
+
+const READY_TIMEOUT_MS = 5_000;
+
+export async function connectRedis(config: Config): Promise<Redis> {
+  const redis = createWorkerRedis(config.REDIS_URL);
+  let lastError: Error | undefined;
+  // Reconnection attempts report here, not as ioredis's "Unhandled error event" noise.
+  redis.on("error", (err: Error) => {
+    lastError = err;
+  });
+  try {
+    await waitForReady(redis, READY_TIMEOUT_MS);
+  } catch {
+    redis.disconnect();
+    const why = lastError ? `: ${lastError.message}` : "";
+    throw new CliError(
+      `cannot reach Redis at ${redactUrl(config.REDIS_URL)}${why}\n` +
+        "(start the local stack with `npm start`, or set REDIS_URL)",
+    );
+  }
+  return redis;
+}
+
+export async function closeRedis(redis: Redis): Promise<void> {
+  await redis.quit().catch(() => redis.disconnect());
+}

@@ -1,0 +1,202 @@
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type ClickHouseClient, createClient } from "@clickhouse/client";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { migrate } from "../../src/clickhouse/migrations.js";
+import { createReportSink } from "../../src/clickhouse/report-sink.js";
+import type { ChildServer } from "../../src/local/child-process.js";
+import { spawnEmbeddedClickHouse } from "../../src/local/clickhouse/process.js";
+import { writeStackFile } from "../../src/local/stack-file.js";
+import { sampleRow } from "../helpers/sample-reports.js";
+
+// The `headroom` command as a user runs it (bin/headroom.mjs in a child process), against the
+// test Redis and a real embedded ClickHouse server. The CLI finds both only through stack.json
+// in HEADROOM_DATA_DIR, as it finds a running `npm start`: nothing else in its environment
+// names them.
+
+const id = randomBytes(4).toString("hex");
+const dir = mkdtempSync(join(tmpdir(), "headroom-cli-"));
+const dataDir = join(dir, "data");
+const db = `cli_${id}`;
+const project = `p-cli-${id}`;
+let ch: ChildServer | undefined;
+let client: ClickHouseClient | undefined;
+
+// The CLI's environment: the test process's, minus anything that could point it elsewhere.
+const PLACES = /^(REDIS_URL|CLICKHOUSE_|HEADROOM_DATA_DIR$|QUEUE_)/;
+const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !PLACES.test(k)));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function headroom(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ["bin/headroom.mjs", ...args],
+      {
+        env: { ...baseEnv, HEADROOM_DATA_DIR: dataDir, QUEUE_PREFIX: `{cli-${id}}`, ...env },
+        timeout: 60_000,
+      },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+const NO_STACK_TRACE = /\n\s+at .+:\d+:\d+/;
+
+beforeAll(async () => {
+  mkdirSync(dataDir);
+  ch = await spawnEmbeddedClickHouse({ path: join(dir, "clickhouse") });
+  client = createClient({ url: ch.url, request_timeout: 30_000 });
+  await migrate(client, { db, retentionDays: 30 });
+  await createReportSink(client, db).insert(
+    [1, 2, 3].map((i) => sampleRow(i, project)),
+    `cli-${id}`,
+  );
+  // What a running local stack leaves for the CLI.
+  writeStackFile(dataDir, {
+    REDIS_URL: inject("redisUrl"),
+    CLICKHOUSE_URL: ch.url,
+    CLICKHOUSE_DATABASE: db,
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await client?.close();
+  await ch?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("headroom query", () => {
+  it("runs in the configured database, as clickhouse-client --database does", async () => {
+    const [count, current] = await Promise.all([
+      headroom(["query", "SELECT count() FROM reports", "--format", "TSV"]),
+      headroom(["query", "SELECT currentDatabase()", "--format", "TSV"]),
+    ]);
+    expect(count, count.stderr).toMatchObject({ code: 0, stdout: "3\n", stderr: "" });
+    expect(current, current.stderr).toMatchObject({ code: 0, stdout: `${db}\n` });
+  });
+
+  it("prints a table by default", async () => {
+    const r = await headroom(["query", "SELECT count() AS n FROM reports"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/┌─n─┐[\s\S]*│ 3 │/);
+  });
+
+  it("prints ClickHouse's message and code for a bad query, no stack trace, exit 1", async () => {
+    const [unknown, syntax] = await Promise.all([
+      headroom(["query", "SELECT count() FROM no_such_table"]),
+      headroom(["query", "SELEC 1"]),
+    ]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stdout).toBe("");
+    expect(unknown.stderr).toMatch(/^headroom: Code: 60\. .*no_such_table.*\(UNKNOWN_TABLE\)\n$/);
+    expect(syntax.code).toBe(1);
+    expect(syntax.stderr).toMatch(/^headroom: Code: 62\. .*\(SYNTAX_ERROR\)\n$/);
+    for (const r of [unknown, syntax]) expect(r.stderr).not.toMatch(NO_STACK_TRACE);
+  });
+
+  it("works the same on the in-process engine (no CLICKHOUSE_URL)", {
+    timeout: 180_000,
+  }, async () => {
+    // Its own data directory and no stack.json: the CLI opens the engine in its own process.
+    const env = {
+      HEADROOM_DATA_DIR: join(dir, "in-process"),
+      CLICKHOUSE_DATABASE: db,
+    };
+    const migrated = await headroom(["migrate"], env);
+    expect(migrated.code, migrated.stderr).toBe(0);
+    const current = await headroom(
+      ["query", "SELECT currentDatabase(), count() FROM reports", "--format", "TSV"],
+      env,
+    );
+    expect(current, current.stderr).toMatchObject({ code: 0, stdout: `${db}\t0\n` });
+    const bad = await headroom(["query", "SELECT * FROM no_such_table"], env);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^headroom: Code: 60\. .*\(UNKNOWN_TABLE\)\n$/);
+  });
+});
+
+describe("help and usage", () => {
+  it("answers --help on every command and subcommand, exit 0", { timeout: 120_000 }, async () => {
+    const commands = [
+      [],
+      ["keys"],
+      ["keys", "create"],
+      ["dlq"],
+      ["dlq", "replay"],
+      ["query"],
+      ["stats"],
+      ["clickhouse", "serve"],
+    ];
+    const runs = await Promise.all(commands.map((c) => headroom([...c, "--help"])));
+    runs.forEach((r, i) => {
+      const command = ["headroom", ...(commands[i] ?? [])].join(" ");
+      expect(r.code, `${command} --help: ${r.stderr}`).toBe(0);
+      expect(r.stdout).toContain(`Usage: ${command}`);
+    });
+  });
+
+  it("exits 2 with a message, not a stack, on a usage error", async () => {
+    const [missing, unknown] = await Promise.all([
+      headroom(["keys", "create"]),
+      headroom(["dlq", "retry"]),
+    ]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/required option '--project <id>'/);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/unknown command 'retry'/);
+    for (const r of [missing, unknown]) expect(r.stderr).not.toMatch(NO_STACK_TRACE);
+  });
+});
+
+describe("the running stack, found through HEADROOM_DATA_DIR's stack.json", () => {
+  it("headroom stats reads its ClickHouse", async () => {
+    const r = await headroom(["stats", "--json", "--project", project]);
+    expect(r.code, r.stderr).toBe(0);
+    const stats = JSON.parse(r.stdout) as {
+      volume: { project_id: string; reports: string }[];
+      headroom: { project_id: string }[];
+    };
+    expect(stats.volume.reduce((n, v) => n + Number(v.reports), 0)).toBe(3);
+    expect(stats.headroom.every((h) => h.project_id === project)).toBe(true);
+    expect(stats.headroom.length).toBeGreaterThan(0);
+  });
+
+  it("headroom keys and dlq use its Redis", async () => {
+    const created = await headroom(["keys", "create", "--project", project, "--json"]);
+    expect(created.code, created.stderr).toBe(0);
+    const { key_id } = JSON.parse(created.stdout) as { key_id: string };
+    const [listed, dlq] = await Promise.all([
+      headroom(["keys", "list", "--project", project, "--json"]),
+      headroom(["dlq", "list", "--json"]),
+    ]);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect((JSON.parse(listed.stdout) as { key_id: string }[]).map((k) => k.key_id)).toEqual([
+      key_id,
+    ]);
+    expect(dlq, dlq.stderr).toMatchObject({ code: 0, stdout: "[]\n" });
+    const revoked = await headroom(["keys", "revoke", key_id]);
+    expect(revoked, revoked.stderr).toMatchObject({ code: 0, stdout: `revoked ${key_id}\n` });
+  });
+
+  it("without the stack file a command says where it looked, exit 1", async () => {
+    const r = await headroom(["keys", "list"], {
+      HEADROOM_DATA_DIR: join(dir, "no-stack"),
+      REDIS_URL: "redis://127.0.0.1:1",
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^headroom: cannot reach Redis at redis:\/\/127\.0\.0\.1:1/);
+    expect(r.stderr).not.toMatch(NO_STACK_TRACE);
+  });
+});

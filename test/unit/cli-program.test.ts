@@ -1,0 +1,97 @@
+import { describe, expect, it } from "vitest";
+import { runCli } from "../../src/cli/run.js";
+
+// The command line as a person meets it: every command and subcommand answers --help (exit 0,
+// usage on stdout), and a usage mistake exits 2 with a message on stderr, before any service
+// is contacted (none runs here).
+
+async function cli(...argv: string[]) {
+  let out = "";
+  let err = "";
+  const code = await runCli(argv, {
+    writeOut: (s) => {
+      out += s;
+    },
+    writeErr: (s) => {
+      err += s;
+    },
+  });
+  return { code, out, err };
+}
+
+const COMMANDS = [
+  [],
+  ["keys"],
+  ["keys", "create"],
+  ["keys", "import"],
+  ["keys", "list"],
+  ["keys", "revoke"],
+  ["keys", "set-plan"],
+  ["dlq"],
+  ["dlq", "list"],
+  ["dlq", "show"],
+  ["dlq", "replay"],
+  ["migrate"],
+  ["query"],
+  ["stats"],
+  ["clickhouse"],
+  ["clickhouse", "serve"],
+];
+
+describe("help", () => {
+  it.each(COMMANDS)("headroom %s --help: usage on stdout, exit 0", async (...command) => {
+    const r = await cli(...command, "--help");
+    expect(r.code).toBe(0);
+    expect(r.err).toBe("");
+    expect(r.out).toContain(`Usage: headroom ${command.join(" ")}`.trimEnd());
+  });
+
+  it("answers -h and `help <command>` the same way", async () => {
+    const long = await cli("keys", "--help");
+    expect(await cli("keys", "-h")).toEqual(long);
+    expect(await cli("help", "keys")).toEqual(long);
+  });
+
+  it("shows the help for bare `headroom`, as a success", async () => {
+    const r = await cli();
+    expect(r.code).toBe(0);
+    for (const c of ["keys", "dlq", "migrate", "query", "stats", "clickhouse"]) {
+      expect(r.out).toMatch(new RegExp(`^  ${c}\\b`, "m"));
+    }
+  });
+
+  it("documents the options the README uses", async () => {
+    expect((await cli("keys", "create", "--help")).out).toMatch(/--project <id>[\s\S]*--plan/);
+    expect((await cli("keys", "set-plan", "--help")).out).toMatch(/--monthly[\s\S]*--burst/);
+    expect((await cli("dlq", "replay", "--help")).out).toMatch(/--rows <file>[\s\S]*--all/);
+    expect((await cli("stats", "--help")).out).toMatch(/--since <period>[\s\S]*"24h"/);
+    expect((await cli("query", "--help")).out).toContain("PrettyCompactMonoBlock");
+  });
+});
+
+describe("usage errors exit 2", () => {
+  it.each([
+    [["nope"], /unknown command 'nope'/],
+    [["keys"], /Usage: headroom keys/],
+    [["keys", "create"], /required option '--project <id>'/],
+    [["keys", "import", "--project", "p"], /required option '--key <key>'/],
+    [["keys", "revoke"], /missing required argument 'key-id'/],
+    [["keys", "list", "--bogus"], /unknown option '--bogus'/],
+    [["keys", "set-plan", "--project", "p", "--plan", "free", "--monthly", "0"], /--monthly/],
+    [["keys", "set-plan", "--project", "p", "--plan", "free", "--burst", "1.5"], /--burst/],
+    [["dlq", "show"], /missing required argument 'job-id'/],
+    [["dlq", "replay"], /give a job id, or --all/],
+    [["dlq", "replay", "7", "--all"], /--all takes no job id/],
+    [["query"], /missing required argument 'sql'/],
+    [["stats", "--since", "yesterday"], /--since <period>.*'yesterday' is invalid/],
+    [["clickhouse", "serve", "--port", "99999"], /--port <n>.*'99999' is invalid/],
+    [["clickhouse", "serve", "--fault-error-rate", "2"], /--fault-error-rate/],
+    [["clickhouse", "start"], /unknown command 'start'/],
+  ])("headroom %j", async (argv, message) => {
+    const r = await cli(...argv);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(message);
+    expect(r.err).not.toMatch(/\n\s+at /); // no stack trace
+    expect(r.out).toBe("");
+  });
+});

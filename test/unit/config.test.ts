@@ -1,0 +1,116 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, DEFAULT_PLANS, isSet, loadConfig } from "../../src/config.js";
+
+// The one config schema: coerced numbers, real booleans, empty means unset, and a bad value
+// stops the process with a message that names the variable.
+
+function configError(env: Record<string, string>): string {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error(`no ConfigError for ${JSON.stringify(env)}`);
+}
+
+describe("loadConfig", () => {
+  it("has defaults for everything", () => {
+    const c = loadConfig({});
+    expect(c.PORT).toBe(3000);
+    expect(c.LOG_LEVEL).toBe("info");
+    expect(c.LOG_REQUESTS).toBe(false);
+    expect(c.CLICKHOUSE_URL).toBeUndefined();
+    expect(c.CLICKHOUSE_DATABASE).toBe("headroom");
+    expect(c.PLANS).toEqual(DEFAULT_PLANS);
+    expect(c.HEADROOM_DATA_DIR).toBe("./.data");
+    expect(c.STACK_REDIS_PORT).toBeUndefined();
+  });
+
+  it("coerces numbers and reads booleans as booleans", () => {
+    const c = loadConfig({
+      PORT: "8080",
+      REDIS_MEMORY_MAX_RATIO: "0.5",
+      LOG_REQUESTS: "yes",
+      TRUST_PROXY: "1",
+      MIGRATE_ON_START: "off",
+      STACK_CLICKHOUSE_PORT: "18123",
+    });
+    expect(c.PORT).toBe(8080);
+    expect(c.REDIS_MEMORY_MAX_RATIO).toBe(0.5);
+    expect(c.LOG_REQUESTS).toBe(true);
+    expect(c.TRUST_PROXY).toBe(true);
+    expect(c.MIGRATE_ON_START).toBe(false);
+    expect(c.STACK_CLICKHOUSE_PORT).toBe(18123);
+  });
+
+  it("takes an empty value as unset", () => {
+    const c = loadConfig({ PORT: "", CLICKHOUSE_URL: "", LOG_LEVEL: "" });
+    expect(c.PORT).toBe(3000);
+    expect(c.CLICKHOUSE_URL).toBeUndefined();
+    expect(c.LOG_LEVEL).toBe("info");
+  });
+
+  it("ignores variables it does not know", () => {
+    expect(() => loadConfig({ HOME: "/root", NODE_ENV: "test" })).not.toThrow();
+  });
+
+  it.each([
+    ["PORT", "abc"],
+    ["PORT", "70000"],
+    ["PORT", "3.5"],
+    ["LOG_LEVEL", "loud"],
+    ["LOG_REQUESTS", "maybe"],
+    ["REDIS_URL", "http://127.0.0.1:6379"],
+    ["CLICKHOUSE_URL", "not a url"],
+    ["CLICKHOUSE_DATABASE", "drop table; --"],
+    ["REDIS_MEMORY_MAX_RATIO", "2"],
+    ["STACK_REDIS_PORT", "0"],
+    ["METRICS_TOKEN", "short"],
+  ])("names %s in the error for %j", (name, value) => {
+    expect(configError({ [name]: value })).toMatch(new RegExp(`^\\s+${name}: `, "m"));
+  });
+
+  it("names every bad variable at once", () => {
+    const message = configError({ PORT: "x", BATCH_MAX_ROWS: "0" });
+    expect(message).toMatch(/^\s+PORT: /m);
+    expect(message).toMatch(/^\s+BATCH_MAX_ROWS: /m);
+  });
+
+  it("never repeats a bad value, which could be a secret", () => {
+    const secret = "redis://:s3cret-password@host:6379";
+    expect(configError({ REDIS_URL: secret.replace("redis", "ftp") })).not.toContain("s3cret");
+  });
+
+  it("merges PLANS over the defaults and checks its JSON", () => {
+    const c = loadConfig({
+      PLANS: '{"team":{"monthly":200000,"burst":500}}',
+      DEFAULT_PLAN: "team",
+    });
+    expect((c.PLANS as Record<string, unknown>).team).toEqual({ monthly: 200_000, burst: 500 });
+    expect(c.PLANS.free).toEqual(DEFAULT_PLANS.free);
+    expect(c.DEFAULT_PLAN).toBe("team");
+    expect(configError({ PLANS: "{not json" })).toMatch(/PLANS: must be JSON/);
+    expect(configError({ PLANS: '{"x":{"monthly":-1,"burst":1}}' })).toMatch(/PLANS\.x\.monthly/);
+  });
+
+  it("refuses a DEFAULT_PLAN that is not a plan", () => {
+    expect(configError({ DEFAULT_PLAN: "gold" })).toMatch(/DEFAULT_PLAN: unknown plan "gold"/);
+  });
+
+  it("puts the embedded ClickHouse in the data directory unless CLICKHOUSE_PATH says otherwise", () => {
+    expect(loadConfig({}).CLICKHOUSE_PATH).toBe(".data/clickhouse");
+    expect(loadConfig({ HEADROOM_DATA_DIR: "/tmp/hr" }).CLICKHOUSE_PATH).toBe("/tmp/hr/clickhouse");
+    expect(
+      loadConfig({ HEADROOM_DATA_DIR: "/tmp/hr", CLICKHOUSE_PATH: "/srv/ch" }).CLICKHOUSE_PATH,
+    ).toBe("/srv/ch");
+  });
+});
+
+describe("isSet", () => {
+  it("follows loadConfig: empty means unset", () => {
+    expect(isSet({ REDIS_URL: "redis://h:1" }, "REDIS_URL")).toBe(true);
+    expect(isSet({ REDIS_URL: "" }, "REDIS_URL")).toBe(false);
+    expect(isSet({}, "REDIS_URL")).toBe(false);
+  });
+});
