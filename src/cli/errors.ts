@@ -1,3 +1,4 @@
+import { isClickHouseError } from "../clickhouse/classify-error.js";
 import { ConfigError } from "../config.js";
 import { KeyStoreError } from "../keys/key-store.js";
 
@@ -17,19 +18,6 @@ export class CliError extends Error {
 export interface Failure {
   message: string;
   exitCode: number;
-}
-
-interface ClickHouseErrorShape {
-  message: string;
-  code: string;
-  type?: string;
-}
-
-// Duck-typed: the in-process engine (chdb) throws @clickhouse/client-common's ClickHouseError,
-// a different class from the one @clickhouse/client exports, with the same fields.
-function isClickHouseError(err: unknown): err is ClickHouseErrorShape {
-  const e = err as Partial<ClickHouseErrorShape> | null;
-  return err instanceof Error && typeof e?.code === "string" && /^\d+$/.test(e.code);
 }
 
 /** Node's system errors (ECONNREFUSED, ENOENT, …): their message says what happened. */

@@ -1,5 +1,3 @@
-import { ClickHouseError } from "@clickhouse/client";
-
 // Whether a failed insert is the data's fault (retrying the same rows can never succeed: split
 // the batch and dead-letter the bad rows) or the service's (wait and retry the same insert).
 // Decided on ClickHouse's numeric error code, never on message text. Anything not known to be
@@ -25,15 +23,31 @@ const DATA_ERROR_CODES = new Set([
   691, // UNKNOWN_ELEMENT_OF_ENUM
 ]);
 
+export interface ClickHouseErrorShape {
+  message: string;
+  code: string;
+  type?: string;
+}
+
+/**
+ * A ClickHouse server error, recognised by its shape: the in-process engine (chdb) throws
+ * @clickhouse/client-common's ClickHouseError, a different class from the one @clickhouse/client
+ * exports, with the same fields.
+ */
+export function isClickHouseError(err: unknown): err is ClickHouseErrorShape {
+  const e = err as Partial<ClickHouseErrorShape> | null;
+  return err instanceof Error && typeof e?.code === "string" && /^\d+$/.test(e.code);
+}
+
 export type InsertFailure = "data" | "transient";
 
 export function classifyInsertError(err: unknown): InsertFailure {
-  if (err instanceof ClickHouseError && DATA_ERROR_CODES.has(Number(err.code))) return "data";
+  if (isClickHouseError(err) && DATA_ERROR_CODES.has(Number(err.code))) return "data";
   return "transient";
 }
 
 export function describeError(err: unknown): string {
-  if (err instanceof ClickHouseError)
+  if (isClickHouseError(err))
     return `ClickHouse ${err.code} ${err.type ?? ""}: ${err.message}`.slice(0, 2_000);
   return err instanceof Error ? err.message : String(err);
 }
