@@ -4,6 +4,7 @@ import { eventually } from "../helpers/eventually.js";
 import { crashLines } from "../helpers/fault-stack.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
+import { workerMetric } from "../helpers/worker-metric.js";
 
 // The same jobs held by a worker that is SIGKILLed after its first insert landed, redelivered, and
 // held again by a worker that is SIGKILLed too. Stalled jobs are retried however often they
@@ -121,4 +122,64 @@ it("killed twice while holding the same jobs: retried, never failed, stored once
   expect(crashLines(third.output())).toStrictEqual([]);
   third.signal("SIGTERM");
   expect(await third.exited).toStrictEqual({ code: 0, signal: null });
+});
+
+it("two workers SIGKILLed one after the other while both hold jobs: nothing failed, every report once", {
+  timeout: 120_000,
+}, async () => {
+  const project = "p-two-holders";
+  const lock = { WORKER_LOCK_DURATION_MS: "2000", WORKER_STALLED_INTERVAL_MS: "1000" };
+  // A takes half the jobs and inserts them as soon as its 10 slots are full.
+  const a = worker({ ...lock, CLICKHOUSE_URL: proxy.url, WORKER_CONCURRENCY: "10" });
+  await a.waitFor(/worker ready/);
+  let b: Proc | undefined;
+  // A's insert waits until B holds the other half; ClickHouse runs it, and A is SIGKILLed before
+  // the answer reaches it.
+  proxy.setPolicy(({ kind }) => {
+    if (kind !== "insert") return "pass";
+    return {
+      action: "drop-after",
+      beforeForward: async () => {
+        // B never fills its slots and waits long for its batch: it holds what it takes.
+        b = worker({ ...lock, WORKER_CONCURRENCY: "21", BATCH_MAX_WAIT_MS: "60000" });
+        await eventually(async () => expect(await p.queue.getActiveCount()).toBe(JOBS), {
+          timeoutMs: 30_000,
+          intervalMs: 50,
+        });
+      },
+      beforeDrop: () => kill(a),
+    };
+  });
+  const ids = await p.fill(JOBS, PER_JOB, project);
+  await a.exited;
+  expect(await p.distinctCount(project)).toBe((JOBS * PER_JOB) / 2);
+
+  // B takes A's jobs over when their locks run out, and holds all of them; then it is killed too.
+  const holder = b as Proc;
+  await eventually(
+    async () =>
+      expect(await workerMetric(holder, "headroom_worker_redelivered_jobs_total")).toBe(JOBS / 2),
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
+  await kill(holder);
+  expect(await jobsKept()).toBe(JOBS);
+
+  // C finds all of them stalled (A's for the second time): none fails, each report lands once.
+  const c = worker(lock);
+  await c.waitFor(/worker ready/);
+  await eventually(
+    async () => {
+      expect(await p.distinctCount(project)).toBe(ids.length);
+      expect(await p.queue.getJobCounts("wait", "active", "delayed", "failed")).toStrictEqual({
+        wait: 0,
+        active: 0,
+        delayed: 0,
+        failed: 0,
+      });
+    },
+    { timeoutMs: 60_000, intervalMs: 200 },
+  );
+  expect(await p.rawCount(project)).toBe(ids.length);
+  expect(await p.rollupCount(project)).toBe(ids.length);
+  expect(await workerMetric(c, "headroom_worker_manifests_reinserted_total")).toBeGreaterThan(0);
 });

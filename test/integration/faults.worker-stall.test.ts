@@ -3,6 +3,7 @@ import { type ClickHouseProxy, startClickHouseProxy } from "../helpers/clickhous
 import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
+import { workerMetric } from "../helpers/worker-metric.js";
 
 // A worker frozen past its lock (a GC pause, a VM freeze, CPU steal: SIGSTOP here) while it holds
 // jobs, under load. The other worker takes the jobs over; the frozen one comes back and carries on
@@ -43,13 +44,6 @@ function worker(env: Record<string, string>): Proc {
   const w = startProcess("workers/ingest.ts", { ...p.env, ...STALL_ENV, ...env });
   procs.push(w);
   return w;
-}
-
-/** A counter of a worker process, read from its /metrics (its port is in its "worker ready" line). */
-async function workerMetric(w: Proc, name: string): Promise<number> {
-  const port = /"metricsPort":(\d+)/.exec(w.output())?.[1];
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? Number.NaN);
 }
 
 /** Jobs of 10 reports added every 20 ms until stopped: the load the stall happens under. */

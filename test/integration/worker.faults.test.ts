@@ -14,6 +14,7 @@ import { createWorkerMetrics } from "../../src/worker/metrics.js";
 import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
+import { workerMetric } from "../helpers/worker-metric.js";
 import { sampleRow } from "../helpers/sample-reports.js";
 
 // Faults around the worker, with real processes and real signals: nothing acknowledged is lost,
@@ -41,13 +42,6 @@ function worker(env: Record<string, string> = {}): Proc {
   const w = startProcess("workers/ingest.ts", { ...p.env, ...env });
   running.push(w);
   return w;
-}
-
-/** A counter of a worker process, read from its /metrics (its port is in its "worker ready" line). */
-async function workerMetric(w: Proc, name: string): Promise<number> {
-  const port = /"metricsPort":(\d+)/.exec(w.output())?.[1];
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? Number.NaN);
 }
 
 const project = () => `p-${Math.random().toString(36).slice(2, 8)}`;
