@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import { type FastifyBaseLogger, LogController } from "fastify";
 import type { Config } from "../config.js";
 import { HttpError } from "./errors.js";
+import { serializeRequest } from "./request-log.js";
 
 // How the edge's HTTP server is set up: timeouts, body limit, logging, and the answer to requests
 // Node refuses before Fastify sees them.
@@ -19,7 +20,9 @@ export type ServerConfig = Pick<
 
 export function serverOptions(config: ServerConfig, logger: FastifyBaseLogger) {
   return {
-    loggerInstance: logger,
+    // Logged requests carry their URL with any key-shaped part redacted (request-log.ts). Set
+    // once here, so request loggers inherit it at no cost per request.
+    loggerInstance: logger.child({}, { serializers: { req: serializeRequest } }),
     logController: new LogController({ disableRequestLogging: !config.LOG_REQUESTS }),
     requestIdHeader: "x-request-id",
     trustProxy: config.TRUST_PROXY,

@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { EnqueueError } from "../../queue/enqueuer.js";
 import { HttpError, unavailable } from "../errors.js";
+import { redactPath } from "../request-log.js";
 
 // The one error handler: every error becomes one of the contract's codes and bodies; anything
 // unexpected is a 500 whose body carries no internals (the log has them).
@@ -9,11 +10,12 @@ import { HttpError, unavailable } from "../errors.js";
 export const errorHandler = fp(
   async (app) => {
     app.setErrorHandler((err, req, reply) => sendError(req, reply, toHttpError(err, req)));
+    // The path is echoed to help whoever mistyped it, but never a key sent in it by mistake.
     app.setNotFoundHandler((req, reply) =>
       sendError(
         req,
         reply,
-        new HttpError("not_found", `no route for ${req.method} ${req.url.split("?")[0]}`),
+        new HttpError("not_found", `no route for ${req.method} ${redactPath(req.url)}`),
       ),
     );
   },
