@@ -1,6 +1,6 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Config } from "../config.js";
-import type { KeyLookup } from "../keys/key-store.js";
+import type { LookupKey } from "../keys/key-cache.js";
 import type { Enqueuer } from "../queue/enqueuer.js";
 import type { BacklogGate } from "./backlog.js";
 import type { Limits } from "./limits.js";
@@ -20,7 +20,7 @@ import { type ServerConfig, serverOptions } from "./server-options.js";
 export interface EdgeDeps {
   config: ServerConfig & Pick<Config, "METRICS_TOKEN" | "METRICS_PORT">;
   logger: FastifyBaseLogger;
-  lookupKey: (key: string) => Promise<KeyLookup | null>;
+  lookupKey: LookupKey;
   limits: Limits;
   backlog: BacklogGate;
   enqueuer: Enqueuer;

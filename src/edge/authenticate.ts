@@ -1,4 +1,5 @@
 import type { FastifyRequest } from "fastify";
+import type { LookupKey } from "../keys/key-cache.js";
 import { isWellFormedKey } from "../keys/key-format.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import { HttpError, unavailable } from "./errors.js";
@@ -6,11 +7,15 @@ import type { Limits } from "./limits.js";
 
 // Who is sending: the project key of `Authorization: Bearer <key>`, checked before the body is
 // read. Malformed keys are refused without a Redis call; every failure counts against the
-// client's IP.
+// client's IP, and an attempt that needs a look-up takes its failure before the look-up (given
+// back if the key is good), so that guesses sent at once cannot outrun the limit.
 
 export interface AuthDeps {
-  lookupKey: (key: string) => Promise<KeyLookup | null>;
-  limits: Pick<Limits, "checkAuthFailures" | "recordAuthFailure">;
+  lookupKey: LookupKey;
+  limits: Pick<
+    Limits,
+    "checkAuthFailures" | "recordAuthFailure" | "reserveAuthAttempt" | "releaseAuthAttempt"
+  >;
 }
 
 // Anything after "Bearer " is the presented key: a malformed one is invalid, not missing.
@@ -20,15 +25,82 @@ const BEARER = /^bearer\s+(.+)$/i;
 const unauthorized = (code: "missing_project_key" | "invalid_project_key", message: string) =>
   new HttpError(code, message, { headers: { "www-authenticate": "Bearer" } });
 
+/**
+ * Node keeps the first of two Authorization headers and drops the other, so only the raw header
+ * list shows a second one. No allocation unless a name has the right length.
+ */
+export function repeatsAuthorization(rawHeaders: string[]): boolean {
+  let seen = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string;
+    if (
+      name.length === 13 &&
+      (name === "Authorization" ||
+        name === "authorization" ||
+        name.toLowerCase() === "authorization") &&
+      ++seen > 1
+    )
+      return true;
+  }
+  return false;
+}
+
 export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
-  const invalid = (ip: string) => {
-    limits.recordAuthFailure(ip);
-    return unauthorized("invalid_project_key", "the project key is not valid");
-  };
+  const invalid = () => unauthorized("invalid_project_key", "the project key is not valid");
+
+  // Look-ups in flight, by IP and key: concurrent requests from one client with one key share
+  // one look-up and one reserved attempt, so a burst of good requests on a cold cache is not
+  // mistaken for guessing.
+  const inFlight = new Map<string, Promise<KeyLookup | null>>();
+
+  async function reserveAndLookUp(ip: string, key: string): Promise<KeyLookup | null> {
+    await limits.reserveAuthAttempt(ip);
+    let project: KeyLookup | null;
+    try {
+      project = await lookupKey(key);
+    } catch {
+      limits.releaseAuthAttempt(ip);
+      throw unavailable("the service cannot check keys right now");
+    }
+    // A good key gives its attempt back; a bad one keeps it: that is the failure.
+    if (project) limits.releaseAuthAttempt(ip);
+    return project;
+  }
+
+  async function lookUp(ip: string, key: string): Promise<KeyLookup> {
+    const known = lookupKey.peek?.(key);
+    if (known) return known;
+    if (known === null) {
+      // A key the cache knows to be bad: a failure, without a look-up.
+      await limits.reserveAuthAttempt(ip);
+      throw invalid();
+    }
+    const id = `${ip} ${key}`;
+    const shared = inFlight.get(id);
+    if (shared) {
+      const project = await shared;
+      if (project) return project;
+      limits.recordAuthFailure(ip);
+      throw invalid();
+    }
+    const own = reserveAndLookUp(ip, key);
+    inFlight.set(id, own);
+    const done = () => inFlight.delete(id);
+    own.then(done, done);
+    const project = await own;
+    if (!project) throw invalid();
+    return project;
+  }
 
   return async function authenticate(req: FastifyRequest): Promise<KeyLookup> {
-    await limits.checkAuthFailures(req.ip);
     const header = req.headers.authorization;
+    // A credential sent twice is ambiguous: which one was meant is not ours to guess.
+    if (header !== undefined && repeatsAuthorization(req.raw.rawHeaders)) {
+      throw new HttpError("invalid_request", "send one Authorization header, not several", {
+        headers: { "www-authenticate": 'Bearer error="invalid_request"' },
+      });
+    }
+    await limits.checkAuthFailures(req.ip);
     if (!header)
       throw unauthorized("missing_project_key", "send Authorization: Bearer <project key>");
     const key = BEARER.exec(header.trim())?.[1];
@@ -37,14 +109,11 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
         "missing_project_key",
         "the Authorization header must use the Bearer scheme",
       );
-    if (!isWellFormedKey(key)) throw invalid(req.ip);
-    let project: KeyLookup | null;
-    try {
-      project = await lookupKey(key);
-    } catch {
-      throw unavailable("the service cannot check keys right now");
+    if (!isWellFormedKey(key)) {
+      // No look-up, but a failure all the same, counted before the answer.
+      await limits.reserveAuthAttempt(req.ip);
+      throw invalid();
     }
-    if (!project) throw invalid(req.ip);
-    return project;
+    return lookUp(req.ip, key);
   };
 }

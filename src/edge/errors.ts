@@ -3,6 +3,8 @@
 export const ERROR_STATUS = {
   invalid_json: 400,
   invalid_report: 400,
+  // RFC 6750's code for a request that "repeats the same parameter": two Authorization headers.
+  invalid_request: 400,
   missing_project_key: 401,
   invalid_project_key: 401,
   not_found: 404,

@@ -86,20 +86,41 @@ export function createLimits(opts: LimitsOptions) {
     duration: opts.authFailureWindowS,
   });
 
+  const tooManyFailures = (res: RateLimiterRes) =>
+    new HttpError("rate_limited", "too many failed authentication attempts", {
+      body: limitBody(opts.authFailuresPerIp, res),
+      headers: limitHeaders(opts.authFailuresPerIp, res),
+    });
+
   return {
     /** 429 when this IP has failed authentication too often recently. */
     async checkAuthFailures(ip: string): Promise<void> {
       const res = await authFailures.get(ip);
-      if (res && res.remainingPoints <= 0) {
-        throw new HttpError("rate_limited", "too many failed authentication attempts", {
-          body: limitBody(opts.authFailuresPerIp, res),
-          headers: limitHeaders(opts.authFailuresPerIp, res),
-        });
-      }
+      if (res && res.remainingPoints <= 0) throw tooManyFailures(res);
     },
 
     recordAuthFailure(ip: string): void {
       authFailures.penalty(ip, 1).catch(() => {});
+    },
+
+    /**
+     * Takes one of this IP's failures before the attempt is known to fail, so that attempts made
+     * at once cannot outrun the limit; 429 when none is left. Give it back with
+     * `releaseAuthAttempt` if the attempt succeeds.
+     */
+    async reserveAuthAttempt(ip: string): Promise<void> {
+      try {
+        await authFailures.consume(ip, 1);
+      } catch (err) {
+        if (!(err instanceof RateLimiterRes)) throw err;
+        // The refused attempt is answered 429 without a look-up: it costs nothing.
+        authFailures.reward(ip, 1).catch(() => {});
+        throw tooManyFailures(err);
+      }
+    },
+
+    releaseAuthAttempt(ip: string): void {
+      authFailures.reward(ip, 1).catch(() => {});
     },
 
     async consumeBurst(lookup: KeyLookup): Promise<void> {

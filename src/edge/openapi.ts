@@ -47,7 +47,9 @@ export function buildOpenApi() {
               description: "Accepted: durably enqueued",
               content: json(z.object({ id: z.uuid() })),
             },
-            "400": error("invalid_json or invalid_report"),
+            "400": error(
+              "invalid_json or invalid_report (the body); invalid_request (two Authorization headers)",
+            ),
             "401": error("missing_project_key or invalid_project_key"),
             "405": error("method_not_allowed"),
             "413": error("payload_too_large"),

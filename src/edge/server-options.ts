@@ -3,6 +3,8 @@ import type { Duplex } from "node:stream";
 import { type FastifyBaseLogger, LogController } from "fastify";
 import type { Config } from "../config.js";
 import { HttpError } from "./errors.js";
+import { whenAnswered } from "./in-flight.js";
+import { serializeRequest } from "./request-log.js";
 
 // How the edge's HTTP server is set up: timeouts, body limit, logging, and the answer to requests
 // Node refuses before Fastify sees them.
@@ -19,7 +21,9 @@ export type ServerConfig = Pick<
 
 export function serverOptions(config: ServerConfig, logger: FastifyBaseLogger) {
   return {
-    loggerInstance: logger,
+    // Logged requests carry their URL with any key-shaped part redacted (request-log.ts). Set
+    // once here, so request loggers inherit it at no cost per request.
+    loggerInstance: logger.child({}, { serializers: { req: serializeRequest } }),
     logController: new LogController({ disableRequestLogging: !config.LOG_REQUESTS }),
     requestIdHeader: "x-request-id",
     trustProxy: config.TRUST_PROXY,
@@ -51,6 +55,18 @@ export function sweepInterval(config: Pick<Config, "REQUEST_TIMEOUT_MS" | "HEADE
 function clientErrorHandler(err: Error & { code?: string }, socket: Duplex) {
   // A reset connection has nobody left to answer.
   if (err.code === "ECONNRESET" || socket.destroyed) return;
+  // Node reads no more from this connection. Requests read before the fault are answered first,
+  // in order, as pipelining wants; then the refusal, and the connection closes.
+  whenAnswered(socket, () => refuse(err, socket));
+}
+
+function refuse(err: Error & { code?: string }, socket: Duplex) {
+  if (socket.destroyed) return;
+  // Data after a request that closed the connection (HTTP/1.0, `Connection: close`) is ignored.
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
   const error =
     err.code === "ERR_HTTP_REQUEST_TIMEOUT"
       ? new HttpError("request_timeout", "the request took too long")
@@ -58,10 +74,8 @@ function clientErrorHandler(err: Error & { code?: string }, socket: Duplex) {
         ? new HttpError("headers_too_large", "the request headers are too large")
         : new HttpError("invalid_json", "the request could not be read");
   const body = JSON.stringify(error.toBody());
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
+  socket.write(
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
   socket.destroy();
 }

@@ -2,7 +2,14 @@ import type { KeyLookup } from "./key-store.js";
 
 // In-process cache in front of the key store, for hits and misses alike. Entries live at most
 // `ttlMs`, which bounds how long a revoked key keeps working on a running edge. Concurrent misses
-// for one key share a single lookup.
+// for one key share a single lookup. `peek` tells what the cache knows without looking up.
+
+/** A key lookup; with `peek`, one that can tell when it would answer without a Redis call. */
+export interface LookupKey {
+  (key: string): Promise<KeyLookup | null>;
+  /** The fresh cached answer (null: a known-bad key), or undefined when a lookup is needed. */
+  peek?(key: string): KeyLookup | null | undefined;
+}
 
 interface Entry {
   value: KeyLookup | null;
@@ -12,15 +19,20 @@ interface Entry {
 export function createKeyCache(
   lookup: (key: string) => Promise<KeyLookup | null>,
   opts: { ttlMs: number; maxEntries?: number; now?: () => number },
-) {
+): LookupKey {
   const now = opts.now ?? Date.now;
   const maxEntries = opts.maxEntries ?? 100_000;
   const entries = new Map<string, Entry>();
   const pending = new Map<string, Promise<KeyLookup | null>>();
 
-  return async function cachedLookup(key: string): Promise<KeyLookup | null> {
+  const peek = (key: string): KeyLookup | null | undefined => {
     const hit = entries.get(key);
-    if (hit && hit.expires > now()) return hit.value;
+    return hit && hit.expires > now() ? hit.value : undefined;
+  };
+
+  async function cachedLookup(key: string): Promise<KeyLookup | null> {
+    const hit = peek(key);
+    if (hit !== undefined) return hit;
     const inFlight = pending.get(key);
     if (inFlight) return inFlight;
     const p = lookup(key)
@@ -35,5 +47,7 @@ export function createKeyCache(
       .finally(() => pending.delete(key));
     pending.set(key, p);
     return p;
-  };
+  }
+
+  return Object.assign(cachedLookup, { peek });
 }

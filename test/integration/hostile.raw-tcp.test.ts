@@ -220,17 +220,18 @@ const CASES: Case[] = [
     status: 401,
     error: "invalid_project_key",
   },
-  // Node keeps the first of two Authorization headers and drops the second.
+  // Node keeps the first of two Authorization headers and drops the second: the edge refuses both.
   {
     name: "two headers, valid first",
     send: req([auth, "Authorization: Bearer hr_nope", json]),
-    status: 200,
+    status: 400,
+    error: "invalid_request",
   },
   {
     name: "two headers, valid second",
     send: req(["Authorization: Bearer hr_nope", auth, json]),
-    status: 401,
-    error: "invalid_project_key",
+    status: 400,
+    error: "invalid_request",
   },
   {
     name: "latin-1 byte in key",

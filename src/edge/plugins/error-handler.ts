@@ -2,18 +2,24 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { EnqueueError } from "../../queue/enqueuer.js";
 import { HttpError, unavailable } from "../errors.js";
+import { redactPath } from "../request-log.js";
 
 // The one error handler: every error becomes one of the contract's codes and bodies; anything
 // unexpected is a 500 whose body carries no internals (the log has them).
 
 export const errorHandler = fp(
   async (app) => {
-    app.setErrorHandler((err, req, reply) => sendError(req, reply, toHttpError(err, req)));
+    app.setErrorHandler((err, req, reply) => {
+      const httpError = toHttpError(err, req);
+      if (keepsConnection(err, httpError, req)) reply.removeHeader("connection");
+      return sendError(req, reply, httpError);
+    });
+    // The path is echoed to help whoever mistyped it, but never a key sent in it by mistake.
     app.setNotFoundHandler((req, reply) =>
       sendError(
         req,
         reply,
-        new HttpError("not_found", `no route for ${req.method} ${req.url.split("?")[0]}`),
+        new HttpError("not_found", `no route for ${req.method} ${redactPath(req.url)}`),
       ),
     );
   },
@@ -24,6 +30,20 @@ function sendError(req: FastifyRequest, reply: FastifyReply, err: HttpError) {
   if (err.status >= 500) req.log.error({ code: err.code, err: err.cause }, err.message);
   for (const [name, value] of Object.entries(err.extra.headers ?? {})) reply.header(name, value);
   return reply.code(err.status).send(err.toBody());
+}
+
+/**
+ * Fastify answers every body-parser error with `Connection: close`, as it cannot tell whether the
+ * body was read to its end. Node can: once the whole message is read the framing is intact, and
+ * a body refused for its content is no reason to drop the requests pipelined behind it. A 5xx
+ * (the edge shutting down) still closes, as does a body refused before it was all read.
+ */
+function keepsConnection(err: unknown, httpError: HttpError, req: FastifyRequest): boolean {
+  return (
+    httpError.status < 500 &&
+    req.raw.complete &&
+    (err as { code?: string }).code !== "FST_ERR_CTP_INVALID_CONTENT_LENGTH"
+  );
 }
 
 /** Our own and Fastify's errors mapped onto the contract's codes; anything else is a bug. */

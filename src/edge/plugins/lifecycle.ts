@@ -1,10 +1,11 @@
 import fp from "fastify-plugin";
+import { requestAnswered, requestStarted } from "../in-flight.js";
 import type { EdgeMetrics } from "../metrics.js";
 import { unavailable } from "../errors.js";
 
 // Per-request work every route shares: the contract's 503 for requests that still arrive on open
 // keep-alive connections while the edge closes (Fastify already sets `Connection: close` on
-// them), and the request counter.
+// them), the request counter, and the requests in flight per connection (in-flight.ts).
 
 export const lifecycle = fp<{ metrics: EdgeMetrics }>(
   async (app, { metrics }) => {
@@ -12,10 +13,12 @@ export const lifecycle = fp<{ metrics: EdgeMetrics }>(
     app.addHook("preClose", async () => {
       closing = true;
     });
-    app.addHook("onRequest", async () => {
+    app.addHook("onRequest", async (req) => {
+      requestStarted(req.raw);
       if (closing) throw unavailable("the service is shutting down");
     });
     app.addHook("onResponse", async (req, reply) => {
+      requestAnswered(req.raw);
       metrics.requests.inc({
         route: req.routeOptions.url ?? "unmatched",
         status: reply.statusCode,
