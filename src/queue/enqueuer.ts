@@ -17,7 +17,8 @@ interface Pending {
 }
 
 export interface EnqueuerOptions {
-  queue: ReportsQueue;
+  /** Only `addBulk` is used: a test's fake needs nothing else. */
+  queue: Pick<ReportsQueue, "addBulk">;
   maxReports: number;
   maxWaitMs: number;
   onFlush?: (reports: number, seconds: number, ok: boolean) => void;

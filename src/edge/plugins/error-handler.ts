@@ -50,7 +50,9 @@ function keepsConnection(err: unknown, httpError: HttpError, req: FastifyRequest
 export function toHttpError(err: unknown, req: FastifyRequest): HttpError {
   if (err instanceof HttpError) return err;
   if (err instanceof EnqueueError) return unavailable("the queue cannot take reports right now");
-  const code = (err as { code?: string }).code;
+  // `throw null` (or a rejection with undefined) must become a 500 too, not crash this handler.
+  const fields = (err ?? {}) as { code?: string; statusCode?: number };
+  const code = fields.code;
   switch (code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return new HttpError("payload_too_large", "the body is over the size limit");
@@ -65,7 +67,7 @@ export function toHttpError(err: unknown, req: FastifyRequest): HttpError {
     case "FST_ERR_REQ_ABORTED":
       return new HttpError("invalid_json", "the request was aborted");
   }
-  const status = (err as { statusCode?: number }).statusCode;
+  const status = fields.statusCode;
   if (status === 408) return new HttpError("request_timeout", "the request took too long");
   if (status === 400) return new HttpError("invalid_json", "the request could not be read");
   const internal = new HttpError("internal", "internal error");

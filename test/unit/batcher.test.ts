@@ -1,0 +1,135 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { type BatcherOptions, createBatcher } from "../../src/worker/batcher.js";
+
+// When a batch is due and how many are delivered at once. Entries are named by id and carry a
+// row count; each delivery waits until the test settles it.
+
+type Entry = { id: string; rows: number };
+
+function harness(opts: Partial<BatcherOptions<Entry>> = {}) {
+  const deliveries: { ids: string[]; done: () => void; fail: (err: Error) => void }[] = [];
+  const failed: { ids: string[]; err: Error }[] = [];
+  const batcher = createBatcher<Entry>({
+    maxRows: 100,
+    maxWaitMs: 1_000,
+    maxEntries: 100,
+    maxParallel: 2,
+    rowsOf: (e) => e.rows,
+    deliver: (batch) =>
+      new Promise((resolve, reject) => {
+        deliveries.push({ ids: batch.map((e) => e.id), done: resolve, fail: reject });
+      }),
+    onFailed: (batch, err) => failed.push({ ids: batch.map((e) => e.id), err }),
+    ...opts,
+  });
+  const add = (...ids: string[]) => {
+    for (const id of ids) batcher.add({ id, rows: 1 });
+  };
+  const delivered = () => deliveries.map((d) => d.ids);
+  return { batcher, deliveries, failed, add, delivered };
+}
+
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("batcher", () => {
+  it("delivers once maxRows rows are in hand", () => {
+    const { batcher, delivered } = harness({ maxRows: 5 });
+    batcher.add({ id: "a", rows: 2 });
+    batcher.add({ id: "b", rows: 2 });
+    expect(delivered()).toEqual([]);
+    batcher.add({ id: "c", rows: 1 });
+    expect(delivered()).toEqual([["a", "b", "c"]]);
+  });
+
+  it("never puts more than maxRows rows in a batch, unless one entry alone is bigger", () => {
+    const { batcher, delivered } = harness({ maxRows: 5, maxParallel: 3 });
+    batcher.add({ id: "a", rows: 3 });
+    batcher.add({ id: "b", rows: 3 });
+    expect(delivered()).toEqual([["a"]]);
+    batcher.add({ id: "huge", rows: 9 });
+    expect(delivered()).toEqual([["a"], ["b"], ["huge"]]);
+  });
+
+  it("delivers once maxEntries entries are in hand, counting those being delivered", () => {
+    const { add, delivered } = harness({ maxEntries: 3, maxParallel: 2 });
+    add("a", "b");
+    expect(delivered()).toEqual([]);
+    add("c");
+    expect(delivered()).toEqual([["a", "b", "c"]]);
+    // Every job slot is taken (three entries being delivered): waiting for more gains nothing.
+    add("d");
+    expect(delivered()).toEqual([["a", "b", "c"], ["d"]]);
+  });
+
+  it("delivers what it holds once the oldest entry is maxWaitMs old", async () => {
+    const { add, delivered } = harness({ maxWaitMs: 200 });
+    add("a");
+    await vi.advanceTimersByTimeAsync(150);
+    add("b");
+    await vi.advanceTimersByTimeAsync(49);
+    expect(delivered()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(delivered()).toEqual([["a", "b"]]);
+  });
+
+  it("uses an injected clock to decide the age of entries", () => {
+    let t = 0;
+    const { add, delivered } = harness({ maxWaitMs: 100, now: () => t });
+    add("a");
+    t = 100;
+    add("b");
+    expect(delivered()).toEqual([["a", "b"]]);
+  });
+
+  it("delivers at most maxParallel batches at once; the next starts when one settles", async () => {
+    const { add, delivered, deliveries } = harness({ maxRows: 1, maxParallel: 2 });
+    add("a", "b", "c", "d");
+    expect(delivered()).toEqual([["a"], ["b"]]);
+    deliveries[1]?.done();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(delivered()).toEqual([["a"], ["b"], ["c"]]);
+    deliveries[0]?.fail(new Error("insert failed"));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(delivered()).toEqual([["a"], ["b"], ["c"], ["d"]]);
+  });
+
+  it("passes a failed delivery's batch and error to onFailed", async () => {
+    const { add, deliveries, failed } = harness({ maxRows: 2 });
+    add("a", "b");
+    const err = new Error("ClickHouse refused");
+    deliveries[0]?.fail(err);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(failed).toEqual([{ ids: ["a", "b"], err }]);
+  });
+
+  it("flush delivers everything in hand and resolves once every delivery settled", async () => {
+    const { batcher, add, delivered, deliveries } = harness({ maxRows: 2, maxParallel: 1 });
+    add("a", "b", "c", "d", "e");
+    let flushed = false;
+    const flush = batcher.flush().then(() => {
+      flushed = true;
+    });
+    for (let i = 0; i < 3; i++) {
+      await vi.advanceTimersByTimeAsync(0);
+      expect(flushed).toBe(false);
+      deliveries[i]?.done();
+    }
+    await flush;
+    expect(delivered()).toEqual([["a", "b"], ["c", "d"], ["e"]]);
+  });
+
+  it("drop hands back the entries not yet delivered, and they are never delivered", async () => {
+    const { batcher, add, delivered } = harness({ maxRows: 2, maxParallel: 1 });
+    add("a", "b", "c", "d", "e");
+    expect(batcher.drop().map((e) => e.id)).toEqual(["c", "d", "e"]);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(delivered()).toEqual([["a", "b"]]);
+    expect(batcher.drop()).toEqual([]);
+  });
+});

@@ -1,0 +1,162 @@
+import type { Redis } from "ioredis";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { DEFAULT_PLANS } from "../../src/config.js";
+import { HttpError } from "../../src/edge/errors.js";
+import { createLimits, effectivePlan, secondsToMonthEnd } from "../../src/edge/limits.js";
+import type { KeyLookup } from "../../src/keys/key-store.js";
+
+// Plan resolution, the monthly reset, and the in-process limiter of failed authentications (the
+// Redis-backed burst and quota limiters are covered by the integration tests).
+
+const DAY_S = 24 * 60 * 60;
+
+const lookup = (plan: string, overrides: KeyLookup["overrides"] = {}): KeyLookup => ({
+  keyId: "key_1",
+  projectId: "prj_1",
+  plan,
+  overrides,
+});
+
+/** A Redis that fails the test if anything touches it: auth failures must cost no Redis call. */
+const untouchableRedis = new Proxy(
+  {},
+  {
+    get(_, name) {
+      throw new Error(`redis.${String(name)} was used`);
+    },
+  },
+) as Redis;
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("effectivePlan", () => {
+  it("takes the project's plan, with its overrides on top", () => {
+    expect(effectivePlan(DEFAULT_PLANS, lookup("pro"))).toEqual({ monthly: 50_000, burst: 200 });
+    expect(effectivePlan(DEFAULT_PLANS, lookup("pro", { burst: 500 }))).toEqual({
+      monthly: 50_000,
+      burst: 500,
+    });
+    expect(effectivePlan(DEFAULT_PLANS, lookup("free", { monthly: null }))).toEqual({
+      monthly: null,
+      burst: 10,
+    });
+  });
+
+  it("falls back to the free plan for a plan that is not configured", () => {
+    const plans = { ...DEFAULT_PLANS, free: { monthly: 100, burst: 3 } };
+    expect(effectivePlan(plans, lookup("enterprise"))).toEqual({ monthly: 100, burst: 3 });
+    expect(effectivePlan(plans, lookup("enterprise", { burst: 7 }))).toEqual({
+      monthly: 100,
+      burst: 7,
+    });
+  });
+
+  it("falls back to the contract's free numbers when no free plan is configured", () => {
+    const plans = { pro: DEFAULT_PLANS.pro };
+    expect(effectivePlan(plans, lookup("gone"))).toEqual({ monthly: 3_000, burst: 10 });
+  });
+});
+
+describe("secondsToMonthEnd", () => {
+  // Instants built from a chosen month start; the function takes `now`, so nothing expires.
+  const at = (year: number, month: number, day = 1, sec = 0) =>
+    new Date(Date.UTC(year, month, day) + sec * 1000);
+
+  it("counts whole months from their first instant", () => {
+    expect(secondsToMonthEnd(at(2024, 0))).toBe(31 * DAY_S);
+    expect(secondsToMonthEnd(at(2024, 3))).toBe(30 * DAY_S);
+  });
+
+  it("ends December at the first of January of the next year", () => {
+    expect(secondsToMonthEnd(at(2023, 11, 31, 12 * 3600))).toBe(12 * 3600);
+    expect(secondsToMonthEnd(at(2023, 11))).toBe(31 * DAY_S);
+  });
+
+  it("knows leap Februaries", () => {
+    expect(secondsToMonthEnd(at(2024, 1))).toBe(29 * DAY_S);
+    expect(secondsToMonthEnd(at(2023, 1))).toBe(28 * DAY_S);
+    expect(secondsToMonthEnd(at(2024, 1, 29))).toBe(DAY_S);
+  });
+
+  it("rounds up, and is at least one second", () => {
+    const nextMonth = Date.UTC(2024, 5, 1);
+    expect(secondsToMonthEnd(new Date(nextMonth - 1_500))).toBe(2);
+    expect(secondsToMonthEnd(new Date(nextMonth - 1))).toBe(1);
+  });
+
+  it("uses UTC whatever the local zone: 23:30 UTC on the last day is 30 minutes", () => {
+    const zone = process.env.TZ;
+    // Already the next day (and month) in local time at UTC+14.
+    process.env.TZ = "Pacific/Kiritimati";
+    try {
+      expect(secondsToMonthEnd(at(2024, 6, 31, 23.5 * 3600))).toBe(1800);
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  });
+});
+
+describe("failed authentications per IP", () => {
+  const limits = (perIp: number, windowS: number) =>
+    createLimits({
+      redis: untouchableRedis,
+      plans: DEFAULT_PLANS,
+      authFailuresPerIp: perIp,
+      authFailureWindowS: windowS,
+    });
+
+  async function refusal(p: Promise<void>): Promise<HttpError> {
+    const err = await p.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    if (!(err instanceof HttpError)) throw new Error(`expected an HttpError, got ${String(err)}`);
+    return err;
+  }
+
+  it("lets an IP through until it has failed the allowed number of times", async () => {
+    const l = limits(3, 60);
+    for (let i = 0; i < 2; i++) l.recordAuthFailure("10.0.0.1");
+    await expect(l.checkAuthFailures("10.0.0.1")).resolves.toBeUndefined();
+    l.recordAuthFailure("10.0.0.1");
+    const err = await refusal(l.checkAuthFailures("10.0.0.1"));
+    expect(err.code).toBe("rate_limited");
+    expect(err.status).toBe(429);
+    await expect(l.checkAuthFailures("10.0.0.2")).resolves.toBeUndefined();
+  });
+
+  it("answers with the limit, what remains and when it resets, in body and headers", async () => {
+    vi.useFakeTimers({ now: Date.UTC(2024, 4, 1, 12) });
+    const l = limits(2, 60);
+    l.recordAuthFailure("10.0.0.1");
+    l.recordAuthFailure("10.0.0.1");
+    l.recordAuthFailure("10.0.0.1");
+    await vi.advanceTimersByTimeAsync(10_700);
+    const err = await refusal(l.checkAuthFailures("10.0.0.1"));
+    expect(err.toBody()).toEqual({
+      error: "rate_limited",
+      message: "too many failed authentication attempts",
+      limit: 2,
+      remaining: 0,
+      reset_at: new Date(Date.UTC(2024, 4, 1, 12, 1)).toISOString(),
+    });
+    expect(err.extra.headers).toEqual({
+      "retry-after": 50,
+      "ratelimit-limit": 2,
+      "ratelimit-remaining": 0,
+      "ratelimit-reset": 50,
+    });
+  });
+
+  it("forgets the failures once the window has passed", async () => {
+    vi.useFakeTimers({ now: Date.UTC(2024, 4, 1, 12) });
+    const l = limits(1, 30);
+    l.recordAuthFailure("10.0.0.1");
+    await expect(l.checkAuthFailures("10.0.0.1")).rejects.toBeInstanceOf(HttpError);
+    await vi.advanceTimersByTimeAsync(30_001);
+    await expect(l.checkAuthFailures("10.0.0.1")).resolves.toBeUndefined();
+  });
+});

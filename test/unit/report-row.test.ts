@@ -1,0 +1,90 @@
+import { describe, expect, it } from "vitest";
+import {
+  fromRow,
+  receivedAtMsOf,
+  reportBodySchema,
+  reportIdOf,
+  toRecord,
+  toRow,
+} from "../../src/report/report-schema.js";
+
+// The stored record (a parsed body plus the server's fields) and the positional row of a queue
+// job that is inserted into ClickHouse.
+
+const body = (extra: Record<string, unknown> = {}) =>
+  reportBodySchema.parse({ provider: "openai", limits: {}, ...extra });
+
+describe("record and row", () => {
+  const server = {
+    reportId: "01900000-0000-7000-8000-000000000001",
+    projectId: "prj_1",
+    keyId: "key_1",
+    receivedAt: Date.UTC(2024, 4, 1, 10, 0, 5, 250),
+  };
+
+  const full = body({
+    app: "billing",
+    model: "gpt-4o",
+    timestamp: "2024-05-01T10:00:00.123Z",
+    limits: { requests_limit: 500, tokens_remaining: 149_000 },
+    credits: { credits_limit: 100, credits_remaining: 99.9999997, request_cost: 1e-7 },
+  });
+
+  it("adds the server's fields and keeps the body's", () => {
+    expect(toRecord(full, server)).toMatchObject({
+      report_id: server.reportId,
+      project_id: "prj_1",
+      key_id: "key_1",
+      app: "billing",
+      provider: "openai",
+      model: "gpt-4o",
+      timestamp: "2024-05-01T10:00:00.123Z",
+      received_at: "2024-05-01T10:00:05.250Z",
+      requests_limit: 500,
+      tokens_remaining: 149_000,
+      request_cost: 1e-7,
+    });
+  });
+
+  it("uses the receive time when the body has no timestamp", () => {
+    expect(toRecord(body(), server).timestamp).toBe("2024-05-01T10:00:05.250Z");
+    expect(toRecord(body({ timestamp: null }), server).timestamp).toBe("2024-05-01T10:00:05.250Z");
+  });
+
+  it("stores a credits object whose fields are all null as no credits; keeps a partial one", () => {
+    const allNull = { credits_limit: null, credits_remaining: null, request_cost: null };
+    expect(toRecord(body({ credits: allNull }), server)).toMatchObject(allNull);
+    expect(toRecord(body({ credits: { request_cost: 0 } }), server)).toMatchObject({
+      ...allNull,
+      request_cost: 0,
+    });
+  });
+
+  it("writes ClickHouse text for times and exact decimal text for credits", () => {
+    const row = toRow(toRecord(full, server));
+    expect(row).toContain("2024-05-01 10:00:00.123");
+    expect(row).toContain("2024-05-01 10:00:05.250");
+    expect(row).toContain("0.000000100000");
+    expect(row).toContain("99.999999700000");
+  });
+
+  it("round-trips a record through its row", () => {
+    for (const b of [full, body()]) {
+      const record = toRecord(b, server);
+      expect(fromRow(toRow(record))).toEqual(record);
+    }
+  });
+
+  it("reads the report id and receive time of a row", () => {
+    const row = toRow(toRecord(full, server));
+    expect(reportIdOf(row)).toBe(server.reportId);
+    expect(receivedAtMsOf(row)).toBe(server.receivedAt);
+    expect(receivedAtMsOf(["not", "a", "report"])).toBeNaN();
+  });
+
+  it("shows a time that is not ClickHouse text as it is", () => {
+    const row = toRow(toRecord(full, server));
+    const odd = row.map((v) => (v === "2024-05-01 10:00:00.123" ? "garbage" : v));
+    expect(fromRow(odd).timestamp).toBe("garbage");
+  });
+});
