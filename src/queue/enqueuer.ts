@@ -31,17 +31,19 @@ export function createEnqueuer(opts: EnqueuerOptions) {
 
   async function write(batch: Pending[]) {
     const started = process.hrtime.bigint();
+    let ok = true;
     try {
       await opts.queue.addBulk([
         { name: REPORT_JOB, data: { v: 1, rows: batch.map((p) => p.row) } },
       ]);
-      opts.onFlush?.(batch.length, Number(process.hrtime.bigint() - started) / 1e9, true);
       for (const p of batch) p.resolve();
     } catch (cause) {
-      opts.onFlush?.(batch.length, Number(process.hrtime.bigint() - started) / 1e9, false);
+      ok = false;
       const err = new EnqueueError("the queue did not acknowledge the job", { cause });
       for (const p of batch) p.reject(err);
     }
+    // After the callers are settled: what the callback does cannot change their answer.
+    opts.onFlush?.(batch.length, Number(process.hrtime.bigint() - started) / 1e9, ok);
   }
 
   function flush(): Promise<void> {

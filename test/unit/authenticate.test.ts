@@ -17,15 +17,30 @@ const goodKey = generateKey();
 
 let app: FastifyInstance | undefined;
 
-/** A fake of the failure limiter: an IP is refused once it has `perIp` recorded failures. */
+/**
+ * A fake of the failure limiter: an IP is refused once it has `perIp` failures. An attempt takes
+ * one before it is known to fail (`reserveAuthAttempt`) and gives it back when it succeeds.
+ */
 function fakeLimits(perIp = 100) {
   const failures = new Map<string, number>();
+  const add = (ip: string, n: number) => {
+    const left = (failures.get(ip) ?? 0) + n;
+    if (left === 0) failures.delete(ip);
+    else failures.set(ip, left);
+  };
   const limits: AuthDeps["limits"] = {
     async checkAuthFailures(ip) {
       if ((failures.get(ip) ?? 0) >= perIp) throw new HttpError("rate_limited", "too many");
     },
     recordAuthFailure(ip) {
-      failures.set(ip, (failures.get(ip) ?? 0) + 1);
+      add(ip, 1);
+    },
+    async reserveAuthAttempt(ip) {
+      if ((failures.get(ip) ?? 0) >= perIp) throw new HttpError("rate_limited", "too many");
+      add(ip, 1);
+    },
+    releaseAuthAttempt(ip) {
+      add(ip, -1);
     },
   };
   return { limits, failures };
