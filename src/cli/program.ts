@@ -33,7 +33,7 @@ Examples:
   headroom alerts test alr_…          # sends a signed test event to the rule's webhook
   headroom alerts history [--project acme] [--json]
   headroom alerts dead [--json]        # webhooks that failed every attempt
-  headroom alerts replay alr_… | --all
+  headroom alerts replay evt_… | --all
   headroom alerts remove alr_…
 Alerts are evaluated by the alerts worker (workers/alerts.ts), which \`npm start\` runs.`;
 
