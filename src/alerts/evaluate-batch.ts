@@ -3,7 +3,7 @@ import type { AlertEvent } from "./alert-event.js";
 import { evaluateSeries, type SeriesState } from "./evaluate-series.js";
 import type { AlertRule } from "./rule.js";
 import type { StateStore, StateWrite } from "./state-store.js";
-import { matches, type Sample, type Series, sampleOf, seriesOf } from "./usage.js";
+import { matches, projectOf, type Sample, type Series, sampleOf, seriesOf } from "./usage.js";
 
 // One stored batch against the rules: its rows grouped into series per rule, every series' state
 // read in one round trip and written back in one (state-store.ts), retried on a conflict with
@@ -20,9 +20,16 @@ interface SeriesInput {
 const MAX_CONFLICTS = 50;
 
 export function groupSeries(rules: AlertRule[], rows: ReportRow[]): SeriesInput[] {
+  const byProject = new Map<string, ReportRow[]>();
+  for (const row of rows) {
+    const p = projectOf(row);
+    const list = byProject.get(p);
+    if (list) list.push(row);
+    else byProject.set(p, [row]);
+  }
   const groups = new Map<string, SeriesInput>();
   for (const rule of rules) {
-    for (const row of rows) {
+    for (const row of byProject.get(rule.project) ?? []) {
       if (!matches(rule, row)) continue;
       const sample = sampleOf(row, rule.metric);
       if (!sample) continue;

@@ -17,8 +17,20 @@ export interface RuleStore {
   remove(id: string): Promise<boolean>;
 }
 
-const parseRules = (hash: Record<string, string>) =>
-  Object.values(hash).map((json) => ruleSchema.parse(JSON.parse(json)));
+/** A rule that does not parse (edited by hand, or from a newer version) is skipped, not fatal:
+ * ingestion must never stop for a bad rule. */
+function parseRules(hash: Record<string, string>): AlertRule[] {
+  const rules: AlertRule[] = [];
+  for (const json of Object.values(hash)) {
+    try {
+      const parsed = ruleSchema.safeParse(JSON.parse(json));
+      if (parsed.success) rules.push(parsed.data);
+    } catch {
+      // Not JSON: skipped like any other unreadable rule.
+    }
+  }
+  return rules;
+}
 
 export function createRuleStore(redis: Redis, prefix: string): RuleStore {
   const k = alertKeys(prefix);

@@ -273,7 +273,7 @@ function addAlerts(program: Command): void {
 
   alerts
     .command("remove")
-    .description("remove a rule; its pending webhooks are dropped")
+    .description("remove a rule; its pending webhooks are not sent (they are dead-lettered)")
     .argument("<rule-id>", "the rule's id, as `alerts list` shows it")
     .option("--json", "print JSON", false)
     .action(async (id: string, opts: JsonOption) => (await run()).alertsRemove(id, opts));
