@@ -34,11 +34,14 @@ export function groupSeries(rules: AlertRule[], rows: ReportRow[]): SeriesInput[
       const sample = sampleOf(row, rule.metric);
       if (!sample) continue;
       const series = seriesOf(row);
-      const field = JSON.stringify([series.provider, series.model, series.app]);
-      const key = `${rule.id} ${field}`;
-      const g = groups.get(key) ?? { rule, field, series, samples: [] };
-      g.samples.push(sample);
-      groups.set(key, g);
+      // A cheap key per row; the stored field (JSON) is made once per series.
+      const key = `${rule.id}\u0000${series.provider}\u0000${series.model}\u0000${series.app}`;
+      const g = groups.get(key);
+      if (g) g.samples.push(sample);
+      else {
+        const field = JSON.stringify([series.provider, series.model, series.app]);
+        groups.set(key, { rule, field, series, samples: [sample] });
+      }
     }
   }
   return [...groups.values()];
