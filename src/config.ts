@@ -102,6 +102,20 @@ export const configSchema = z.object({
   MIGRATE_ON_START: bool.default(true),
   RETRY_MAX_DELAY_MS: int(100).default(30_000),
 
+  /** Ingest workers hand stored rows that alert rules watch to the alerts worker. */
+  ALERTS_ENABLED: bool.default(true),
+  /** Alert rules are cached per project for this long: a new rule is seen within it. */
+  ALERTS_RULES_TTL_MS: int(0, 600_000).default(5_000),
+  /** Batches the alerts worker evaluates at once. */
+  ALERTS_CONCURRENCY: int(1, 1_000).default(4),
+  /** Webhook deliveries in flight per alerts worker. */
+  ALERTS_WEBHOOK_CONCURRENCY: int(1, 1_000).default(16),
+  /** Attempts per webhook before it goes to the alerts dead-letter set. */
+  ALERTS_WEBHOOK_ATTEMPTS: int(1, 100).default(10),
+  /** First retry delay of a webhook; doubled at each attempt. */
+  ALERTS_WEBHOOK_BACKOFF_MS: int(10).default(5_000),
+  ALERTS_WEBHOOK_TIMEOUT_MS: int(100).default(10_000),
+
   /** The local stack's data (`npm start`): Redis, embedded ClickHouse, stack.json, local key. */
   HEADROOM_DATA_DIR: z.string().min(1).default("./.data"),
   /** Fixed ports for the local stack's own Redis and ClickHouse server; any free port if unset. */

@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from "commander";
+import { parseDuration } from "../alerts/rule.js";
 
 // Option values checked as they are parsed, so a bad one is a usage error (exit 2) that names
 // the option, before any connection is made.
@@ -41,6 +42,31 @@ export function rate(text: string): number {
   const n = Number(text);
   if (text.trim() === "" || !(n >= 0 && n <= 1)) {
     throw new InvalidArgumentError("Use a number from 0 to 1.");
+  }
+  return n;
+}
+
+/** A duration such as `90s`, `10m`, `2h` or `0` → seconds. */
+export function duration(text: string): number {
+  const s = parseDuration(text);
+  if (s === null) throw new InvalidArgumentError("Use a number and s, m, h or d, e.g. 90s, 10m.");
+  return s;
+}
+
+/** A percentage above 0 and at most 100. */
+export function percent(text: string): number {
+  const n = Number(text.replace(/%$/, ""));
+  if (text.trim() === "" || !(n > 0 && n <= 100)) {
+    throw new InvalidArgumentError("Use a number above 0 and at most 100.");
+  }
+  return n;
+}
+
+/** A percentage of 0 or more, below 50 (the hysteresis). */
+export function points(text: string): number {
+  const n = Number(text);
+  if (text.trim() === "" || !(n >= 0 && n < 50)) {
+    throw new InvalidArgumentError("Use a number from 0 to below 50.");
   }
   return n;
 }

@@ -1,4 +1,4 @@
-import { Command, type OutputConfiguration, Option } from "commander";
+import { Command, Option, type OutputConfiguration } from "commander";
 import * as parse from "./arg-parsers.js";
 import { UsageError } from "./errors.js";
 
@@ -25,6 +25,18 @@ Examples:
   headroom dlq replay JOB_ID [--rows fixed.json]   # fixed.json: reports as 'show' prints them
   headroom dlq replay --all`;
 
+const ALERTS_EXAMPLES = `
+Examples:
+  headroom alerts add --project acme --metric requests --warn 70 --critical 90 \\
+      --webhook https://example.com/hooks/headroom [--provider openai] [--cooldown 10m] [--json]
+  headroom alerts list [--project acme] [--json]
+  headroom alerts test alr_…          # sends a signed test event to the rule's webhook
+  headroom alerts history [--project acme] [--json]
+  headroom alerts dead [--json]        # webhooks that failed every attempt
+  headroom alerts replay evt_… | --all
+  headroom alerts remove alr_…
+Alerts are evaluated by the alerts worker (workers/alerts.ts), which \`npm start\` runs.`;
+
 interface JsonOption {
   json: boolean;
 }
@@ -41,6 +53,7 @@ export function buildProgram(output?: OutputConfiguration): Command {
 
   addKeys(program);
   addDlq(program);
+  addAlerts(program);
 
   program
     .command("migrate")
@@ -188,5 +201,115 @@ function addDlq(program: Command): void {
       if (opts.all) return (await run()).dlqReplay({ all: true });
       if (id === undefined) throw new UsageError("dlq replay: give a job id, or --all");
       return (await run()).dlqReplay({ id, rows: opts.rows });
+    });
+}
+
+function addAlerts(program: Command): void {
+  const alerts = program
+    .command("alerts")
+    .description("alert rules, their history, and their webhook dead letters")
+    .addHelpText("after", ALERTS_EXAMPLES);
+  const run = async () => import("./alerts-command.js");
+
+  alerts
+    .command("add")
+    .description("add a rule; prints its id and, once, its webhook signing secret")
+    .requiredOption("--project <id>", "project id")
+    .addOption(
+      new Option("--metric <metric>", "what to watch, as % of the limit used")
+        .choices(["requests", "tokens", "credits"])
+        .makeOptionMandatory(),
+    )
+    .requiredOption("--warn <pct>", "warning threshold, % used", parse.percent)
+    .requiredOption("--critical <pct>", "critical threshold, % used", parse.percent)
+    .requiredOption("--webhook <url>", "where events are POSTed (signed, Standard Webhooks)")
+    .option("--provider <name>", "only this provider")
+    .option("--model <name>", "only this model")
+    .option("--app <name>", "only this app")
+    .option("--cooldown <duration>", "quiet time after an alert: 90s, 10m, 1h", parse.duration, 600)
+    .option(
+      "--hysteresis <pct>",
+      "points below a threshold usage must fall before an alert resolves",
+      parse.points,
+      5,
+    )
+    .option("--json", "print JSON", false)
+    .action(
+      async (
+        opts: {
+          project: string;
+          metric: "requests" | "tokens" | "credits";
+          warn: number;
+          critical: number;
+          webhook: string;
+          provider?: string;
+          model?: string;
+          app?: string;
+          cooldown: number;
+          hysteresis: number;
+        } & JsonOption,
+      ) =>
+        (await run()).alertsAdd({
+          project: opts.project,
+          metric: opts.metric,
+          warn_pct: opts.warn,
+          critical_pct: opts.critical,
+          webhook: opts.webhook,
+          provider: opts.provider ?? null,
+          model: opts.model ?? null,
+          app: opts.app ?? null,
+          cooldown_s: opts.cooldown,
+          hysteresis_pct: opts.hysteresis,
+          json: opts.json,
+        }),
+    );
+
+  alerts
+    .command("list")
+    .description("list rules (never their secrets)")
+    .option("--project <id>", "only this project")
+    .option("--json", "print JSON", false)
+    .action(async (opts: { project?: string } & JsonOption) => (await run()).alertsList(opts));
+
+  alerts
+    .command("remove")
+    .description("remove a rule; its pending webhooks are not sent (they are dead-lettered)")
+    .argument("<rule-id>", "the rule's id, as `alerts list` shows it")
+    .option("--json", "print JSON", false)
+    .action(async (id: string, opts: JsonOption) => (await run()).alertsRemove(id, opts));
+
+  alerts
+    .command("test")
+    .description("send a signed test event (type headroom.alert.test) to the rule's webhook")
+    .argument("<rule-id>", "the rule's id")
+    .option("--json", "print JSON", false)
+    .action(async (id: string, opts: JsonOption) => (await run()).alertsTest(id, opts));
+
+  alerts
+    .command("history")
+    .description("alert events, newest first (ClickHouse alert_events_v)")
+    .option("--project <id>", "only this project")
+    .option("--limit <n>", "at most this many", parse.positiveInt, 100)
+    .option("--json", "print JSON", false)
+    .action(async (opts: { project?: string; limit: number } & JsonOption) =>
+      (await run()).alertsHistory(opts),
+    );
+
+  alerts
+    .command("dead")
+    .description("webhooks that failed every attempt (the alerts dead-letter set)")
+    .option("--json", "print JSON", false)
+    .action(async (opts: JsonOption) => (await run()).alertsDead(opts));
+
+  alerts
+    .command("replay")
+    .description("send dead-lettered webhooks again, with fresh attempts")
+    .argument("[event-id]", "the webhook's event id, as `alerts dead` shows it")
+    .option("--all", "replay every dead-lettered webhook", false)
+    .action(async (id: string | undefined, opts: { all: boolean }) => {
+      if (opts.all === (id !== undefined)) {
+        throw new UsageError("alerts replay: give an event id, or --all");
+      }
+      return (await run()).alertsReplay(id === undefined ? { all: true } : { id });
     });
 }

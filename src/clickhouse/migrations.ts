@@ -178,6 +178,44 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 4,
+    name: "alert_events",
+    statements: (ctx) => [
+      // One row per alert event (alerts/alert-event.ts). Replacing by event id: an event stored
+      // again (a batch evaluated twice) is one row after merges, and one row in the view at once.
+      `CREATE TABLE IF NOT EXISTS ${ctx.db}.alert_events (
+        event_id String,
+        rule_id LowCardinality(String),
+        project_id LowCardinality(String),
+        provider LowCardinality(String),
+        model LowCardinality(String),
+        app LowCardinality(String),
+        metric LowCardinality(String),
+        level Enum8('warning' = 1, 'critical' = 2, 'resolved' = 3),
+        used_pct Float64,
+        \`limit\` Float64,
+        remaining Float64,
+        reset_ms Nullable(Int64),
+        burn_per_s Nullable(Float64),
+        exhaustion_eta_s Nullable(Float64),
+        warn_pct Float64,
+        critical_pct Float64,
+        report_id UUID,
+        at DateTime64(3, 'UTC'),
+        inserted_at DateTime64(3, 'UTC') DEFAULT now64(3)
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY toYYYYMM(at)
+      ORDER BY (project_id, at, event_id)
+      TTL toDateTime(at) + INTERVAL ${ctx.retentionDays} DAY
+      SETTINGS ${DEDUP}`,
+      `CREATE VIEW IF NOT EXISTS ${ctx.db}.alert_events_v AS
+      SELECT event_id, rule_id, project_id, provider, model, app, metric, level, used_pct,
+        \`limit\`, remaining, reset_ms, burn_per_s, exhaustion_eta_s, warn_pct, critical_pct,
+        report_id, at, inserted_at
+      FROM ${ctx.db}.alert_events FINAL`,
+    ],
+  },
 ];
 
 export async function migrate(

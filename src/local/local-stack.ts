@@ -13,8 +13,9 @@ import { createSupervisor } from "./supervisor.js";
 
 // The whole service on one machine on embedded defaults: its own redis-server (AOF on,
 // noeviction) unless REDIS_URL is set, the embedded ClickHouse server (on CLICKHOUSE_PATH) unless
-// CLICKHOUSE_URL is set, migrations, then the edge and one worker under a supervisor. Data lives
-// in HEADROOM_DATA_DIR (./.data) and survives restarts; so does the local project key.
+// CLICKHOUSE_URL is set, migrations, then the edge, one worker and the alerts worker under a
+// supervisor. Data lives in HEADROOM_DATA_DIR (./.data) and survives restarts; so does the local
+// project key.
 
 const LOCAL_PROJECT = "local";
 
@@ -80,6 +81,7 @@ export async function startLocalStack(
     const supervisor = createSupervisor(logger, () => process.kill(process.pid, "SIGTERM"));
     const childEnv = { ...shared, MIGRATE_ON_START: "false" };
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
+    supervisor.start({ name: "alerts", entry: "workers/alerts.ts", env: childEnv });
     supervisor.start({ name: "edge", entry: "src/main/edge.ts", env: childEnv });
 
     const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
@@ -89,7 +91,7 @@ export async function startLocalStack(
       local,
       async stop() {
         // Intake first, then the worker flushes, then the stores.
-        await supervisor.stop(["edge", "worker"]);
+        await supervisor.stop(["edge", "worker", "alerts"]);
         for (const stop of stops.reverse()) await stop();
         removeStackFile(dataDir);
       },

@@ -13,6 +13,10 @@ import { createRedisManifestStore, sweepManifests } from "./batch-manifests.js";
 import { describeError } from "../clickhouse/classify-error.js";
 import type { WorkerMetrics } from "./metrics.js";
 import { createStallWatchdog } from "./stall-watchdog.js";
+import { createAlertsHook } from "../alerts/ingest-hook.js";
+import { createEvalQueue } from "../alerts/queues.js";
+import { createRuleCache } from "../alerts/rule-cache.js";
+import { createRuleStore } from "../alerts/rule-store.js";
 
 // One ingest worker: a BullMQ Worker whose processor hands each job to the batching processor.
 
@@ -28,6 +32,8 @@ export interface IngestWorkerDeps {
     | "RETRY_MAX_DELAY_MS"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
+    | "ALERTS_ENABLED"
+    | "ALERTS_RULES_TTL_MS"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: Redis;
@@ -56,6 +62,18 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
   // BullMQ's keys of this queue: `prefix:name:…`; the manifests live beside them (same hash tag).
   const keyPrefix = `${names.prefix}:${names.name}`;
   const manifests = createRedisManifestStore(deps.redis, keyPrefix);
+  // Alerts: stored rows that a rule watches go to the alerts worker (src/alerts/ingest-hook.ts).
+  const evalQueue = config.ALERTS_ENABLED ? createEvalQueue(deps.redis, names.prefix) : null;
+  evalQueue?.on("error", (err) => logger.warn({ err: err.message }, "alerts queue error"));
+  const onStored = evalQueue
+    ? createAlertsHook({
+        rules: createRuleCache(
+          createRuleStore(deps.redis, names.prefix),
+          config.ALERTS_RULES_TTL_MS,
+        ),
+        queue: evalQueue,
+      })
+    : undefined;
   const processor = createIngestProcessor({
     sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE),
     manifests,
@@ -67,6 +85,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
     logger,
     metrics: deps.metrics,
+    onStored,
     deadLetter: async (job, rows, reason) => {
       // A deterministic id: a redelivered job dead-letters the same rows only once.
       const digest = createHash("sha256")
@@ -217,6 +236,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       clearInterval(sweeper);
       await releaseCompleted();
       await queue.close();
+      await evalQueue?.close();
       await probe.close();
       probeRedis.disconnect();
     },

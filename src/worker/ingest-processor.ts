@@ -59,6 +59,12 @@ export interface IngestOptions {
   deadLetter: (job: Job<ReportJobData>, rows: ReportRow[], reason: string) => Promise<void>;
   logger: Logger;
   metrics: WorkerMetrics;
+  /**
+   * Called once ClickHouse acknowledged a manifest's insert, before its jobs are resolved, with
+   * the rows that were stored. A redelivered job re-inserts its manifest and calls this again
+   * with the same token and rows: what it does must be idempotent. Failures are retried.
+   */
+  onStored?: (manifest: Manifest) => Promise<void>;
 }
 
 export function wasRedelivered(job: Job): boolean {
@@ -145,6 +151,17 @@ export function createIngestProcessor(opts: IngestOptions) {
     else await insertManifest(manifest, held);
   }
 
+  /** The stored part of a manifest (without rows ClickHouse refused) to the onStored hook. */
+  async function notifyStored(manifest: Manifest, refused: [Item, unknown][] | null) {
+    let stored = manifest;
+    if (refused) {
+      const bad = new Set(refused.map(([item]) => item.row));
+      stored = { ...manifest, rows: manifest.rows.filter((r) => !bad.has(r)) };
+    }
+    const onStored = opts.onStored as (m: Manifest) => Promise<void>;
+    await retry("stored hook", () => onStored(stored), always);
+  }
+
   function loseJob(entry: Entry) {
     metrics.jobsLost.inc();
     entry.reject(new LostJobError(`job ${entry.id} is held by another worker now`));
@@ -166,6 +183,7 @@ export function createIngestProcessor(opts: IngestOptions) {
         : [];
     metrics.batchRows.observe(items.length);
     metrics.rowsInserted.inc(items.length - refused.length);
+    if (opts.onStored) await notifyStored(manifest, refused.length > 0 ? refused : null);
 
     const byJob = new Map<string, { rows: ReportRow[]; reason: string }>();
     for (const [item, cause] of refused) {

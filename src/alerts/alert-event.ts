@@ -1,0 +1,95 @@
+import { createHash } from "node:crypto";
+import type { AlertRule, Metric } from "./rule.js";
+import type { Series } from "./usage.js";
+
+// An alert event: what is stored in ClickHouse (`alert_events`) and sent to the rule's webhook.
+// Its id is derived from the rule, the series, the transition's number in that series and the
+// report that caused it, so evaluating the same rows again yields the same id: ClickHouse keeps
+// one row per id, BullMQ one webhook job per id, and receivers can deduplicate on `webhook-id`.
+
+export type EventLevel = "warning" | "critical" | "resolved";
+
+export interface AlertEvent {
+  id: string;
+  rule_id: string;
+  project: string;
+  provider: string;
+  model: string;
+  app: string;
+  metric: Metric;
+  level: EventLevel;
+  used_pct: number;
+  limit: number;
+  remaining: number;
+  reset_ms: number | null;
+  burn_per_s: number | null;
+  exhaustion_eta_s: number | null;
+  warn_pct: number;
+  critical_pct: number;
+  report_id: string;
+  /** The report's timestamp, ISO 8601 UTC with ms. */
+  at: string;
+}
+
+export function eventId(ruleId: string, series: Series, seq: number, reportId: string): string {
+  const digest = createHash("sha256")
+    .update(JSON.stringify([ruleId, series.provider, series.model, series.app, seq, reportId]))
+    .digest("hex");
+  return `evt_${digest.slice(0, 32)}`;
+}
+
+export const EVENT_TYPE = "headroom.alert";
+export const TEST_EVENT_TYPE = "headroom.alert.test";
+
+/** The webhook body (Standard Webhooks payload shape: type, timestamp, data). */
+export function webhookPayload(e: AlertEvent, type = EVENT_TYPE): string {
+  return JSON.stringify({
+    type,
+    timestamp: e.at,
+    data: {
+      id: e.id,
+      rule_id: e.rule_id,
+      project: e.project,
+      provider: e.provider,
+      // '' in storage means the client did not see the model.
+      model: e.model === "" ? null : e.model,
+      app: e.app,
+      metric: e.metric,
+      level: e.level,
+      used_pct: e.used_pct,
+      limit: e.limit,
+      remaining: e.remaining,
+      reset_ms: e.reset_ms,
+      burn_per_s: e.burn_per_s,
+      exhaustion_eta_s: e.exhaustion_eta_s,
+      warn_pct: e.warn_pct,
+      critical_pct: e.critical_pct,
+      report_id: e.report_id,
+      at: e.at,
+    },
+  });
+}
+
+/** A sample event for `alerts test`: the rule's own figures, marked as a test. */
+export function testEvent(rule: AlertRule, now = Date.now()): AlertEvent {
+  return {
+    id: `evt_test_${now.toString(36)}`,
+    rule_id: rule.id,
+    project: rule.project,
+    provider: rule.provider ?? "openai",
+    model: rule.model ?? "",
+    app: rule.app ?? "default",
+    metric: rule.metric,
+    level: "warning",
+    used_pct: rule.warn_pct,
+    limit: 100,
+    remaining: 100 - rule.warn_pct,
+    reset_ms: null,
+    burn_per_s: null,
+    exhaustion_eta_s: null,
+    warn_pct: rule.warn_pct,
+    critical_pct: rule.critical_pct,
+    report_id: "00000000-0000-0000-0000-000000000000",
+    at: new Date(now).toISOString(),
+  };
+}

@@ -1,0 +1,186 @@
+import type { ClickHouseClient } from "@clickhouse/client";
+import { type Job, UnrecoverableError, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
+import type { Config } from "../config.js";
+import { retryUntilDone, shutdownSignal } from "../worker/retry.js";
+import { webhookPayload } from "./alert-event.js";
+import { evaluateBatch } from "./evaluate-batch.js";
+import { createEventSink } from "./event-sink.js";
+import {
+  createWebhookQueue,
+  EVAL_QUEUE,
+  type EvalJobData,
+  WEBHOOK_JOB,
+  WEBHOOK_QUEUE,
+  type WebhookJobData,
+} from "./queues.js";
+import { createRuleStore } from "./rule-store.js";
+import { createStateStore } from "./state-store.js";
+import { sendWebhook } from "./webhook-sender.js";
+
+// The alerts worker: evaluates stored batches (queue `alerts`) and delivers webhooks (queue
+// `alerts-webhooks`). Scaled on its own; any number of them may run.
+//
+// A batch's job: evaluate (events produced atomically with the new states, into the batch's
+// outbox), store the events in ClickHouse, queue one webhook job per event (job id = event id),
+// then clear the outbox. A crash anywhere in between redelivers the job, which takes the same
+// events from the outbox: same rows, same token, same job ids, so nothing is stored or sent twice.
+
+export interface AlertsWorkerDeps {
+  config: Pick<
+    Config,
+    | "QUEUE_PREFIX"
+    | "CLICKHOUSE_DATABASE"
+    | "RETRY_MAX_DELAY_MS"
+    | "ALERTS_CONCURRENCY"
+    | "ALERTS_WEBHOOK_CONCURRENCY"
+    | "ALERTS_WEBHOOK_ATTEMPTS"
+    | "ALERTS_WEBHOOK_BACKOFF_MS"
+    | "ALERTS_WEBHOOK_TIMEOUT_MS"
+    | "WORKER_LOCK_DURATION_MS"
+    | "WORKER_STALLED_INTERVAL_MS"
+  >;
+  /** A worker-role connection (maxRetriesPerRequest: null). */
+  redis: Redis;
+  clickhouse: ClickHouseClient;
+  logger: Logger;
+}
+
+export function createAlertsWorker(deps: AlertsWorkerDeps) {
+  const { config, logger, redis } = deps;
+  const prefix = config.QUEUE_PREFIX;
+  const states = createStateStore(redis, prefix);
+  const rules = createRuleStore(redis, prefix);
+  const sink = createEventSink(deps.clickhouse, config.CLICKHOUSE_DATABASE);
+  const webhooks = createWebhookQueue(redis, prefix, {
+    attempts: config.ALERTS_WEBHOOK_ATTEMPTS,
+    backoffMs: config.ALERTS_WEBHOOK_BACKOFF_MS,
+  });
+  webhooks.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
+  const shutdown = shutdownSignal();
+  const workerOpts = {
+    connection: redis,
+    prefix,
+    autorun: false,
+    lockDuration: config.WORKER_LOCK_DURATION_MS,
+    stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
+    // A stalled job (its worker died) is taken again: evaluation and delivery are idempotent.
+    maxStalledCount: Number.MAX_SAFE_INTEGER,
+  };
+
+  async function evaluate(job: Job<EvalJobData>): Promise<void> {
+    const { token, rules: ruleSet, rows } = job.data;
+    const events = await evaluateBatch(states, token, ruleSet, rows);
+    if (events.length > 0) {
+      await retryUntilDone(() => sink.insert(events, token), {
+        isFinal: (e) => classifyInsertError(e) === "data",
+        signal: shutdown.signal,
+        maxDelayMs: config.RETRY_MAX_DELAY_MS,
+        onRetry: (err, attempt) =>
+          logger.warn({ err: describeError(err), attempt }, "alert events insert failed: retrying"),
+      });
+      const urls = new Map(ruleSet.map((r) => [r.id, r.webhook]));
+      await webhooks.addBulk(
+        events.map((e) => ({
+          name: WEBHOOK_JOB,
+          data: {
+            v: 1 as const,
+            event_id: e.id,
+            rule_id: e.rule_id,
+            url: urls.get(e.rule_id) ?? "",
+            body: webhookPayload(e),
+          },
+          opts: { jobId: e.id },
+        })),
+      );
+      for (const e of events) {
+        logger.info(
+          {
+            event: e.id,
+            rule: e.rule_id,
+            project: e.project,
+            level: e.level,
+            used_pct: e.used_pct,
+          },
+          "alert",
+        );
+      }
+    }
+    await states.clearOutbox(token);
+  }
+
+  async function deliver(job: Job<WebhookJobData>): Promise<void> {
+    const { event_id, rule_id, url, body } = job.data;
+    const secret = await rules.secret(rule_id);
+    if (secret === null) throw new UnrecoverableError(`rule ${rule_id} was removed`);
+    const res = await sendWebhook({
+      url,
+      id: event_id,
+      body,
+      secret,
+      timeoutMs: config.ALERTS_WEBHOOK_TIMEOUT_MS,
+    });
+    if (!res.ok) {
+      throw new Error(
+        res.status === null ? `no answer: ${res.error}` : `receiver answered ${res.status}`,
+      );
+    }
+  }
+
+  const evalWorker = new Worker<EvalJobData, void, string>(EVAL_QUEUE, evaluate, {
+    ...workerOpts,
+    concurrency: config.ALERTS_CONCURRENCY,
+  });
+  const webhookWorker = new Worker<WebhookJobData, void, string>(WEBHOOK_QUEUE, deliver, {
+    ...workerOpts,
+    concurrency: config.ALERTS_WEBHOOK_CONCURRENCY,
+  });
+  for (const w of [evalWorker, webhookWorker]) {
+    w.on("error", (err) => logger.warn({ err: err.message }, "worker error"));
+  }
+  evalWorker.on("failed", (job, err) =>
+    logger.error({ jobId: job?.id, err: err.message }, "alert evaluation failed"),
+  );
+  webhookWorker.on("completed", (job) =>
+    logger.info({ event: job.data.event_id, attempts: job.attemptsMade + 1 }, "webhook delivered"),
+  );
+  webhookWorker.on("failed", (job, err) => {
+    if (!job) return;
+    const dead = job.attemptsMade >= (job.opts.attempts ?? 1) || err instanceof UnrecoverableError;
+    // The URL may carry a token in its query: only its origin is logged.
+    const origin = URL.canParse(job.data.url) ? new URL(job.data.url).origin : "(invalid url)";
+    const fields = {
+      event: job.data.event_id,
+      to: origin,
+      attempt: job.attemptsMade,
+      err: err.message,
+    };
+    if (dead) logger.error(fields, "webhook dead-lettered");
+    else logger.warn(fields, "webhook failed: will retry");
+  });
+
+  return {
+    evalWorker,
+    webhookWorker,
+    webhooks,
+    start() {
+      for (const w of [evalWorker, webhookWorker]) {
+        void w.run().catch((err: unknown) => logger.error({ err }, "worker stopped with an error"));
+      }
+    },
+    /** Stop taking jobs; jobs in hand finish (or go back to the queue on a stuck insert). */
+    async close(graceMs = 20_000) {
+      const timer = setTimeout(() => shutdown.abort(), graceMs);
+      try {
+        await Promise.all([evalWorker.close(), webhookWorker.close()]);
+      } finally {
+        clearTimeout(timer);
+      }
+      await webhooks.close();
+    },
+  };
+}
+
+export type AlertsWorker = ReturnType<typeof createAlertsWorker>;

@@ -1,0 +1,83 @@
+import type { ReportRow } from "../report/report-schema.js";
+import type { AlertEvent } from "./alert-event.js";
+import { evaluateSeries, type SeriesState } from "./evaluate-series.js";
+import type { AlertRule } from "./rule.js";
+import type { StateStore, StateWrite } from "./state-store.js";
+import { matches, projectOf, type Sample, type Series, sampleOf, seriesOf } from "./usage.js";
+
+// One stored batch against the rules: its rows grouped into series per rule, every series' state
+// read in one round trip and written back in one (state-store.ts), retried on a conflict with
+// another worker. Returns the batch's events: new ones, or those of an earlier evaluation of the
+// same batch that did not finish.
+
+interface SeriesInput {
+  rule: AlertRule;
+  field: string;
+  series: Series;
+  samples: Sample[];
+}
+
+const MAX_CONFLICTS = 50;
+
+export function groupSeries(rules: AlertRule[], rows: ReportRow[]): SeriesInput[] {
+  const byProject = new Map<string, ReportRow[]>();
+  for (const row of rows) {
+    const p = projectOf(row);
+    const list = byProject.get(p);
+    if (list) list.push(row);
+    else byProject.set(p, [row]);
+  }
+  const groups = new Map<string, SeriesInput>();
+  for (const rule of rules) {
+    for (const row of byProject.get(rule.project) ?? []) {
+      if (!matches(rule, row)) continue;
+      const sample = sampleOf(row, rule.metric);
+      if (!sample) continue;
+      const series = seriesOf(row);
+      // A cheap key per row; the stored field (JSON) is made once per series.
+      const key = `${rule.id}\u0000${series.provider}\u0000${series.model}\u0000${series.app}`;
+      const g = groups.get(key);
+      if (g) g.samples.push(sample);
+      else {
+        const field = JSON.stringify([series.provider, series.model, series.app]);
+        groups.set(key, { rule, field, series, samples: [sample] });
+      }
+    }
+  }
+  return [...groups.values()];
+}
+
+export async function evaluateBatch(
+  store: StateStore,
+  token: string,
+  rules: AlertRule[],
+  rows: ReportRow[],
+): Promise<AlertEvent[]> {
+  const inputs = groupSeries(rules, rows);
+  if (inputs.length === 0) return [];
+  const refs = inputs.map((i) => ({ ruleId: i.rule.id, field: i.field }));
+  for (let attempt = 0; attempt < MAX_CONFLICTS; attempt++) {
+    const { outbox, states } = await store.read(token, refs);
+    if (outbox !== null) return JSON.parse(outbox) as AlertEvent[];
+    const events: AlertEvent[] = [];
+    const writes: StateWrite[] = [];
+    inputs.forEach((input, i) => {
+      const prev = states[i] ?? null;
+      const state = prev === null ? null : (JSON.parse(prev) as SeriesState);
+      const { next, events: e } = evaluateSeries(input.rule, input.series, input.samples, state);
+      const text = JSON.stringify(next);
+      if (text !== prev) writes.push({ ...refs[i], prev, next: text } as StateWrite);
+      events.push(...e);
+    });
+    // Nothing new (every row evaluated before): nothing to write.
+    if (writes.length === 0) return events;
+    const res = await store.commit(
+      token,
+      writes,
+      events.length > 0 ? JSON.stringify(events) : null,
+    );
+    if (res.ok) return events;
+    if ("outbox" in res) return JSON.parse(res.outbox) as AlertEvent[];
+  }
+  throw new Error(`alert state kept changing under batch ${token}: giving up for now`);
+}

@@ -1,0 +1,72 @@
+import { type AlertEvent, eventId } from "./alert-event.js";
+import { addPoint, burnPerSecond, exhaustionEtaS, type Point } from "./burn-rate.js";
+import type { AlertRule } from "./rule.js";
+import { INITIAL, type MachineState, step, type Thresholds } from "./state-machine.js";
+import type { Sample, Series } from "./usage.js";
+
+// A rule's samples for one series, in report order, through the state machine. Pure: the same
+// state and samples always give the same next state and the same events (ids included).
+//
+// The watermark (the last sample applied: timestamp, then report id) makes this idempotent and
+// ordered: a sample at or before it — a row evaluated before (a redelivered batch), or a report
+// that arrived late — changes nothing.
+
+export interface SeriesState {
+  m: MachineState;
+  /** The last sample applied: [timestamp ms, report id]. */
+  wm: [number, string] | null;
+  h: Point[];
+}
+
+export const thresholdsOf = (rule: AlertRule): Thresholds => ({
+  warnPct: rule.warn_pct,
+  criticalPct: rule.critical_pct,
+  hysteresisPct: rule.hysteresis_pct,
+  cooldownMs: rule.cooldown_s * 1000,
+});
+
+export const compareSamples = (a: Sample, b: Sample) =>
+  a.t - b.t || (a.reportId < b.reportId ? -1 : a.reportId > b.reportId ? 1 : 0);
+
+const after = (s: Sample, wm: [number, string] | null) =>
+  wm === null || s.t > wm[0] || (s.t === wm[0] && s.reportId > wm[1]);
+
+const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+export function evaluateSeries(
+  rule: AlertRule,
+  series: Series,
+  samples: Sample[],
+  prev: SeriesState | null,
+): { next: SeriesState; events: AlertEvent[] } {
+  const th = thresholdsOf(rule);
+  let state: SeriesState = prev ?? { m: INITIAL, wm: null, h: [] };
+  const events: AlertEvent[] = [];
+  for (const s of [...samples].sort(compareSamples)) {
+    if (!after(s, state.wm)) continue;
+    const h = addPoint(state.h, [s.t, s.remaining]);
+    const { state: m, fire } = step(state.m, s.pct, s.t, th);
+    state = { m, wm: [s.t, s.reportId], h };
+    if (!fire) continue;
+    const burn = burnPerSecond(h);
+    events.push({
+      id: eventId(rule.id, series, m.seq, s.reportId),
+      rule_id: rule.id,
+      project: rule.project,
+      ...series,
+      metric: rule.metric,
+      level: fire,
+      used_pct: round(s.pct, 2),
+      limit: s.limit,
+      remaining: s.remaining,
+      reset_ms: s.resetMs,
+      burn_per_s: burn === null ? null : round(burn, 4),
+      exhaustion_eta_s: exhaustionEtaS(s.remaining, burn, s.resetMs),
+      warn_pct: rule.warn_pct,
+      critical_pct: rule.critical_pct,
+      report_id: s.reportId,
+      at: new Date(s.t).toISOString(),
+    });
+  }
+  return { next: state, events };
+}

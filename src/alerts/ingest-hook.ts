@@ -1,0 +1,40 @@
+import type { ReportRow } from "../report/report-schema.js";
+import type { Manifest } from "../worker/batch-manifests.js";
+import { EVAL_JOB, type EvalQueue, evalJobId } from "./queues.js";
+import type { AlertRule } from "./rule.js";
+import type { RuleCache } from "./rule-cache.js";
+import { matches, projectOf, sampleOf } from "./usage.js";
+
+// The ingest worker's part: once a batch is stored, the rows some rule watches go to the
+// `alerts` queue as one job, under an id derived from the batch's manifest token. The rules come
+// from a short-lived cache, so a batch of projects without rules costs no Redis call at all
+// within the cache's TTL, and a batch with watched rows costs one `add`.
+
+export function createAlertsHook(deps: { rules: RuleCache; queue: EvalQueue }) {
+  return async function onStored(manifest: Manifest): Promise<void> {
+    const projects = new Set<string>();
+    for (const row of manifest.rows) projects.add(projectOf(row));
+    const byProject = await deps.rules.rulesFor(projects);
+
+    const used = new Set<AlertRule>();
+    const rows: ReportRow[] = [];
+    for (const row of manifest.rows) {
+      const rules = byProject.get(projectOf(row));
+      if (!rules || rules.length === 0) continue;
+      let watched = false;
+      for (const rule of rules) {
+        if (matches(rule, row) && sampleOf(row, rule.metric) !== null) {
+          used.add(rule);
+          watched = true;
+        }
+      }
+      if (watched) rows.push(row);
+    }
+    if (rows.length === 0) return;
+    await deps.queue.add(
+      EVAL_JOB,
+      { v: 1, token: manifest.token, rules: [...used], rows },
+      { jobId: evalJobId(manifest.token) },
+    );
+  };
+}

@@ -1,0 +1,19 @@
+// Every Redis key of the alerts, under the queue prefix so they share its hash tag (one Redis
+// Cluster slot, as the Lua scripts need).
+
+export function alertKeys(prefix: string) {
+  return {
+    /** Hash per project: rule id → rule JSON. */
+    rules: (project: string) => `${prefix}:alerts:rules:${project}`,
+    /** Hash: rule id → project. */
+    ruleIndex: `${prefix}:alerts:rule-index`,
+    /** Hash: rule id → signing secret (kept apart, so rules can be read without secrets). */
+    secrets: `${prefix}:alerts:secrets`,
+    /** Hash per rule: series → state JSON. */
+    state: (ruleId: string) => `${prefix}:alerts:state:${ruleId}`,
+    /** Events of one evaluated batch not yet stored and queued. */
+    outbox: (token: string) => `${prefix}:alerts:outbox:${token}`,
+  };
+}
+
+export type AlertKeys = ReturnType<typeof alertKeys>;

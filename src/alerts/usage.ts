@@ -1,0 +1,94 @@
+import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
+import type { AlertRule, Metric } from "./rule.js";
+
+// What a rule reads from a stored row (positional, REPORT_COLUMNS order): the series it belongs
+// to, and the metric's figures. Rows without the figures (provider hints) give no sample and so
+// never change an alert's state.
+
+const at = (c: ReportColumn) => REPORT_COLUMNS.indexOf(c);
+const I = {
+  id: at("report_id"),
+  project: at("project_id"),
+  app: at("app"),
+  provider: at("provider"),
+  model: at("model"),
+  timestamp: at("timestamp"),
+};
+
+const FIGURES: Record<Metric, { limit: number; remaining: number; reset: number | null }> = {
+  requests: {
+    limit: at("requests_limit"),
+    remaining: at("requests_remaining"),
+    reset: at("reset_requests_ms"),
+  },
+  tokens: {
+    limit: at("tokens_limit"),
+    remaining: at("tokens_remaining"),
+    reset: at("reset_tokens_ms"),
+  },
+  // Credits are a balance: they do not reset on a provider's schedule.
+  credits: { limit: at("credits_limit"), remaining: at("credits_remaining"), reset: null },
+};
+
+export interface Sample {
+  /** The report's own timestamp, Unix ms. */
+  t: number;
+  reportId: string;
+  limit: number;
+  remaining: number;
+  /** % of the limit used: (limit − remaining) / limit. */
+  pct: number;
+  resetMs: number | null;
+}
+
+export interface Series {
+  provider: string;
+  model: string;
+  app: string;
+}
+
+export const projectOf = (row: ReportRow) => String(row[I.project]);
+
+/** ClickHouse DateTime64(3) text `2024-05-01 10:00:00.123` (UTC) → Unix ms. */
+export const timestampMsOf = (row: ReportRow) =>
+  Date.parse(`${String(row[I.timestamp]).replace(" ", "T")}Z`);
+
+export function seriesOf(row: ReportRow): Series {
+  return {
+    provider: String(row[I.provider]),
+    model: row[I.model] === null ? "" : String(row[I.model]),
+    app: String(row[I.app]),
+  };
+}
+
+export function matches(rule: AlertRule, row: ReportRow): boolean {
+  return (
+    row[I.project] === rule.project &&
+    (rule.provider === null || row[I.provider] === rule.provider) &&
+    (rule.model === null || row[I.model] === rule.model) &&
+    (rule.app === null || row[I.app] === rule.app)
+  );
+}
+
+const num = (v: ReportRow[number] | undefined) =>
+  v === null || v === undefined ? null : Number(v);
+
+/** The rule's metric in this row, or null when the row does not carry it. */
+export function sampleOf(row: ReportRow, metric: Metric): Sample | null {
+  const f = FIGURES[metric];
+  const limit = num(row[f.limit]);
+  const remaining = num(row[f.remaining]);
+  if (limit === null || remaining === null || !(limit > 0) || !Number.isFinite(remaining)) {
+    return null;
+  }
+  const t = timestampMsOf(row);
+  if (!Number.isFinite(t)) return null;
+  return {
+    t,
+    reportId: String(row[I.id]),
+    limit,
+    remaining,
+    pct: Math.max(0, ((limit - remaining) / limit) * 100),
+    resetMs: f.reset === null ? null : num(row[f.reset]),
+  };
+}

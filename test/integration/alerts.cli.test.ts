@@ -1,0 +1,210 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testEvent } from "../../src/alerts/alert-event.js";
+import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
+import { createEventSink } from "../../src/alerts/event-sink.js";
+import { WEBHOOK_JOB } from "../../src/alerts/queues.js";
+import { createLogger } from "../../src/lib/logger.js";
+import { alertsFixture } from "../helpers/alerts-fixture.js";
+import { eventually } from "../helpers/eventually.js";
+import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
+
+// `headroom alerts …` as a user runs it (bin/headroom.mjs in a child process), against the test
+// Redis and a real embedded ClickHouse server.
+
+let p: Pipeline;
+let fx: ReturnType<typeof alertsFixture>;
+let receiver: Receiver;
+let alerts: AlertsWorker;
+let secret: string | undefined;
+const dataDir = mkdtempSync(join(tmpdir(), "headroom-alerts-cli-"));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function headroom(args: string[]): Promise<Run> {
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    HEADROOM_DATA_DIR: dataDir,
+  };
+  for (const k of ["REDIS_URL", "QUEUE_PREFIX", "CLICKHOUSE_URL", "CLICKHOUSE_DATABASE"]) {
+    env[k] = p.env[k] as string;
+  }
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ["bin/headroom.mjs", "alerts", ...args],
+      { env, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+beforeAll(async () => {
+  p = await startPipeline({ ALERTS_WEBHOOK_ATTEMPTS: "1" });
+  fx = alertsFixture(p);
+  receiver = await startReceiver(() => secret);
+  const logger = createLogger("silent", "test");
+  alerts = createAlertsWorker({ config: p.config, redis: p.redis, clickhouse: p.client, logger });
+  alerts.start();
+});
+
+afterAll(async () => {
+  await alerts?.close();
+  await receiver?.close();
+  await fx?.close();
+  await p?.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe("headroom alerts", () => {
+  let ruleId = "";
+
+  it("add prints the rule and, once, its secret; list never shows the secret", async () => {
+    const add = await headroom([
+      "add",
+      "--project",
+      "acme",
+      "--metric",
+      "requests",
+      "--warn",
+      "70",
+      "--critical",
+      "90",
+      "--webhook",
+      receiver.url,
+      "--provider",
+      "OpenAI",
+      "--cooldown",
+      "15m",
+      "--json",
+    ]);
+    expect(add.stderr).toBe("");
+    expect(add.code).toBe(0);
+    const rule = JSON.parse(add.stdout);
+    expect(rule).toMatchObject({
+      project: "acme",
+      provider: "openai",
+      metric: "requests",
+      warn_pct: 70,
+      critical_pct: 90,
+      cooldown_s: 900,
+      hysteresis_pct: 5,
+      webhook: receiver.url,
+    });
+    expect(rule.id).toMatch(/^alr_/);
+    expect(rule.secret).toMatch(/^whsec_/);
+    ruleId = rule.id;
+    secret = rule.secret;
+
+    const list = await headroom(["list", "--project", "acme", "--json"]);
+    expect(JSON.parse(list.stdout)).toEqual([{ ...rule, secret: undefined }]);
+    expect(list.stdout).not.toContain(rule.secret);
+    const text = await headroom(["list"]);
+    expect(text.stdout).toContain(ruleId);
+    expect(text.stdout).not.toContain(rule.secret);
+  });
+
+  it("test sends a signed test event to the rule's webhook", async () => {
+    const run = await headroom(["test", ruleId, "--json"]);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, status: 200 });
+    const [d] = receiver.deliveries;
+    expect(d?.valid).toBe(true);
+    expect(d?.json).toMatchObject({
+      type: "headroom.alert.test",
+      data: { rule_id: ruleId, project: "acme", metric: "requests" },
+    });
+  });
+
+  it("refuses bad rules with a usage error that names the problem", async () => {
+    const base = ["add", "--project", "acme", "--webhook", receiver.url];
+    const crossed = await headroom([
+      ...base,
+      "--metric",
+      "tokens",
+      "--warn",
+      "90",
+      "--critical",
+      "80",
+    ]);
+    expect(crossed.code).toBe(2);
+    expect(crossed.stderr).toMatch(/warning threshold must be below the critical one/);
+    const metric = await headroom([
+      ...base,
+      "--metric",
+      "dollars",
+      "--warn",
+      "1",
+      "--critical",
+      "2",
+    ]);
+    expect(metric.code).toBe(2);
+    expect(metric.stderr).toMatch(/--metric.*dollars|Allowed choices/);
+    const pct = await headroom([...base, "--metric", "tokens", "--warn", "0", "--critical", "150"]);
+    expect(pct.code).toBe(2);
+  });
+
+  it("history lists stored events, newest first", async () => {
+    const rule = (await fx.rules.get(ruleId)) as NonNullable<
+      Awaited<ReturnType<typeof fx.rules.get>>
+    >;
+    const older = {
+      ...testEvent(rule, Date.now() - 60_000),
+      id: "evt_a",
+      level: "warning" as const,
+    };
+    const newer = { ...testEvent(rule), id: "evt_b", level: "critical" as const };
+    await createEventSink(p.client, p.db).insert([older, newer], "cli-history");
+    const run = await headroom(["history", "--project", "acme", "--json"]);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout).map((e: { event_id: string }) => e.event_id)).toEqual([
+      "evt_b",
+      "evt_a",
+    ]);
+    expect((await headroom(["history"])).stdout).toMatch(/critical/);
+  });
+
+  it("dead lists webhooks that failed every attempt; replay sends one again", async () => {
+    receiver.answer(500);
+    const body = JSON.stringify({ type: "headroom.alert", data: { n: 1 } });
+    await fx.webhooks.add(
+      WEBHOOK_JOB,
+      { v: 1, event_id: "evt_dead", rule_id: ruleId, url: receiver.url, body },
+      { jobId: "evt_dead", attempts: 1 },
+    );
+    await eventually(async () => expect(await fx.webhooks.getFailedCount()).toBe(1), {
+      timeoutMs: 20_000,
+    });
+    const dead = await headroom(["dead", "--json"]);
+    expect(JSON.parse(dead.stdout)).toEqual([
+      expect.objectContaining({ id: "evt_dead", rule_id: ruleId, reason: "receiver answered 500" }),
+    ]);
+    receiver.answer(200);
+    const replay = await headroom(["replay", "evt_dead"]);
+    expect(replay.code).toBe(0);
+    await eventually(
+      () => expect(receiver.accepted().filter((d) => d.id === "evt_dead")).toHaveLength(1),
+      { timeoutMs: 20_000 },
+    );
+    expect((await headroom(["replay"])).code).toBe(2);
+  });
+
+  it("remove deletes the rule; a second remove is a usage error", async () => {
+    expect((await headroom(["remove", ruleId])).code).toBe(0);
+    expect(JSON.parse((await headroom(["list", "--json"])).stdout)).toEqual([]);
+    const again = await headroom(["remove", ruleId]);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toMatch(/no alert rule/);
+  });
+});

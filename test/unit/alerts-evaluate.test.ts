@@ -1,0 +1,200 @@
+import { v7 as uuidv7 } from "uuid";
+import { describe, expect, it } from "vitest";
+import { evaluateBatch } from "../../src/alerts/evaluate-batch.js";
+import { evaluateSeries } from "../../src/alerts/evaluate-series.js";
+import type { AlertRule } from "../../src/alerts/rule.js";
+import type { CommitResult, StateStore, StateWrite } from "../../src/alerts/state-store.js";
+import { sampleOf } from "../../src/alerts/usage.js";
+import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
+
+// A batch through the rules: series, order, idempotency (a batch evaluated again fires nothing
+// new), deterministic event ids, and the outbox. The state store here is an in-memory one with
+// the same compare-and-set contract as the Redis one.
+
+const rule: AlertRule = {
+  id: "alr_test",
+  project: "acme",
+  provider: "openai",
+  model: null,
+  app: null,
+  metric: "requests",
+  warn_pct: 70,
+  critical_pct: 90,
+  hysteresis_pct: 5,
+  cooldown_s: 600,
+  webhook: "http://127.0.0.1:1/hook",
+  created_at: "2025-01-01T00:00:00.000Z",
+};
+
+const T0 = Date.UTC(2025, 0, 1, 12);
+
+function row(usedPct: number, i: number, extra: Partial<Record<string, unknown>> = {}): ReportRow {
+  const limits = {
+    requests_limit: 1000,
+    requests_remaining: 1000 - usedPct * 10,
+    tokens_limit: null,
+    tokens_remaining: null,
+    reset_requests_ms: 60_000,
+    reset_tokens_ms: null,
+  };
+  return toRow(
+    toRecord(
+      {
+        provider: "openai",
+        app: "chat",
+        model: "gpt-4o",
+        timestamp: T0 + i * 1_000,
+        limits,
+        credits: null,
+        ...extra,
+      } as Parameters<typeof toRecord>[0],
+      { reportId: uuidv7({ msecs: T0 + i }), projectId: "acme", keyId: "k", receivedAt: T0 + i },
+    ),
+  );
+}
+
+function memoryStore() {
+  const states = new Map<string, string>();
+  const outboxes = new Map<string, string>();
+  const key = (w: { ruleId: string; field: string }) => `${w.ruleId} ${w.field}`;
+  let commits = 0;
+  const store: StateStore = {
+    async read(token, refs) {
+      return {
+        outbox: outboxes.get(token) ?? null,
+        states: refs.map((r) => states.get(key(r)) ?? null),
+      };
+    },
+    async commit(token, writes: StateWrite[], outbox): Promise<CommitResult> {
+      commits += 1;
+      const existing = outboxes.get(token);
+      if (existing) return { ok: false, outbox: existing };
+      if (writes.some((w) => (states.get(key(w)) ?? null) !== w.prev)) {
+        return { ok: false, conflict: true };
+      }
+      for (const w of writes) states.set(key(w), w.next);
+      if (outbox) outboxes.set(token, outbox);
+      return { ok: true };
+    },
+    async clearOutbox(token) {
+      outboxes.delete(token);
+    },
+  };
+  return { store, states, outboxes, commits: () => commits };
+}
+
+const levels = (events: { level: string }[]) => events.map((e) => e.level);
+
+describe("batch evaluation", () => {
+  it("fires warning, critical, resolved for 50, 75, 95, 95, 60, 40 — in report order", async () => {
+    const { store } = memoryStore();
+    const rows = [50, 75, 95, 95, 60, 40].map((p, i) => row(p, i)).reverse();
+    const events = await evaluateBatch(store, "t1", [rule], rows);
+    expect(levels(events)).toEqual(["warning", "critical", "resolved"]);
+    const critical = events[1];
+    expect(critical).toMatchObject({
+      project: "acme",
+      provider: "openai",
+      model: "gpt-4o",
+      app: "chat",
+      metric: "requests",
+      used_pct: 95,
+      limit: 1000,
+      remaining: 50,
+      reset_ms: 60_000,
+      at: new Date(T0 + 2_000).toISOString(),
+    });
+    // 450 requests used between the 1st and the 3rd report (2 s): 225/s; the 50 left run out
+    // in 0.2 s, before the window resets in 60 s.
+    expect(critical?.burn_per_s).toBe(225);
+    expect(critical?.exhaustion_eta_s).toBe(0.2);
+  });
+
+  it("a batch evaluated again after it finished fires nothing and writes nothing", async () => {
+    const m = memoryStore();
+    const rows = [50, 75, 95].map((p, i) => row(p, i));
+    expect(await evaluateBatch(m.store, "t1", [rule], rows)).toHaveLength(2);
+    await m.store.clearOutbox("t1");
+    const commits = m.commits();
+    expect(await evaluateBatch(m.store, "t1", [rule], rows)).toEqual([]);
+    expect(m.commits()).toBe(commits);
+  });
+
+  it("a batch evaluated again before it finished gets the same events from its outbox", async () => {
+    const m = memoryStore();
+    const rows = [75, 95].map((p, i) => row(p, i));
+    const first = await evaluateBatch(m.store, "t1", [rule], rows);
+    const again = await evaluateBatch(m.store, "t1", [rule], rows);
+    expect(again).toEqual(first);
+  });
+
+  it("event ids are the same for the same state and rows, different for other series", () => {
+    const rows = [75, 95].map((p, i) => row(p, i));
+    const samples = rows.map((r) => sampleOf(r, "requests")).filter((s) => s !== null);
+    const series = { provider: "openai", model: "gpt-4o", app: "chat" };
+    const a = evaluateSeries(rule, series, samples, null).events.map((e) => e.id);
+    const b = evaluateSeries(rule, series, samples, null).events.map((e) => e.id);
+    const c = evaluateSeries(rule, { ...series, app: "other" }, samples, null).events;
+    expect(a).toEqual(b);
+    expect(new Set(a).size).toBe(2);
+    expect(a).not.toContain(c[0]?.id);
+    expect(a[0]).toMatch(/^evt_[0-9a-f]{32}$/);
+  });
+
+  it("a late report, older than what was applied, changes nothing", async () => {
+    const m = memoryStore();
+    await evaluateBatch(m.store, "t1", [rule], [row(50, 10)]);
+    expect(await evaluateBatch(m.store, "t2", [rule], [row(99, 5)])).toEqual([]);
+  });
+
+  it("provider hints and rows of other providers, projects or metrics are ignored", async () => {
+    const m = memoryStore();
+    const hint = row(0, 0, {
+      model: null,
+      limits: {
+        requests_limit: null,
+        requests_remaining: null,
+        tokens_limit: null,
+        tokens_remaining: null,
+        reset_requests_ms: null,
+        reset_tokens_ms: null,
+      },
+    });
+    const other = row(99, 1, { provider: "anthropic" });
+    expect(await evaluateBatch(m.store, "t1", [rule], [hint, other])).toEqual([]);
+    expect(m.states.size).toBe(0);
+    expect(
+      await evaluateBatch(m.store, "t2", [{ ...rule, metric: "tokens" }], [row(99, 2)]),
+    ).toEqual([]);
+  });
+
+  it("series are per provider, model and app: each alerts on its own", async () => {
+    const m = memoryStore();
+    const anyProvider = { ...rule, provider: null };
+    const rows = [row(95, 0), row(95, 1, { app: "search" }), row(95, 2, { provider: "groq" })];
+    const events = await evaluateBatch(m.store, "t1", [anyProvider], rows);
+    expect(events.map((e) => [e.provider, e.app, e.level])).toEqual([
+      ["openai", "chat", "critical"],
+      ["openai", "search", "critical"],
+      ["groq", "chat", "critical"],
+    ]);
+  });
+
+  it("a conflicting write by another worker is read again and recomputed", async () => {
+    const m = memoryStore();
+    const rows = [row(75, 0)];
+    const real = m.store.commit;
+    let raced = false;
+    m.store.commit = async (token, writes, outbox) => {
+      if (!raced) {
+        raced = true;
+        // Another worker applied a later report to the same series meanwhile.
+        await evaluateBatch({ ...m.store, commit: real }, "other", [rule], [row(95, 1)]);
+      }
+      return real(token, writes, outbox);
+    };
+    // Our older report is now behind the watermark: it fires nothing.
+    expect(await evaluateBatch(m.store, "t1", [rule], rows)).toEqual([]);
+    expect(raced).toBe(true);
+  });
+});
