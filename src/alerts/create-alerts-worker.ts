@@ -1,10 +1,10 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import { type Job, UnrecoverableError, Worker } from "bullmq";
+import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
 import type { Config } from "../config.js";
-import { retryUntilDone, shutdownSignal } from "../worker/retry.js";
+import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
 import { webhookPayload } from "./alert-event.js";
 import { evaluateBatch } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
@@ -129,7 +129,18 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
     }
   }
 
-  const evalWorker = new Worker<EvalJobData, void, string>(EVAL_QUEUE, evaluate, {
+  // A shutdown that cuts an evaluation short puts the job back without using up an attempt.
+  async function evaluateOrPutBack(job: Job<EvalJobData>, lockToken?: string): Promise<void> {
+    try {
+      await evaluate(job);
+    } catch (err) {
+      if (!(err instanceof ShutdownAbort) || !lockToken) throw err;
+      await job.moveToDelayed(Date.now() + 1_000, lockToken);
+      throw new DelayedError();
+    }
+  }
+
+  const evalWorker = new Worker<EvalJobData, void, string>(EVAL_QUEUE, evaluateOrPutBack, {
     ...workerOpts,
     concurrency: config.ALERTS_CONCURRENCY,
   });

@@ -4,15 +4,15 @@
 export function alertKeys(prefix: string) {
   return {
     /** Hash per project: rule id → rule JSON. */
-    rules: (project: string) => `${prefix}:alerts:rules:${project}`,
+    rules: (project: string) => `${prefix}:alert-rules:${project}`,
     /** Hash: rule id → project. */
-    ruleIndex: `${prefix}:alerts:rule-index`,
+    ruleIndex: `${prefix}:alert-rule-index`,
     /** Hash: rule id → signing secret (kept apart, so rules can be read without secrets). */
-    secrets: `${prefix}:alerts:secrets`,
+    secrets: `${prefix}:alert-secrets`,
     /** Hash per rule: series → state JSON. */
-    state: (ruleId: string) => `${prefix}:alerts:state:${ruleId}`,
+    state: (ruleId: string) => `${prefix}:alert-state:${ruleId}`,
     /** Events of one evaluated batch not yet stored and queued. */
-    outbox: (token: string) => `${prefix}:alerts:outbox:${token}`,
+    outbox: (token: string) => `${prefix}:alert-outbox:${token}`,
   };
 }
 

@@ -83,9 +83,16 @@ export const dlqReplay = (target: { id: string; rows?: string } | { all: true })
       "all" in target ? await queue.getFailed(0, -1) : [await failedJob(queue, target.id)];
     const corrected = "rows" in target && target.rows ? readRows(target.rows) : undefined;
     for (const job of jobs) {
+      // Corrected rows replace rows ClickHouse refused, which never landed. Any other failed job
+      // may have landed already: it goes again as it was, so its batch is inserted byte for byte
+      // (see batch-manifests.ts) and ClickHouse keeps one copy.
+      if (corrected && !job.data.dead) {
+        throw new UsageError(
+          `job ${job.id} holds no refused rows: replay it without --rows (it goes in as it was)`,
+        );
+      }
       const rows = corrected ?? job.data.rows;
-      // Without the dead-letter mark the job is ingested like any other; rows that landed
-      // earlier are found stored and not inserted twice.
+      // Without the dead-letter mark the job is ingested like any other.
       await job.updateData({ v: 1, rows });
       await job.retry("failed");
       process.stdout.write(`replayed ${job.id} (${rows.length} rows)\n`);

@@ -1,13 +1,15 @@
 // Whether a failed insert is the data's fault (retrying the same rows can never succeed: split
 // the batch and dead-letter the bad rows) or the service's (wait and retry the same insert).
-// Decided on ClickHouse's numeric error code, never on message text. Anything not known to be
-// about the data is treated as transient: a wrong guess then delays reports, never drops them.
+// Decided on ClickHouse's numeric error code, never on message text. A refusal must be
+// deterministic (the same rows always refused), because a split batch's halves get tokens of
+// their own: ATTEMPT_TO_READ_AFTER_EOF (32), which a body cut off in transit can cause too, is
+// transient. Anything not known to be about the data is transient: a wrong guess then delays
+// reports, never drops them.
 
 const DATA_ERROR_CODES = new Set([
   6, // CANNOT_PARSE_TEXT
   26, // CANNOT_PARSE_QUOTED_STRING
   27, // CANNOT_PARSE_INPUT_ASSERTION_FAILED
-  32, // ATTEMPT_TO_READ_AFTER_EOF
   38, // CANNOT_PARSE_DATE
   41, // CANNOT_PARSE_DATETIME
   53, // TYPE_MISMATCH

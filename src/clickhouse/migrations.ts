@@ -39,9 +39,19 @@ export const COLUMN_TYPES: Record<ReportColumn, string> = {
   request_cost: "Nullable(Decimal(38, 12))",
 };
 
-// Insert retries reuse their deduplication token; MergeTree tables need a window to honour it,
-// and so do the tables materialized views write to (ClickHouse ≥ 24 deduplicates those too).
-const DEDUP = "non_replicated_deduplication_window = 10000";
+// Every insert of a batch repeats its first (same rows, same token: see batch-manifests.ts);
+// MergeTree tables drop a repeat only within a window of their latest inserts, and so do the
+// tables materialized views write to. A worker frozen mid-insert, or a job redelivered late,
+// must still fall inside it: 100,000 inserts is hours at the rates a worker inserts at.
+const DEDUP_WINDOW = 100_000;
+const DEDUP = `non_replicated_deduplication_window = ${DEDUP_WINDOW}`;
+const DEDUP_TABLES = [
+  "reports",
+  "reports_minute",
+  "reports_daily",
+  "latest_limits",
+  "alert_events",
+];
 
 const HAS_LIMITS =
   "(requests_limit IS NOT NULL OR requests_remaining IS NOT NULL OR tokens_limit IS NOT NULL OR tokens_remaining IS NOT NULL)";
@@ -215,6 +225,13 @@ export const MIGRATIONS: Migration[] = [
         report_id, at, inserted_at
       FROM ${ctx.db}.alert_events FINAL`,
     ],
+  },
+  {
+    version: 5,
+    name: "deduplication_window",
+    // Tables made before the window grew from 10,000 inserts.
+    statements: (ctx) =>
+      DEDUP_TABLES.map((t) => `ALTER TABLE ${ctx.db}.${t} MODIFY SETTING ${DEDUP}`),
   },
 ];
 

@@ -48,6 +48,8 @@ export interface ManifestStore {
   owners(jobIds: string[]): Promise<Map<string, string>>;
   /** A manifest exactly as claimed, or null once it is gone. */
   get(token: string): Promise<Manifest | null>;
+  /** Which of these jobs this worker no longer holds (their lock is gone or someone else's). */
+  lost(held: HeldJob[]): Promise<string[]>;
   /** These jobs are completed: they leave their manifests, and empty manifests are deleted. */
   release(jobIds: string[]): Promise<void>;
 }
@@ -134,6 +136,13 @@ export function createRedisManifestStore(redis: Redis, keyPrefix: string): Manif
       const [rows, jobs] = await redis.hmget(manifestKey(token), "rows", "jobs");
       if (!rows || !jobs) return null;
       return { token, rows: JSON.parse(rows), jobs: JSON.parse(jobs) };
+    },
+
+    async lost(held) {
+      if (held.length === 0) return [];
+      // One slot (the hash tag), so one MGET also on a Redis Cluster.
+      const tokens = await redis.mget(...held.map((j) => lockKey(j.id)));
+      return held.filter((j, i) => tokens[i] !== j.lockToken).map((j) => j.id);
     },
 
     async release(jobIds) {

@@ -1,4 +1,5 @@
 import type { Job } from "bullmq";
+import { ReplyError } from "ioredis";
 import type { Logger } from "pino";
 import { v7 as uuidv7 } from "uuid";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
@@ -8,7 +9,7 @@ import { type ReportRow, receivedAtMsOf } from "../report/report-schema.js";
 import { createBatcher } from "./batcher.js";
 import { DataError, insertIsolating } from "./bisecting-insert.js";
 import type { WorkerMetrics } from "./metrics.js";
-import { retryUntilDone, ShutdownAbort, shutdownSignal } from "./retry.js";
+import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
 import type { Manifest, ManifestStore } from "./batch-manifests.js";
 
 // Many jobs in flight, their rows gathered into one ClickHouse insert per batch (batcher.ts). A
@@ -107,15 +108,21 @@ export function createIngestProcessor(opts: IngestOptions) {
       (e) => e instanceof DataError,
     );
 
-  const always = () => false;
+  /**
+   * Manifest operations retry what passes (Redis down, loading, busy, out of memory) and give up
+   * on what cannot: a script error, a key of the wrong type, a manifest that does not parse.
+   */
+  const cannotPass = (e: unknown) =>
+    e instanceof SyntaxError ||
+    (e instanceof ReplyError && /^(ERR|WRONGTYPE)\b/.test((e as Error).message));
 
   async function deliver(batch: Entry[]): Promise<void> {
     observeLag(batch);
-    let left = batch;
+    let left = newestOfEach(batch);
     while (left.length > 0) {
       // Jobs that already belong to a manifest go in again with it; the others get a new one.
       const ids = left.map((e) => e.id);
-      const owners = await retry("manifest lookup", () => opts.manifests.owners(ids), always);
+      const owners = await retry("manifest lookup", () => opts.manifests.owners(ids), cannotPass);
       const byToken = new Map<string, Entry[]>();
       for (const e of left) {
         const token = owners.get(e.id);
@@ -132,7 +139,7 @@ export function createIngestProcessor(opts: IngestOptions) {
       const claim = await retry(
         "manifest claim",
         () => opts.manifests.claim(manifest, fresh),
-        always,
+        cannotPass,
       );
       if (claim.claimed) return insertManifest(manifest, fresh);
       // Some jobs were taken over or claimed meanwhile: drop the lost ones, adopt the others.
@@ -145,7 +152,7 @@ export function createIngestProcessor(opts: IngestOptions) {
   /** A redelivered job: its manifest is inserted again, exactly as it was the first time. */
   async function reinsert(token: string, held: Entry[]): Promise<void> {
     metrics.manifestsReinserted.inc();
-    const manifest = await retry("manifest read", () => opts.manifests.get(token), always);
+    const manifest = await retry("manifest read", () => opts.manifests.get(token), cannotPass);
     // Gone: every job of it was completed, these too, by whoever held them after us.
     if (!manifest) for (const e of held) loseJob(e);
     else await insertManifest(manifest, held);
@@ -159,7 +166,21 @@ export function createIngestProcessor(opts: IngestOptions) {
       stored = { ...manifest, rows: manifest.rows.filter((r) => !bad.has(r)) };
     }
     const onStored = opts.onStored as (m: Manifest) => Promise<void>;
-    await retry("stored hook", () => onStored(stored), always);
+    await retry("stored hook", () => onStored(stored), cannotPass);
+  }
+
+  /**
+   * A worker that stalled can be handed its own job again (a new lock) while the old delivery is
+   * still pending: only the newest is this worker's; the older one lets go.
+   */
+  function newestOfEach(batch: Entry[]): Entry[] {
+    const newest = new Map<string, Entry>();
+    for (const e of batch) {
+      const seen = newest.get(e.id);
+      if (seen) loseJob(seen);
+      newest.set(e.id, e);
+    }
+    return newest.size === batch.length ? batch : [...newest.values()];
   }
 
   function loseJob(entry: Entry) {
@@ -175,9 +196,23 @@ export function createIngestProcessor(opts: IngestOptions) {
       for (const row of manifest.rows.slice(i, i + count)) items.push({ row, jobId });
       i += count;
     }
+    // Splitting a refused batch inserts its halves under tokens of their own: only a worker that
+    // still holds its jobs may do that, or the halves could land beside the whole batch inserted
+    // by the jobs' new holder.
+    const insertOrSplit = async (part: Item[], token: string) => {
+      try {
+        await insert(part, token);
+      } catch (err) {
+        if (err instanceof DataError && token === manifest.token) {
+          const lost = await retry("lock check", () => opts.manifests.lost(held), cannotPass);
+          if (lost.length > 0) throw new LostJobError(`jobs ${lost.join(", ")} are held elsewhere`);
+        }
+        throw err;
+      }
+    };
     const refused =
       items.length > 0
-        ? await insertIsolating(items, manifest.token, insert, () =>
+        ? await insertIsolating(items, manifest.token, insertOrSplit, () =>
             metrics.failures.inc({ kind: "data" }),
           )
         : [];

@@ -29,6 +29,9 @@ export function memoryManifests() {
       const m = manifests.get(token);
       return m ? { token: m.token, rows: m.rows, jobs: m.jobs } : null;
     },
+    async lost(held) {
+      return held.filter((j) => locks.get(j.id) !== j.lockToken).map((j) => j.id);
+    },
     async release(ids) {
       for (const id of ids) {
         const t = owners.get(id);

@@ -175,6 +175,37 @@ describe("ingest processor", () => {
     expect(inserts).toEqual([{ rows: [row("a")], token: "their-token" }]);
   });
 
+  it("handed its own job again after a stall: only the newest lock counts, the rows go in once", async () => {
+    const { sink, inserts } = fakeSink();
+    const { created, manifests } = processor(sink, { maxJobs: 2 });
+    const stale = created.process(job("j", [row("a")]), "lock-old");
+    manifests.locks.set("j", "lock-new");
+    const fresh = created.process(job("j", [row("a")], true), "lock-new");
+    await expect(stale).rejects.toThrow(/held by another worker/);
+    await fresh;
+    expect(inserts).toEqual([{ rows: [row("a")], token: expect.any(String) }]);
+  });
+
+  it("does not split a refused batch whose jobs it no longer holds", async () => {
+    const parseError = new ClickHouseError({
+      message: "Cannot parse",
+      code: "27",
+      type: "CANNOT_PARSE_INPUT_ASSERTION_FAILED",
+    });
+    let takeOver = () => {};
+    const { sink, inserts } = fakeSink((rows) => {
+      // The whole batch is refused; by then another worker holds the job.
+      takeOver();
+      return rows.length > 1 ? parseError : null;
+    });
+    const { created, manifests } = processor(sink, { maxJobs: 1 });
+    takeOver = () => manifests.locks.set("j", "lock-2");
+    manifests.locks.set("j", "lock-1");
+    const pending = created.process(job("j", [row("a"), row("b")]), "lock-1");
+    await expect(pending).rejects.toThrow(/held elsewhere/);
+    expect(inserts).toEqual([]);
+  });
+
   it("flushes what it holds on close", async () => {
     const { sink, inserts } = fakeSink();
     const { p } = processor(sink);

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../../src/worker/retry.js";
+import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../../src/lib/retry.js";
 
 // Retrying passing failures until done, giving up at once on final ones, and stopping on
 // shutdown — also while waiting between attempts.
