@@ -6,8 +6,9 @@
 #   engine.sh up                 use the engine that answers, else start a private dockerd; prints
 #                                DOCKER_HOST=…, STARTED=0|1 and PID=… (the private dockerd's pid)
 #   engine.sh images [node|redis]…
-#                                build the missing base images offline (debootstrap from Debian's
-#                                mirror, the machine's own Node): node:20-bookworm-slim, redis:7
+#                                the base images node:20-bookworm-slim and redis:7, when missing:
+#                                pulled where a registry answers, else built offline (debootstrap
+#                                from Debian's mirror, the machine's own Node, Debian's Redis)
 #   engine.sh down PID           stop the private dockerd, only if PID is the one `up` started
 #   engine.sh status             which engine answers, and the base images it has
 #
@@ -134,9 +135,14 @@ cmd_down() {
 
 # --- base images ------------------------------------------------------------------------------
 
-dk() { "$DOCKER" -H "${DOCKER_HOST:?run engine.sh up first and export DOCKER_HOST}" "$@"; }
+dk() { "$DOCKER" -H "$DOCKER_HOST" "$@"; }
 
 has_image() { dk image inspect "$1" >/dev/null 2>&1; }
+
+# The official image when a registry can be reached (a pull fails at once where none can).
+pulled() {
+  timeout 600 "$DOCKER" -H "$DOCKER_HOST" pull --quiet "$1" >/dev/null 2>&1 && log "pulled $1"
+}
 
 trim_rootfs() { # dir
   rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* "$1"/usr/share/doc/* \
@@ -175,6 +181,7 @@ unpack_rootfs() { # -> dir
 
 image_node() {
   has_image "$NODE_TAG" && return 0
+  pulled "$NODE_TAG" && return 0
   local node version npm_dir dir
   node=$(readlink -f "$(command -v node)")
   version=$("$node" --version)
@@ -204,6 +211,7 @@ image_node() {
 
 image_redis() {
   has_image "$REDIS_TAG" && return 0
+  pulled "$REDIS_TAG" && return 0
   log "building $REDIS_TAG offline (Debian $SUITE minbase + Debian's redis-server)"
   local dir
   dir=$(unpack_rootfs)
@@ -250,7 +258,22 @@ EOF
   rm -rf "$dir"
 }
 
+# DOCKER_HOST as `up` printed it; unset, the engine `up` would have picked.
+pick_engine() {
+  if [ -z "${DOCKER_HOST:-}" ]; then
+    if answers unix:///var/run/docker.sock; then
+      DOCKER_HOST=unix:///var/run/docker.sock
+    elif answers "unix://$SOCK"; then
+      DOCKER_HOST=unix://$SOCK
+    else
+      die "no engine answers: run 'engine.sh up' first"
+    fi
+  fi
+  export DOCKER_HOST
+}
+
 cmd_images() {
+  pick_engine
   mkdir -p "$STATE"
   exec 9>"$STATE/lock"
   flock 9
@@ -266,18 +289,15 @@ cmd_images() {
 }
 
 cmd_status() {
-  local host=${DOCKER_HOST:-}
-  if [ -z "$host" ]; then
-    if answers unix:///var/run/docker.sock; then host=unix:///var/run/docker.sock; else host=unix://$SOCK; fi
-  fi
-  if answers "$host"; then
-    echo "engine: $host ($("$DOCKER" -H "$host" version --format '{{.Server.Version}}'))"
+  if (pick_engine 2>/dev/null) && pick_engine && answers "$DOCKER_HOST"; then
+    echo "engine: $DOCKER_HOST ($(dk version --format '{{.Server.Version}}'))"
     for tag in "$NODE_TAG" "$REDIS_TAG"; do
-      if DOCKER_HOST=$host has_image "$tag"; then echo "image $tag: present"; else echo "image $tag: missing"; fi
+      if has_image "$tag"; then echo "image $tag: present"; else echo "image $tag: missing"; fi
     done
   else
     echo "engine: none answers"
   fi
+  local pid
   if pid=$(private_pid); then echo "private dockerd: pid $pid"; fi
 }
 

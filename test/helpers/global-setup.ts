@@ -56,7 +56,7 @@ export default async function setup(project: TestProject) {
     } catch (err) {
       if (mode === "1" || !(err instanceof NoEngineError)) throw err;
       console.log(
-        `integration Redis: no Docker engine (${err.message.split("\n").at(-1)}); using redis-server`,
+        `integration Redis: no Docker engine (${err.message.split("\n")[0]}); using redis-server`,
       );
     }
     if (engine) {
