@@ -3,8 +3,9 @@ import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { CONFIG_KEYS } from "../../src/config.js";
 
-// No Docker engine runs here, so the compose file is checked as data: every variable it gives
-// Headroom is one the config schema knows, and services, healthchecks and dependencies are wired.
+// The compose file checked as data, with its variables at their defaults as compose reads it:
+// every variable it gives Headroom is one the config schema knows, and services, healthchecks and
+// dependencies are wired. (test/docker/compose.test.ts runs it on a Docker engine.)
 
 interface Service {
   image?: string;
@@ -16,15 +17,28 @@ interface Service {
   depends_on?: Record<string, { condition: string }>;
 }
 
-const compose = parse(readFileSync("docker-compose.yml", "utf8"), { merge: true }) as {
-  services: Record<string, Service>;
-};
+/** Compose's interpolation, with every variable unset: `${X:-d}` and `${X-d}` give d. */
+function withDefaults(text: string): string {
+  return text.replace(
+    /\$\{[A-Z_]+(?::?-([^}]*))?\}/g,
+    (_, fallback: string | undefined) => fallback ?? "",
+  );
+}
+
+function load(file: string) {
+  return parse(withDefaults(readFileSync(file, "utf8")), { merge: true }) as {
+    services: Record<string, Service>;
+  };
+}
+
+const compose = load("docker-compose.yml");
 const services = compose.services;
-const headroomServices = ["migrate", "edge", "worker"];
+const headroomServices = ["migrate", "edge", "worker", "alerts"];
 
 describe("docker-compose.yml", () => {
   it("has the services of the deployment", () => {
     expect(Object.keys(services).sort()).toEqual([
+      "alerts",
       "clickhouse",
       "edge",
       "migrate",
@@ -45,6 +59,7 @@ describe("docker-compose.yml", () => {
     expect(services.migrate?.build).toBeDefined();
     expect(services.edge?.command).toEqual(["node", "dist/src/main/edge.js"]);
     expect(services.worker?.command).toEqual(["node", "dist/workers/ingest.js"]);
+    expect(services.alerts?.command).toEqual(["node", "dist/workers/alerts.js"]);
     expect(services.migrate?.command).toEqual(["node", "dist/src/main/cli.js", "migrate"]);
   });
 
@@ -77,5 +92,25 @@ describe("docker-compose.yml", () => {
     // A fixed host port would stop `--scale`; the edge publishes a range, the worker nothing.
     expect(services.edge?.ports?.[0]).toMatch(/-\d+:3000$/);
     expect(services.worker?.ports).toBeUndefined();
+  });
+});
+
+describe("docker-compose.test.yml", () => {
+  const override = load("docker-compose.test.yml").services;
+
+  it("replaces only the stores, with images that can be built or had locally", () => {
+    expect(Object.keys(override).sort()).toEqual(["clickhouse", "redis"]);
+    expect(override.redis?.image).toBe("redis:7");
+    expect(override.clickhouse?.build).toMatchObject({ target: "clickhouse-embedded" });
+    expect(override.clickhouse?.command?.slice(0, 3)).toEqual(["headroom", "clickhouse", "serve"]);
+    expect(override.clickhouse?.healthcheck?.test.join(" ")).toContain("/ping");
+  });
+
+  it("leaves Headroom's images to the base file, which publishes no fixed port in tests", () => {
+    const text = readFileSync("docker-compose.yml", "utf8");
+    expect(text.match(/image: \$\{HEADROOM_IMAGE:-headroom:local\}/g)).toHaveLength(4);
+    for (const v of ["REDIS_HOST_PORT", "CLICKHOUSE_HOST_PORT", "EDGE_HOST_PORTS"]) {
+      expect(text).toContain(`\${${v}-`);
+    }
   });
 });

@@ -13,7 +13,7 @@ export interface EmbeddedClickHouseProcessOptions {
   port?: number;
   user?: string;
   password?: string;
-  /** See `faults` in embedded-server.ts. */
+  /** See `faults` in server.ts. */
   faultErrorRate?: number;
   /** Inherit the child's output (the local stack); tests keep it quiet. */
   inheritOutput?: boolean;
