@@ -1,4 +1,12 @@
+import { randomInt } from "node:crypto";
 import { defineConfig } from "vitest/config";
+
+// One fast-check seed per run, shared by every test file: taken from FC_SEED when set, so a
+// failure can be replayed exactly (`FC_SEED=<seed> npx vitest run <file>`); printed on failure
+// by test/helpers/fast-check-seed.ts.
+const fcSeed = process.env.FC_SEED ?? String(randomInt(2 ** 31 - 1));
+if (!/^-?\d+$/.test(fcSeed)) throw new Error(`FC_SEED must be an integer, not "${fcSeed}"`);
+const shared = { env: { FC_SEED: fcSeed }, setupFiles: ["test/helpers/fast-check-seed.ts"] };
 
 // Two projects: unit tests need no service; integration tests get a real Redis (and start the
 // embedded ClickHouse server themselves) from the global setup.
@@ -7,6 +15,7 @@ export default defineConfig({
     projects: [
       {
         test: {
+          ...shared,
           name: "unit",
           include: ["test/unit/**/*.test.ts"],
           sequence: { groupOrder: 0 },
@@ -14,6 +23,7 @@ export default defineConfig({
       },
       {
         test: {
+          ...shared,
           name: "integration",
           include: ["test/integration/**/*.test.ts"],
           globalSetup: ["test/helpers/global-setup.ts"],
