@@ -17,7 +17,7 @@ import {
   type RedisServerOptions,
   startRedisServer,
 } from "../../src/local/redis-server.js";
-import { type Proc, startProcess } from "./processes.js";
+import { type Proc, readyWorker, startProcess } from "./processes.js";
 import { sampleBody } from "./sample-reports.js";
 
 // A whole Headroom of its own for one fault test: its own redis-server (which the test may
@@ -185,14 +185,7 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
     async startWorker(extra: Record<string, string> = {}) {
       const proc = startProcess("workers/ingest.ts", { ...env, ...extra });
       procs.push(proc);
-      await proc.waitFor(/worker ready/, 30_000);
-      const port = Number(/"metricsPort":(\d+)/.exec(proc.output())?.[1]);
-      /** Rows this worker has had acknowledged by ClickHouse. */
-      const inserted = async () => {
-        const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-        return Number(/^headroom_worker_rows_inserted_total (\d+)/m.exec(text)?.[1] ?? 0);
-      };
-      return { proc, metricsPort: port, inserted };
+      return readyWorker(proc);
     },
 
     /** SIGKILL: nothing is flushed beyond what the AOF already holds. */

@@ -66,3 +66,21 @@ export function startProcess(
     },
   };
 }
+
+export interface WorkerProc {
+  proc: Proc;
+  metricsPort: number;
+  /** Rows this worker has had acknowledged by ClickHouse (its own metrics). */
+  inserted: () => Promise<number>;
+}
+
+/** Waits for an ingest worker process to be ready (started with WORKER_METRICS_PORT=0). */
+export async function readyWorker(proc: Proc, timeoutMs = 30_000): Promise<WorkerProc> {
+  await proc.waitFor(/worker ready/, timeoutMs);
+  const metricsPort = Number(/"metricsPort":(\d+)/.exec(proc.output())?.[1]);
+  const inserted = async () => {
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    return Number(/^headroom_worker_rows_inserted_total (\d+)/m.exec(text)?.[1] ?? 0);
+  };
+  return { proc, metricsPort, inserted };
+}
