@@ -57,6 +57,17 @@ const NULL_LIMITS = {
   reset_tokens_ms: null,
 };
 
+// Yesterday, 10:00 UTC: inside every retention window (the rollups' TTL is 30 days), whatever
+// the date the suite runs on, and a whole day from the day boundaries.
+const DAY = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+const at = (hhmmss: string, ms = "000") => Date.parse(`${DAY}T${hhmmss}.${ms}Z`);
+/** ClickHouse's DateTime64(3) text for a time in ms. */
+const chTime = (t: number) => new Date(t).toISOString().replace("T", " ").replace("Z", "");
+const chMinute = (t: number) => chTime(t).slice(0, 19);
+const T_FULL = at("10:00:00", "123");
+const T_LATER = at("10:05:00");
+const T_HINT = at("10:06:00");
+
 const query = async <T>(sql: string) =>
   (await p.client.query({ query: sql, format: "JSONEachRow" })).json<T>();
 
@@ -72,7 +83,8 @@ describe("edge → queue → worker → ClickHouse", () => {
       app: " chat ",
       provider: " OpenRouter",
       model: "deepseek/deepseek-r1",
-      timestamp: "2026-11-20T12:00:00.123456+02:00",
+      // 12:00:00.123456 at UTC+2: 10:00:00.123 UTC, cut to milliseconds.
+      timestamp: `${DAY}T12:00:00.123456+02:00`,
       limits: {
         requests_limit: 1000,
         requests_remaining: 990.6,
@@ -88,7 +100,7 @@ describe("edge → queue → worker → ClickHouse", () => {
       app: "chat",
       provider: "openrouter",
       model: "deepseek/deepseek-r1",
-      timestamp: "2026-11-20T10:05:00.000Z",
+      timestamp: new Date(T_LATER).toISOString(),
       limits: {
         requests_limit: 1000,
         requests_remaining: 980,
@@ -104,7 +116,7 @@ describe("edge → queue → worker → ClickHouse", () => {
       app: "chat",
       provider: "openrouter",
       model: "deepseek/deepseek-r1",
-      timestamp: "2026-11-20T10:06:00.000Z",
+      timestamp: new Date(T_HINT).toISOString(),
       limits: NULL_LIMITS,
     });
     const startup = await post({
@@ -128,7 +140,7 @@ describe("edge → queue → worker → ClickHouse", () => {
       app: "chat",
       provider: "openrouter",
       model: "deepseek/deepseek-r1",
-      timestamp: "2026-11-20 10:00:00.123",
+      timestamp: chTime(T_FULL),
       requests_limit: 1000,
       requests_remaining: 991,
       tokens_limit: 200000,
@@ -160,7 +172,7 @@ describe("edge → queue → worker → ClickHouse", () => {
     );
     expect(minute).toEqual([
       {
-        bucket: "2026-11-20 10:00:00",
+        bucket: chMinute(T_FULL),
         reports: 1,
         hints: 0,
         requests_remaining_min: 991,
@@ -170,7 +182,7 @@ describe("edge → queue → worker → ClickHouse", () => {
         credits_last: "12.345678",
       },
       {
-        bucket: "2026-11-20 10:05:00",
+        bucket: chMinute(T_LATER),
         reports: 1,
         hints: 0,
         requests_remaining_min: 980,
@@ -180,7 +192,7 @@ describe("edge → queue → worker → ClickHouse", () => {
         credits_last: "12.3",
       },
       {
-        bucket: "2026-11-20 10:06:00",
+        bucket: chMinute(T_HINT),
         reports: 1,
         hints: 1,
         requests_remaining_min: null,
@@ -214,8 +226,8 @@ describe("edge → queue → worker → ClickHouse", () => {
       {
         provider: "openrouter",
         model: "deepseek/deepseek-r1",
-        last_seen: "2026-11-20 10:06:00.000",
-        limits_at: "2026-11-20 10:05:00.000",
+        last_seen: chTime(T_HINT),
+        limits_at: chTime(T_LATER),
         requests_remaining: 980,
         tokens_remaining: 140000,
         credits_remaining: "12.3",

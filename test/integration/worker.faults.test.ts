@@ -225,7 +225,7 @@ describe("worker faults", () => {
     const fixed = {
       ...fromRow(rows[12] as (string | number | null)[]),
       ...report,
-      timestamp: "2026-11-20T10:00:00.000Z",
+      timestamp: new Date().toISOString(),
     };
     const file = join(p.dir, "fixed.json");
     writeFileSync(file, JSON.stringify([fixed]));
