@@ -4,12 +4,15 @@ import { buildOpenApi } from "../../src/edge/openapi.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
 
 // End to end: reports POSTed to the edge land in `reports` with every field as the contract
 // normalises it, and in the rollups and the latest-limits view with the right figures.
 
+// The key store lives in the shared test Redis: a project id of this run's own.
+const PROJECT = `p-e2e-${uniqueId()}`;
 let p: Pipeline;
 let edge: Edge;
 let worker: IngestWorker;
@@ -27,7 +30,7 @@ beforeAll(async () => {
     metrics: createWorkerMetrics(),
   });
   worker.start();
-  ({ key } = await edge.keyStore.create("p-e2e", { defaultPlan: "unlimited" }));
+  ({ key } = await edge.keyStore.create(PROJECT, { defaultPlan: "unlimited" }));
 });
 
 afterAll(async () => {
@@ -128,7 +131,7 @@ describe("edge → queue → worker → ClickHouse", () => {
     const rows = await eventually(
       async () => {
         const r = await query<Record<string, unknown>>(
-          `SELECT * FROM ${p.db}.reports_v WHERE project_id = 'p-e2e' ORDER BY report_id`,
+          `SELECT * FROM ${p.db}.reports_v WHERE project_id = '${PROJECT}' ORDER BY report_id`,
         );
         expect(r).toHaveLength(4);
         return r;
@@ -168,7 +171,7 @@ describe("edge → queue → worker → ClickHouse", () => {
     const minute = await query<Record<string, unknown>>(
       `SELECT toString(bucket) AS bucket, reports, hints, requests_remaining_min, tokens_remaining_min,
         requests_limit_max, toString(cost_sum) AS cost, toString(credits_remaining_last) AS credits_last
-       FROM ${p.db}.reports_minute_v WHERE project_id = 'p-e2e' AND provider = 'openrouter' ORDER BY bucket`,
+       FROM ${p.db}.reports_minute_v WHERE project_id = '${PROJECT}' AND provider = 'openrouter' ORDER BY bucket`,
     );
     expect(minute).toEqual([
       {
@@ -204,14 +207,14 @@ describe("edge → queue → worker → ClickHouse", () => {
     ]);
     const daily = await query<Record<string, unknown>>(
       `SELECT reports, hints, toString(cost_sum) AS cost FROM ${p.db}.reports_daily_v
-       WHERE project_id = 'p-e2e' AND provider = 'openrouter'`,
+       WHERE project_id = '${PROJECT}' AND provider = 'openrouter'`,
     );
     expect(daily).toEqual([{ reports: 3, hints: 1, cost: "0.000323" }]);
 
     const latest = await query<Record<string, unknown>>(
       `SELECT provider, model, toString(last_seen) AS last_seen, toString(limits_at) AS limits_at,
         requests_remaining, tokens_remaining, toString(credits_remaining) AS credits_remaining
-       FROM ${p.db}.latest_limits_v WHERE project_id = 'p-e2e' ORDER BY provider`,
+       FROM ${p.db}.latest_limits_v WHERE project_id = '${PROJECT}' ORDER BY provider`,
     );
     expect(latest).toEqual([
       {

@@ -11,6 +11,7 @@ import { fromRow, REPORT_COLUMNS } from "../../src/report/report-schema.js";
 import { createRedisManifestStore } from "../../src/worker/batch-manifests.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
@@ -44,7 +45,7 @@ function worker(env: Record<string, string> = {}): Proc {
   return w;
 }
 
-const project = () => `p-${Math.random().toString(36).slice(2, 8)}`;
+const project = () => `p-${uniqueId()}`;
 
 describe("worker faults", () => {
   it("SIGTERM during a batch: flushed, acked, exit code 0", async () => {
