@@ -18,6 +18,9 @@ export default defineConfig({
           ...shared,
           name: "unit",
           include: ["test/unit/**/*.test.ts"],
+          // The same as integration's: vitest's --sequence.* flags (shuffle, seed) replace
+          // each project's groupOrder, and projects of one group must agree on maxWorkers.
+          maxWorkers: 2,
           sequence: { groupOrder: 0 },
         },
       },
