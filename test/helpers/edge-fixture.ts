@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { HTTPMethods, LightMyRequestResponse } from "fastify";
 import type { Logger } from "pino";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import type { Plan } from "../../src/config.js";
 import { loadConfig } from "../../src/config.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
@@ -16,6 +16,16 @@ export const uniqueId = (): string => randomBytes(5).toString("hex");
 
 export const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
+/** The limits of clientReport(): whole numbers, stored as they are sent. */
+export const CLIENT_LIMITS = {
+  requests_limit: 10_000,
+  requests_remaining: 9_999,
+  tokens_limit: 2_000_000,
+  tokens_remaining: 1_999_000,
+  reset_requests_ms: 6_000,
+  reset_tokens_ms: 30,
+} as const;
+
 /** What the real client sends for one AI-provider call. */
 export function clientReport(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -23,14 +33,7 @@ export function clientReport(overrides: Record<string, unknown> = {}): Record<st
     provider: "openai",
     model: "gpt-4o-mini",
     timestamp: new Date().toISOString(),
-    limits: {
-      requests_limit: 10_000,
-      requests_remaining: 9_999,
-      tokens_limit: 2_000_000,
-      tokens_remaining: 1_999_000,
-      reset_requests_ms: 6_000,
-      reset_tokens_ms: 30,
-    },
+    limits: { ...CLIENT_LIMITS },
     credits: null,
     ...overrides,
   };
@@ -119,3 +122,21 @@ export async function startEdge(
 }
 
 export type EdgeFixture = Awaited<ReturnType<typeof startEdge>>;
+
+/**
+ * One edge and one key for a whole file, started before its tests and closed after them; `set`
+ * receives them. Tests that need a project, a plan or a key of their own still make one.
+ */
+export function edgeForFile(
+  set: (shared: { fx: EdgeFixture; k: TestKey }) => void,
+  opts?: Parameters<typeof startEdge>[0],
+): void {
+  let fx: EdgeFixture | undefined;
+  beforeAll(async () => {
+    fx = await startEdge(opts);
+    set({ fx, k: await fx.createKey() });
+  });
+  afterAll(async () => {
+    await fx?.close();
+  });
+}

@@ -6,6 +6,7 @@ import {
   toRecord,
   toRow,
 } from "../../src/report/report-schema.js";
+import { NULL_LIMITS } from "./report-oracle.js";
 
 // Realistic reports, as the real client library sends them: a mix of providers, models and apps,
 // provider hints (model null, every limit null, no credits), and credits on some.
@@ -27,14 +28,7 @@ export function sampleBody(i: number): Record<string, unknown> {
       provider,
       model: null,
       timestamp,
-      limits: {
-        requests_limit: null,
-        requests_remaining: null,
-        tokens_limit: null,
-        tokens_remaining: null,
-        reset_requests_ms: null,
-        reset_tokens_ms: null,
-      },
+      limits: { ...NULL_LIMITS },
     };
   }
   return {

@@ -7,6 +7,7 @@ import {
   clientReport,
   type EdgeFixture,
   type PostOptions,
+  edgeForFile,
   startEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
@@ -16,15 +17,7 @@ import {
 
 let fx: EdgeFixture;
 let k: TestKey;
-
-beforeAll(async () => {
-  fx = await startEdge();
-  k = await fx.createKey();
-});
-
-afterAll(async () => {
-  await fx?.close();
-});
+edgeForFile((shared) => ({ fx, k } = shared));
 
 interface ErrorBody {
   error: string;

@@ -7,6 +7,7 @@ import { createWorkerMetrics } from "../../src/worker/metrics.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { NULL_LIMITS } from "../helpers/report-oracle.js";
 
 // End to end: reports POSTed to the edge land in `reports` with every field as the contract
 // normalises it, and in the rollups and the latest-limits view with the right figures.
@@ -49,16 +50,6 @@ async function post(body: unknown) {
   expect(res.statusCode, res.body).toBe(200);
   return (res.json() as { id: string }).id;
 }
-
-// A provider hint's limits: the client saw no rate-limit headers.
-const NULL_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
 
 // Yesterday, 10:00 UTC: inside every retention window (the rollups' TTL is 30 days), whatever
 // the date the suite runs on, and a whole day from the day boundaries.
