@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { workerMetric } from "./worker-metric.js";
 
 // Headroom processes as a user runs them (`tsx <entry>`), for tests that send real signals.
 
@@ -78,9 +79,6 @@ export interface WorkerProc {
 export async function readyWorker(proc: Proc, timeoutMs = 30_000): Promise<WorkerProc> {
   await proc.waitFor(/worker ready/, timeoutMs);
   const metricsPort = Number(/"metricsPort":(\d+)/.exec(proc.output())?.[1]);
-  const inserted = async () => {
-    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    return Number(/^headroom_worker_rows_inserted_total (\d+)/m.exec(text)?.[1] ?? 0);
-  };
+  const inserted = () => workerMetric(proc, "headroom_worker_rows_inserted_total");
   return { proc, metricsPort, inserted };
 }

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { type ClickHouseProxy, startClickHouseProxy } from "../helpers/clickhouse-proxy.js";
 import { eventually } from "../helpers/eventually.js";
 import { crashLines } from "../helpers/fault-stack.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
 import { workerMetric } from "../helpers/worker-metric.js";
 
@@ -114,12 +114,7 @@ it("killed twice while holding the same jobs: retried, never failed, stored once
   await eventually(
     async () => {
       expect(await p.distinctCount(project)).toBe(ids.length);
-      expect(await p.queue.getJobCounts("wait", "active", "delayed", "failed")).toStrictEqual({
-        wait: 0,
-        active: 0,
-        delayed: 0,
-        failed: 0,
-      });
+      expect(await p.jobCounts()).toStrictEqual(DRAINED);
     },
     { timeoutMs: 60_000, intervalMs: 200 },
   );

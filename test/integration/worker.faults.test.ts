@@ -13,7 +13,7 @@ import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
 import { workerMetric } from "../helpers/worker-metric.js";
 import { sampleRow } from "../helpers/sample-reports.js";
@@ -61,12 +61,7 @@ describe("worker faults", () => {
     w.signal("SIGTERM");
     expect((await w.exited).code).toBe(0);
     expect(await p.distinctCount(proj)).toBe(ids.length);
-    expect(await p.queue.getJobCounts("wait", "active", "failed", "delayed")).toEqual({
-      wait: 0,
-      active: 0,
-      failed: 0,
-      delayed: 0,
-    });
+    expect(await p.jobCounts()).toStrictEqual(DRAINED);
   });
 
   it("SIGKILL mid-batch: the jobs come back and land once", async () => {

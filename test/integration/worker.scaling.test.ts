@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../helpers/eventually.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, readyWorker, startProcess } from "../helpers/processes.js";
 
 // Independent scaling: three worker processes compete for one queue against one ClickHouse.
@@ -29,12 +29,7 @@ describe("three worker processes", () => {
     await eventually(
       async () => {
         expect(await p.distinctCount()).toBe(ids.length);
-        expect(await p.queue.getJobCounts("wait", "active", "failed", "delayed")).toEqual({
-          wait: 0,
-          active: 0,
-          failed: 0,
-          delayed: 0,
-        });
+        expect(await p.jobCounts()).toStrictEqual(DRAINED);
       },
       { timeoutMs: 60_000, intervalMs: 250 },
     );
