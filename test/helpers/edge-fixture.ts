@@ -8,6 +8,7 @@ import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
 import type { ReportsQueue } from "../../src/queue/reports-queue.js";
 import { fromRow, type ReportRecord } from "../../src/report/report-schema.js";
+import { CLIENT_LIMITS } from "./sample-reports.js";
 
 // One edge per test file (or per concern), on the harness's Redis unless told otherwise, with
 // queue names and project ids of its own so that files running side by side never meet.
@@ -15,16 +16,6 @@ import { fromRow, type ReportRecord } from "../../src/report/report-schema.js";
 export const uniqueId = (): string => randomBytes(5).toString("hex");
 
 export const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-
-/** The limits of clientReport(): whole numbers, stored as they are sent. */
-export const CLIENT_LIMITS = {
-  requests_limit: 10_000,
-  requests_remaining: 9_999,
-  tokens_limit: 2_000_000,
-  tokens_remaining: 1_999_000,
-  reset_requests_ms: 6_000,
-  reset_tokens_ms: 30,
-} as const;
 
 /** What the real client sends for one AI-provider call. */
 export function clientReport(overrides: Record<string, unknown> = {}): Record<string, unknown> {
@@ -124,10 +115,11 @@ export async function startEdge(
 export type EdgeFixture = Awaited<ReturnType<typeof startEdge>>;
 
 /**
- * One edge and one key for a whole file, started before its tests and closed after them; `set`
- * receives them. Tests that need a project, a plan or a key of their own still make one.
+ * One edge and one key shared by the tests of the file (or describe block) this is called in:
+ * started before them and closed after them; `set` receives them. Tests that need a project, a
+ * plan or a key of their own still make one.
  */
-export function edgeForFile(
+export function sharedEdge(
   set: (shared: { fx: EdgeFixture; k: TestKey }) => void,
   opts?: Parameters<typeof startEdge>[0],
 ): void {

@@ -17,6 +17,8 @@ import {
   type RedisServerOptions,
   startRedisServer,
 } from "../../src/local/redis-server.js";
+import { expect } from "vitest";
+import { eventually } from "./eventually.js";
 import { type Proc, readyWorker, startProcess } from "./processes.js";
 import { sampleBody } from "./sample-reports.js";
 
@@ -239,6 +241,22 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
         e.requestsRemaining = remaining === null ? null : Number(remaining);
       }
       return out;
+    },
+
+    /**
+     * Waits until every report answered 200 is stored and no job is left (waiting, delayed or
+     * active); returns what is stored then. The deadline is for the workers to drain the queue.
+     */
+    async storedAfterDrain(ok: { seq: number }[], timeoutMs = 60_000) {
+      await eventually(
+        async () => {
+          const stored = await this.stored();
+          expect(ok.filter((o) => !stored.has(o.seq)).map((o) => o.seq)).toStrictEqual([]);
+          expect(await this.backlog()).toBe(0);
+        },
+        { timeoutMs, intervalMs: 500 },
+      );
+      return this.stored();
     },
 
     /** Waiting, delayed and active jobs. */

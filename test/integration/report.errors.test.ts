@@ -1,14 +1,13 @@
 import { request as httpRequest } from "node:http";
 import type { LightMyRequestResponse } from "fastify";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/keys/key-format.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   clientReport,
   type EdgeFixture,
   type PostOptions,
-  edgeForFile,
-  startEdge,
+  sharedEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
 
@@ -17,7 +16,7 @@ import {
 
 let fx: EdgeFixture;
 let k: TestKey;
-edgeForFile((shared) => ({ fx, k } = shared));
+sharedEdge((shared) => ({ fx, k } = shared));
 
 interface ErrorBody {
   error: string;
@@ -518,12 +517,8 @@ describe("429", () => {
 
 describe("429 for failed authentication, per IP", () => {
   let af: EdgeFixture;
-
-  beforeAll(async () => {
-    af = await startEdge({ env: { AUTH_FAILURES_PER_IP: "3", AUTH_FAILURE_WINDOW_S: "60" } });
-  });
-  afterAll(async () => {
-    await af?.close();
+  sharedEdge(({ fx }) => (af = fx), {
+    env: { AUTH_FAILURES_PER_IP: "3", AUTH_FAILURE_WINDOW_S: "60" },
   });
 
   it("refuses an IP after N bad keys, even with a good key; other IPs are unaffected", async () => {
@@ -562,12 +557,8 @@ describe("429 for failed authentication, per IP", () => {
 
 describe("503 unavailable when the backlog is over its bound", () => {
   let bf: EdgeFixture;
-
-  beforeAll(async () => {
-    bf = await startEdge({ env: { BACKLOG_MAX_JOBS: "1", BACKLOG_CHECK_INTERVAL_MS: "10" } });
-  });
-  afterAll(async () => {
-    await bf?.close();
+  sharedEdge(({ fx }) => (bf = fx), {
+    env: { BACKLOG_MAX_JOBS: "1", BACKLOG_CHECK_INTERVAL_MS: "10" },
   });
 
   it("answers 503 with Retry-After, enqueues nothing, uses no quota, and recovers", async () => {

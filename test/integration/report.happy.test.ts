@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import type { PostOptions } from "../helpers/edge-fixture.js";
 import { NULL_CREDITS, NULL_LIMITS } from "../helpers/report-oracle.js";
+import { CLIENT_LIMITS } from "../helpers/sample-reports.js";
 import {
   clientReport,
   type EdgeFixture,
-  CLIENT_LIMITS,
-  edgeForFile,
+  sharedEdge,
   type TestKey,
   UUID_V7,
 } from "../helpers/edge-fixture.js";
@@ -15,7 +15,7 @@ import {
 
 let fx: EdgeFixture;
 let k: TestKey;
-edgeForFile((shared) => ({ fx, k } = shared));
+sharedEdge((shared) => ({ fx, k } = shared));
 
 /** Posts, expects a 200 `{"id"}`, and returns the queued record with that report id. */
 async function accept(body: unknown, opts: PostOptions = {}) {
