@@ -12,6 +12,53 @@ export interface Proc {
   signal(sig: NodeJS.Signals): void;
 }
 
+export interface OutputWait {
+  /** The process, for messages. */
+  name: string;
+  pattern: RegExp;
+  /** The match in what the process has written so far, if any. */
+  match: () => RegExpExecArray | null;
+  alive: () => boolean;
+  /** Called whenever output arrives or the process exits; `check` is added while waiting. */
+  listeners: Set<() => void>;
+  /** The end of the output, for the error message. */
+  tail: () => string;
+  timeoutMs: number;
+}
+
+/**
+ * Resolves with the first match of a pattern in a process's output; rejects when the process
+ * exits before it, or at the deadline. (The benchmark's children use it too.)
+ */
+export function waitForOutput(w: OutputWait): Promise<RegExpExecArray> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const m = w.match();
+      if (m) {
+        done();
+        resolve(m);
+      } else if (!w.alive()) {
+        done();
+        reject(new Error(`${w.name} exited before ${w.pattern}:\n${w.tail().slice(-3_000)}`));
+      }
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(
+        new Error(
+          `${w.name}: no ${w.pattern} within ${w.timeoutMs} ms:\n${w.tail().slice(-3_000)}`,
+        ),
+      );
+    }, w.timeoutMs);
+    const done = () => {
+      clearTimeout(timer);
+      w.listeners.delete(check);
+    };
+    w.listeners.add(check);
+    check();
+  });
+}
+
 export function startProcess(
   entry: string,
   env: Record<string, string>,
@@ -42,27 +89,15 @@ export function startProcess(
     signal: (sig) => {
       if (child.exitCode === null && child.signalCode === null) child.kill(sig);
     },
-    waitFor(pattern, timeoutMs = 30_000) {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          if (pattern.test(out)) {
-            done();
-            resolve();
-          } else if (child.exitCode !== null || child.signalCode !== null) {
-            done();
-            reject(new Error(`${entry} exited before ${pattern}: ${out.slice(-2_000)}`));
-          }
-        };
-        const timer = setTimeout(() => {
-          done();
-          reject(new Error(`${entry}: no ${pattern} within ${timeoutMs} ms: ${out.slice(-2_000)}`));
-        }, timeoutMs);
-        const done = () => {
-          clearTimeout(timer);
-          listeners.delete(check);
-        };
-        listeners.add(check);
-        check();
+    async waitFor(pattern, timeoutMs = 30_000) {
+      await waitForOutput({
+        name: entry,
+        pattern,
+        match: () => pattern.exec(out),
+        alive: () => child.exitCode === null && child.signalCode === null,
+        listeners,
+        tail: () => out,
+        timeoutMs,
       });
     },
   };
