@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { waitForOutput } from "../test/helpers/processes.js";
 import type { Cleanup } from "./cleanup.js";
 
 // A Node child process running a TypeScript entry through tsx, as `npm run edge` would, with its
@@ -90,30 +91,16 @@ export function spawnChild(opts: ChildOptions): Child {
     stdout: () => stdout,
     tail: () => tail,
     exited,
-    waitFor(pattern, timeoutMs = 30_000) {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          const m = pattern.exec(tail) ?? pattern.exec(stdout);
-          if (m) {
-            done();
-            resolve(m);
-          } else if (!alive()) {
-            done();
-            reject(new Error(`${opts.name} exited before ${pattern}:\n${tail.slice(-3_000)}`));
-          }
-        };
-        const timer = setTimeout(() => {
-          done();
-          reject(new Error(`${opts.name}: no ${pattern} within ${timeoutMs} ms:\n${tail}`));
-        }, timeoutMs);
-        const done = () => {
-          clearTimeout(timer);
-          listeners.delete(check);
-        };
-        listeners.add(check);
-        check();
-      });
-    },
+    waitFor: (pattern, timeoutMs = 30_000) =>
+      waitForOutput({
+        name: opts.name,
+        pattern,
+        match: () => pattern.exec(tail) ?? pattern.exec(stdout),
+        alive,
+        listeners,
+        tail: () => tail,
+        timeoutMs,
+      }),
     stop: async (graceMs) => {
       await stop(graceMs);
       await stopNow();

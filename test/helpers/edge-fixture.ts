@@ -1,13 +1,14 @@
 import { randomBytes } from "node:crypto";
 import type { HTTPMethods, LightMyRequestResponse } from "fastify";
 import type { Logger } from "pino";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import type { Plan } from "../../src/config.js";
 import { loadConfig } from "../../src/config.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
 import type { ReportsQueue } from "../../src/queue/reports-queue.js";
 import { fromRow, type ReportRecord } from "../../src/report/report-schema.js";
+import { CLIENT_LIMITS } from "./sample-reports.js";
 
 // One edge per test file (or per concern), on the harness's Redis unless told otherwise, with
 // queue names and project ids of its own so that files running side by side never meet.
@@ -23,14 +24,7 @@ export function clientReport(overrides: Record<string, unknown> = {}): Record<st
     provider: "openai",
     model: "gpt-4o-mini",
     timestamp: new Date().toISOString(),
-    limits: {
-      requests_limit: 10_000,
-      requests_remaining: 9_999,
-      tokens_limit: 2_000_000,
-      tokens_remaining: 1_999_000,
-      reset_requests_ms: 6_000,
-      reset_tokens_ms: 30,
-    },
+    limits: { ...CLIENT_LIMITS },
     credits: null,
     ...overrides,
   };
@@ -119,3 +113,22 @@ export async function startEdge(
 }
 
 export type EdgeFixture = Awaited<ReturnType<typeof startEdge>>;
+
+/**
+ * One edge and one key shared by the tests of the file (or describe block) this is called in:
+ * started before them and closed after them; `set` receives them. Tests that need a project, a
+ * plan or a key of their own still make one.
+ */
+export function sharedEdge(
+  set: (shared: { fx: EdgeFixture; k: TestKey }) => void,
+  opts?: Parameters<typeof startEdge>[0],
+): void {
+  let fx: EdgeFixture | undefined;
+  beforeAll(async () => {
+    fx = await startEdge(opts);
+    set({ fx, k: await fx.createKey() });
+  });
+  afterAll(async () => {
+    await fx?.close();
+  });
+}

@@ -17,7 +17,9 @@ import {
   type RedisServerOptions,
   startRedisServer,
 } from "../../src/local/redis-server.js";
-import { type Proc, startProcess } from "./processes.js";
+import { expect } from "vitest";
+import { eventually } from "./eventually.js";
+import { type Proc, readyWorker, startProcess } from "./processes.js";
 import { sampleBody } from "./sample-reports.js";
 
 // A whole Headroom of its own for one fault test: its own redis-server (which the test may
@@ -185,14 +187,7 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
     async startWorker(extra: Record<string, string> = {}) {
       const proc = startProcess("workers/ingest.ts", { ...env, ...extra });
       procs.push(proc);
-      await proc.waitFor(/worker ready/, 30_000);
-      const port = Number(/"metricsPort":(\d+)/.exec(proc.output())?.[1]);
-      /** Rows this worker has had acknowledged by ClickHouse. */
-      const inserted = async () => {
-        const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-        return Number(/^headroom_worker_rows_inserted_total (\d+)/m.exec(text)?.[1] ?? 0);
-      };
-      return { proc, metricsPort: port, inserted };
+      return readyWorker(proc);
     },
 
     /** SIGKILL: nothing is flushed beyond what the AOF already holds. */
@@ -246,6 +241,22 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
         e.requestsRemaining = remaining === null ? null : Number(remaining);
       }
       return out;
+    },
+
+    /**
+     * Waits until every report answered 200 is stored and no job is left (waiting, delayed or
+     * active); returns what is stored then. The deadline is for the workers to drain the queue.
+     */
+    async storedAfterDrain(ok: { seq: number }[], timeoutMs = 60_000) {
+      await eventually(
+        async () => {
+          const stored = await this.stored();
+          expect(ok.filter((o) => !stored.has(o.seq)).map((o) => o.seq)).toStrictEqual([]);
+          expect(await this.backlog()).toBe(0);
+        },
+        { timeoutMs, intervalMs: 500 },
+      );
+      return this.stored();
     },
 
     /** Waiting, delayed and active jobs. */

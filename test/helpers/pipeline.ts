@@ -21,6 +21,9 @@ import { sampleRow } from "./sample-reports.js";
 
 export type Pipeline = Awaited<ReturnType<typeof startPipeline>>;
 
+/** Job counts of a queue that has drained cleanly (see Pipeline.jobCounts). */
+export const DRAINED = { wait: 0, active: 0, delayed: 0, failed: 0 } as const;
+
 export async function startPipeline(overrides: Record<string, string> = {}) {
   const id = randomBytes(4).toString("hex");
   const dir = mkdtempSync(join(tmpdir(), "headroom-pipeline-"));
@@ -92,6 +95,8 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
       return ids;
     },
     scalar,
+    /** Jobs waiting, active, delayed or failed: DRAINED once every job completed. */
+    jobCounts: () => queue.getJobCounts("wait", "active", "delayed", "failed"),
     /** Stored rows, counting duplicates (before any merge). */
     rawCount: (project = "p-test") =>
       scalar(`SELECT count() FROM ${db}.reports WHERE project_id = '${project}'`),

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { workerMetric } from "./worker-metric.js";
 
 // Headroom processes as a user runs them (`tsx <entry>`), for tests that send real signals.
 
@@ -9,6 +10,53 @@ export interface Proc {
   /** Resolves when a line of output matches, or rejects at the deadline or on exit. */
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
   signal(sig: NodeJS.Signals): void;
+}
+
+export interface OutputWait {
+  /** The process, for messages. */
+  name: string;
+  pattern: RegExp;
+  /** The match in what the process has written so far, if any. */
+  match: () => RegExpExecArray | null;
+  alive: () => boolean;
+  /** Called whenever output arrives or the process exits; `check` is added while waiting. */
+  listeners: Set<() => void>;
+  /** The end of the output, for the error message. */
+  tail: () => string;
+  timeoutMs: number;
+}
+
+/**
+ * Resolves with the first match of a pattern in a process's output; rejects when the process
+ * exits before it, or at the deadline. (The benchmark's children use it too.)
+ */
+export function waitForOutput(w: OutputWait): Promise<RegExpExecArray> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const m = w.match();
+      if (m) {
+        done();
+        resolve(m);
+      } else if (!w.alive()) {
+        done();
+        reject(new Error(`${w.name} exited before ${w.pattern}:\n${w.tail().slice(-3_000)}`));
+      }
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(
+        new Error(
+          `${w.name}: no ${w.pattern} within ${w.timeoutMs} ms:\n${w.tail().slice(-3_000)}`,
+        ),
+      );
+    }, w.timeoutMs);
+    const done = () => {
+      clearTimeout(timer);
+      w.listeners.delete(check);
+    };
+    w.listeners.add(check);
+    check();
+  });
 }
 
 export function startProcess(
@@ -41,28 +89,31 @@ export function startProcess(
     signal: (sig) => {
       if (child.exitCode === null && child.signalCode === null) child.kill(sig);
     },
-    waitFor(pattern, timeoutMs = 30_000) {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          if (pattern.test(out)) {
-            done();
-            resolve();
-          } else if (child.exitCode !== null || child.signalCode !== null) {
-            done();
-            reject(new Error(`${entry} exited before ${pattern}: ${out.slice(-2_000)}`));
-          }
-        };
-        const timer = setTimeout(() => {
-          done();
-          reject(new Error(`${entry}: no ${pattern} within ${timeoutMs} ms: ${out.slice(-2_000)}`));
-        }, timeoutMs);
-        const done = () => {
-          clearTimeout(timer);
-          listeners.delete(check);
-        };
-        listeners.add(check);
-        check();
+    async waitFor(pattern, timeoutMs = 30_000) {
+      await waitForOutput({
+        name: entry,
+        pattern,
+        match: () => pattern.exec(out),
+        alive: () => child.exitCode === null && child.signalCode === null,
+        listeners,
+        tail: () => out,
+        timeoutMs,
       });
     },
   };
+}
+
+export interface WorkerProc {
+  proc: Proc;
+  metricsPort: number;
+  /** Rows this worker has had acknowledged by ClickHouse (its own metrics). */
+  inserted: () => Promise<number>;
+}
+
+/** Waits for an ingest worker process to be ready (started with WORKER_METRICS_PORT=0). */
+export async function readyWorker(proc: Proc, timeoutMs = 30_000): Promise<WorkerProc> {
+  await proc.waitFor(/worker ready/, timeoutMs);
+  const metricsPort = Number(/"metricsPort":(\d+)/.exec(proc.output())?.[1]);
+  const inserted = () => workerMetric(proc, "headroom_worker_rows_inserted_total");
+  return { proc, metricsPort, inserted };
 }

@@ -36,6 +36,23 @@ export const LIMIT_FIELDS = [
 ] as const;
 export const CREDIT_FIELDS = ["credits_limit", "credits_remaining", "request_cost"] as const;
 
+/** A provider hint's limits: the client saw no rate-limit headers. */
+export const NULL_LIMITS = {
+  requests_limit: null,
+  requests_remaining: null,
+  tokens_limit: null,
+  tokens_remaining: null,
+  reset_requests_ms: null,
+  reset_tokens_ms: null,
+} as const;
+
+/** No credit figures; as a credits object, stored as "no credits". */
+export const NULL_CREDITS = {
+  credits_limit: null,
+  credits_remaining: null,
+  request_cost: null,
+} as const;
+
 const TWO_63 = 2 ** 63;
 /** (impl) The JSON of -2^63 is -9223372036854776000, which no Int64 column can take. */
 const fitsInt64 = (n: number) => n > -TWO_63 && n < TWO_63;
@@ -160,15 +177,8 @@ export function expectedVerdict(text: string, now: number, bodyLimit = 32 * 1024
       provider,
       model,
       timestamp,
-      requests_limit: null,
-      requests_remaining: null,
-      tokens_limit: null,
-      tokens_remaining: null,
-      reset_requests_ms: null,
-      reset_tokens_ms: null,
-      credits_limit: null,
-      credits_remaining: null,
-      request_cost: null,
+      ...NULL_LIMITS,
+      ...NULL_CREDITS,
     };
     for (const f of LIMIT_FIELDS) report[f] = limit(limits[f]);
     if (body.credits !== undefined && body.credits !== null) {

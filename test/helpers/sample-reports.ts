@@ -6,6 +6,7 @@ import {
   toRecord,
   toRow,
 } from "../../src/report/report-schema.js";
+import { NULL_LIMITS } from "./report-oracle.js";
 
 // Realistic reports, as the real client library sends them: a mix of providers, models and apps,
 // provider hints (model null, every limit null, no credits), and credits on some.
@@ -18,6 +19,19 @@ const PROVIDERS = [
 ] as const;
 const APPS = ["chat", "search", "batch-jobs", "support-bot"];
 
+/**
+ * The limits of edge-fixture's clientReport(), as the real client sends them: whole numbers,
+ * stored as they are sent.
+ */
+export const CLIENT_LIMITS = {
+  requests_limit: 10_000,
+  requests_remaining: 9_999,
+  tokens_limit: 2_000_000,
+  tokens_remaining: 1_999_000,
+  reset_requests_ms: 6_000,
+  reset_tokens_ms: 30,
+} as const;
+
 export function sampleBody(i: number): Record<string, unknown> {
   const [provider, models] = PROVIDERS[i % PROVIDERS.length] as (typeof PROVIDERS)[number];
   const timestamp = new Date().toISOString();
@@ -27,14 +41,7 @@ export function sampleBody(i: number): Record<string, unknown> {
       provider,
       model: null,
       timestamp,
-      limits: {
-        requests_limit: null,
-        requests_remaining: null,
-        tokens_limit: null,
-        tokens_remaining: null,
-        reset_requests_ms: null,
-        reset_tokens_ms: null,
-      },
+      limits: { ...NULL_LIMITS },
     };
   }
   return {

@@ -14,7 +14,7 @@ import {
   createClient as createHttpClient,
 } from "@clickhouse/client";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createClickHouse } from "../../src/clickhouse/client.js";
 import {
   type EmbeddedClickHouseProcess,
@@ -24,6 +24,7 @@ import {
   type EmbeddedClickHouse,
   startEmbeddedClickHouse,
 } from "../../src/local/clickhouse/server.js";
+import { eventually } from "../helpers/eventually.js";
 
 // The embedded ClickHouse server answers @clickhouse/client and curl the way clickhouse-server
 // does: real chdb engine, real HTTP, no mocks. One server runs in this process; child processes
@@ -31,23 +32,15 @@ import {
 
 const dir = mkdtempSync(join(tmpdir(), "headroom-ch-server-"));
 const db = `t_${randomBytes(4).toString("hex")}`;
+/** A table name of the calling test's own: tests share a server, never a table. */
+const own = (name: string) => `${db}.${name}_${randomBytes(4).toString("hex")}`;
 
 /** Expected failures would otherwise be logged by the client as well as asserted here. */
 const createClient = (opts: ClickHouseClientConfigOptions) =>
   createHttpClient({ ...opts, log: { level: ClickHouseLogLevel.OFF } });
 
-/** Retries `fn` until it stops throwing or the deadline passes (then rethrows its last error). */
-async function poll<T>(fn: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-}
+/** The client's pooled sockets may have died with a server: its next requests reconnect. */
+const poll = <T>(fn: () => Promise<T>) => eventually(fn, { timeoutMs: 10_000, intervalMs: 50 });
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
@@ -85,11 +78,23 @@ describe("embedded ClickHouse server, in process", () => {
     });
     client = createClient({ url: server.url });
     await client.command({ query: `CREATE DATABASE ${db}` });
+  });
+
+  // The engine session stays at its baseline without ever having to be reopened: a healthy
+  // server logs no warning or error during any test.
+  afterEach(() => {
+    expect(problems.splice(0)).toEqual([]);
+  });
+
+  /** A fresh `events` table for one test. */
+  async function eventsTable(): Promise<string> {
+    const table = own("events");
     await client.command({
-      query: `CREATE TABLE ${db}.events (id UInt32, name String, at DateTime64(3, 'UTC'))
+      query: `CREATE TABLE ${table} (id UInt32, name String, at DateTime64(3, 'UTC'))
               ENGINE = MergeTree ORDER BY id`,
     });
-  });
+    return table;
+  }
 
   afterAll(async () => {
     await client?.close();
@@ -140,8 +145,9 @@ describe("embedded ClickHouse server, in process", () => {
   });
 
   it("inserts JSONEachRow and JSONCompactEachRow and queries with query_params", async () => {
+    const events = await eventsTable();
     const a = await client.insert({
-      table: `${db}.events`,
+      table: events,
       values: [
         { id: 1, name: "one", at: "2026-01-01 00:00:00.001" },
         { id: 2, name: "two", at: "2026-01-01 00:00:00.002" },
@@ -150,7 +156,7 @@ describe("embedded ClickHouse server, in process", () => {
     });
     expect(a.summary?.written_rows).toBe("2");
     const b = await client.insert({
-      table: `${db}.events`,
+      table: events,
       columns: ["id", "name", "at"],
       values: [
         [3, "tab\there 'quoted' back\\slash", "2026-01-01 00:00:00.003"],
@@ -161,7 +167,7 @@ describe("embedded ClickHouse server, in process", () => {
     expect(b.summary?.written_rows).toBe("2");
 
     const rs = await client.query({
-      query: `SELECT id, name FROM ${db}.events WHERE id >= {min:UInt32} AND name != {skip:String} ORDER BY id`,
+      query: `SELECT id, name FROM ${events} WHERE id >= {min:UInt32} AND name != {skip:String} ORDER BY id`,
       query_params: { min: 2, skip: "four" },
       format: "JSONEachRow",
     });
@@ -174,7 +180,7 @@ describe("embedded ClickHouse server, in process", () => {
     const odd = "tab\there 'quoted' back\\slash";
     const params = await client.query({
       query: `SELECT {s:String} AS s, {a:Array(String)} AS a, {n:Nullable(Int8)} AS n,
-                     (SELECT toUInt32(count()) FROM ${db}.events WHERE name IN {a:Array(String)}) AS c`,
+                     (SELECT toUInt32(count()) FROM ${events} WHERE name IN {a:Array(String)}) AS c`,
       query_params: { s: odd, a: [odd, "it's"], n: null },
       format: "JSONEachRow",
     });
@@ -230,13 +236,14 @@ describe("embedded ClickHouse server, in process", () => {
   });
 
   it("deduplicates a repeated insert with the same insert_deduplication_token", async () => {
+    const dedup = own("dedup");
     await client.command({
-      query: `CREATE TABLE ${db}.dedup (id UInt32) ENGINE = MergeTree ORDER BY id
+      query: `CREATE TABLE ${dedup} (id UInt32) ENGINE = MergeTree ORDER BY id
               SETTINGS non_replicated_deduplication_window = 100`,
     });
     const insert = (ids: number[], token: string) =>
       client.insert({
-        table: `${db}.dedup`,
+        table: dedup,
         values: ids.map((id) => ({ id })),
         format: "JSONEachRow",
         clickhouse_settings: { insert_deduplication_token: token },
@@ -245,20 +252,21 @@ describe("embedded ClickHouse server, in process", () => {
     await insert([1, 2, 3], "batch-1");
     await insert([4], "batch-2");
     const rs = await client.query({
-      query: `SELECT groupArray(id) AS ids FROM (SELECT id FROM ${db}.dedup ORDER BY id)`,
+      query: `SELECT groupArray(id) AS ids FROM (SELECT id FROM ${dedup} ORDER BY id)`,
       format: "JSONEachRow",
     });
     expect(await rs.json()).toEqual([{ ids: [1, 2, 3, 4] }]);
     // The token did not stay behind: a later insert without one is not taken for "batch-2".
-    await client.insert({ table: `${db}.dedup`, values: [{ id: 9 }], format: "JSONEachRow" });
+    await client.insert({ table: dedup, values: [{ id: 9 }], format: "JSONEachRow" });
     const count = await client.query({
-      query: `SELECT toUInt32(count()) AS n FROM ${db}.dedup WHERE id = 9`,
+      query: `SELECT toUInt32(count()) AS n FROM ${dedup} WHERE id = 9`,
       format: "JSONEachRow",
     });
     expect(await count.json()).toEqual([{ n: 1 }]);
   });
 
   it("reports errors with ClickHouse's codes, types, statuses and body", async () => {
+    const events = await eventsTable();
     const syntax = await rejection(client.query({ query: "SELEC 1" }));
     expect(syntax).toBeInstanceOf(ClickHouseError);
     expect(syntax).toMatchObject({ code: "62", type: "SYNTAX_ERROR" });
@@ -266,7 +274,7 @@ describe("embedded ClickHouse server, in process", () => {
     expect(table).toMatchObject({ code: "60", type: "UNKNOWN_TABLE" });
     const data = await rejection(
       client.insert({
-        table: `${db}.events`,
+        table: events,
         values: [{ id: "not a number", name: "x", at: "2026-01-01 00:00:00" }],
         format: "JSONEachRow",
       }),
@@ -296,14 +304,20 @@ describe("embedded ClickHouse server, in process", () => {
   });
 
   it("refuses writes over GET, several statements and an empty query", async () => {
-    const get = await sql(`INSERT INTO ${db}.events (id, name, at) VALUES (99, 'x', now())`);
+    const events = await eventsTable();
+    const get = await sql(`INSERT INTO ${events} (id, name, at) VALUES (99, 'x', now())`);
     expect(get.status).toBe(500);
     expect(get.headers.get("x-clickhouse-exception-code")).toBe("164");
     expect(await get.text()).toContain("method GET implies readonly");
     // readonly did not stick to the shared engine session.
     await client.command({
-      query: `INSERT INTO ${db}.events (id, name, at) VALUES (98, 'y', now())`,
+      query: `INSERT INTO ${events} (id, name, at) VALUES (98, 'y', now())`,
     });
+    const kept = await client.query({
+      query: `SELECT groupArray(id) AS ids FROM ${events}`,
+      format: "JSONEachRow",
+    });
+    expect(await kept.json()).toEqual([{ ids: [98] }]);
 
     const multi = await fetch(server.url, { method: "POST", body: "SELECT 1; SELECT 2" });
     expect(multi.status).toBe(400);
@@ -315,17 +329,16 @@ describe("embedded ClickHouse server, in process", () => {
   });
 
   it("accepts gzip request bodies and compresses responses when asked", async () => {
+    const events = await eventsTable();
     const rows = '{"id":201,"name":"gz","at":"2026-01-01 00:00:00"}\n';
     const res = await fetch(
-      `${server.url}/?query=${encodeURIComponent(`INSERT INTO ${db}.events FORMAT JSONEachRow`)}`,
+      `${server.url}/?query=${encodeURIComponent(`INSERT INTO ${events} FORMAT JSONEachRow`)}`,
       { method: "POST", body: gzipSync(rows), headers: { "Content-Encoding": "gzip" } },
     );
     expect(res.status).toBe(200);
     const inline = await fetch(server.url, {
       method: "POST",
-      body: gzipSync(
-        `INSERT INTO ${db}.events FORMAT CSV\n202,"csv, inline",2026-01-01 00:00:00\n`,
-      ),
+      body: gzipSync(`INSERT INTO ${events} FORMAT CSV\n202,"csv, inline",2026-01-01 00:00:00\n`),
       headers: { "Content-Encoding": "gzip" },
     });
     expect(inline.status).toBe(200);
@@ -336,12 +349,12 @@ describe("embedded ClickHouse server, in process", () => {
     });
     try {
       await compressed.insert({
-        table: `${db}.events`,
+        table: events,
         values: [{ id: 203, name: "client gzip", at: "2026-01-01 00:00:00" }],
         format: "JSONEachRow",
       });
       const rs = await compressed.query({
-        query: `SELECT name FROM ${db}.events WHERE id BETWEEN 201 AND 203 ORDER BY id`,
+        query: `SELECT name FROM ${events} ORDER BY id`,
         format: "JSONEachRow",
       });
       expect(await rs.json()).toEqual([
@@ -354,9 +367,11 @@ describe("embedded ClickHouse server, in process", () => {
     }
   });
 
-  it("takes a 20,000-row JSONCompactEachRow insert at well over 100k rows/s", async () => {
+  // Speed is measured by `npm run bench`, on a quiet machine; here only that it is all stored.
+  it("takes a 20,000-row JSONCompactEachRow insert in one request", async () => {
+    const bulk = own("bulk");
     await client.command({
-      query: `CREATE TABLE ${db}.bulk (id UUID, project LowCardinality(String), n Nullable(Int64),
+      query: `CREATE TABLE ${bulk} (id UUID, project LowCardinality(String), n Nullable(Int64),
               at DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY (project, id)`,
     });
     const rows = Array.from({ length: 20_000 }, (_, i) => [
@@ -365,25 +380,18 @@ describe("embedded ClickHouse server, in process", () => {
       i,
       "2026-01-01 00:00:00.000",
     ]);
-    let best = 0;
-    for (let round = 0; round < 3; round++) {
-      const started = performance.now();
-      await client.insert({ table: `${db}.bulk`, values: rows, format: "JSONCompactEachRow" });
-      best = Math.max(best, rows.length / ((performance.now() - started) / 1000));
-    }
-    console.info(
-      `embedded server insert: ${Math.round(best)} rows/s (20,000-row batch, best of 3)`,
-    );
-    expect(best).toBeGreaterThan(100_000);
+    const { summary } = await client.insert({
+      table: bulk,
+      values: rows,
+      format: "JSONCompactEachRow",
+    });
+    expect(summary?.written_rows).toBe("20000");
     const rs = await client.query({
-      query: `SELECT toUInt32(count()) AS n FROM ${db}.bulk`,
+      query: `SELECT toUInt32(count()) AS rows, toUInt32(sum(n)) AS total, toUInt32(uniqExact(id)) AS ids
+              FROM ${bulk}`,
       format: "JSONEachRow",
     });
-    expect(await rs.json()).toEqual([{ n: 60_000 }]);
-  });
-
-  it("kept its engine session at the baseline without ever having to reopen it", () => {
-    expect(problems).toEqual([]);
+    expect(await rs.json()).toEqual([{ rows: 20_000, total: (19_999 * 20_000) / 2, ids: 20_000 }]);
   });
 });
 
@@ -441,15 +449,22 @@ describe("embedded ClickHouse server, as a child process", () => {
     expect((await fetch(`${ch.url}/ping`)).status).toBe(200);
   });
 
-  it("keeps acknowledged rows across SIGKILL and a restart on the same path and port", async () => {
+  /** A table of the calling test's own, with ids 0..499 in it. */
+  async function keptTable(): Promise<string> {
+    const table = `default.kept_${randomBytes(4).toString("hex")}`;
     await client.command({
-      query: "CREATE TABLE default.kept (id UInt32) ENGINE = MergeTree ORDER BY id",
+      query: `CREATE TABLE ${table} (id UInt32) ENGINE = MergeTree ORDER BY id`,
     });
     await client.insert({
-      table: "default.kept",
+      table,
       values: Array.from({ length: 500 }, (_, id) => [id]),
       format: "JSONCompactEachRow",
     });
+    return table;
+  }
+
+  it("keeps acknowledged rows across SIGKILL and a restart on the same path and port", async () => {
+    const kept = await keptTable();
     const { port, url } = ch;
     await ch.kill();
     expect(ch.process.signalCode).toBe("SIGKILL");
@@ -465,7 +480,7 @@ describe("embedded ClickHouse server, as a child process", () => {
     // The client's pooled sockets died with the old process: its next requests reconnect.
     const rows = await poll(async () => {
       const rs = await client.query({
-        query: "SELECT toUInt32(count()) AS n, toUInt32(sum(id)) AS s FROM default.kept",
+        query: `SELECT toUInt32(count()) AS n, toUInt32(sum(id)) AS s FROM ${kept}`,
         format: "JSONEachRow",
       });
       return rs.json();
@@ -474,13 +489,14 @@ describe("embedded ClickHouse server, as a child process", () => {
   });
 
   it("stops on SIGTERM with exit code 0", async () => {
+    const kept = await keptTable();
     const { port } = ch;
     await ch.stop();
     expect(ch.process.exitCode).toBe(0);
     ch = await spawnEmbeddedClickHouse({ path, port, ...auth });
     const rs = await poll(() =>
       client.query({
-        query: "SELECT toUInt32(count()) AS n FROM default.kept",
+        query: `SELECT toUInt32(count()) AS n FROM ${kept}`,
         format: "JSONEachRow",
       }),
     );

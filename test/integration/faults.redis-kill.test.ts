@@ -1,4 +1,5 @@
 import { afterAll, expect, it } from "vitest";
+import { PRODUCER_COMMAND_TIMEOUT_MS } from "../../src/redis/connections.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   crashLines,
@@ -20,6 +21,15 @@ import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
 
 /** How long Redis stays down: well past the workers' 2 s locks and 2 s reconnect back-off. */
 const DOWN_MS = 6_000;
+/** The test's own bound; the load runs until it is stopped, or until this. */
+const TEST_MS = 150_000;
+/**
+ * Time to recover from a fault, from the settings: the edge gives up on a dead connection after
+ * its command timeout and reconnects within 1 s; a worker is seen stalled after its lock
+ * duration (fault-stack: 2 s), its probe times out after 2 s, and BullMQ's blocking read after
+ * up to 10 s. Four times that, for a loaded machine.
+ */
+const RECOVER_MS = 4 * (PRODUCER_COMMAND_TIMEOUT_MS + 1_000 + 2_000 + 2_000 + 10_000);
 
 const cleanups: (() => Promise<void>)[] = [];
 
@@ -28,7 +38,7 @@ afterAll(async () => {
 });
 
 it("every 200 lands once; 503 while Redis is down; edge and workers recover by themselves", {
-  timeout: 150_000,
+  timeout: TEST_MS,
 }, async () => {
   const s: FaultStack = await startFaultStack();
   cleanups.push(() => s.close());
@@ -39,8 +49,9 @@ it("every 200 lands once; 503 while Redis is down; edge and workers recover by t
     body: taggedBody,
     concurrency: 8,
     ratePerSec: 400,
-    maxMs: 90_000,
+    maxMs: TEST_MS,
   });
+  cleanups.push(async () => void (await load.stop()));
 
   // Both workers are storing reports before the fault.
   await eventually(
@@ -80,7 +91,7 @@ it("every 200 lands once; 503 while Redis is down; edge and workers recover by t
       expect(await w1.inserted()).toBeGreaterThan(insertedAtRestart[0] as number);
       expect(await w2.inserted()).toBeGreaterThan(insertedAtRestart[1] as number);
     },
-    { timeoutMs: 40_000, intervalMs: 200 },
+    { timeoutMs: RECOVER_MS, intervalMs: 200 },
   );
   const outcomes = await load.stop();
 
@@ -98,17 +109,9 @@ it("every 200 lands once; 503 while Redis is down; edge and workers recover by t
   expect(whileDown.filter((o) => o.status !== 503)).toStrictEqual([]);
 
   // Everything answered 200 reaches ClickHouse; the queue drains; no job failed for good.
-  await eventually(
-    async () => {
-      const stored = await s.stored();
-      expect(ok.filter((o) => !stored.has(o.seq)).map((o) => o.seq)).toStrictEqual([]);
-      expect(await s.backlog()).toBe(0);
-    },
-    { timeoutMs: 60_000, intervalMs: 500 },
-  );
+  const stored = await s.storedAfterDrain(ok);
   expect(await s.queue.getFailedCount()).toBe(0);
 
-  const stored = await s.stored();
   const inFlightAtKill = new Set(
     outcomes.filter((o) => o.start < killDone && o.end > killStart).map((o) => o.seq),
   );
@@ -142,7 +145,7 @@ it("every 200 lands once; 503 while Redis is down; edge and workers recover by t
 });
 
 it("Redis restarted behind connections that never learn it: nothing hangs, all recover", {
-  timeout: 150_000,
+  timeout: TEST_MS,
 }, async () => {
   const s: FaultStack = await startFaultStack();
   cleanups.push(() => s.close());
@@ -159,10 +162,12 @@ it("Redis restarted behind connections that never learn it: nothing hangs, all r
     body: taggedBody,
     concurrency: 4,
     ratePerSec: 200,
-    maxMs: 90_000,
-    // A request without an answer for this long is a hang, and fails the test.
-    timeoutMs: 12_000,
+    maxMs: TEST_MS,
+    // A request without an answer for this long is a hang, and fails the test: the edge's own
+    // bound on a dead connection, plus a margin for a loaded machine.
+    timeoutMs: 2 * PRODUCER_COMMAND_TIMEOUT_MS + 2_000,
   });
+  cleanups.push(async () => void (await load.stop()));
   await eventually(async () => expect(await worker.inserted()).toBeGreaterThan(100), {
     timeoutMs: 30_000,
     intervalMs: 100,
@@ -175,32 +180,28 @@ it("Redis restarted behind connections that never learn it: nothing hangs, all r
   await s.restartRedis();
   const freezeDone = performance.now();
 
-  // The edge answers 503 (it does not hang), then reconnects by itself and answers 200 again;
-  // the worker notices that it stalled, reconnects, and stores again.
-  const insertedAtFreeze = await worker.inserted();
+  // The edge answers 503 (it does not hang), then reconnects by itself and answers 200 again.
   await eventually(
-    async () => {
+    () => {
       expect(load.outcomes.some((o) => o.start > freezeDone && o.status === 503)).toBe(true);
       expect(load.ok().filter((o) => o.start > freezeDone).length).toBeGreaterThan(300);
-      expect(await worker.inserted()).toBeGreaterThan(insertedAtFreeze);
     },
-    { timeoutMs: 60_000, intervalMs: 200 },
+    { timeoutMs: RECOVER_MS, intervalMs: 200 },
   );
-  await worker.proc.waitFor(/worker stalled/, 1_000);
+  // The worker notices that it stalled, reconnects, and stores again. (Rows of jobs it held at
+  // the freeze may reach ClickHouse without Redis: only rows after the stall count.)
+  await worker.proc.waitFor(/worker stalled/, RECOVER_MS);
+  const insertedAtStall = await worker.inserted();
+  await eventually(async () => expect(await worker.inserted()).toBeGreaterThan(insertedAtStall), {
+    timeoutMs: RECOVER_MS,
+    intervalMs: 200,
+  });
   const outcomes = await load.stop();
 
   expect(outcomes.filter((o) => o.error !== undefined)).toStrictEqual([]);
   expect(outcomes.filter((o) => o.status !== 200 && o.status !== 503)).toStrictEqual([]);
   const ok = outcomes.filter((o) => o.status === 200);
-  await eventually(
-    async () => {
-      const stored = await s.stored();
-      expect(ok.filter((o) => !stored.has(o.seq)).map((o) => o.seq)).toStrictEqual([]);
-      expect(await s.backlog()).toBe(0);
-    },
-    { timeoutMs: 60_000, intervalMs: 500 },
-  );
-  const stored = await s.stored();
+  const stored = await s.storedAfterDrain(ok);
   const byOutcome = new Map<number, Outcome>(outcomes.map((o) => [o.seq, o]));
   const inFlight = (o: Outcome | undefined) =>
     o !== undefined && o.start < freezeDone && o.end > freezeStart;

@@ -1,4 +1,5 @@
 import { connect, type Socket } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { queuedRecords } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
@@ -20,8 +21,8 @@ import { startLoad } from "../helpers/load.js";
 
 const HEADERS_MS = 1_000;
 const REQUEST_MS = 2_000;
-/** Sweep interval (a quarter of the shorter timeout) plus scheduling on a busy machine. */
-const SLACK_MS = 1_000;
+/** The edge's sweep for requests over their time: a quarter of the shorter timeout. */
+const SWEEP_MS = HEADERS_MS / 4;
 
 let s: FaultStack;
 let edge: Awaited<ReturnType<FaultStack["startEdge"]>>;
@@ -40,6 +41,8 @@ afterAll(async () => {
 
 interface Cut {
   ms: number;
+  /** performance.now() when the server closed the connection. */
+  end: number;
   text: string;
 }
 
@@ -54,7 +57,10 @@ function slowClient(port: number, talk: (sock: Socket) => void): Promise<Cut> {
       text += d;
     });
     sock.on("error", () => {});
-    sock.on("close", () => resolve({ ms: performance.now() - started, text }));
+    sock.on("close", () => {
+      const end = performance.now();
+      resolve({ ms: end - started, end, text });
+    });
     // A bound on the test, not on the server: far past every timeout.
     setTimeout(() => sock.destroy(), 20_000).unref();
     talk(sock);
@@ -86,10 +92,16 @@ function expect408(cut: Cut, timeoutMs: number) {
     message: "the request took too long",
   });
   expect(cut.ms).toBeGreaterThanOrEqual(timeoutMs - 50);
-  expect(cut.ms).toBeLessThan(timeoutMs + SLACK_MS);
+  // On time: after the timeout and the next sweep, not at Node's default 30 s sweep (or never).
+  // The margin is one more timeout, for a loaded machine to schedule the sweep and the close.
+  expect(cut.ms).toBeLessThan(2 * timeoutMs + SWEEP_MS);
 }
 
+const queuedApps = async () => new Set((await queuedRecords(s.queue)).map((r) => r.app));
+
 it("slow headers and slow bodies get 408 on time while other clients are served", async () => {
+  // The other test's reports share this edge's queue (their tags are its own).
+  const queuedBefore = await queuedApps();
   const body = JSON.stringify(taggedBody(999_999));
   const load = startLoad({
     url: edge.url,
@@ -124,6 +136,7 @@ it("slow headers and slow bodies get 408 on time while other clients are served"
         trickle(sock, `1\r\n \r\n`, 50);
       }),
   };
+  const slowStart = performance.now();
   const started = Object.fromEntries(
     Object.entries(kinds).map(([name, start]) => [
       name,
@@ -152,15 +165,16 @@ it("slow headers and slow bodies get 408 on time while other clients are served"
     expect408(cut, REQUEST_MS);
   }
 
-  // Everybody else: all 200, none slowed down by the slow ones.
+  // Everybody else: all 200, and served while every slow client was still held open — the
+  // edge did not wait for a slow client's timeout before serving the others. (Their latency is
+  // measured by `npm run bench`, not asserted on a machine shared with other work.)
   expect(outcomes.filter((o) => o.status !== 200)).toStrictEqual([]);
-  // Nobody waited for a slow client's timeout (1 s, 2 s): the event loop never blocked on them.
-  const times = outcomes.map((o) => o.end - o.start).sort((a, b) => a - b);
-  expect(times[Math.floor(times.length * 0.9)]).toBeLessThan(250);
-  expect(times[times.length - 1]).toBeLessThan(HEADERS_MS);
+  const firstCut = Math.min(...Object.values(cuts).flatMap((c) => c.map((cut) => cut.end)));
+  const servedMeanwhile = outcomes.filter((o) => o.start >= slowStart && o.end <= firstCut);
+  expect(servedMeanwhile.length).toBeGreaterThanOrEqual(4);
 
   // Only the served clients' reports are queued: nothing from a request cut off.
-  const queued = new Set((await queuedRecords(s.queue)).map((r) => r.app));
+  const queued = new Set([...(await queuedApps())].filter((app) => !queuedBefore.has(app)));
   expect(queued.has(tagOf(999_999))).toBe(false);
   expect(queued.size).toBe(outcomes.length);
   for (const o of outcomes) expect(queued.has(tagOf(o.seq))).toBe(true);
@@ -172,7 +186,7 @@ it("an idle keep-alive connection is not cut off with a 408", async () => {
   sock.setEncoding("utf8");
   sock.on("data", (d: string) => answers.push(d));
   const request = (seq: number) => {
-    const payload = JSON.stringify(taggedBody(seq));
+    const payload = JSON.stringify(taggedBody(2_000_000 + seq));
     sock.write(head(s.key, `Content-Length: ${payload.length}\r\n\r\n${payload}`));
   };
   await new Promise<void>((resolve) => sock.once("connect", () => resolve()));
@@ -180,11 +194,7 @@ it("an idle keep-alive connection is not cut off with a 408", async () => {
   await eventually(() => expect(answers.join("")).toMatch(/^HTTP\/1.1 200 OK/));
   // Idle for longer than both timeouts: a keep-alive connection between requests is not a slow
   // request, and the client's next request on it must still be served.
-  const idleStart = performance.now();
-  await eventually(() => expect(performance.now() - idleStart).toBeGreaterThan(REQUEST_MS * 1.5), {
-    timeoutMs: REQUEST_MS * 3,
-    intervalMs: 100,
-  });
+  await sleep(REQUEST_MS * 1.5);
   expect(answers.join("")).not.toMatch(/408/);
   expect(sock.destroyed).toBe(false);
   request(2);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { type ClickHouseProxy, startClickHouseProxy } from "../helpers/clickhouse-proxy.js";
 import { eventually } from "../helpers/eventually.js";
 import { crashLines } from "../helpers/fault-stack.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
 import { workerMetric } from "../helpers/worker-metric.js";
 
@@ -42,6 +42,23 @@ async function kill(w: Proc): Promise<void> {
 const JOBS = 20;
 const PER_JOB = 10;
 
+/**
+ * Resolves once one worker holds every job in its `attempt`-th delivery: all JOBS active, each
+ * started `attempt` times. A kill is only meaningful then — on a loaded machine a worker may
+ * reach ClickHouse before it has taken every job. The deadline covers a lock running out and
+ * two stalled checks (the second holder's way to the jobs), many times over.
+ */
+function allHeld(attempt: number): Promise<void> {
+  const { WORKER_LOCK_DURATION_MS: lock, WORKER_STALLED_INTERVAL_MS: check } = p.config;
+  return eventually(
+    async () => {
+      const active = await p.queue.getActive(0, -1);
+      expect(active.map((j) => j.attemptsStarted)).toStrictEqual(Array(JOBS).fill(attempt));
+    },
+    { timeoutMs: 5 * (lock + 2 * check), intervalMs: 100 },
+  ).then(() => undefined);
+}
+
 /** Every job is somewhere: nothing was dropped. */
 async function jobsKept(): Promise<number> {
   const c = await p.queue.getJobCounts("wait", "active", "delayed", "failed", "completed");
@@ -55,33 +72,39 @@ it("killed twice while holding the same jobs: retried, never failed, stored once
   const ids = await p.fill(JOBS, PER_JOB, project);
 
   // Holder 1 stores its first batch (half the reports); ClickHouse acknowledges, and the worker
-  // is SIGKILLed before that acknowledgement reaches it.
+  // is SIGKILLed before that acknowledgement reaches it, once it holds every job. Batches are
+  // cut by size only, so the first is exactly half the reports, however slow the machine.
   const first = worker({
     CLICKHOUSE_URL: proxy.url,
     BATCH_MAX_ROWS: String((JOBS * PER_JOB) / 2),
-    BATCH_MAX_WAIT_MS: "500",
+    BATCH_MAX_WAIT_MS: "60000",
   });
   // The worker may have a second insert in flight: only the first reaches ClickHouse.
   let inserts = 0;
+  let firstKilled: Promise<void> | undefined;
   proxy.setPolicy(({ kind }) => {
     if (kind !== "insert") return "pass";
     inserts += 1;
-    return inserts === 1
-      ? { action: "drop-after", beforeDrop: () => kill(first) }
-      : { action: "drop-before" };
+    if (inserts > 1) return { action: "drop-before" };
+    firstKilled = allHeld(1).finally(() => kill(first));
+    return { action: "drop-after", beforeDrop: () => firstKilled ?? Promise.resolve() };
   });
   await first.exited;
+  await firstKilled;
   expect(await p.distinctCount(project)).toBe((JOBS * PER_JOB) / 2);
   expect(await p.queue.getActiveCount()).toBe(JOBS);
 
   // Holder 2 gets them back as stalled, holds all of them, and is SIGKILLed at its first call
   // to ClickHouse.
   const second = worker({ CLICKHOUSE_URL: proxy.url, BATCH_MAX_WAIT_MS: "3000" });
-  proxy.setPolicy(() => ({ action: "drop-before", beforeDrop: () => kill(second) }));
-  await eventually(() => expect(second.child.signalCode).toBe("SIGKILL"), {
-    timeoutMs: 30_000,
-    intervalMs: 100,
+  let secondKilled: Promise<void> | undefined;
+  proxy.setPolicy(() => {
+    secondKilled ??= allHeld(2).finally(() => kill(second));
+    return { action: "drop-before", beforeDrop: () => secondKilled ?? Promise.resolve() };
   });
+  await second.exited;
+  await secondKilled;
+  expect(second.child.signalCode).toBe("SIGKILL");
   expect(await p.queue.getActiveCount()).toBe(JOBS);
   expect(await jobsKept()).toBe(JOBS);
 
@@ -91,12 +114,7 @@ it("killed twice while holding the same jobs: retried, never failed, stored once
   await eventually(
     async () => {
       expect(await p.distinctCount(project)).toBe(ids.length);
-      expect(await p.queue.getJobCounts("wait", "active", "delayed", "failed")).toStrictEqual({
-        wait: 0,
-        active: 0,
-        delayed: 0,
-        failed: 0,
-      });
+      expect(await p.jobCounts()).toStrictEqual(DRAINED);
     },
     { timeoutMs: 60_000, intervalMs: 200 },
   );
@@ -170,12 +188,7 @@ it("two workers SIGKILLed one after the other while both hold jobs: nothing fail
   await eventually(
     async () => {
       expect(await p.distinctCount(project)).toBe(ids.length);
-      expect(await p.queue.getJobCounts("wait", "active", "delayed", "failed")).toStrictEqual({
-        wait: 0,
-        active: 0,
-        delayed: 0,
-        failed: 0,
-      });
+      expect(await p.jobCounts()).toStrictEqual(DRAINED);
     },
     { timeoutMs: 60_000, intervalMs: 200 },
   );

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { type ClickHouseProxy, startClickHouseProxy } from "../helpers/clickhouse-proxy.js";
 import { eventually } from "../helpers/eventually.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
 import { workerMetric } from "../helpers/worker-metric.js";
 
@@ -75,12 +75,7 @@ async function expectExactlyOnce(project: string, ids: string[]) {
   await eventually(
     async () => {
       expect(await p.distinctCount(project)).toBe(ids.length);
-      expect(await p.queue.getJobCounts("wait", "active", "delayed", "failed")).toStrictEqual({
-        wait: 0,
-        active: 0,
-        delayed: 0,
-        failed: 0,
-      });
+      expect(await p.jobCounts()).toStrictEqual(DRAINED);
     },
     { timeoutMs: 60_000, intervalMs: 200 },
   );
@@ -101,15 +96,23 @@ it("frozen while it holds a batch: the other worker takes it over, and on resume
   const frozen = worker({ BATCH_MAX_WAIT_MS: "3000" });
   await frozen.waitFor(/worker ready/);
   const load = steadyLoad(project);
+  await eventually(async () => expect(await p.queue.getActiveCount()).toBeGreaterThan(0), {
+    timeoutMs: 20_000,
+    intervalMs: 10,
+  });
+  frozen.signal("SIGSTOP");
+  // What it holds is read once it is stopped: read before, a job taken in between (one is added
+  // every 20 ms) would be missing from the list. A fetch it had already sent may still land.
   const held = await eventually(
     async () => {
-      const active = await p.queue.getActive();
-      expect(active.length).toBeGreaterThan(0);
-      return active.map((j) => String(j.id));
+      const ids = async () => (await p.queue.getActive(0, -1)).map((j) => String(j.id)).sort();
+      const first = await ids();
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await ids()).toStrictEqual(first);
+      return first;
     },
-    { timeoutMs: 20_000, intervalMs: 10 },
+    { timeoutMs: 5_000, intervalMs: 10 },
   );
-  frozen.signal("SIGSTOP");
 
   const other = worker({ BATCH_MAX_WAIT_MS: "100" });
   await other.waitFor(/worker ready/);

@@ -1,13 +1,14 @@
 import { request as httpRequest } from "node:http";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { LightMyRequestResponse } from "fastify";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/keys/key-format.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   clientReport,
   type EdgeFixture,
   type PostOptions,
-  startEdge,
+  sharedEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
 
@@ -16,15 +17,7 @@ import {
 
 let fx: EdgeFixture;
 let k: TestKey;
-
-beforeAll(async () => {
-  fx = await startEdge();
-  k = await fx.createKey();
-});
-
-afterAll(async () => {
-  await fx?.close();
-});
+sharedEdge((shared) => ({ fx, k } = shared));
 
 interface ErrorBody {
   error: string;
@@ -495,6 +488,11 @@ describe("429", () => {
   });
 
   it("quota_exceeded: the monthly quota, counting only valid reports", async () => {
+    // The quota is per calendar month (UTC): a test that began in the last seconds of a month
+    // would see it reset half way. Those seconds are waited out.
+    const monthEndOf = (t: Date) => Date.UTC(t.getUTCFullYear(), t.getUTCMonth() + 1, 1);
+    const untilNextMonth = monthEndOf(new Date()) - Date.now();
+    if (untilNextMonth < 30_000) await sleep(untilNextMonth + 100);
     const q = await fx.createKey({ plan: "free", overrides: { monthly: 3, burst: 100 } });
     // Refused reports do not use the quota up.
     for (let i = 0; i < 4; i++) {
@@ -509,8 +507,7 @@ describe("429", () => {
     expect(body.limit).toBe(3);
     expect(body.remaining).toBe(0);
     expect(body.used).toBe(3);
-    const now = new Date();
-    const monthEnd = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+    const monthEnd = monthEndOf(new Date());
     expect(Math.abs(Date.parse(body.reset_at ?? "") - monthEnd)).toBeLessThan(2_000);
     const retryAfter = Number(res.headers["retry-after"]);
     expect(Math.abs(retryAfter - (monthEnd - Date.now()) / 1000)).toBeLessThan(3);
@@ -525,12 +522,8 @@ describe("429", () => {
 
 describe("429 for failed authentication, per IP", () => {
   let af: EdgeFixture;
-
-  beforeAll(async () => {
-    af = await startEdge({ env: { AUTH_FAILURES_PER_IP: "3", AUTH_FAILURE_WINDOW_S: "60" } });
-  });
-  afterAll(async () => {
-    await af?.close();
+  sharedEdge(({ fx }) => (af = fx), {
+    env: { AUTH_FAILURES_PER_IP: "3", AUTH_FAILURE_WINDOW_S: "60" },
   });
 
   it("refuses an IP after N bad keys, even with a good key; other IPs are unaffected", async () => {
@@ -569,12 +562,8 @@ describe("429 for failed authentication, per IP", () => {
 
 describe("503 unavailable when the backlog is over its bound", () => {
   let bf: EdgeFixture;
-
-  beforeAll(async () => {
-    bf = await startEdge({ env: { BACKLOG_MAX_JOBS: "1", BACKLOG_CHECK_INTERVAL_MS: "10" } });
-  });
-  afterAll(async () => {
-    await bf?.close();
+  sharedEdge(({ fx }) => (bf = fx), {
+    env: { BACKLOG_MAX_JOBS: "1", BACKLOG_CHECK_INTERVAL_MS: "10" },
   });
 
   it("answers 503 with Retry-After, enqueues nothing, uses no quota, and recovers", async () => {

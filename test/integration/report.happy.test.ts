@@ -1,9 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { PostOptions } from "../helpers/edge-fixture.js";
+import { NULL_CREDITS, NULL_LIMITS } from "../helpers/report-oracle.js";
+import { CLIENT_LIMITS } from "../helpers/sample-reports.js";
 import {
   clientReport,
   type EdgeFixture,
-  startEdge,
+  sharedEdge,
   type TestKey,
   UUID_V7,
 } from "../helpers/edge-fixture.js";
@@ -13,25 +15,7 @@ import {
 
 let fx: EdgeFixture;
 let k: TestKey;
-
-beforeAll(async () => {
-  fx = await startEdge();
-  k = await fx.createKey();
-});
-
-afterAll(async () => {
-  await fx?.close();
-});
-
-const NO_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
-const NO_CREDITS = { credits_limit: null, credits_remaining: null, request_cost: null };
+sharedEdge((shared) => ({ fx, k } = shared));
 
 /** Posts, expects a 200 `{"id"}`, and returns the queued record with that report id. */
 async function accept(body: unknown, opts: PostOptions = {}) {
@@ -76,13 +60,8 @@ describe("POST /api/report: accepted reports", () => {
       provider: "openai",
       model: "gpt-4o-mini",
       timestamp: "2025-03-04T05:06:07.089Z",
-      requests_limit: 10_000,
-      requests_remaining: 9_999,
-      tokens_limit: 2_000_000,
-      tokens_remaining: 1_999_000,
-      reset_requests_ms: 6_000,
-      reset_tokens_ms: 30,
-      ...NO_CREDITS,
+      ...CLIENT_LIMITS,
+      ...NULL_CREDITS,
     });
   });
 
@@ -92,7 +71,7 @@ describe("POST /api/report: accepted reports", () => {
       provider: "anthropic",
       model: null,
       timestamp: "2025-03-04T05:06:07.000Z",
-      limits: NO_LIMITS,
+      limits: NULL_LIMITS,
     };
     const r = await accept(hint);
     expect(r).toStrictEqual({
@@ -101,8 +80,8 @@ describe("POST /api/report: accepted reports", () => {
       provider: "anthropic",
       model: null,
       timestamp: "2025-03-04T05:06:07.000Z",
-      ...NO_LIMITS,
-      ...NO_CREDITS,
+      ...NULL_LIMITS,
+      ...NULL_CREDITS,
     });
   });
 
@@ -131,7 +110,7 @@ describe("POST /api/report: accepted reports", () => {
   });
 
   it("stores credits whose three fields are all null as no credits, like credits: null", async () => {
-    const allNull = await accept(clientReport({ credits: NO_CREDITS }));
+    const allNull = await accept(clientReport({ credits: NULL_CREDITS }));
     const nullCredits = await accept(clientReport({ credits: null }));
     const { credits: _omit, ...withoutCredits } = clientReport();
     const absent = await accept(withoutCredits);
@@ -140,7 +119,7 @@ describe("POST /api/report: accepted reports", () => {
         credits_limit: r.credits_limit,
         credits_remaining: r.credits_remaining,
         request_cost: r.request_cost,
-      }).toStrictEqual(NO_CREDITS);
+      }).toStrictEqual(NULL_CREDITS);
     }
   });
 
@@ -169,7 +148,7 @@ describe("POST /api/report: accepted reports", () => {
 
   it("treats missing limit fields as null", async () => {
     const r = await accept(clientReport({ limits: { requests_remaining: 7 } }));
-    expect(r).toMatchObject({ ...NO_LIMITS, requests_remaining: 7 });
+    expect(r).toMatchObject({ ...NULL_LIMITS, requests_remaining: 7 });
   });
 
   it("trims and lowercases the provider, trims the app", async () => {
@@ -246,8 +225,8 @@ describe("POST /api/report: accepted reports", () => {
         "model",
         "timestamp",
         "received_at",
-        ...Object.keys(NO_LIMITS),
-        ...Object.keys(NO_CREDITS),
+        ...Object.keys(NULL_LIMITS),
+        ...Object.keys(NULL_CREDITS),
       ].sort(),
     );
     const jobs = await fx.edge.queue.getJobs(["wait"]);

@@ -35,7 +35,7 @@ afterAll(async () => {
 });
 
 describe("revocation", () => {
-  it("a revoked key stops working within 1 s on a running edge", async () => {
+  it("a revoked key stops working within the key cache's TTL on a running edge", async () => {
     const fx = await edge();
     expect(fx.config.KEY_CACHE_TTL_MS).toBe(500);
     const k = await fx.createKey();
@@ -49,16 +49,25 @@ describe("revocation", () => {
     const revokedAt = Date.now();
     expect(await admin.revoke(k.keyId)).toBe(true);
 
-    const refusedAt = await eventually(
+    // Bound by the cache: an entry filled before the revocation expires KEY_CACHE_TTL_MS after
+    // it, so no request that starts later than that may still be served. (How long each request
+    // takes on a busy machine does not matter; when it started does.)
+    const ttl = fx.config.KEY_CACHE_TTL_MS;
+    const attempts: { startedAt: number; status: number }[] = [];
+    await eventually(
       async () => {
+        const startedAt = Date.now();
         const res = await fx.post(clientReport(), { key: k.key });
+        attempts.push({ startedAt, status: res.statusCode });
         expect(res.statusCode).toBe(401);
         expect(res.json()).toMatchObject({ error: "invalid_project_key" });
-        return Date.now();
       },
-      { timeoutMs: 2_000, intervalMs: 20 },
+      { timeoutMs: 10 * ttl, intervalMs: 20 },
     );
-    expect(refusedAt - revokedAt).toBeLessThan(1_000);
+    expect(attempts.filter((a) => a.status !== 200 && a.status !== 401)).toStrictEqual([]);
+    expect(attempts.filter((a) => a.status === 200 && a.startedAt > revokedAt + ttl)).toStrictEqual(
+      [],
+    );
     // And it stays refused.
     for (let i = 0; i < 5; i++) {
       expect((await fx.post(clientReport(), { key: k.key })).statusCode).toBe(401);

@@ -4,12 +4,16 @@ import { buildOpenApi } from "../../src/edge/openapi.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { NULL_LIMITS } from "../helpers/report-oracle.js";
 
 // End to end: reports POSTed to the edge land in `reports` with every field as the contract
 // normalises it, and in the rollups and the latest-limits view with the right figures.
 
+// The key store lives in the shared test Redis: a project id of this run's own.
+const PROJECT = `p-e2e-${uniqueId()}`;
 let p: Pipeline;
 let edge: Edge;
 let worker: IngestWorker;
@@ -27,7 +31,7 @@ beforeAll(async () => {
     metrics: createWorkerMetrics(),
   });
   worker.start();
-  ({ key } = await edge.keyStore.create("p-e2e", { defaultPlan: "unlimited" }));
+  ({ key } = await edge.keyStore.create(PROJECT, { defaultPlan: "unlimited" }));
 });
 
 afterAll(async () => {
@@ -47,15 +51,16 @@ async function post(body: unknown) {
   return (res.json() as { id: string }).id;
 }
 
-// A provider hint's limits: the client saw no rate-limit headers.
-const NULL_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
+// Yesterday, 10:00 UTC: inside every retention window (the rollups' TTL is 30 days), whatever
+// the date the suite runs on, and a whole day from the day boundaries.
+const DAY = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+const at = (hhmmss: string, ms = "000") => Date.parse(`${DAY}T${hhmmss}.${ms}Z`);
+/** ClickHouse's DateTime64(3) text for a time in ms. */
+const chTime = (t: number) => new Date(t).toISOString().replace("T", " ").replace("Z", "");
+const chMinute = (t: number) => chTime(t).slice(0, 19);
+const T_FULL = at("10:00:00", "123");
+const T_LATER = at("10:05:00");
+const T_HINT = at("10:06:00");
 
 const query = async <T>(sql: string) =>
   (await p.client.query({ query: sql, format: "JSONEachRow" })).json<T>();
@@ -72,7 +77,8 @@ describe("edge → queue → worker → ClickHouse", () => {
       app: " chat ",
       provider: " OpenRouter",
       model: "deepseek/deepseek-r1",
-      timestamp: "2026-11-20T12:00:00.123456+02:00",
+      // 12:00:00.123456 at UTC+2: 10:00:00.123 UTC, cut to milliseconds.
+      timestamp: `${DAY}T12:00:00.123456+02:00`,
       limits: {
         requests_limit: 1000,
         requests_remaining: 990.6,
@@ -88,7 +94,7 @@ describe("edge → queue → worker → ClickHouse", () => {
       app: "chat",
       provider: "openrouter",
       model: "deepseek/deepseek-r1",
-      timestamp: "2026-11-20T10:05:00.000Z",
+      timestamp: new Date(T_LATER).toISOString(),
       limits: {
         requests_limit: 1000,
         requests_remaining: 980,
@@ -104,7 +110,7 @@ describe("edge → queue → worker → ClickHouse", () => {
       app: "chat",
       provider: "openrouter",
       model: "deepseek/deepseek-r1",
-      timestamp: "2026-11-20T10:06:00.000Z",
+      timestamp: new Date(T_HINT).toISOString(),
       limits: NULL_LIMITS,
     });
     const startup = await post({
@@ -116,7 +122,7 @@ describe("edge → queue → worker → ClickHouse", () => {
     const rows = await eventually(
       async () => {
         const r = await query<Record<string, unknown>>(
-          `SELECT * FROM ${p.db}.reports_v WHERE project_id = 'p-e2e' ORDER BY report_id`,
+          `SELECT * FROM ${p.db}.reports_v WHERE project_id = '${PROJECT}' ORDER BY report_id`,
         );
         expect(r).toHaveLength(4);
         return r;
@@ -128,7 +134,7 @@ describe("edge → queue → worker → ClickHouse", () => {
       app: "chat",
       provider: "openrouter",
       model: "deepseek/deepseek-r1",
-      timestamp: "2026-11-20 10:00:00.123",
+      timestamp: chTime(T_FULL),
       requests_limit: 1000,
       requests_remaining: 991,
       tokens_limit: 200000,
@@ -156,11 +162,11 @@ describe("edge → queue → worker → ClickHouse", () => {
     const minute = await query<Record<string, unknown>>(
       `SELECT toString(bucket) AS bucket, reports, hints, requests_remaining_min, tokens_remaining_min,
         requests_limit_max, toString(cost_sum) AS cost, toString(credits_remaining_last) AS credits_last
-       FROM ${p.db}.reports_minute_v WHERE project_id = 'p-e2e' AND provider = 'openrouter' ORDER BY bucket`,
+       FROM ${p.db}.reports_minute_v WHERE project_id = '${PROJECT}' AND provider = 'openrouter' ORDER BY bucket`,
     );
     expect(minute).toEqual([
       {
-        bucket: "2026-11-20 10:00:00",
+        bucket: chMinute(T_FULL),
         reports: 1,
         hints: 0,
         requests_remaining_min: 991,
@@ -170,7 +176,7 @@ describe("edge → queue → worker → ClickHouse", () => {
         credits_last: "12.345678",
       },
       {
-        bucket: "2026-11-20 10:05:00",
+        bucket: chMinute(T_LATER),
         reports: 1,
         hints: 0,
         requests_remaining_min: 980,
@@ -180,7 +186,7 @@ describe("edge → queue → worker → ClickHouse", () => {
         credits_last: "12.3",
       },
       {
-        bucket: "2026-11-20 10:06:00",
+        bucket: chMinute(T_HINT),
         reports: 1,
         hints: 1,
         requests_remaining_min: null,
@@ -192,14 +198,14 @@ describe("edge → queue → worker → ClickHouse", () => {
     ]);
     const daily = await query<Record<string, unknown>>(
       `SELECT reports, hints, toString(cost_sum) AS cost FROM ${p.db}.reports_daily_v
-       WHERE project_id = 'p-e2e' AND provider = 'openrouter'`,
+       WHERE project_id = '${PROJECT}' AND provider = 'openrouter'`,
     );
     expect(daily).toEqual([{ reports: 3, hints: 1, cost: "0.000323" }]);
 
     const latest = await query<Record<string, unknown>>(
       `SELECT provider, model, toString(last_seen) AS last_seen, toString(limits_at) AS limits_at,
         requests_remaining, tokens_remaining, toString(credits_remaining) AS credits_remaining
-       FROM ${p.db}.latest_limits_v WHERE project_id = 'p-e2e' ORDER BY provider`,
+       FROM ${p.db}.latest_limits_v WHERE project_id = '${PROJECT}' ORDER BY provider`,
     );
     expect(latest).toEqual([
       {
@@ -214,8 +220,8 @@ describe("edge → queue → worker → ClickHouse", () => {
       {
         provider: "openrouter",
         model: "deepseek/deepseek-r1",
-        last_seen: "2026-11-20 10:06:00.000",
-        limits_at: "2026-11-20 10:05:00.000",
+        last_seen: chTime(T_HINT),
+        limits_at: chTime(T_LATER),
         requests_remaining: 980,
         tokens_remaining: 140000,
         credits_remaining: "12.3",

@@ -11,8 +11,9 @@ import { fromRow, REPORT_COLUMNS } from "../../src/report/report-schema.js";
 import { createRedisManifestStore } from "../../src/worker/batch-manifests.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
 import { workerMetric } from "../helpers/worker-metric.js";
 import { sampleRow } from "../helpers/sample-reports.js";
@@ -44,7 +45,7 @@ function worker(env: Record<string, string> = {}): Proc {
   return w;
 }
 
-const project = () => `p-${Math.random().toString(36).slice(2, 8)}`;
+const project = () => `p-${uniqueId()}`;
 
 describe("worker faults", () => {
   it("SIGTERM during a batch: flushed, acked, exit code 0", async () => {
@@ -60,12 +61,7 @@ describe("worker faults", () => {
     w.signal("SIGTERM");
     expect((await w.exited).code).toBe(0);
     expect(await p.distinctCount(proj)).toBe(ids.length);
-    expect(await p.queue.getJobCounts("wait", "active", "failed", "delayed")).toEqual({
-      wait: 0,
-      active: 0,
-      failed: 0,
-      delayed: 0,
-    });
+    expect(await p.jobCounts()).toStrictEqual(DRAINED);
   });
 
   it("SIGKILL mid-batch: the jobs come back and land once", async () => {
@@ -225,7 +221,7 @@ describe("worker faults", () => {
     const fixed = {
       ...fromRow(rows[12] as (string | number | null)[]),
       ...report,
-      timestamp: "2026-11-20T10:00:00.000Z",
+      timestamp: new Date().toISOString(),
     };
     const file = join(p.dir, "fixed.json");
     writeFileSync(file, JSON.stringify([fixed]));

@@ -1,6 +1,7 @@
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { describe, expect, it } from "vitest";
 import { buildOpenApi } from "../../src/edge/openapi.js";
+import { CLIENT_LIMITS } from "../helpers/sample-reports.js";
 
 // The OpenAPI document is generated from the zod schemas; checked here against the contract's
 // examples, so that client authors in any language get a description that matches the edge.
@@ -14,14 +15,7 @@ const errorSchema = post.responses["400"].content["application/json"].schema;
 const validError = ajv.compile(errorSchema);
 const validOk = ajv.compile(post.responses["200"].content["application/json"].schema);
 
-const limits = {
-  requests_limit: 10000,
-  requests_remaining: 9999,
-  tokens_limit: 2000000,
-  tokens_remaining: 1999000,
-  reset_requests_ms: 6000,
-  reset_tokens_ms: 30,
-};
+const limits = CLIENT_LIMITS;
 const nullLimits = Object.fromEntries(Object.keys(limits).map((k) => [k, null]));
 
 describe("OpenAPI 3.1 document", () => {
