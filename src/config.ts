@@ -11,18 +11,28 @@ const bool = z.stringbool({
   falsy: ["0", "false", "no", "off"],
 });
 
-export const planSchema = z.object({
-  /** Reports per calendar month (UTC); null means no monthly quota. */
-  monthly: z.number().int().positive().nullable(),
-  /** Reports per second. */
-  burst: z.number().int().positive(),
-});
+export const planSchema = z
+  .object({
+    /** Reports per calendar month (UTC); null means no monthly quota. */
+    monthly: z.number().int().positive().nullable(),
+    /** Reports per second, sustained: the token bucket's refill rate. */
+    burst: z.number().int().positive(),
+    /** Reports at once: the token bucket's size (default: BURST_CAPACITY_FACTOR × burst). */
+    capacity: z.number().int().positive().optional(),
+  })
+  .refine((p) => p.capacity === undefined || p.capacity >= p.burst, {
+    message: "capacity must be at least burst",
+    path: ["capacity"],
+  });
 export type Plan = z.infer<typeof planSchema>;
 
+/** A client's start-up burst (a hint per provider found, up to 15, plus its first calls) passes. */
+export const BURST_CAPACITY_FACTOR = 5;
+
 export const DEFAULT_PLANS = {
-  free: { monthly: 3_000, burst: 10 },
-  pro: { monthly: 50_000, burst: 200 },
-  unlimited: { monthly: null, burst: 2_000 },
+  free: { monthly: 3_000, burst: 10, capacity: 50 },
+  pro: { monthly: 50_000, burst: 200, capacity: 1_000 },
+  unlimited: { monthly: null, burst: 2_000, capacity: 10_000 },
 } satisfies Record<string, Plan>;
 
 const plansSchema = z

@@ -13,6 +13,7 @@ export interface KeyOptions {
   /** A monthly quota, or null for none. */
   monthly?: number | null;
   burst?: number;
+  capacity?: number;
   json: boolean;
 }
 
@@ -96,9 +97,10 @@ export const keysRevoke = (keyId: string, opts: KeyOptions) =>
 
 export const keysSetPlan = (project: string, plan: string, opts: KeyOptions) =>
   withStore({ ...opts, plan }, async (store) => {
-    const overrides: { monthly?: number | null; burst?: number } = {};
+    const overrides: { monthly?: number | null; burst?: number; capacity?: number } = {};
     if (opts.monthly !== undefined) overrides.monthly = opts.monthly;
     if (opts.burst !== undefined) overrides.burst = opts.burst;
+    if (opts.capacity !== undefined) overrides.capacity = opts.capacity;
     await store.setPlan(project, plan, overrides);
     print(
       opts.json,

@@ -16,7 +16,7 @@ Examples:
   headroom keys import --project acme --key dlm_…         # keep a key from the hosted service
   headroom keys list [--project acme] [--json]
   headroom keys revoke key_…
-  headroom keys set-plan --project acme --plan free [--monthly 10000|none] [--burst 50]`;
+  headroom keys set-plan --project acme --plan free [--monthly 10000|none] [--burst 50] [--capacity 250]`;
 
 const DLQ_EXAMPLES = `
 Examples:
@@ -155,7 +155,8 @@ function addKeys(program: Command): void {
     .requiredOption("--project <id>", "project id")
     .requiredOption("--plan <plan>", "plan name")
     .option("--monthly <n|none>", "reports per calendar month, or none", parse.quota)
-    .option("--burst <n>", "reports per second", parse.positiveInt)
+    .option("--burst <n>", "reports per second, sustained", parse.positiveInt)
+    .option("--capacity <n>", "reports at once (the burst's bucket size)", parse.positiveInt)
     .option("--json", "print JSON", false)
     .action(
       async (

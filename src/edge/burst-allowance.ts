@@ -1,77 +1,71 @@
-import { type RateLimiterAbstract, RateLimiterRes } from "rate-limiter-flexible";
+import type { BucketTake, TakeTokens } from "./token-bucket.js";
 
-// The burst limit without a Redis round trip per report: each edge reserves a small share of a
-// project's per-second allowance at once (5%: 100 of 2,000 on the unlimited plan, 1 of 10 on the
-// free plan, which stays exact) and hands it out locally until its window ends. The shared Redis
-// counter still bounds the total across every edge; what one edge reserved and did not use in a
-// window is lost for that window, so the limit can only err on the strict side.
+// The burst limit without a Redis round trip per report: each edge takes a small share of a
+// project's per-second rate from the shared token bucket at once (5%: 100 of 2,000 on the
+// unlimited plan, 1 of 10 on the free plan, which stays exact) and hands the tokens out locally.
+// The bucket in Redis still bounds the total across every edge; tokens an edge took and has not
+// used yet are only ever fewer reports, never more.
 //
-// Once Redis says the window is used up, this edge refuses the project locally until the window
-// ends, again without asking Redis.
+// Once the bucket is empty, this edge refuses the project locally until the next token is due,
+// again without asking Redis.
 
-interface Window {
+interface Pool {
   left: number;
-  endsAt: number;
-  /** Redis refused: nothing more in this window. */
-  exhausted: boolean;
-  consumed: number;
+  /** The bucket was empty: nothing more before this time. */
+  emptyUntil: number;
+  remaining: number;
 }
 
-export function createBurstAllowance(opts: { share: number; now?: () => number }) {
-  const now = opts.now ?? Date.now;
-  const windows = new Map<string, Window>();
-  const reserving = new Map<string, Promise<void>>();
+export interface BurstLimit {
+  rate: number;
+  capacity: number;
+}
 
-  async function reserve(key: string, points: number, limiter: RateLimiterAbstract) {
-    const chunk = Math.max(1, Math.floor(points * opts.share));
-    try {
-      const res = await limiter.consume(key, chunk);
-      windows.set(key, {
-        left: chunk,
-        endsAt: now() + res.msBeforeNext,
-        exhausted: false,
-        consumed: res.consumedPoints,
-      });
-    } catch (err) {
-      if (!(err instanceof RateLimiterRes)) throw err;
-      // Over the limit, but part of the chunk may still have been within it.
-      const granted = Math.max(0, Math.min(chunk, points - (err.consumedPoints - chunk)));
-      windows.set(key, {
-        left: granted,
-        endsAt: now() + err.msBeforeNext,
-        exhausted: true,
-        consumed: err.consumedPoints,
-      });
-    }
+/** A refusal: what the 429 says. */
+export interface BurstRefusal {
+  msToNext: number;
+}
+
+export function createBurstAllowance(opts: {
+  take: TakeTokens;
+  share: number;
+  now?: () => number;
+}) {
+  const now = opts.now ?? Date.now;
+  const pools = new Map<string, Pool>();
+  const taking = new Map<string, Promise<void>>();
+
+  async function refill(key: string, limit: BurstLimit) {
+    const want = Math.max(1, Math.floor(limit.rate * opts.share));
+    const got: BucketTake = await opts.take(key, limit.rate, limit.capacity, want);
+    const pool = pools.get(key) ?? { left: 0, emptyUntil: 0, remaining: 0 };
+    pool.left += got.granted;
+    pool.remaining = got.remaining;
+    pool.emptyUntil = got.granted === 0 ? now() + Math.max(1, got.msToNext) : 0;
+    pools.set(key, pool);
   }
 
   return {
-    /** Null when the report may pass; otherwise the limiter's answer for the 429. */
-    async take(
-      key: string,
-      points: number,
-      limiter: RateLimiterAbstract,
-    ): Promise<RateLimiterRes | null> {
-      // Each pass either returns or waits for a reservation, which grants tokens or ends the
-      // window; the bound only guards against a pathological race.
+    /** Null when the report may pass; otherwise when the next token is due. */
+    async take(key: string, limit: BurstLimit): Promise<BurstRefusal | null> {
+      // Each pass either returns or waits for a refill, which grants tokens or marks the bucket
+      // empty; the bound only guards against a pathological race.
       for (let pass = 0; pass < 100; pass++) {
-        const w = windows.get(key);
-        const t = now();
-        if (w && w.endsAt > t) {
-          if (w.left > 0) {
-            w.left -= 1;
-            return null;
-          }
-          if (w.exhausted) return new RateLimiterRes(0, w.endsAt - t, w.consumed);
+        const pool = pools.get(key);
+        if (pool && pool.left > 0) {
+          pool.left -= 1;
+          return null;
         }
-        let pending = reserving.get(key);
+        const t = now();
+        if (pool && pool.emptyUntil > t) return { msToNext: pool.emptyUntil - t };
+        let pending = taking.get(key);
         if (!pending) {
-          pending = reserve(key, points, limiter).finally(() => reserving.delete(key));
-          reserving.set(key, pending);
+          pending = refill(key, limit).finally(() => taking.delete(key));
+          taking.set(key, pending);
         }
         await pending;
       }
-      return new RateLimiterRes(0, 1_000, points);
+      return { msToNext: 1_000 };
     },
   };
 }

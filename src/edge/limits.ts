@@ -1,8 +1,9 @@
 import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
-import type { Plan } from "../config.js";
+import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
 import type { KeyLookup } from "../keys/key-store.js";
-import { createBurstAllowance } from "./burst-allowance.js";
+import { type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
+import { redisTokenBucket } from "./token-bucket.js";
 import { HttpError, unavailable } from "./errors.js";
 
 // Per-project burst limit (reports per second) and plan quota (reports per calendar month, UTC),
@@ -23,10 +24,19 @@ export interface LimitsOptions {
   burstShare?: number;
 }
 
-export function effectivePlan(plans: Record<string, Plan>, lookup: KeyLookup): Plan {
+export function effectivePlan(
+  plans: Record<string, Plan>,
+  lookup: KeyLookup,
+): Plan & { capacity: number } {
   // A plan removed from the configuration falls back to the most restrictive default.
-  const base = plans[lookup.plan] ?? plans.free ?? { monthly: 3_000, burst: 10 };
-  return { ...base, ...lookup.overrides };
+  const base = plans[lookup.plan] ?? plans.free ?? DEFAULT_PLANS.free;
+  const plan = { ...base, ...lookup.overrides };
+  // A project whose rate is overridden gets a bucket to match, unless its size is set too.
+  const capacity =
+    lookup.overrides.capacity ??
+    (lookup.overrides.burst === undefined ? base.capacity : undefined) ??
+    plan.burst * BURST_CAPACITY_FACTOR;
+  return { ...plan, capacity: Math.max(capacity, plan.burst) };
 }
 
 function limitHeaders(limit: number, res: RateLimiterRes) {
@@ -60,7 +70,6 @@ export function secondsToMonthEnd(now = new Date()): number {
 
 export function createLimits(opts: LimitsOptions) {
   const prefix = opts.prefix ?? "headroom";
-  const burstLimiters = new Map<number, RateLimiterRedis>();
   const quotaLimiters = new Map<number, RateLimiterRedis>();
 
   const limiter = (cache: Map<number, RateLimiterRedis>, name: string, points: number) => {
@@ -78,7 +87,10 @@ export function createLimits(opts: LimitsOptions) {
     return l;
   };
 
-  const burstAllowance = createBurstAllowance({ share: opts.burstShare ?? 0.05 });
+  const burstAllowance = createBurstAllowance({
+    take: redisTokenBucket(opts.redis, `${prefix}:burst`),
+    share: opts.burstShare ?? 0.05,
+  });
 
   const authFailures = new RateLimiterMemory({
     keyPrefix: "auth-failures",
@@ -124,21 +136,18 @@ export function createLimits(opts: LimitsOptions) {
     },
 
     async consumeBurst(lookup: KeyLookup): Promise<void> {
-      const { burst } = effectivePlan(opts.plans, lookup);
-      let refused: RateLimiterRes | null;
+      const { burst, capacity } = effectivePlan(opts.plans, lookup);
+      let refused: BurstRefusal | null;
       try {
-        refused = await burstAllowance.take(
-          lookup.projectId,
-          burst,
-          limiter(burstLimiters, "burst", burst),
-        );
+        refused = await burstAllowance.take(lookup.projectId, { rate: burst, capacity });
       } catch (err) {
         redisFailure(err);
       }
       if (refused) {
+        const res = new RateLimiterRes(0, refused.msToNext, burst);
         throw new HttpError("rate_limited", `burst limit of ${burst} reports per second exceeded`, {
-          body: limitBody(burst, refused),
-          headers: limitHeaders(burst, refused),
+          body: limitBody(burst, res),
+          headers: limitHeaders(burst, res),
         });
       }
     },

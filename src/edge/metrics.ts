@@ -24,6 +24,12 @@ export function createEdgeMetrics() {
       buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000],
       registers: [registry],
     }),
+    reportWarnings: new Counter({
+      name: "headroom_report_warnings_total",
+      help: "Unusable optional values stored as null or cut, by field path",
+      labelNames: ["path"] as const,
+      registers: [registry],
+    }),
     enqueueFailures: new Counter({
       name: "headroom_enqueue_failures_total",
       help: "addBulk calls that Redis did not acknowledge",

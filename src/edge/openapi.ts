@@ -44,8 +44,14 @@ export function buildOpenApi() {
           requestBody: { required: true, content: json(reportBodySchema, "input") },
           responses: {
             "200": {
-              description: "Accepted: durably enqueued",
-              content: json(z.object({ id: z.uuid() })),
+              description:
+                "Accepted: durably enqueued. `warnings` names the optional values that were unusable (out of range, too long, empty, a timestamp out of its window) and were stored as null or cut; the report itself was kept.",
+              content: json(
+                z.object({
+                  id: z.uuid(),
+                  warnings: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+                }),
+              ),
             },
             "400": error(
               "invalid_json or invalid_report (the body); invalid_request (two Authorization headers)",

@@ -4,6 +4,7 @@ import {
   reportBodySchema,
   type ServerFields,
   toRecord,
+  unusableValue,
 } from "../report/report-schema.js";
 import { HttpError, type Issue } from "./errors.js";
 
@@ -64,16 +65,56 @@ function inspect(root: unknown, badUtf8: boolean): Issue[] {
   return issues;
 }
 
-/** JSON value → normalised record, or `invalid_report` with every issue. */
-export function validateReport(value: unknown, server: ServerFields): ReportRecord {
-  const parsed = reportBodySchema.safeParse(value);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => ({
-      path: i.path.map(String).join(".") || "(body)",
-      message: i.message,
-    }));
-    const first = issues[0] as { path: string; message: string };
-    throw new HttpError("invalid_report", `${first.path}: ${first.message}`, { issues });
+export interface ValidReport {
+  record: ReportRecord;
+  /** Optional values that were unusable, and were stored as null or cut, with why. */
+  warnings: Issue[];
+}
+
+const pathOf = (path: PropertyKey[]) => path.map(String).join(".") || "(body)";
+
+/**
+ * JSON value → normalised record, or `invalid_report` with every issue that makes it no report.
+ * An unusable optional value (out of range, too long, empty, a timestamp out of its window) is
+ * no reason to lose the report: it is stored as null, or cut, and named in `warnings`.
+ */
+export function validateReport(value: unknown, server: ServerFields): ValidReport {
+  let input = value;
+  const warnings: Issue[] = [];
+  // Each pass fixes every unusable value zod found; a value is fixed at most once.
+  for (let pass = 0; pass < 3; pass++) {
+    const parsed = reportBodySchema.safeParse(input);
+    if (parsed.success) return { record: toRecord(parsed.data, server), warnings };
+    const fatal = parsed.error.issues.filter((i) => !unusableValue(i, valueAt(input, i.path)));
+    if (fatal.length > 0 || pass === 2) {
+      const issues = (fatal.length > 0 ? fatal : parsed.error.issues).map((i) => ({
+        path: pathOf(i.path),
+        message: i.message,
+      }));
+      const first = issues[0] as Issue;
+      throw new HttpError("invalid_report", `${first.path}: ${first.message}`, { issues });
+    }
+    input = structuredClone(input);
+    for (const issue of parsed.error.issues) {
+      const fix = unusableValue(issue, valueAt(input, issue.path)) as { value: unknown };
+      setAt(input, issue.path, fix.value);
+      warnings.push({
+        path: pathOf(issue.path),
+        message: `${issue.message}: stored as ${fix.value === null ? "null" : "cut"}`,
+      });
+    }
   }
-  return toRecord(parsed.data, server);
+  throw new Error("unreachable");
+}
+
+function valueAt(root: unknown, path: PropertyKey[]): unknown {
+  let v = root;
+  for (const k of path) v = (v as Record<PropertyKey, unknown> | null)?.[k];
+  return v;
+}
+
+function setAt(root: unknown, path: PropertyKey[], value: unknown): void {
+  let v = root as Record<PropertyKey, unknown>;
+  for (const k of path.slice(0, -1)) v = v[k] as Record<PropertyKey, unknown>;
+  v[path[path.length - 1] as PropertyKey] = value;
 }

@@ -5,7 +5,7 @@ import { generateId, generateKey, hashKey, isWellFormedKey } from "./key-format.
 // Projects and their keys in Redis. Only SHA-256 hashes of keys are stored.
 //   {p}:key:<sha256>          hash  key_id, project_id, created_at, revoked
 //   {p}:key-id:<key_id>       string <sha256>
-//   {p}:project:<project_id>  hash  plan, monthly?, burst?, created_at
+//   {p}:project:<project_id>  hash  plan, monthly?, burst?, capacity?, created_at
 //   {p}:project-keys:<id>     set   key ids
 //   {p}:projects              set   project ids
 
@@ -59,6 +59,7 @@ export function createKeyStore(redis: Redis, prefix = "headroom") {
     if (h.monthly !== undefined)
       overrides.monthly = h.monthly === "none" ? null : Number(h.monthly);
     if (h.burst !== undefined) overrides.burst = Number(h.burst);
+    if (h.capacity !== undefined) overrides.capacity = Number(h.capacity);
     return { projectId, plan: h.plan, overrides };
   }
 
@@ -137,6 +138,7 @@ export function createKeyStore(redis: Redis, prefix = "headroom") {
       const fields: Record<string, string> = { plan };
       if (overrides.monthly !== undefined) fields.monthly = String(overrides.monthly ?? "none");
       if (overrides.burst !== undefined) fields.burst = String(overrides.burst);
+      if (overrides.capacity !== undefined) fields.capacity = String(overrides.capacity);
       await redis.hset(k.project(projectId), fields);
     },
 

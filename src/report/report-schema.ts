@@ -11,6 +11,40 @@ const MIN_TIMESTAMP_MS = Date.UTC(2000, 0, 1);
 const MAX_FUTURE_MS = 24 * 60 * 60 * 1000;
 
 const wellFormed = (s: string) => s.isWellFormed();
+
+/**
+ * Marks a rule whose breach makes an optional value unusable rather than the report invalid: a
+ * fire-and-forget client never reads a 400, so the value is stored as null instead (see
+ * `unusableValue`). The length rules of `app` and `model` count as such too.
+ */
+const UNUSABLE = { unusable: true } as const;
+
+/** Optional string fields: too long is cut at the limit, empty `model` is null. */
+export const CUT_AT = { app: 128, model: 256 } as const;
+
+/**
+ * What to store instead of an unusable optional value, given the issue zod raised about it:
+ * `{ value }` to store, or null when the issue makes the report itself invalid (a wrong type, a
+ * missing or unusable `provider`, `limits` not an object).
+ */
+export function unusableValue(issue: z.core.$ZodIssue, input: unknown): { value: unknown } | null {
+  const [field] = issue.path;
+  const marked = (issue as { params?: { unusable?: boolean } }).params?.unusable === true;
+  if (marked) return { value: null };
+  if ((field === "app" || field === "model") && issue.path.length === 1) {
+    if (issue.code === "too_small") return { value: null };
+    if (issue.code === "too_big" && typeof input === "string")
+      return { value: cutAt(field === "app" ? input.trim() : input, CUT_AT[field]) };
+  }
+  return null;
+}
+
+/** The first `max` UTF-16 units of `s`, never ending in half a surrogate pair. */
+function cutAt(s: string, max: number): string {
+  const cut = s.slice(0, max);
+  const last = cut.charCodeAt(cut.length - 1);
+  return last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
+}
 const NOT_UTF8 = "must be valid UTF-8 (no lone surrogates)";
 
 const limitValue = z
@@ -18,14 +52,20 @@ const limitValue = z
   .transform((n) => Math.round(n))
   // -2^63 itself is refused: its JSON text (-9223372036854776000) is past Int64's range, and
   // ClickHouse would store it wrapped round to +9223372036854775616.
-  .refine((n) => n > -INT64_LIMIT && n < INT64_LIMIT, "must fit a signed 64-bit integer")
+  .refine((n) => n > -INT64_LIMIT && n < INT64_LIMIT, {
+    message: "must fit a signed 64-bit integer",
+    params: UNUSABLE,
+  })
   .nullable()
   .optional()
   .transform((n) => n ?? null);
 
 const creditValue = z
   .number({ error: "expected a number or null" })
-  .refine((n) => Math.abs(n) < CREDIT_LIMIT, "must be below 1e21 in magnitude")
+  .refine((n) => Math.abs(n) < CREDIT_LIMIT, {
+    message: "must be below 1e21 in magnitude",
+    params: UNUSABLE,
+  })
   .nullable()
   .optional()
   .transform((n) => n ?? null);
@@ -90,11 +130,16 @@ const timestampSchema = z
       ctx.addIssue({
         code: "custom",
         message: "expected an ISO 8601 date-time with Z or an offset",
+        params: UNUSABLE,
       });
       return z.NEVER;
     }
     if (ms < MIN_TIMESTAMP_MS || ms > Date.now() + MAX_FUTURE_MS) {
-      ctx.addIssue({ code: "custom", message: "must lie between 2000-01-01 and 24 h from now" });
+      ctx.addIssue({
+        code: "custom",
+        message: "must lie between 2000-01-01 and 24 h from now",
+        params: UNUSABLE,
+      });
       return z.NEVER;
     }
     return ms;

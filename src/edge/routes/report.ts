@@ -8,6 +8,7 @@ import { createAuthenticate } from "../authenticate.js";
 import type { BacklogGate } from "../backlog.js";
 import { HttpError } from "../errors.js";
 import type { Limits } from "../limits.js";
+import type { EdgeMetrics } from "../metrics.js";
 import { validateReport } from "../parse-report.js";
 
 // POST /api/report, in the contract's order: key, burst limit (both before the body is read),
@@ -19,6 +20,7 @@ export interface ReportRouteDeps extends AuthDeps {
   limits: Limits;
   backlog: Pick<BacklogGate, "check">;
   enqueuer: Pick<Enqueuer, "enqueue">;
+  metrics: Pick<EdgeMetrics, "reportWarnings">;
 }
 
 declare module "fastify" {
@@ -30,7 +32,7 @@ declare module "fastify" {
 export const REPORT_PATH = "/api/report";
 
 export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, deps) => {
-  const { bodyLimit, limits, backlog, enqueuer } = deps;
+  const { bodyLimit, limits, backlog, enqueuer, metrics } = deps;
   const authenticate = createAuthenticate(deps);
 
   app.route({
@@ -52,7 +54,7 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
       const project = req.project as KeyLookup;
       if (req.body === undefined) throw new HttpError("invalid_json", "the body is empty");
       const receivedAt = Date.now();
-      const record = validateReport(req.body, {
+      const { record, warnings } = validateReport(req.body, {
         reportId: uuidv7(),
         projectId: project.projectId,
         keyId: project.keyId,
@@ -67,7 +69,9 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
         await refund();
         throw err;
       }
-      return reply.send({ id: record.report_id });
+      if (warnings.length === 0) return reply.send({ id: record.report_id });
+      for (const w of warnings) metrics.reportWarnings.inc({ path: w.path });
+      return reply.send({ id: record.report_id, warnings });
     },
   });
 
