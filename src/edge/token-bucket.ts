@@ -51,10 +51,11 @@ declare module "ioredis" {
 }
 
 export function redisTokenBucket(redis: Redis, prefix: string): TakeTokens {
-  if (!redis.headroomTakeTokens) {
-    redis.defineCommand("headroomTakeTokens", { numberOfKeys: 1, lua: TAKE });
-  }
   return async (key, rate, capacity, want) => {
+    // Defined at first use: an edge that only refuses bad keys never touches Redis.
+    if (!redis.headroomTakeTokens) {
+      redis.defineCommand("headroomTakeTokens", { numberOfKeys: 1, lua: TAKE });
+    }
     const [granted, remaining, msToNext] = await redis.headroomTakeTokens(
       `${prefix}:bucket:${key}`,
       rate,

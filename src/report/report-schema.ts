@@ -39,11 +39,9 @@ export function unusableValue(issue: z.core.$ZodIssue, input: unknown): { value:
   return null;
 }
 
-/** The first `max` UTF-16 units of `s`, never ending in half a surrogate pair. */
+/** The first `max` characters (code points, as zod counts lengths) of `s`. */
 function cutAt(s: string, max: number): string {
-  const cut = s.slice(0, max);
-  const last = cut.charCodeAt(cut.length - 1);
-  return last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
+  return Array.from(s).slice(0, max).join("");
 }
 const NOT_UTF8 = "must be valid UTF-8 (no lone surrogates)";
 
@@ -124,6 +122,9 @@ export function parseIsoTimestamp(text: string): number | null {
 
 const timestampSchema = z
   .string({ error: "expected an ISO 8601 date-time string" })
+  // Not UTF-8 is hostile input, refused like anywhere else; a string that is no date is only
+  // unusable (below).
+  .refine(wellFormed, NOT_UTF8)
   .transform((text, ctx) => {
     const ms = parseIsoTimestamp(text);
     if (ms === null) {

@@ -81,21 +81,28 @@ function wellFormedString(v: unknown): string {
   return v;
 }
 
+// An unusable optional value (out of range, too long, empty, a timestamp out of its window) is
+// stored as null, or cut; a value of the wrong type makes the report invalid.
+
 function limit(v: unknown): number | null {
   if (v === undefined || v === null) return null;
   if (typeof v !== "number" || !Number.isFinite(v)) return invalid();
   // "rounded to the nearest integer", halves up as Math.round; -0 travels as JSON, so 0.
   const n = Math.round(v) + 0;
-  return fitsInt64(n) ? n : invalid();
+  return fitsInt64(n) ? n : null;
 }
 
 function credit(v: unknown): number | null {
   if (v === undefined || v === null) return null;
-  if (typeof v !== "number" || !Number.isFinite(v) || Math.abs(v) >= CREDIT_BOUND) {
-    return invalid();
-  }
+  if (typeof v !== "number" || !Number.isFinite(v)) return invalid();
+  if (Math.abs(v) >= CREDIT_BOUND) return null;
   // Twelve decimal places, as Decimal(38, 12) keeps them.
   return Number(v.toFixed(12));
+}
+
+/** A string over its limit (in characters) is cut there. */
+function cut(s: string, max: number): string {
+  return chars(s) <= max ? s : [...s].slice(0, max).join("");
 }
 
 const DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
@@ -159,18 +166,24 @@ export function expectedVerdict(text: string, now: number, bodyLimit = 32 * 1024
     const limits = body.limits as Record<string, unknown>;
     let app = "default";
     if (body.app !== undefined && body.app !== null) {
-      const trimmed = wellFormedString(body.app).trim();
-      if (chars(trimmed) > 128) invalid();
+      // Cut after trimming; what the cut leaves at its end is trimmed too.
+      const trimmed = cut(wellFormedString(body.app).trim(), 128).trim();
       if (trimmed !== "") app = trimmed;
     }
     let model: string | null = null;
     if (body.model !== undefined && body.model !== null) {
-      model = wellFormedString(body.model);
-      if (chars(model) < 1 || chars(model) > 256) invalid();
+      model = cut(wellFormedString(body.model), 256);
+      if (model === "") model = null;
     }
     let timestamp: number | null = null;
     if (body.timestamp !== undefined && body.timestamp !== null) {
-      timestamp = isoToMs(wellFormedString(body.timestamp), now);
+      const text = wellFormedString(body.timestamp);
+      // Not a date, or out of its window: the server's receive time.
+      try {
+        timestamp = isoToMs(text, now);
+      } catch (err) {
+        if (!(err instanceof Invalid)) throw err;
+      }
     }
     const report: ExpectedReport = {
       app,

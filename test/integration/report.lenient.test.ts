@@ -90,12 +90,15 @@ describe("what the real client can send is kept", () => {
     expect(record?.app).toBe("a".repeat(128));
   });
 
-  it("a cut never leaves half a surrogate pair behind", async () => {
+  it("lengths count characters, and a cut never splits one", async () => {
     const res = await fx.post(clientReport({ model: `${"m".repeat(255)}😀tail` }), {
       key: key.key,
     });
     expect(res.statusCode).toBe(200);
-    expect((await stored(res.json().id))?.model).toBe("m".repeat(255));
+    expect((await stored(res.json().id))?.model).toBe(`${"m".repeat(255)}😀`);
+    const emoji = await fx.post(clientReport({ app: "😀".repeat(128) }), { key: key.key });
+    expect(emoji.statusCode).toBe(200);
+    expect(emoji.json().warnings).toBeUndefined();
   });
 
   it("a timestamp out of its window is replaced by the time the report was received", async () => {
@@ -108,6 +111,22 @@ describe("what the real client can send is kept", () => {
     const record = await stored(res.json().id);
     expect(record?.timestamp).toBe(record?.received_at);
     expect(Date.parse(record?.timestamp ?? "")).toBeGreaterThanOrEqual(before);
+  });
+
+  it.each([
+    ["not a date", "yesterday"],
+    ["a date without time", "2025-03-04"],
+    ["no zone", "2025-03-04T10:00:00"],
+    ["an impossible date", "2025-02-30T10:00:00Z"],
+    ["more than a day ahead", new Date(Date.now() + 25 * 3600_000).toISOString()],
+  ])("a timestamp that is %s: the receive time, with a warning", async (_name, timestamp) => {
+    const res = await fx.post(clientReport({ timestamp }), { key: key.key });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().warnings).toEqual([
+      { path: "timestamp", message: expect.stringContaining("stored as null") },
+    ]);
+    const record = await stored(res.json().id);
+    expect(record?.timestamp).toBe(record?.received_at);
   });
 
   it("a report with nothing unusable has no warnings", async () => {

@@ -33,29 +33,50 @@ afterEach(() => {
 
 describe("effectivePlan", () => {
   it("takes the project's plan, with its overrides on top", () => {
-    expect(effectivePlan(DEFAULT_PLANS, lookup("pro"))).toEqual({ monthly: 50_000, burst: 200 });
+    expect(effectivePlan(DEFAULT_PLANS, lookup("pro"))).toEqual({
+      monthly: 50_000,
+      burst: 200,
+      capacity: 1_000,
+    });
+    // A rate of its own gets a bucket to match (5 × the rate), unless its size is set too.
     expect(effectivePlan(DEFAULT_PLANS, lookup("pro", { burst: 500 }))).toEqual({
       monthly: 50_000,
       burst: 500,
+      capacity: 2_500,
+    });
+    expect(effectivePlan(DEFAULT_PLANS, lookup("pro", { burst: 500, capacity: 600 }))).toEqual({
+      monthly: 50_000,
+      burst: 500,
+      capacity: 600,
     });
     expect(effectivePlan(DEFAULT_PLANS, lookup("free", { monthly: null }))).toEqual({
       monthly: null,
       burst: 10,
+      capacity: 50,
     });
   });
 
   it("falls back to the free plan for a plan that is not configured", () => {
     const plans = { ...DEFAULT_PLANS, free: { monthly: 100, burst: 3 } };
-    expect(effectivePlan(plans, lookup("enterprise"))).toEqual({ monthly: 100, burst: 3 });
+    expect(effectivePlan(plans, lookup("enterprise"))).toEqual({
+      monthly: 100,
+      burst: 3,
+      capacity: 15,
+    });
     expect(effectivePlan(plans, lookup("enterprise", { burst: 7 }))).toEqual({
       monthly: 100,
       burst: 7,
+      capacity: 35,
     });
   });
 
   it("falls back to the contract's free numbers when no free plan is configured", () => {
     const plans = { pro: DEFAULT_PLANS.pro };
-    expect(effectivePlan(plans, lookup("gone"))).toEqual({ monthly: 3_000, burst: 10 });
+    expect(effectivePlan(plans, lookup("gone"))).toEqual({
+      monthly: 3_000,
+      burst: 10,
+      capacity: 50,
+    });
   });
 });
 

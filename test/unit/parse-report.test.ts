@@ -116,8 +116,49 @@ describe("validateReport", () => {
     receivedAt: Date.UTC(2024, 4, 1, 10),
   };
 
+  it("stores unusable optional values as null or cut, and says so in warnings", () => {
+    const { record, warnings } = validateReport(
+      {
+        provider: "openai",
+        model: "",
+        app: "a".repeat(130),
+        timestamp: "1999-01-01T00:00:00Z",
+        limits: { requests_limit: 1e19, tokens_limit: 5 },
+        credits: { credits_limit: -1e21, request_cost: 0.5 },
+      },
+      server,
+    );
+    expect(record).toMatchObject({
+      model: null,
+      app: "a".repeat(128),
+      timestamp: "2024-05-01T10:00:00.000Z",
+      requests_limit: null,
+      tokens_limit: 5,
+      credits_limit: null,
+      request_cost: 0.5,
+    });
+    expect(warnings.map((w) => w.path).sort()).toEqual([
+      "app",
+      "credits.credits_limit",
+      "limits.requests_limit",
+      "model",
+      "timestamp",
+    ]);
+  });
+
+  it("refuses wrong types even beside unusable values, naming only the wrong types", () => {
+    expect(() =>
+      validateReport({ provider: "openai", model: "", limits: { tokens_limit: "5" } }, server),
+    ).toThrow(
+      expect.objectContaining({
+        code: "invalid_report",
+        message: expect.stringMatching(/^limits.tokens_limit/),
+      }),
+    );
+  });
+
   it("returns the normalised record with the server's fields", () => {
-    const record = validateReport(
+    const { record, warnings } = validateReport(
       { provider: " Anthropic ", limits: { tokens_limit: 1.6 }, extra: 1 },
       server,
     );
@@ -132,6 +173,7 @@ describe("validateReport", () => {
       timestamp: "2024-05-01T10:00:00.000Z",
     });
     expect(record).not.toHaveProperty("extra");
+    expect(warnings).toEqual([]);
   });
 
   it("refuses a broken report as invalid_report with every issue and its path", () => {
