@@ -8,8 +8,9 @@ import { createReportSink } from "../clickhouse/report-sink.js";
 import { createReportsQueue, REPORT_JOB, type ReportJobData } from "../queue/reports-queue.js";
 import { reportIdOf } from "../report/report-schema.js";
 import { isCommandTimeout } from "../redis/connections.js";
-import { createIngestProcessor, ShutdownAbort } from "./ingest-processor.js";
-import { createRedisManifestStore, sweepManifests } from "./batch-manifests.js";
+import { createIngestProcessor } from "./ingest-processor.js";
+import { ShutdownAbort } from "../lib/retry.js";
+import { createManifestReleaser, createRedisManifestStore } from "./batch-manifests.js";
 import { describeError } from "../clickhouse/classify-error.js";
 import type { WorkerMetrics } from "./metrics.js";
 import { createStallWatchdog } from "./stall-watchdog.js";
@@ -140,28 +141,16 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     },
   );
   worker.on("stalled", () => deps.metrics.stalls.inc());
-  // A completed job can never be delivered again: it leaves its manifest. Released in groups,
-  // one round trip per tick; what a crash leaves behind, the sweep releases.
-  let completed: string[] = [];
-  let releasing: Promise<void> = Promise.resolve();
-  const releaseCompleted = () => {
-    const ids = completed;
-    completed = [];
-    releasing = releasing
-      .then(() => manifests.release(ids))
-      .catch((err: unknown) => logger.warn({ err: describeError(err) }, "manifest release failed"));
-    return releasing;
-  };
-  worker.on("completed", (job) => {
-    if (job.data?.dead) return;
-    if (completed.push(String(job.id)) === 1) setImmediate(releaseCompleted);
+  const releaser = createManifestReleaser({
+    store: manifests,
+    redis: deps.redis,
+    keyPrefix,
+    sweepMs: MANIFEST_SWEEP_MS,
+    onError: (what, err) => logger.warn({ err: describeError(err) }, `manifest ${what} failed`),
   });
-  const sweep = () =>
-    sweepManifests(deps.redis, keyPrefix, manifests).catch((err: unknown) =>
-      logger.warn({ err: describeError(err) }, "manifest sweep failed"),
-    );
-  const sweeper = setInterval(sweep, MANIFEST_SWEEP_MS);
-  sweeper.unref();
+  worker.on("completed", (job) => {
+    if (!job.data?.dead) releaser.completed(String(job.id));
+  });
   worker.on("error", (err) => logger.warn({ err: err.message }, "worker error"));
   worker.on("failed", (job, err) => {
     if (job?.data?.dead) return;
@@ -222,7 +211,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     processor,
     watchdog,
     start() {
-      void sweep();
+      releaser.start();
       run();
       watchdog.start();
     },
@@ -233,8 +222,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       const workerClosed = worker.close();
       await processor.close(graceMs);
       await workerClosed;
-      clearInterval(sweeper);
-      await releaseCompleted();
+      await releaser.stop();
       await queue.close();
       await evalQueue?.close();
       await probe.close();

@@ -1,0 +1,199 @@
+import { ReplyError } from "ioredis";
+import type { Logger } from "pino";
+import { v7 as uuidv7 } from "uuid";
+import { describeError } from "../clickhouse/classify-error.js";
+import type { ReportRow } from "../report/report-schema.js";
+import type { HeldJob, Manifest, ManifestStore } from "./batch-manifests.js";
+import { DataError, insertIsolating } from "./bisecting-insert.js";
+import type { WorkerMetrics } from "./metrics.js";
+
+// Delivering a batch of jobs through manifests (batch-manifests.ts): jobs that already belong to a
+// manifest go in again with it, byte for byte; the others are claimed as a new manifest, then
+// inserted. A job this worker no longer holds is let go; rows ClickHouse refuses are isolated and
+// dead-lettered; the jobs it holds are settled once their manifest is stored.
+
+/** One job in hand, with how to settle the BullMQ processor's promise for it. */
+export interface Entry<J = unknown> extends HeldJob {
+  job: J;
+  rows: ReportRow[];
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+/** The job is held by another worker now (this one stalled past its lock): not ours to finish. */
+export class LostJobError extends Error {
+  override name = "LostJobError";
+}
+
+interface Item {
+  row: ReportRow;
+  jobId: string;
+}
+
+export type Retry = <T>(
+  what: string,
+  fn: () => Promise<T>,
+  isFinal: (e: unknown) => boolean,
+) => Promise<T>;
+
+export interface ManifestDeliveryDeps<J> {
+  manifests: ManifestStore;
+  /** One insert of rows with a token, retried until done; throws DataError when refused. */
+  insert: (rows: ReportRow[], token: string) => Promise<void>;
+  retry: Retry;
+  deadLetter: (job: J, rows: ReportRow[], reason: string) => Promise<void>;
+  onStored?: (manifest: Manifest) => Promise<void>;
+  logger: Logger;
+  metrics: WorkerMetrics;
+}
+
+export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
+  const { metrics, logger, retry } = deps;
+  type E = Entry<J>;
+  const insert = (items: Item[], token: string) =>
+    deps.insert(
+      items.map((i) => i.row),
+      token,
+    );
+
+  /**
+   * Manifest operations retry what passes (Redis down, loading, busy, out of memory) and give up
+   * on what cannot: a script error, a key of the wrong type, a manifest that does not parse.
+   */
+  const cannotPass = (e: unknown) =>
+    e instanceof SyntaxError ||
+    (e instanceof ReplyError && /^(ERR|WRONGTYPE)\b/.test((e as Error).message));
+
+  /** A redelivered job: its manifest is inserted again, exactly as it was the first time. */
+  async function reinsert(token: string, held: E[]): Promise<void> {
+    metrics.manifestsReinserted.inc();
+    const manifest = await retry("manifest read", () => deps.manifests.get(token), cannotPass);
+    // Gone: every job of it was completed, these too, by whoever held them after us.
+    if (!manifest) for (const e of held) loseJob(e);
+    else await insertManifest(manifest, held);
+  }
+
+  /** The stored part of a manifest (without rows ClickHouse refused) to the onStored hook. */
+  async function notifyStored(
+    onStored: (m: Manifest) => Promise<void>,
+    manifest: Manifest,
+    refused: [Item, unknown][] | null,
+  ) {
+    let stored = manifest;
+    if (refused) {
+      const bad = new Set(refused.map(([item]) => item.row));
+      stored = { ...manifest, rows: manifest.rows.filter((r) => !bad.has(r)) };
+    }
+    await retry("stored hook", () => onStored(stored), cannotPass);
+  }
+
+  /**
+   * A worker that stalled can be handed its own job again (a new lock) while the old delivery is
+   * still pending: only the newest is this worker's; the older one lets go.
+   */
+  function newestOfEach(batch: E[]): E[] {
+    const newest = new Map<string, E>();
+    for (const e of batch) {
+      const seen = newest.get(e.id);
+      if (seen) loseJob(seen);
+      newest.set(e.id, e);
+    }
+    return newest.size === batch.length ? batch : [...newest.values()];
+  }
+
+  function loseJob(entry: E) {
+    metrics.jobsLost.inc();
+    entry.reject(new LostJobError(`job ${entry.id} is held by another worker now`));
+  }
+
+  /** Inserts a manifest's rows with its token; then settles the jobs this worker holds. */
+  async function insertManifest(manifest: Manifest, held: E[]): Promise<void> {
+    const items: Item[] = [];
+    let i = 0;
+    for (const [jobId, count] of manifest.jobs) {
+      for (const row of manifest.rows.slice(i, i + count)) items.push({ row, jobId });
+      i += count;
+    }
+    // Splitting a refused batch inserts its halves under tokens of their own: only a worker that
+    // still holds its jobs may do that, or the halves could land beside the whole batch inserted
+    // by the jobs' new holder.
+    const insertOrSplit = async (part: Item[], token: string) => {
+      try {
+        await insert(part, token);
+      } catch (err) {
+        if (err instanceof DataError && token === manifest.token) {
+          const lost = await retry("lock check", () => deps.manifests.lost(held), cannotPass);
+          if (lost.length > 0) throw new LostJobError(`jobs ${lost.join(", ")} are held elsewhere`);
+        }
+        throw err;
+      }
+    };
+    const refused =
+      items.length > 0
+        ? await insertIsolating(items, manifest.token, insertOrSplit, () =>
+            metrics.failures.inc({ kind: "data" }),
+          )
+        : [];
+    metrics.batchRows.observe(items.length);
+    metrics.rowsInserted.inc(items.length - refused.length);
+    if (deps.onStored) {
+      await notifyStored(deps.onStored, manifest, refused.length > 0 ? refused : null);
+    }
+
+    const byJob = new Map<string, { rows: ReportRow[]; reason: string }>();
+    for (const [item, cause] of refused) {
+      const e = byJob.get(item.jobId) ?? { rows: [], reason: describeError(cause) };
+      e.rows.push(item.row);
+      byJob.set(item.jobId, e);
+    }
+    for (const entry of held) {
+      const bad = byJob.get(entry.id);
+      if (bad) await deadLetter(entry, bad.rows, bad.reason);
+      else entry.resolve();
+    }
+  }
+
+  async function deadLetter(entry: E, rows: ReportRow[], reason: string) {
+    try {
+      await deps.deadLetter(entry.job, rows, reason);
+      metrics.deadLettered.inc(rows.length);
+      logger.error({ jobId: entry.id, rows: rows.length, reason }, "rows dead-lettered");
+      entry.resolve();
+    } catch (err) {
+      // The job fails this attempt and comes back; its good rows are then found stored.
+      entry.reject(new Error(`could not dead-letter refused rows: ${describeError(err)}`));
+    }
+  }
+
+  return async function deliver(batch: E[]): Promise<void> {
+    let left = newestOfEach(batch);
+    while (left.length > 0) {
+      // Jobs that already belong to a manifest go in again with it; the others get a new one.
+      const ids = left.map((e) => e.id);
+      const owners = await retry("manifest lookup", () => deps.manifests.owners(ids), cannotPass);
+      const byToken = new Map<string, E[]>();
+      for (const e of left) {
+        const token = owners.get(e.id);
+        if (token) byToken.set(token, [...(byToken.get(token) ?? []), e]);
+      }
+      for (const [token, held] of byToken) await reinsert(token, held);
+      const fresh = left.filter((e) => !owners.has(e.id));
+      if (fresh.length === 0) return;
+      const manifest: Manifest = {
+        token: uuidv7(),
+        rows: fresh.flatMap((e) => e.rows),
+        jobs: fresh.map((e) => [e.id, e.rows.length]),
+      };
+      const claim = await retry(
+        "manifest claim",
+        () => deps.manifests.claim(manifest, fresh),
+        cannotPass,
+      );
+      if (claim.claimed) return insertManifest(manifest, fresh);
+      // Some jobs were taken over or claimed meanwhile: drop the lost ones, adopt the others.
+      const lost = new Set(claim.lost);
+      for (const e of fresh) if (lost.has(e.id)) loseJob(e);
+      left = fresh.filter((e) => !lost.has(e.id));
+    }
+  };
+}
