@@ -3,21 +3,21 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import type { Config } from "../config.js";
-import { createReportSink } from "../clickhouse/report-sink.js";
-import { createReportsQueue, REPORT_JOB, type ReportJobData } from "../queue/reports-queue.js";
-import { reportIdOf } from "../report/report-schema.js";
-import { isCommandTimeout } from "../redis/connections.js";
-import { createIngestProcessor } from "./ingest-processor.js";
-import { ShutdownAbort } from "../lib/retry.js";
-import { createManifestReleaser, createRedisManifestStore } from "./batch-manifests.js";
-import { describeError } from "../clickhouse/classify-error.js";
-import type { WorkerMetrics } from "./metrics.js";
-import { createStallWatchdog } from "./stall-watchdog.js";
 import { createAlertsHook } from "../alerts/ingest-hook.js";
 import { createEvalQueue } from "../alerts/queues.js";
 import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
+import { describeError } from "../clickhouse/classify-error.js";
+import { createReportSink } from "../clickhouse/report-sink.js";
+import type { Config } from "../config.js";
+import { ShutdownAbort } from "../lib/retry.js";
+import { createReportsQueue, REPORT_JOB, type ReportJobData } from "../queue/reports-queue.js";
+import { isCommandTimeout } from "../redis/connections.js";
+import { reportIdOf } from "../report/report-schema.js";
+import { createManifestReleaser, createRedisManifestStore } from "./batch-manifests.js";
+import { createIngestProcessor } from "./ingest-processor.js";
+import type { WorkerMetrics } from "./metrics.js";
+import { createStallWatchdog } from "./stall-watchdog.js";
 
 // One ingest worker: a BullMQ Worker whose processor hands each job to the batching processor.
 

@@ -2,14 +2,14 @@ import type { Job } from "bullmq";
 import type { Logger } from "pino";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
 import type { ReportSink } from "../clickhouse/report-sink.js";
+import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
 import type { ReportJobData } from "../queue/reports-queue.js";
 import { type ReportRow, receivedAtMsOf } from "../report/report-schema.js";
+import type { Manifest, ManifestStore } from "./batch-manifests.js";
 import { createBatcher } from "./batcher.js";
 import { DataError } from "./bisecting-insert.js";
-import type { WorkerMetrics } from "./metrics.js";
-import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
-import type { Manifest, ManifestStore } from "./batch-manifests.js";
 import { createManifestDelivery, type Entry as ManifestEntry } from "./manifest-delivery.js";
+import type { WorkerMetrics } from "./metrics.js";
 
 // Many jobs in flight, their rows gathered into one ClickHouse insert per batch (batcher.ts). A
 // job's promise settles only after ClickHouse acknowledged the insert holding its rows; BullMQ

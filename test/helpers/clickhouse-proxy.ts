@@ -1,4 +1,4 @@
-import { Agent, createServer, type IncomingMessage, request as httpRequest } from "node:http";
+import { Agent, createServer, request as httpRequest, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 
 // An HTTP proxy in front of a ClickHouse server that decides, request by request, what happens

@@ -4,20 +4,20 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from "@clickhouse/client";
 import { Redis } from "ioredis";
+import { expect } from "vitest";
+import { migrate } from "../../src/clickhouse/migrations.js";
+import { createKeyStore } from "../../src/keys/key-store.js";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
 } from "../../src/local/clickhouse/process.js";
-import { migrate } from "../../src/clickhouse/migrations.js";
-import { createKeyStore } from "../../src/keys/key-store.js";
-import { createReportsQueue, type ReportsQueue } from "../../src/queue/reports-queue.js";
 import {
   freePort,
   type RedisServer,
   type RedisServerOptions,
   startRedisServer,
 } from "../../src/local/redis-server.js";
-import { expect } from "vitest";
+import { createReportsQueue, type ReportsQueue } from "../../src/queue/reports-queue.js";
 import { eventually } from "./eventually.js";
 import { type Proc, readyWorker, startProcess } from "./processes.js";
 import { sampleBody } from "./sample-reports.js";

@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClickHouseClient, createClient } from "@clickhouse/client";
 import { inject } from "vitest";
-import { spawnEmbeddedClickHouse } from "../../src/local/clickhouse/process.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { type Config, loadConfig } from "../../src/config.js";
+import { spawnEmbeddedClickHouse } from "../../src/local/clickhouse/process.js";
 import {
   createReportsQueue,
   REPORT_JOB,

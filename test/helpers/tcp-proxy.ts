@@ -1,5 +1,5 @@
-import { connect, createServer, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 
 // A TCP proxy that can make its open connections go silently dead: after `freeze()` nothing
 // more passes through them either way, and neither side is told (no FIN, no RST) — what clients

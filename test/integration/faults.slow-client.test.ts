@@ -7,8 +7,8 @@ import {
   crashLines,
   type FaultStack,
   startFaultStack,
-  tagOf,
   taggedBody,
+  tagOf,
 } from "../helpers/fault-stack.js";
 import { startLoad } from "../helpers/load.js";
 

@@ -2,8 +2,8 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { fromRow, type ReportRow } from "../../src/report/report-schema.js";
-import { eventually } from "../helpers/eventually.js";
 import { type EdgeFixture, startEdge, type TestKey } from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { startProcess } from "../helpers/processes.js";
 import {

@@ -3,7 +3,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { LightMyRequestResponse } from "fastify";
 import { beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/keys/key-format.js";
-import { eventually } from "../helpers/eventually.js";
 import {
   clientReport,
   type EdgeFixture,
@@ -11,6 +10,7 @@ import {
   sharedEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
 
 // Every row of the contract's response table, each with the contract's body and headers, and
 // for every refusal: nothing reached the queue.

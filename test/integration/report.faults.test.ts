@@ -6,8 +6,8 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { createKeyStore } from "../../src/keys/key-store.js";
-import { createReportsQueue } from "../../src/queue/reports-queue.js";
 import { freePort, type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
+import { createReportsQueue } from "../../src/queue/reports-queue.js";
 import { clientReport, queuedRecords, startEdge, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 

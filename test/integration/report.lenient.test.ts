@@ -5,6 +5,7 @@ import {
   startEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
+import { NULL_LIMITS } from "../helpers/report-oracle.js";
 
 // The real client fires and forgets: it never reads an answer, so a 400 loses the report without
 // anyone knowing. What it can send must be kept: an unusable optional value is stored as null (or
@@ -176,16 +177,7 @@ describe("the burst limit is a token bucket", () => {
       provider,
       model: null,
       timestamp: new Date().toISOString(),
-      limits: Object.fromEntries(
-        [
-          "requests_limit",
-          "requests_remaining",
-          "tokens_limit",
-          "tokens_remaining",
-          "reset_requests_ms",
-          "reset_tokens_ms",
-        ].map((k) => [k, null]),
-      ),
+      limits: NULL_LIMITS,
     });
     const providers = Array.from({ length: 15 }, (_, i) => `provider-${i}`);
     const answers = await Promise.all([

@@ -1,11 +1,10 @@
 import { Redis } from "ioredis";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { inject } from "vitest";
+import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { generateKey, hashKey } from "../../src/keys/key-format.js";
 import { createKeyStore } from "../../src/keys/key-store.js";
 import { createLogger } from "../../src/lib/logger.js";
-import { eventually } from "../helpers/eventually.js";
 import { clientReport, type EdgeFixture, startEdge, uniqueId } from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
 
 // Keys: revocation takes effect quickly on a running edge, no key or Authorization header value
 // ever reaches the logs, and Redis holds only hashes of keys.

@@ -5,13 +5,13 @@ import { join } from "node:path";
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from "@clickhouse/client";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
+import { migrate } from "../../src/clickhouse/migrations.js";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
 } from "../../src/local/clickhouse/process.js";
-import { migrate } from "../../src/clickhouse/migrations.js";
-import { createReportsQueue, REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { freePort } from "../../src/local/redis-server.js";
+import { createReportsQueue, REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type FaultStack, startFaultStack, taggedBody } from "../helpers/fault-stack.js";

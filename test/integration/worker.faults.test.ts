@@ -1,12 +1,12 @@
+import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { spawnSync } from "node:child_process";
 import { Worker } from "bullmq";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createWorkerRedis } from "../../src/redis/connections.js";
-import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { createReportSink } from "../../src/clickhouse/report-sink.js";
 import { createLogger } from "../../src/lib/logger.js";
+import { REPORT_JOB } from "../../src/queue/reports-queue.js";
+import { createWorkerRedis } from "../../src/redis/connections.js";
 import { fromRow, REPORT_COLUMNS } from "../../src/report/report-schema.js";
 import { createRedisManifestStore } from "../../src/worker/batch-manifests.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
@@ -15,8 +15,8 @@ import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Proc, startProcess } from "../helpers/processes.js";
-import { workerMetric } from "../helpers/worker-metric.js";
 import { sampleRow } from "../helpers/sample-reports.js";
+import { workerMetric } from "../helpers/worker-metric.js";
 
 // Faults around the worker, with real processes and real signals: nothing acknowledged is lost,
 // nothing is counted twice.

@@ -6,6 +6,7 @@ import type { AlertRule } from "../../src/alerts/rule.js";
 import type { CommitResult, StateStore, StateWrite } from "../../src/alerts/state-store.js";
 import { sampleOf } from "../../src/alerts/usage.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
+import { NULL_LIMITS } from "../helpers/report-oracle.js";
 
 // A batch through the rules: series, order, idempotency (a batch evaluated again fires nothing
 // new), deterministic event ids, and the outbox. The state store here is an in-memory one with
@@ -151,14 +152,7 @@ describe("batch evaluation", () => {
     const m = memoryStore();
     const hint = row(0, 0, {
       model: null,
-      limits: {
-        requests_limit: null,
-        requests_remaining: null,
-        tokens_limit: null,
-        tokens_remaining: null,
-        reset_requests_ms: null,
-        reset_tokens_ms: null,
-      },
+      limits: NULL_LIMITS,
     });
     const other = row(99, 1, { provider: "anthropic" });
     expect(await evaluateBatch(m.store, "t1", [rule], [hint, other])).toEqual([]);

@@ -4,19 +4,13 @@ import {
   type ReportBody,
   reportBodySchema,
 } from "../../src/report/report-schema.js";
+import { NULL_LIMITS } from "../helpers/report-oracle.js";
 
 // The wire rules of CONTRACT.md for a report body, and the timestamp parser.
 
 const HOUR_MS = 60 * 60 * 1000;
 
-const nullLimits = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
+const nullLimits = NULL_LIMITS;
 
 const body = (extra: Record<string, unknown> = {}) => ({
   provider: "openai",

@@ -1,0 +1,20 @@
+import type { Logger } from "pino";
+import { createClickHouse } from "../clickhouse/client.js";
+import { migrate } from "../clickhouse/migrations.js";
+import type { Config } from "../config.js";
+import { createWorkerRedis } from "../redis/connections.js";
+
+/** What every worker process starts with: ClickHouse (migrated if asked) and a worker-role Redis. */
+export async function createWorkerClients(config: Config, logger: Logger) {
+  const clickhouse = createClickHouse(config);
+  if (config.MIGRATE_ON_START) {
+    await migrate(
+      clickhouse,
+      { db: config.CLICKHOUSE_DATABASE, retentionDays: config.RETENTION_DAYS },
+      (msg) => logger.info(msg),
+    );
+  }
+  const redis = createWorkerRedis(config.REDIS_URL);
+  redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
+  return { clickhouse, redis };
+}
