@@ -67,9 +67,27 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-describe("headroom alerts", () => {
-  let ruleId = "";
+/** A rule of a project of the test's own, added as a user would: each test owns its rule. */
+async function addRule(project: string) {
+  const add = await headroom([
+    "add",
+    "--project",
+    project,
+    "--metric",
+    "requests",
+    "--warn",
+    "70",
+    "--critical",
+    "90",
+    "--webhook",
+    receiver.url,
+    "--json",
+  ]);
+  expect(add.code, add.stderr).toBe(0);
+  return JSON.parse(add.stdout) as { id: string; secret: string };
+}
 
+describe("headroom alerts", () => {
   it("add prints the rule and, once, its secret; list never shows the secret", async () => {
     const add = await headroom([
       "add",
@@ -104,8 +122,7 @@ describe("headroom alerts", () => {
     });
     expect(rule.id).toMatch(/^alr_/);
     expect(rule.secret).toMatch(/^whsec_/);
-    ruleId = rule.id;
-    secret = rule.secret;
+    const ruleId = rule.id;
 
     const list = await headroom(["list", "--project", "acme", "--json"]);
     expect(JSON.parse(list.stdout)).toEqual([{ ...rule, secret: undefined }]);
@@ -116,14 +133,18 @@ describe("headroom alerts", () => {
   });
 
   it("test sends a signed test event to the rule's webhook", async () => {
-    const run = await headroom(["test", ruleId, "--json"]);
+    const rule = await addRule("acme-test");
+    secret = rule.secret;
+    const run = await headroom(["test", rule.id, "--json"]);
     expect(run.code).toBe(0);
     expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, status: 200 });
-    const [d] = receiver.deliveries;
+    const d = receiver.deliveries.find(
+      (x) => (x.json as { data?: { rule_id?: string } })?.data?.rule_id === rule.id,
+    );
     expect(d?.valid).toBe(true);
     expect(d?.json).toMatchObject({
       type: "headroom.alert.test",
-      data: { rule_id: ruleId, project: "acme", metric: "requests" },
+      data: { rule_id: rule.id, project: "acme-test", metric: "requests" },
     });
   });
 
@@ -156,6 +177,7 @@ describe("headroom alerts", () => {
   });
 
   it("history lists stored events, newest first", async () => {
+    const { id: ruleId } = await addRule("acme-history");
     const rule = (await fx.rules.get(ruleId)) as NonNullable<
       Awaited<ReturnType<typeof fx.rules.get>>
     >;
@@ -166,7 +188,7 @@ describe("headroom alerts", () => {
     };
     const newer = { ...testEvent(rule), id: "evt_b", level: "critical" as const };
     await createEventSink(p.client, p.db).insert([older, newer], "cli-history");
-    const run = await headroom(["history", "--project", "acme", "--json"]);
+    const run = await headroom(["history", "--project", "acme-history", "--json"]);
     expect(run.code).toBe(0);
     expect(JSON.parse(run.stdout).map((e: { event_id: string }) => e.event_id)).toEqual([
       "evt_b",
@@ -176,6 +198,7 @@ describe("headroom alerts", () => {
   });
 
   it("dead lists webhooks that failed every attempt; replay sends one again", async () => {
+    const { id: ruleId } = await addRule("acme-dead");
     receiver.answer(500);
     const body = JSON.stringify({ type: "headroom.alert", data: { n: 1 } });
     await fx.webhooks.add(
@@ -201,8 +224,11 @@ describe("headroom alerts", () => {
   });
 
   it("remove deletes the rule; a second remove is a usage error", async () => {
+    const { id: ruleId } = await addRule("acme-remove");
     expect((await headroom(["remove", ruleId])).code).toBe(0);
-    expect(JSON.parse((await headroom(["list", "--json"])).stdout)).toEqual([]);
+    expect(
+      JSON.parse((await headroom(["list", "--project", "acme-remove", "--json"])).stdout),
+    ).toEqual([]);
     const again = await headroom(["remove", ruleId]);
     expect(again.code).toBe(2);
     expect(again.stderr).toMatch(/no alert rule/);

@@ -137,11 +137,17 @@ describe("what the real client can send is kept", () => {
   });
 
   it("the warnings are counted by path in the metrics", async () => {
-    const metrics = await fx.edge.app.inject({ method: "GET", url: "/metrics" });
-    expect(metrics.body).toMatch(/headroom_report_warnings_total\{path="model"\} [1-9]/);
-    expect(metrics.body).toMatch(
-      /headroom_report_warnings_total\{path="limits.requests_limit"\} [1-9]/,
-    );
+    const count = async (path: string) => {
+      const text = (await fx.edge.app.inject({ method: "GET", url: "/metrics" })).body;
+      const line = new RegExp(`^headroom_report_warnings_total\\{path="${path}"\\} (\\d+)$`, "m");
+      return Number(line.exec(text)?.[1] ?? 0);
+    };
+    const before = await count("model");
+    const limits = { ...(clientReport().limits as object), requests_limit: 1e19 };
+    const res = await fx.post(clientReport({ model: "", limits }), { key: key.key });
+    expect(res.statusCode).toBe(200);
+    expect(await count("model")).toBe(before + 1);
+    expect(await count("limits.requests_limit")).toBeGreaterThanOrEqual(1);
   });
 });
 
