@@ -1,16 +1,16 @@
 import type { Redis } from "ioredis";
 import type { Config } from "../config.js";
-import { createWorkerRedis, redactUrl, waitForReady } from "../redis/connections.js";
+import { createCliRedis, redactUrl, waitForReady } from "../redis/connections.js";
 import { CliError } from "./errors.js";
 
 // A command's Redis connection. A worker's connection waits for Redis as long as it takes; a
 // person at a terminal is told within seconds that Redis cannot be reached, and where it was
-// looked for.
+// looked for, and a command cut off half way fails instead of hanging.
 
 const READY_TIMEOUT_MS = 5_000;
 
 export async function connectRedis(config: Config): Promise<Redis> {
-  const redis = createWorkerRedis(config.REDIS_URL);
+  const redis = createCliRedis(config.REDIS_URL);
   let lastError: Error | undefined;
   // Reconnection attempts report here, not as ioredis's "Unhandled error event" noise.
   redis.on("error", (err: Error) => {

@@ -39,6 +39,17 @@ export function createWorkerRedis(url: string): Redis {
   });
 }
 
+/**
+ * A command-line tool's connection: a command still unanswered after a few reconnections fails,
+ * so a person at a terminal is never left waiting on a Redis that went away.
+ */
+export function createCliRedis(url: string): Redis {
+  return new Redis(url, {
+    maxRetriesPerRequest: 3,
+    retryStrategy: (times) => Math.min(times * 200, 2_000),
+  });
+}
+
 /** Resolves once the client is ready; the edge starts serving only then. */
 export async function waitForReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
   if (redis.status === "ready") return;
