@@ -11,6 +11,31 @@ const bool = z.stringbool({
   falsy: ["0", "false", "no", "off"],
 });
 
+/** `host:port` or a redis[s]:// URL, comma-separated; at least one. */
+const redisNodes = z
+  .string()
+  .transform((text) =>
+    text
+      .split(",")
+      .map((part) => part.trim())
+      .filter(Boolean),
+  )
+  .pipe(
+    z
+      .array(
+        z.union([
+          z.string().regex(/^[A-Za-z0-9.:[\]-]+:\d{1,5}$/, "must be host:port"),
+          z.url({ protocol: /^rediss?$/ }),
+        ]),
+      )
+      .min(1),
+  );
+
+const shardList = z
+  .string()
+  .transform((text) => text.split(",").map((part) => Number(part.trim())))
+  .pipe(z.array(z.number().int().min(0).max(255)).min(1));
+
 export const planSchema = z
   .object({
     /** Reports per calendar month (UTC); null means no monthly quota. */
@@ -57,9 +82,24 @@ export const configSchema = z.object({
   TRUST_PROXY: bool.default(false),
 
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).default("redis://127.0.0.1:6379"),
+  /** Seed nodes of a Redis Cluster (`host:port,…`, or redis[s]:// URLs carrying auth and TLS). */
+  REDIS_CLUSTER_NODES: redisNodes.optional(),
+  /** Sentinels (`host:port,…`) watching the primary named REDIS_SENTINEL_NAME. */
+  REDIS_SENTINELS: redisNodes.optional(),
+  REDIS_SENTINEL_NAME: z.string().min(1).optional(),
+  /** Password of the sentinels themselves, when they require one. */
+  REDIS_SENTINEL_PASSWORD: z.string().min(1).optional(),
+  /** A 200 only once this many replicas hold the job (Redis WAIT); 0 trusts the primary alone. */
+  REDIS_ACK_REPLICAS: int(0, 16).default(0),
+  /** How long the edge waits for those replicas before it answers 503. */
+  REDIS_ACK_TIMEOUT_MS: int(1, 60_000).default(1_000),
   /** Hash-tagged so that a Redis Cluster keeps the whole queue in one slot. */
   QUEUE_PREFIX: z.string().min(1).default("{headroom}"),
   QUEUE_NAME: z.string().min(1).default("reports"),
+  /** Queues the reports are spread over, each in its own Cluster slot (see src/queue/shards.ts). */
+  QUEUE_SHARDS: int(1, 256).default(1),
+  /** Shards a worker consumes (`0,2`): pins it; unset means every shard, old ones included. */
+  WORKER_SHARDS: shardList.optional(),
 
   BODY_LIMIT_BYTES: int(1024, 16 * 1024 * 1024).default(32 * 1024),
   REQUEST_TIMEOUT_MS: int(100).default(10_000),
@@ -154,12 +194,33 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (input.CLICKHOUSE_PATH === undefined) {
     config.CLICKHOUSE_PATH = join(config.HEADROOM_DATA_DIR, "clickhouse");
   }
+  const topologyProblem = redisTopologyProblem(config);
+  if (topologyProblem) throw new ConfigError(`invalid configuration:\n  ${topologyProblem}`);
   if (!(config.DEFAULT_PLAN in config.PLANS)) {
     throw new ConfigError(
       `invalid configuration:\n  DEFAULT_PLAN: unknown plan "${config.DEFAULT_PLAN}"`,
     );
   }
   return config;
+}
+
+function redisTopologyProblem(config: Config): string | null {
+  if (config.REDIS_CLUSTER_NODES && config.REDIS_SENTINELS) {
+    return "REDIS_CLUSTER_NODES, REDIS_SENTINELS: set one topology, not both";
+  }
+  if (config.REDIS_SENTINELS && !config.REDIS_SENTINEL_NAME) {
+    return "REDIS_SENTINEL_NAME: required with REDIS_SENTINELS (the monitored primary's name)";
+  }
+  if (config.WORKER_SHARDS?.some((s) => s >= config.QUEUE_SHARDS)) {
+    return `WORKER_SHARDS: every shard must be below QUEUE_SHARDS (${config.QUEUE_SHARDS})`;
+  }
+  if (
+    (config.QUEUE_SHARDS > 1 || config.REDIS_CLUSTER_NODES) &&
+    !/\{[^{}]+\}/.test(config.QUEUE_PREFIX)
+  ) {
+    return "QUEUE_PREFIX: needs a {hash tag} on a Redis Cluster or with QUEUE_SHARDS > 1";
+  }
+  return null;
 }
 
 /** Whether the environment sets a variable (empty means unset, as for loadConfig). */

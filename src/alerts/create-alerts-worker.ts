@@ -1,10 +1,10 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
 import type { Config } from "../config.js";
 import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
+import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
 import { evaluateBatch } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
@@ -43,7 +43,7 @@ export interface AlertsWorkerDeps {
     | "WORKER_STALLED_INTERVAL_MS"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
-  redis: Redis;
+  redis: RedisClient;
   clickhouse: ClickHouseClient;
   logger: Logger;
 }

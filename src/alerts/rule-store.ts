@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../redis/connections.js";
 import { alertKeys } from "./keys.js";
 import { type AlertRule, parseRuleInput, type RuleInput, ruleSchema } from "./rule.js";
 import { newSecret } from "./signing.js";
@@ -32,7 +32,7 @@ function parseRules(hash: Record<string, string>): AlertRule[] {
   return rules;
 }
 
-export function createRuleStore(redis: Redis, prefix: string): RuleStore {
+export function createRuleStore(redis: RedisClient, prefix: string): RuleStore {
   const k = alertKeys(prefix);
   return {
     async create(input) {

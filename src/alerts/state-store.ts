@@ -1,4 +1,5 @@
-import type { Redis, Result } from "ioredis";
+import type { Result } from "ioredis";
+import type { RedisClient } from "../redis/connections.js";
 import { alertKeys } from "./keys.js";
 
 // Series states in Redis, updated optimistically: read every state a batch touches (one round
@@ -56,7 +57,7 @@ declare module "ioredis" {
 /** A series nobody reported on for this long starts afresh. */
 const STATE_TTL_S = 30 * 86_400;
 
-export function createStateStore(redis: Redis, prefix: string) {
+export function createStateStore(redis: RedisClient, prefix: string) {
   if (!redis.headroomAlertsCommit) redis.defineCommand("headroomAlertsCommit", { lua: COMMIT });
   const k = alertKeys(prefix);
   return {

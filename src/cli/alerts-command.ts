@@ -1,4 +1,3 @@
-import type { Redis } from "ioredis";
 import { TEST_EVENT_TYPE, testEvent, webhookPayload } from "../alerts/alert-event.js";
 import { createWebhookQueue, type WebhookQueue } from "../alerts/queues.js";
 import { type AlertRule, RuleError, type RuleInput } from "../alerts/rule.js";
@@ -6,6 +5,7 @@ import { createRuleStore, type RuleStore } from "../alerts/rule-store.js";
 import { sendWebhook } from "../alerts/webhook-sender.js";
 import { createClickHouse } from "../clickhouse/client.js";
 import type { Config } from "../config.js";
+import type { RedisClient } from "../redis/connections.js";
 import { cliConfig, print, table } from "./context.js";
 import { CliError, UsageError } from "./errors.js";
 import { closeRedis, connectRedis } from "./redis.js";
@@ -19,7 +19,7 @@ interface JsonOption {
 }
 
 async function withStore<T>(
-  run: (store: RuleStore, redis: Redis, config: Config) => Promise<T>,
+  run: (store: RuleStore, redis: RedisClient, config: Config) => Promise<T>,
 ): Promise<T> {
   const config = cliConfig();
   const redis = await connectRedis(config);

@@ -1,6 +1,6 @@
-import type { Redis } from "ioredis";
 import type { Config } from "../config.js";
-import { createCliRedis, redactUrl, waitForReady } from "../redis/connections.js";
+import { createCliRedis, type RedisClient, waitForReady } from "../redis/connections.js";
+import { describeTopology, redisTopology } from "../redis/topology.js";
 import { CliError } from "./errors.js";
 
 // A command's Redis connection. A worker's connection waits for Redis as long as it takes; a
@@ -9,8 +9,9 @@ import { CliError } from "./errors.js";
 
 const READY_TIMEOUT_MS = 5_000;
 
-export async function connectRedis(config: Config): Promise<Redis> {
-  const redis = createCliRedis(config.REDIS_URL);
+export async function connectRedis(config: Config): Promise<RedisClient> {
+  const topology = redisTopology(config);
+  const redis = createCliRedis(topology);
   let lastError: Error | undefined;
   // Reconnection attempts report here, not as ioredis's "Unhandled error event" noise.
   redis.on("error", (err: Error) => {
@@ -22,13 +23,11 @@ export async function connectRedis(config: Config): Promise<Redis> {
     redis.disconnect();
     const why = lastError ? `: ${lastError.message}` : "";
     throw new CliError(
-      `cannot reach Redis at ${redactUrl(config.REDIS_URL)}${why}\n` +
-        "(start the local stack with `npm start`, or set REDIS_URL)",
+      `cannot reach Redis at ${describeTopology(topology)}${why}\n` +
+        "(start the local stack with `npm start`, or set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS)",
     );
   }
   return redis;
 }
 
-export async function closeRedis(redis: Redis): Promise<void> {
-  await redis.quit().catch(() => redis.disconnect());
-}
+export { closeRedis } from "../redis/connections.js";

@@ -1,10 +1,10 @@
+import { createRequire } from "node:module";
 import {
   type ClickHouseClient,
-  ClickHouseLogLevel,
   type ClickHouseClientConfigOptions,
+  ClickHouseLogLevel,
   createClient,
 } from "@clickhouse/client";
-import { createRequire } from "node:module";
 import type { Config } from "../config.js";
 
 // The ClickHouse client for a process: over HTTP when CLICKHOUSE_URL is set (a server, a

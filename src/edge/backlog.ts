@@ -1,6 +1,5 @@
-import type { Redis } from "ioredis";
 import type { ReportsQueue } from "../queue/reports-queue.js";
-import { isCommandTimeout } from "../redis/connections.js";
+import { isCommandTimeout, primaries, type RedisClient } from "../redis/connections.js";
 import { unavailable } from "./errors.js";
 
 // Backpressure: the edge polls the queue's backlog and Redis memory a few times a second and
@@ -15,7 +14,7 @@ export interface BacklogState {
 }
 
 export interface BacklogOptions {
-  redis: Redis;
+  redis: RedisClient;
   queue: ReportsQueue;
   maxJobs: number;
   maxMemoryRatio: number;
@@ -29,6 +28,15 @@ function parseMemory(info: string): number | null {
   return Number(used) / Number(max);
 }
 
+/** The fullest primary decides: on a Cluster, any shard's primary running out stops intake. */
+async function highestMemoryRatio(redis: RedisClient): Promise<number | null> {
+  const ratios = await Promise.all(
+    primaries(redis).map(async (r) => parseMemory(await r.info("memory"))),
+  );
+  const known = ratios.filter((r): r is number => r !== null);
+  return known.length === 0 ? null : Math.max(...known);
+}
+
 export function createBacklogGate(opts: BacklogOptions) {
   let state: BacklogState = { redisOk: true, backlogJobs: 0, memoryRatio: null, checkedAt: 0 };
   let timer: NodeJS.Timeout | null = null;
@@ -36,12 +44,12 @@ export function createBacklogGate(opts: BacklogOptions) {
 
   async function poll(): Promise<void> {
     try {
-      const [counts, info] = await Promise.all([
+      const [counts, memoryRatio] = await Promise.all([
         opts.queue.getJobCounts("wait", "prioritized", "delayed"),
-        opts.maxMemoryRatio > 0 ? opts.redis.info("memory") : Promise.resolve(""),
+        opts.maxMemoryRatio > 0 ? highestMemoryRatio(opts.redis) : Promise.resolve(null),
       ]);
       const backlogJobs = Object.values(counts).reduce((a, b) => a + b, 0);
-      state = { redisOk: true, backlogJobs, memoryRatio: parseMemory(info), checkedAt: Date.now() };
+      state = { redisOk: true, backlogJobs, memoryRatio, checkedAt: Date.now() };
     } catch (err) {
       state = { redisOk: false, backlogJobs: null, memoryRatio: null, checkedAt: Date.now() };
       // Unanswered, not refused: the connection may be dead without knowing it. A new one.

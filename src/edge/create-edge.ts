@@ -4,7 +4,8 @@ import { createKeyCache } from "../keys/key-cache.js";
 import { createKeyStore } from "../keys/key-store.js";
 import { createEnqueuer } from "../queue/enqueuer.js";
 import { createReportsQueue } from "../queue/reports-queue.js";
-import { createProducerRedis, waitForReady } from "../redis/connections.js";
+import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
+import { redisTopology } from "../redis/topology.js";
 import { buildApp } from "./app.js";
 import { createBacklogGate } from "./backlog.js";
 import { createLimits } from "./limits.js";
@@ -14,7 +15,7 @@ import { buildMetricsApp } from "./routes/metrics.js";
 // Wires one edge from configuration: clients are created here, once, and passed down.
 
 export async function createEdge(config: Config, logger: FastifyBaseLogger) {
-  const redis = createProducerRedis(config.REDIS_URL);
+  const redis = createProducerRedis(redisTopology(config));
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
   await waitForReady(redis);
 
@@ -75,7 +76,7 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
       await enqueuer.drain();
       await backlog.stop();
       await queue.close();
-      await redis.quit().catch(() => redis.disconnect());
+      await closeRedis(redis);
     },
   };
 }

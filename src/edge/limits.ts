@@ -1,10 +1,10 @@
-import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
 import type { KeyLookup } from "../keys/key-store.js";
+import type { RedisClient } from "../redis/connections.js";
 import { type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
-import { redisTokenBucket } from "./token-bucket.js";
 import { HttpError, unavailable } from "./errors.js";
+import { redisTokenBucket } from "./token-bucket.js";
 
 // Per-project burst limit (reports per second) and plan quota (reports per calendar month, UTC),
 // both in Redis so that every edge shares them; failed authentication limited per client IP in
@@ -15,7 +15,7 @@ import { HttpError, unavailable } from "./errors.js";
 // cannot enqueue the report either.
 
 export interface LimitsOptions {
-  redis: Redis;
+  redis: RedisClient;
   plans: Record<string, Plan>;
   prefix?: string;
   authFailuresPerIp: number;

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { ERROR_STATUS } from "./errors.js";
 import { reportBodySchema } from "../report/report-schema.js";
+import { ERROR_STATUS } from "./errors.js";
 
 // OpenAPI 3.1 for the report endpoint, generated from the same zod schemas the edge validates
 // with, so the description cannot drift from the code.

@@ -1,4 +1,5 @@
-import type { Redis, Result } from "ioredis";
+import type { Result } from "ioredis";
+import type { RedisClient } from "../redis/connections.js";
 
 // The burst limit as a token bucket in Redis, shared by every edge: it refills at `rate` tokens a
 // second up to `capacity`, so a client's start-up burst (one provider hint per provider, all at
@@ -50,7 +51,7 @@ declare module "ioredis" {
   }
 }
 
-export function redisTokenBucket(redis: Redis, prefix: string): TakeTokens {
+export function redisTokenBucket(redis: RedisClient, prefix: string): TakeTokens {
   return async (key, rate, capacity, want) => {
     // Defined at first use: an edge that only refuses bad keys never touches Redis.
     if (!redis.headroomTakeTokens) {

@@ -1,5 +1,5 @@
-import type { Redis } from "ioredis";
 import type { Plan } from "../config.js";
+import type { RedisClient } from "../redis/connections.js";
 import { generateId, generateKey, hashKey, isWellFormedKey } from "./key-format.js";
 
 // Projects and their keys in Redis. Only SHA-256 hashes of keys are stored.
@@ -37,7 +37,7 @@ export class KeyStoreError extends Error {
 
 const PROJECT_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
-export function createKeyStore(redis: Redis, prefix = "headroom") {
+export function createKeyStore(redis: RedisClient, prefix = "headroom") {
   const k = {
     key: (hash: string) => `${prefix}:key:${hash}`,
     keyId: (id: string) => `${prefix}:key-id:${id}`,

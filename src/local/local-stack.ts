@@ -2,11 +2,12 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { createClickHouse } from "../clickhouse/client.js";
-import { spawnEmbeddedClickHouse } from "./clickhouse/process.js";
 import { migrate } from "../clickhouse/migrations.js";
 import type { Config } from "../config.js";
 import { createKeyStore } from "../keys/key-store.js";
-import { createWorkerRedis } from "../redis/connections.js";
+import { closeRedis, createWorkerRedis } from "../redis/connections.js";
+import { redisTopology } from "../redis/topology.js";
+import { spawnEmbeddedClickHouse } from "./clickhouse/process.js";
 import { startRedisServer } from "./redis-server.js";
 import { removeStackFile, writeStackFile } from "./stack-file.js";
 import { createSupervisor } from "./supervisor.js";
@@ -105,7 +106,7 @@ export async function startLocalStack(
 
 /** First start: create the local project and key; later starts reuse them. */
 async function ensureLocalKey(config: Config, keyFile: string): Promise<LocalKey> {
-  const redis = createWorkerRedis(config.REDIS_URL);
+  const redis = createWorkerRedis(redisTopology(config));
   try {
     const store = createKeyStore(redis);
     if (existsSync(keyFile)) {
@@ -118,7 +119,7 @@ async function ensureLocalKey(config: Config, keyFile: string): Promise<LocalKey
     writeFileSync(keyFile, JSON.stringify(local, null, 2), { mode: 0o600 });
     return local;
   } finally {
-    await redis.quit().catch(() => redis.disconnect());
+    await closeRedis(redis);
   }
 }
 

@@ -1,8 +1,8 @@
-import { type ChildServer, childServer, waitUntilUp } from "./child-process.js";
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { Redis } from "ioredis";
+import { type ChildServer, childServer, waitUntilUp } from "./child-process.js";
 
 // A redis-server child process on a free port: for the test harness, the local stack and the
 // benchmark. AOF on and `noeviction`, as production is configured.

@@ -1,9 +1,9 @@
 import type { AddressInfo } from "node:net";
 import { loadConfig } from "../config.js";
+import { createEdge } from "../edge/create-edge.js";
 import { createLogger } from "../lib/logger.js";
 import { onShutdown } from "../lib/shutdown.js";
-import { redactUrl } from "../redis/connections.js";
-import { createEdge } from "../edge/create-edge.js";
+import { describeTopology, redisTopology } from "../redis/topology.js";
 
 // Edge process: read config, build clients, listen, handle signals.
 
@@ -17,4 +17,4 @@ if (edge.metricsApp) {
   await edge.metricsApp.listen({ host: config.HOST, port: config.METRICS_PORT });
   metricsPort = (edge.metricsApp.server.address() as AddressInfo).port;
 }
-logger.info({ redis: redactUrl(config.REDIS_URL), metricsPort }, "edge ready");
+logger.info({ redis: describeTopology(redisTopology(config)), metricsPort }, "edge ready");

@@ -1,4 +1,5 @@
-import type { Redis, Result } from "ioredis";
+import type { Result } from "ioredis";
+import type { RedisClient } from "../redis/connections.js";
 import type { ReportRow } from "../report/report-schema.js";
 
 // Exactly once by construction: every insert of a batch is byte-identical to its first attempt,
@@ -40,7 +41,7 @@ export type ClaimResult =
       owned: Map<string, string>;
     };
 
-/** Where manifests live: Redis in production; a unit test may keep them in memory. */
+/** Where manifests live: RedisClient in production; a unit test may keep them in memory. */
 export interface ManifestStore {
   /** Records `manifest` and makes it the owner of its jobs, all or nothing. */
   claim(manifest: Manifest, held: HeldJob[]): Promise<ClaimResult>;
@@ -93,7 +94,7 @@ declare module "ioredis" {
 }
 
 /** `keyPrefix` is the queue's key prefix, e.g. `{headroom}:reports` (BullMQ's `prefix:name`). */
-export function createRedisManifestStore(redis: Redis, keyPrefix: string): ManifestStore {
+export function createRedisManifestStore(redis: RedisClient, keyPrefix: string): ManifestStore {
   if (!redis.headroomClaimManifest) {
     redis.defineCommand("headroomClaimManifest", { lua: CLAIM });
     redis.defineCommand("headroomReleaseManifests", { lua: RELEASE });
@@ -165,7 +166,7 @@ export function createRedisManifestStore(redis: Redis, keyPrefix: string): Manif
  * (waiting, active, delayed or failed) keeps its manifest: it may still be delivered.
  */
 export async function sweepManifests(
-  redis: Redis,
+  redis: RedisClient,
   keyPrefix: string,
   store: ManifestStore,
 ): Promise<number> {
@@ -194,7 +195,7 @@ export async function sweepManifests(
  */
 export function createManifestReleaser(opts: {
   store: ManifestStore;
-  redis: Redis;
+  redis: RedisClient;
   keyPrefix: string;
   sweepMs: number;
   onError: (what: "release" | "sweep", err: unknown) => void;

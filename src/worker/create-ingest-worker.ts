@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import type { ClickHouseClient } from "@clickhouse/client";
 import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { createAlertsHook } from "../alerts/ingest-hook.js";
 import { createEvalQueue } from "../alerts/queues.js";
@@ -12,7 +11,7 @@ import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
 import { ShutdownAbort } from "../lib/retry.js";
 import { createReportsQueue, REPORT_JOB, type ReportJobData } from "../queue/reports-queue.js";
-import { isCommandTimeout } from "../redis/connections.js";
+import { duplicateWith, isCommandTimeout, type RedisClient } from "../redis/connections.js";
 import { reportIdOf } from "../report/report-schema.js";
 import { createManifestReleaser, createRedisManifestStore } from "./batch-manifests.js";
 import { createIngestProcessor } from "./ingest-processor.js";
@@ -37,7 +36,7 @@ export interface IngestWorkerDeps {
     | "ALERTS_RULES_TTL_MS"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
-  redis: Redis;
+  redis: RedisClient;
   clickhouse: ClickHouseClient;
   logger: Logger;
   metrics: WorkerMetrics;
@@ -169,7 +168,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
 
   // The watchdog's own view of the queue: a connection whose commands time out (and which is
   // replaced when one does), so it cannot hang the way the worker's connection can.
-  const probeRedis = deps.redis.duplicate({
+  const probeRedis = duplicateWith(deps.redis, {
     commandTimeout: 2_000,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,

@@ -3,6 +3,7 @@ import { createClickHouse } from "../clickhouse/client.js";
 import { migrate } from "../clickhouse/migrations.js";
 import type { Config } from "../config.js";
 import { createWorkerRedis } from "../redis/connections.js";
+import { redisTopology } from "../redis/topology.js";
 
 /** What every worker process starts with: ClickHouse (migrated if asked) and a worker-role Redis. */
 export async function createWorkerClients(config: Config, logger: Logger) {
@@ -14,7 +15,7 @@ export async function createWorkerClients(config: Config, logger: Logger) {
       (msg) => logger.info(msg),
     );
   }
-  const redis = createWorkerRedis(config.REDIS_URL);
+  const redis = createWorkerRedis(redisTopology(config));
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
   return { clickhouse, redis };
 }

@@ -13,6 +13,7 @@ import {
   type ReportsQueue,
 } from "../../src/queue/reports-queue.js";
 import { createWorkerRedis } from "../../src/redis/connections.js";
+import { redisTopology } from "../../src/redis/topology.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
 import { sampleRow } from "./sample-reports.js";
 
@@ -55,7 +56,7 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
     ...overrides,
   };
   const config: Config = loadConfig(env);
-  const redis = createWorkerRedis(env.REDIS_URL as string);
+  const redis = createWorkerRedis(redisTopology(config));
   const queue: ReportsQueue = createReportsQueue(redis, {
     prefix: config.QUEUE_PREFIX,
     name: config.QUEUE_NAME,

@@ -7,6 +7,7 @@ import { createReportSink } from "../../src/clickhouse/report-sink.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { createWorkerRedis } from "../../src/redis/connections.js";
+import { redisTopology } from "../../src/redis/topology.js";
 import { fromRow, REPORT_COLUMNS } from "../../src/report/report-schema.js";
 import { createRedisManifestStore } from "../../src/worker/batch-manifests.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
@@ -96,7 +97,7 @@ describe("worker faults", () => {
     );
     // A first holder with the real batching and manifests inserts the job's rows, then fails
     // before the job is completed (as if the acknowledgement never reached it).
-    const connection = createWorkerRedis(p.env.REDIS_URL as string);
+    const connection = createWorkerRedis(redisTopology(p.config));
     const keyPrefix = `${p.config.QUEUE_PREFIX}:${p.config.QUEUE_NAME}`;
     const processor = createIngestProcessor({
       sink: createReportSink(p.client, p.db),

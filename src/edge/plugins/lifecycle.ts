@@ -1,7 +1,7 @@
 import fp from "fastify-plugin";
+import { unavailable } from "../errors.js";
 import { requestAnswered, requestStarted } from "../in-flight.js";
 import type { EdgeMetrics } from "../metrics.js";
-import { unavailable } from "../errors.js";
 
 // Per-request work every route shares: the contract's 503 for requests that still arrive on open
 // keep-alive connections while the edge closes (Fastify already sets `Connection: close` on

@@ -1,6 +1,6 @@
-import { type ChildServer, childServer, signalAndWait, waitUntilUp } from "../child-process.js";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { type ChildServer, childServer, signalAndWait, waitUntilUp } from "../child-process.js";
 import { freePort } from "../redis-server.js";
 
 // The embedded ClickHouse server as a child process (src/main/clickhouse-serve.ts), for tests, the local stack and
