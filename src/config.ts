@@ -106,10 +106,10 @@ export const configSchema = z.object({
   HEADERS_TIMEOUT_MS: int(100).default(5_000),
   KEEP_ALIVE_TIMEOUT_MS: int(100).default(72_000),
 
-  /** Reports from concurrent requests are grouped into one job: up to this many… */
+  /** Reports that arrive while a job is being written share the next one: up to this many. */
   ENQUEUE_MAX_REPORTS: int(1, 10_000).default(500),
-  /** …or as many as arrived within this many milliseconds. */
-  ENQUEUE_MAX_WAIT_MS: int(0, 1_000).default(2),
+  /** How long a report waits for others when no job is being written (0: none; see enqueuer). */
+  ENQUEUE_MAX_WAIT_MS: int(0, 1_000).default(0),
   /** Above this many waiting jobs the edge answers 503 instead of filling Redis. */
   BACKLOG_MAX_JOBS: int(1).default(200_000),
   /** Above this share of Redis `maxmemory` the edge answers 503 (0 disables the check). */

@@ -1,8 +1,9 @@
 import { loadConfig } from "../src/config.js";
 import { createLogger } from "../src/lib/logger.js";
 import { onShutdown } from "../src/lib/shutdown.js";
-import { createIngestWorker } from "../src/worker/create-ingest-worker.js";
+import { closeRedis } from "../src/redis/connections.js";
 import { createWorkerMetrics, serveWorkerMetrics } from "../src/worker/metrics.js";
+import { createShardedIngest } from "../src/worker/sharded-ingest.js";
 import { createWorkerClients } from "../src/worker/worker-clients.js";
 
 // Ingest worker process: read config, build clients, migrate, start, handle signals.
@@ -16,12 +17,15 @@ const { server, port } = await serveWorkerMetrics(
   config.WORKER_METRICS_HOST,
   config.WORKER_METRICS_PORT,
 );
-const ingest = createIngestWorker({ config, redis, clickhouse, logger, metrics });
+const ingest = createShardedIngest({ config, redis, clickhouse, logger, metrics });
 onShutdown(logger, async () => {
   await ingest.close();
   server.close();
   await clickhouse.close();
-  await redis.quit().catch(() => redis.disconnect());
+  await closeRedis(redis);
 });
 ingest.start();
-logger.info({ metricsPort: port, concurrency: config.WORKER_CONCURRENCY }, "worker ready");
+logger.info(
+  { metricsPort: port, concurrency: config.WORKER_CONCURRENCY, shards: ingest.shards() },
+  "worker ready",
+);

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import type { Job, Queue } from "bullmq";
 import { z } from "zod";
 import { createReportsQueue, type ReportJobData } from "../queue/reports-queue.js";
+import { knownShards, shardNames } from "../queue/shards.js";
 import { fromRow, reportRecordSchema, toRow } from "../report/report-schema.js";
 import { cliConfig, print, table } from "./context.js";
 import { UsageError } from "./errors.js";
@@ -11,9 +12,15 @@ import { closeRedis, connectRedis } from "./redis.js";
 // ClickHouse refused, and jobs that failed for good (e.g. a worker killed twice while holding
 // them). Arguments are parsed and checked in program.ts.
 
-function summary(job: Job<ReportJobData>) {
+interface Shard {
+  /** Empty for the base queue; `<prefix>/` before the job ids of other shards. */
+  ref: string;
+  queue: Queue<ReportJobData>;
+}
+
+function summary(shard: Shard, job: Job<ReportJobData>) {
   return {
-    id: job.id,
+    id: `${shard.ref}${job.id}`,
     rows: job.data?.rows?.length ?? 0,
     reason: job.failedReason,
     from_job: job.data?.dead?.from ?? null,
@@ -21,27 +28,46 @@ function summary(job: Job<ReportJobData>) {
   };
 }
 
-async function withQueue(run: (queue: Queue<ReportJobData>) => Promise<void>): Promise<void> {
+/** Every queue shard an edge has written to (src/queue/shards.ts): each has its failed set. */
+async function withShards(run: (shards: Shard[]) => Promise<void>): Promise<void> {
   const config = cliConfig();
   const redis = await connectRedis(config);
-  const queue = createReportsQueue(redis, { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME });
+  const base = { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
+  const names = await knownShards(redis, base, shardNames(base, config.QUEUE_SHARDS));
+  const shards = names.map((n) => ({
+    ref: n.prefix === base.prefix ? "" : `${n.prefix}/`,
+    queue: createReportsQueue(redis, n),
+  }));
   try {
-    await run(queue);
+    await run(shards);
   } finally {
-    await queue.close();
+    await Promise.all(shards.map((s) => s.queue.close()));
     await closeRedis(redis);
   }
 }
 
-async function failedJob(queue: Queue<ReportJobData>, id: string): Promise<Job<ReportJobData>> {
-  const job = await queue.getJob(id);
-  if (!job || !(await job.isFailed())) throw new UsageError(`no failed job ${id}`);
-  return job;
+async function failedJobs(shards: Shard[]) {
+  const all = await Promise.all(
+    shards.map(async (shard) =>
+      (await shard.queue.getFailed(0, -1)).map((job) => ({ shard, job })),
+    ),
+  );
+  return all.flat();
+}
+
+/** A job by the id `dlq list` shows: `<id>` in the base queue, `<shard prefix>/<id>` in others. */
+async function failedJob(shards: Shard[], id: string) {
+  const slash = id.lastIndexOf("/");
+  const ref = slash === -1 ? "" : id.slice(0, slash + 1);
+  const shard = shards.find((s) => s.ref === ref);
+  const job = await shard?.queue.getJob(id.slice(slash + 1));
+  if (!shard || !job || !(await job.isFailed())) throw new UsageError(`no failed job ${id}`);
+  return { shard, job };
 }
 
 export const dlqList = (opts: { json: boolean }) =>
-  withQueue(async (queue) => {
-    const jobs = (await queue.getFailed(0, -1)).map(summary);
+  withShards(async (shards) => {
+    const jobs = (await failedJobs(shards)).map(({ shard, job }) => summary(shard, job));
     print(opts.json, jobs, () =>
       jobs.length === 0
         ? "the dead-letter set is empty"
@@ -58,9 +84,9 @@ export const dlqList = (opts: { json: boolean }) =>
   });
 
 export const dlqShow = (id: string) =>
-  withQueue(async (queue) => {
-    const job = await failedJob(queue, id);
-    print(true, { ...summary(job), reports: job.data.rows.map(fromRow) }, () => "");
+  withShards(async (shards) => {
+    const { shard, job } = await failedJob(shards, id);
+    print(true, { ...summary(shard, job), reports: job.data.rows.map(fromRow) }, () => "");
   });
 
 /** Rows from a `--rows` file: a JSON array of corrected reports, as `show` prints them. */
@@ -78,23 +104,22 @@ function readRows(file: string) {
 
 /** One job by id (optionally with corrected rows), or every failed job. */
 export const dlqReplay = (target: { id: string; rows?: string } | { all: true }) =>
-  withQueue(async (queue) => {
-    const jobs =
-      "all" in target ? await queue.getFailed(0, -1) : [await failedJob(queue, target.id)];
+  withShards(async (shards) => {
+    const jobs = "all" in target ? await failedJobs(shards) : [await failedJob(shards, target.id)];
     const corrected = "rows" in target && target.rows ? readRows(target.rows) : undefined;
-    for (const job of jobs) {
+    for (const { shard, job } of jobs) {
       // Corrected rows replace rows ClickHouse refused, which never landed. Any other failed job
       // may have landed already: it goes again as it was, so its batch is inserted byte for byte
       // (see batch-manifests.ts) and ClickHouse keeps one copy.
       if (corrected && !job.data.dead) {
         throw new UsageError(
-          `job ${job.id} holds no refused rows: replay it without --rows (it goes in as it was)`,
+          `job ${shard.ref}${job.id} holds no refused rows: replay it without --rows (it goes in as it was)`,
         );
       }
       const rows = corrected ?? job.data.rows;
       // Without the dead-letter mark the job is ingested like any other.
       await job.updateData({ v: 1, rows });
       await job.retry("failed");
-      process.stdout.write(`replayed ${job.id} (${rows.length} rows)\n`);
+      process.stdout.write(`replayed ${shard.ref}${job.id} (${rows.length} rows)\n`);
     }
   });

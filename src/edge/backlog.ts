@@ -15,7 +15,8 @@ export interface BacklogState {
 
 export interface BacklogOptions {
   redis: RedisClient;
-  queue: ReportsQueue;
+  /** The queue's job counts (every shard's). */
+  queue: Pick<ReportsQueue, "getJobCounts">;
   maxJobs: number;
   maxMemoryRatio: number;
   intervalMs: number;

@@ -3,7 +3,8 @@ import type { Config } from "../config.js";
 import { createKeyCache } from "../keys/key-cache.js";
 import { createKeyStore } from "../keys/key-store.js";
 import { createEnqueuer } from "../queue/enqueuer.js";
-import { createReportsQueue } from "../queue/reports-queue.js";
+import { createEdgeQueues } from "../queue/edge-queues.js";
+import type { ReportsQueue } from "../queue/reports-queue.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { buildApp } from "./app.js";
@@ -15,17 +16,24 @@ import { buildMetricsApp } from "./routes/metrics.js";
 // Wires one edge from configuration: clients are created here, once, and passed down.
 
 export async function createEdge(config: Config, logger: FastifyBaseLogger) {
-  const redis = createProducerRedis(redisTopology(config));
+  const topology = redisTopology(config);
+  const redis = createProducerRedis(topology);
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
-  await waitForReady(redis);
+  // Jobs go on a connection of their own: a WAIT for replicas blocks the connection it is sent
+  // on, and must not hold up the key look-ups and limits of other requests.
+  const queueRedis = createProducerRedis(topology);
+  queueRedis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
+  await Promise.all([waitForReady(redis), waitForReady(queueRedis)]);
 
-  const queue = createReportsQueue(redis, { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME });
-  queue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
+  const queues = await createEdgeQueues(queueRedis, config, (err) =>
+    logger.warn({ err: err.message }, "queue error"),
+  );
   const metrics = createEdgeMetrics();
   const enqueuer = createEnqueuer({
-    queue,
+    write: queues.write,
+    shards: queues.names.length,
     maxReports: config.ENQUEUE_MAX_REPORTS,
-    maxWaitMs: config.ENQUEUE_MAX_WAIT_MS,
+    lingerMs: config.ENQUEUE_MAX_WAIT_MS,
     onFlush: (reports, seconds, ok) => {
       if (ok) {
         metrics.enqueueSeconds.observe(seconds);
@@ -34,8 +42,8 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     },
   });
   const backlog = createBacklogGate({
-    redis,
-    queue,
+    redis: queueRedis,
+    queue: queues,
     maxJobs: config.BACKLOG_MAX_JOBS,
     maxMemoryRatio: config.REDIS_MEMORY_MAX_RATIO,
     intervalMs: config.BACKLOG_CHECK_INTERVAL_MS,
@@ -67,7 +75,9 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     /** The METRICS_PORT listener's app, when METRICS_PORT is set. */
     metricsApp,
     redis,
-    queue,
+    queues,
+    /** The first shard's queue (the only one unless QUEUE_SHARDS is set). */
+    queue: queues.queues[0] as ReportsQueue,
     keyStore,
     /** Stop intake, let in-flight requests finish, flush the pending batch, close Redis. */
     async close() {
@@ -75,8 +85,8 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
       await metricsApp?.close();
       await enqueuer.drain();
       await backlog.stop();
-      await queue.close();
-      await closeRedis(redis);
+      await queues.close();
+      await Promise.all([closeRedis(redis), closeRedis(queueRedis)]);
     },
   };
 }

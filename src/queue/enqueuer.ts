@@ -1,14 +1,15 @@
 import type { ReportRow } from "../report/report-schema.js";
-import { REPORT_JOB, type ReportsQueue } from "./reports-queue.js";
+import { EnqueueError } from "./enqueue-error.js";
+import type { WriteJob } from "./job-writer.js";
 
-// Groups reports from concurrent requests into jobs: one `addBulk` round trip for up to
-// `maxReports` reports or whatever arrived within `maxWaitMs`. Each caller's promise settles only
-// after Redis acknowledged the job that holds its report.
+// Group commit. Reports from concurrent requests share jobs: a report joins the next job while
+// the previous one is being written, and that job goes as soon as a shard has no write in flight,
+// or at once when it holds `maxReports`. At low load a report waits for nothing (the rest of the
+// event loop's turn, or `lingerMs`); under load jobs grow by themselves, as large as the reports
+// that arrived during one write. Each caller's promise settles only after Redis acknowledged the
+// job that holds its report (and its replicas did, when the writer waits for them).
 
-/** Redis did not acknowledge the job holding the report: it is not durably queued. */
-export class EnqueueError extends Error {
-  override name = "EnqueueError";
-}
+export { EnqueueError };
 
 interface Pending {
   row: ReportRow;
@@ -17,61 +18,102 @@ interface Pending {
 }
 
 export interface EnqueuerOptions {
-  /** Only `addBulk` is used: a test's fake needs nothing else. */
-  queue: Pick<ReportsQueue, "addBulk">;
+  write: WriteJob;
+  /** Queue shards: one job in flight on each before reports wait for an acknowledgement. */
+  shards: number;
   maxReports: number;
-  maxWaitMs: number;
+  /** How long a report waits for others when a shard is free (0: the event loop's turn). */
+  lingerMs: number;
   onFlush?: (reports: number, seconds: number, ok: boolean) => void;
 }
 
 export function createEnqueuer(opts: EnqueuerOptions) {
   let pending: Pending[] = [];
-  let timer: NodeJS.Timeout | null = null;
+  const writing = new Array<number>(opts.shards).fill(0);
+  let nextShard = 0;
+  let scheduled = false;
   const inFlight = new Set<Promise<void>>();
 
-  async function write(batch: Pending[]) {
+  async function write(shard: number, batch: Pending[]) {
     const started = process.hrtime.bigint();
     let ok = true;
     try {
-      await opts.queue.addBulk([
-        { name: REPORT_JOB, data: { v: 1, rows: batch.map((p) => p.row) } },
-      ]);
+      await opts.write(
+        shard,
+        batch.map((p) => p.row),
+      );
       for (const p of batch) p.resolve();
     } catch (cause) {
       ok = false;
-      const err = new EnqueueError("the queue did not acknowledge the job", { cause });
+      const err =
+        cause instanceof EnqueueError
+          ? cause
+          : new EnqueueError("the queue did not acknowledge the job", { cause });
       for (const p of batch) p.reject(err);
     }
     // After the callers are settled: what the callback does cannot change their answer.
     opts.onFlush?.(batch.length, Number(process.hrtime.bigint() - started) / 1e9, ok);
   }
 
-  function flush(): Promise<void> {
-    if (timer) {
-      clearTimeout(timer);
-      timer = null;
-    }
-    if (pending.length === 0) return Promise.resolve();
-    const batch = pending;
-    pending = [];
-    const p = write(batch).finally(() => inFlight.delete(p));
+  function send(shard: number) {
+    const batch = pending.length <= opts.maxReports ? pending : pending.slice(0, opts.maxReports);
+    pending = batch === pending ? [] : pending.slice(opts.maxReports);
+    nextShard = (shard + 1) % opts.shards;
+    writing[shard] = (writing[shard] ?? 0) + 1;
+    const p = write(shard, batch).finally(() => {
+      inFlight.delete(p);
+      writing[shard] = (writing[shard] ?? 1) - 1;
+      // What arrived during this write goes now, as one job.
+      pump(false);
+    });
     inFlight.add(p);
-    return p;
+  }
+
+  function freeShard(): number {
+    for (let k = 0; k < opts.shards; k++) {
+      const shard = (nextShard + k) % opts.shards;
+      if (writing[shard] === 0) return shard;
+    }
+    return -1;
+  }
+
+  /** Sends what may go now; `all` sends everything, busy shards or not (drain). */
+  function pump(all: boolean) {
+    while (pending.length > 0) {
+      const free = freeShard();
+      if (free >= 0) send(free);
+      else if (all || pending.length >= opts.maxReports) send(nextShard);
+      else return;
+    }
+  }
+
+  function schedule() {
+    if (scheduled) return;
+    scheduled = true;
+    const run = () => {
+      scheduled = false;
+      pump(false);
+    };
+    if (opts.lingerMs > 0) setTimeout(run, opts.lingerMs);
+    else setImmediate(run);
   }
 
   return {
     enqueue(row: ReportRow): Promise<void> {
       return new Promise<void>((resolve, reject) => {
         pending.push({ row, resolve, reject });
-        if (pending.length >= opts.maxReports) void flush();
-        else if (!timer) timer = setTimeout(flush, opts.maxWaitMs);
+        if (pending.length >= opts.maxReports) pump(false);
+        else if (freeShard() >= 0) schedule();
       });
     },
 
     /** Writes what is pending and waits for every write under way. */
     async drain(): Promise<void> {
-      await flush();
-      await Promise.all([...inFlight]);
+      pump(true);
+      while (inFlight.size > 0) {
+        await Promise.all([...inFlight]);
+        pump(true);
+      }
     },
   };
 }

@@ -10,7 +10,12 @@ import { describeError } from "../clickhouse/classify-error.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
 import { ShutdownAbort } from "../lib/retry.js";
-import { createReportsQueue, REPORT_JOB, type ReportJobData } from "../queue/reports-queue.js";
+import {
+  createReportsQueue,
+  type QueueNames,
+  REPORT_JOB,
+  type ReportJobData,
+} from "../queue/reports-queue.js";
 import { duplicateWith, isCommandTimeout, type RedisClient } from "../redis/connections.js";
 import { reportIdOf } from "../report/report-schema.js";
 import { createManifestReleaser, createRedisManifestStore } from "./batch-manifests.js";
@@ -37,6 +42,8 @@ export interface IngestWorkerDeps {
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: RedisClient;
+  /** The queue shard to consume (src/queue/shards.ts); QUEUE_PREFIX and QUEUE_NAME if unset. */
+  shard?: QueueNames;
   clickhouse: ClickHouseClient;
   logger: Logger;
   metrics: WorkerMetrics;
@@ -55,7 +62,7 @@ const MANIFEST_SWEEP_MS = 60_000;
 
 export function createIngestWorker(deps: IngestWorkerDeps) {
   const { config, logger } = deps;
-  const names = { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
+  const names = deps.shard ?? { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
   const queue = createReportsQueue(deps.redis, names);
   // Without a listener BullMQ prints connection errors as raw stack traces on stderr.
   queue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
@@ -63,12 +70,13 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
   const keyPrefix = `${names.prefix}:${names.name}`;
   const manifests = createRedisManifestStore(deps.redis, keyPrefix);
   // Alerts: stored rows that a rule watches go to the alerts worker (src/alerts/ingest-hook.ts).
-  const evalQueue = config.ALERTS_ENABLED ? createEvalQueue(deps.redis, names.prefix) : null;
+  // The alerts live under the base prefix, whichever shard this worker consumes.
+  const evalQueue = config.ALERTS_ENABLED ? createEvalQueue(deps.redis, config.QUEUE_PREFIX) : null;
   evalQueue?.on("error", (err) => logger.warn({ err: err.message }, "alerts queue error"));
   const onStored = evalQueue
     ? createAlertsHook({
         rules: createRuleCache(
-          createRuleStore(deps.redis, names.prefix),
+          createRuleStore(deps.redis, config.QUEUE_PREFIX),
           config.ALERTS_RULES_TTL_MS,
         ),
         queue: evalQueue,

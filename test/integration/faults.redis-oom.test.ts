@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { afterAll, expect, it } from "vitest";
 import { createEnqueuer, EnqueueError } from "../../src/queue/enqueuer.js";
+import { createJobWriter } from "../../src/queue/job-writer.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   crashLines,
@@ -122,7 +123,18 @@ it("Redis full: 503 from the gate and from OOM, never 200; recovers when memory 
   );
   // An enqueue that meets OOM fails with the queue layer's error (the edge answers it with the
   // same 503 as a limiter write that meets OOM: checked on the load's answers below).
-  const enqueuer = createEnqueuer({ queue: s.queue, maxReports: 1, maxWaitMs: 0 });
+  const enqueuer = createEnqueuer({
+    write: createJobWriter({
+      queues: [s.queue],
+      names: [{ prefix: s.env.QUEUE_PREFIX as string, name: s.env.QUEUE_NAME as string }],
+      redis: s.admin,
+      ackReplicas: 0,
+      ackTimeoutMs: 1_000,
+    }),
+    shards: 1,
+    maxReports: 1,
+    lingerMs: 0,
+  });
   const refusedEnqueue = await enqueuer.enqueue(sampleRow(0, s.project)).catch((e: unknown) => e);
   expect(refusedEnqueue).toBeInstanceOf(EnqueueError);
   await eventually(

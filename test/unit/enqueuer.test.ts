@@ -1,29 +1,26 @@
-import type { Job } from "bullmq";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createEnqueuer, EnqueueError } from "../../src/queue/enqueuer.js";
-import { REPORT_JOB, type ReportJobData } from "../../src/queue/reports-queue.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
 
-// Micro-batching of concurrent enqueues into `addBulk` calls, against a fake queue that has only
-// `addBulk` (the one method the enqueuer uses) and acknowledges each call when the test says so.
+// Group commit of concurrent enqueues into jobs, against a fake writer that acknowledges each
+// job when the test says so.
 
-type BulkJob = { name: string; data: ReportJobData };
-
-function fakeQueue() {
-  const calls: { jobs: BulkJob[]; ack: () => void; fail: (err: Error) => void }[] = [];
-  const queue = {
-    addBulk(jobs: BulkJob[]): Promise<Job<ReportJobData, void, string>[]> {
-      return new Promise((resolve, reject) => {
-        calls.push({ jobs, ack: () => resolve([]), fail: reject });
-      });
-    },
-  };
-  /** Report ids per addBulk call, in call order. */
-  const batches = () => calls.map((c) => c.jobs.flatMap((j) => j.data.rows.map((r) => r[0])));
-  return { queue, calls, batches };
+function fakeWriter() {
+  const calls: { shard: number; rows: ReportRow[]; ack: () => void; fail: (e: Error) => void }[] =
+    [];
+  const write = (shard: number, rows: ReportRow[]) =>
+    new Promise<void>((resolve, reject) => {
+      calls.push({ shard, rows, ack: resolve, fail: reject });
+    });
+  /** Report ids per job, in write order. */
+  const jobs = () => calls.map((c) => c.rows.map((r) => r[0]));
+  return { write, calls, jobs };
 }
 
 const row = (id: string): ReportRow => [id, "prj", "key", "default", "openai", null];
+const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+/** Lets immediates, timers due now and promise callbacks run. */
+const turn = () => vi.advanceTimersByTimeAsync(0);
 
 /** Tracks how a promise settled, so a test can check it has not yet. */
 function track(p: Promise<void>) {
@@ -51,108 +48,143 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-describe("enqueuer", () => {
-  it("writes concurrent reports as one job in one addBulk when maxReports is reached", async () => {
-    const { queue, calls, batches } = fakeQueue();
-    const enqueuer = createEnqueuer({ queue, maxReports: 3, maxWaitMs: 1_000 });
-    const done = Promise.all(["a", "b", "c"].map((id) => enqueuer.enqueue(row(id))));
-    expect(batches()).toEqual([["a", "b", "c"]]);
-    expect(calls[0]?.jobs).toEqual([
-      { name: REPORT_JOB, data: { v: 1, rows: [row("a"), row("b"), row("c")] } },
-    ]);
-    calls[0]?.ack();
-    await done;
+const options = { shards: 1, maxReports: 500, lingerMs: 0 };
+
+describe("enqueuer (group commit)", () => {
+  it("writes a lone report at once, with the reports of the same event-loop turn", async () => {
+    const { write, jobs } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, write });
+    void enqueuer.enqueue(row("a"));
+    void enqueuer.enqueue(row("b"));
+    expect(jobs()).toEqual([]);
+    await turn();
+    expect(jobs()).toEqual([["a", "b"]]);
   });
 
-  it("starts a new batch after maxReports; the rest waits for maxWaitMs", async () => {
-    const { queue, calls, batches } = fakeQueue();
-    const enqueuer = createEnqueuer({ queue, maxReports: 2, maxWaitMs: 50 });
-    const done = Promise.all(["a", "b", "c", "d", "e"].map((id) => enqueuer.enqueue(row(id))));
-    expect(batches()).toEqual([
-      ["a", "b"],
-      ["c", "d"],
-    ]);
-    await vi.advanceTimersByTimeAsync(49);
-    expect(calls).toHaveLength(2);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(batches()[2]).toEqual(["e"]);
-    for (const c of calls) c.ack();
-    await done;
-  });
-
-  it("writes pending reports once maxWaitMs has passed since the first of them", async () => {
-    const { queue, calls, batches } = fakeQueue();
-    const enqueuer = createEnqueuer({ queue, maxReports: 100, maxWaitMs: 20 });
-    const early = [enqueuer.enqueue(row("a"))];
-    await vi.advanceTimersByTimeAsync(15);
-    early.push(enqueuer.enqueue(row("b")), enqueuer.enqueue(row("c")));
-    await vi.advanceTimersByTimeAsync(4);
-    expect(calls).toHaveLength(0);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(batches()).toEqual([["a", "b", "c"]]);
+  it("gathers what arrives during a write into the next job, sent when the write is acknowledged", async () => {
+    const { write, calls, jobs } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, write });
+    void enqueuer.enqueue(row("a"));
+    await turn();
+    for (const id of ids("b", 40)) void enqueuer.enqueue(row(id));
+    await vi.advanceTimersByTimeAsync(1_000);
+    // However long the first write takes, the others wait for it: one job in flight.
+    expect(jobs()).toEqual([["a"]]);
     calls[0]?.ack();
-    await Promise.all(early);
-    // A report after that write waits its own maxWaitMs, not what was left of an earlier one.
-    const late = enqueuer.enqueue(row("d"));
-    await vi.advanceTimersByTimeAsync(19);
-    expect(calls).toHaveLength(1);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(batches()[1]).toEqual(["d"]);
+    await turn();
+    expect(jobs()).toEqual([["a"], ids("b", 40)]);
+    // Under more load the jobs grow by themselves.
+    for (const id of ids("c", 300)) void enqueuer.enqueue(row(id));
     calls[1]?.ack();
-    await late;
+    await turn();
+    expect(jobs()[2]).toEqual(ids("c", 300));
   });
 
-  it("resolves each caller only after its addBulk resolved", async () => {
-    const { queue, calls } = fakeQueue();
-    const enqueuer = createEnqueuer({ queue, maxReports: 2, maxWaitMs: 1_000 });
+  it("sends a full job at once, even while another is being written", async () => {
+    const { write, jobs } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, maxReports: 3, write });
+    void enqueuer.enqueue(row("a"));
+    await turn();
+    for (const id of ["b", "c", "d", "e"]) void enqueuer.enqueue(row(id));
+    expect(jobs()).toEqual([["a"], ["b", "c", "d"]]);
+  });
+
+  it("keeps one job in flight per shard, spreading jobs over the shards", async () => {
+    const { write, calls } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, shards: 3, write });
+    for (const id of ["a", "b", "c", "d"]) {
+      void enqueuer.enqueue(row(id));
+      await turn();
+    }
+    expect(calls.map((c) => [c.shard, c.rows.map((r) => r[0])])).toEqual([
+      [0, ["a"]],
+      [1, ["b"]],
+      [2, ["c"]],
+    ]);
+    calls[1]?.ack();
+    await turn();
+    expect(calls[3]).toMatchObject({ shard: 1, rows: [row("d")] });
+  });
+
+  it("with lingerMs, waits that long for company when no job is being written", async () => {
+    const { write, jobs } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, lingerMs: 20, write });
+    void enqueuer.enqueue(row("a"));
+    await vi.advanceTimersByTimeAsync(15);
+    void enqueuer.enqueue(row("b"));
+    await vi.advanceTimersByTimeAsync(4);
+    expect(jobs()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(jobs()).toEqual([["a", "b"]]);
+  });
+
+  it("resolves each caller only after the job holding its report was acknowledged", async () => {
+    const { write, calls } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, write });
     const a = track(enqueuer.enqueue(row("a")));
+    await turn();
     const b = track(enqueuer.enqueue(row("b")));
-    const c = track(enqueuer.enqueue(row("c")));
-    await vi.advanceTimersByTimeAsync(0);
-    expect([a.settled, b.settled, c.settled]).toEqual(["pending", "pending", "pending"]);
+    await turn();
+    expect([a.settled, b.settled]).toEqual(["pending", "pending"]);
     calls[0]?.ack();
-    await vi.advanceTimersByTimeAsync(0);
-    expect([a.settled, b.settled, c.settled]).toEqual(["resolved", "resolved", "pending"]);
+    await turn();
+    expect([a.settled, b.settled]).toEqual(["resolved", "pending"]);
+    calls[1]?.ack();
+    await turn();
+    expect(b.settled).toBe("resolved");
   });
 
-  it("rejects every caller of a failed addBulk with EnqueueError; later batches still work", async () => {
-    const { queue, calls } = fakeQueue();
-    const enqueuer = createEnqueuer({ queue, maxReports: 2, maxWaitMs: 1_000 });
+  it("rejects every caller of a failed write with EnqueueError; the next job still goes", async () => {
+    const { write, calls } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, write });
     const a = track(enqueuer.enqueue(row("a")));
     const b = track(enqueuer.enqueue(row("b")));
+    await turn();
+    const c = track(enqueuer.enqueue(row("c")));
     const redisDown = new Error("Connection is closed.");
     calls[0]?.fail(redisDown);
-    await vi.advanceTimersByTimeAsync(0);
+    await turn();
     for (const s of [a, b]) {
       expect(s.settled).toBe("rejected");
       expect(s.error).toBeInstanceOf(EnqueueError);
       expect((s.error as EnqueueError).cause).toBe(redisDown);
     }
-    const c = enqueuer.enqueue(row("c"));
-    const d = enqueuer.enqueue(row("d"));
     calls[1]?.ack();
-    await expect(Promise.all([c, d])).resolves.toBeDefined();
+    await turn();
+    expect(c.settled).toBe("resolved");
   });
 
-  it("drain writes what is pending at once and waits for every write under way", async () => {
-    const { queue, calls, batches } = fakeQueue();
-    const enqueuer = createEnqueuer({ queue, maxReports: 2, maxWaitMs: 60_000 });
+  it("passes the writer's own EnqueueError on (e.g. too few replicas confirmed)", async () => {
+    const { write, calls } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, write });
+    const a = track(enqueuer.enqueue(row("a")));
+    await turn();
+    const replicas = new EnqueueError("0 of 1 replicas confirmed the job within 1000 ms");
+    calls[0]?.fail(replicas);
+    await turn();
+    expect(a.error).toBe(replicas);
+  });
+
+  it("drain writes what is pending at once, busy shard or not, and waits for every write", async () => {
+    const { write, calls, jobs } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, maxReports: 2, write });
     void enqueuer.enqueue(row("a"));
-    void enqueuer.enqueue(row("b"));
-    void enqueuer.enqueue(row("c"));
+    await turn();
+    for (const id of ["b", "c", "d"]) void enqueuer.enqueue(row(id));
     const drained = track(enqueuer.drain());
-    expect(batches()).toEqual([["a", "b"], ["c"]]);
+    expect(jobs()).toEqual([["a"], ["b", "c"], ["d"]]);
+    calls[2]?.ack();
     calls[1]?.ack();
-    await vi.advanceTimersByTimeAsync(0);
+    await turn();
     expect(drained.settled).toBe("pending");
     calls[0]?.ack();
-    await vi.advanceTimersByTimeAsync(0);
+    await turn();
     expect(drained.settled).toBe("resolved");
   });
 
   it("drain resolves at once with nothing pending, and does not reject on a failed write", async () => {
-    const { queue, calls } = fakeQueue();
-    const enqueuer = createEnqueuer({ queue, maxReports: 10, maxWaitMs: 60_000 });
+    const { write, calls } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, write });
     await enqueuer.drain();
     const lost = track(enqueuer.enqueue(row("a")));
     const drained = enqueuer.drain();
@@ -162,19 +194,19 @@ describe("enqueuer", () => {
   });
 
   it("reports each write to onFlush: reports, seconds and outcome", async () => {
-    const { queue, calls } = fakeQueue();
+    const { write, calls } = fakeWriter();
     const flushes: [number, number, boolean][] = [];
     const enqueuer = createEnqueuer({
-      queue,
-      maxReports: 3,
-      maxWaitMs: 10,
+      ...options,
+      write,
       onFlush: (reports, seconds, ok) => flushes.push([reports, seconds, ok]),
     });
     const ok = Promise.all(["a", "b", "c"].map((id) => enqueuer.enqueue(row(id))));
+    await turn();
     calls[0]?.ack();
     await ok;
     const failed = enqueuer.enqueue(row("d")).catch(() => {});
-    await vi.advanceTimersByTimeAsync(10);
+    await turn();
     calls[1]?.fail(new Error("down"));
     await failed;
     expect(flushes.map(([reports, , good]) => [reports, good])).toEqual([

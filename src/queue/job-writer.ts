@@ -1,0 +1,70 @@
+import { Cluster } from "ioredis";
+import type { RedisClient } from "../redis/connections.js";
+import type { ReportRow } from "../report/report-schema.js";
+import { EnqueueError } from "./enqueue-error.js";
+import { type QueueNames, REPORT_JOB, type ReportsQueue } from "./reports-queue.js";
+
+// Writes one job of reports to one shard, durably: Redis acknowledged the `addBulk`, and with
+// REDIS_ACK_REPLICAS=N, `WAIT N` confirmed that N replicas hold it too. Redis replicates
+// asynchronously, so a primary that dies right after acknowledging can take the job with it; the
+// replica promoted in its place is one that confirmed it. Kafka calls this acks=all.
+//
+// WAIT counts the writes of its own connection, so it must follow the addBulk on the same one.
+// It is issued in the continuation of the addBulk's reply, before any timer can run — ioredis
+// reconnects and refreshes a Cluster's slots only on timers — so it goes on the same socket or
+// fails. On a Cluster it travels in a pipeline whose key is in the shard's slot: the pipeline goes
+// to the slot's primary over the Cluster's one connection to it.
+
+export interface ShardWriterOptions {
+  queues: ReportsQueue[];
+  names: QueueNames[];
+  /** The connection the queues write on. */
+  redis: RedisClient;
+  ackReplicas: number;
+  ackTimeoutMs: number;
+}
+
+export type WriteJob = (shard: number, rows: ReportRow[]) => Promise<void>;
+
+async function waitForReplicas(
+  redis: RedisClient,
+  slotKey: string,
+  replicas: number,
+  timeoutMs: number,
+): Promise<number> {
+  if (!(redis instanceof Cluster)) return redis.wait(replicas, timeoutMs);
+  const results = await redis.pipeline().exists(slotKey).wait(replicas, timeoutMs).exec();
+  const [err, acked] = results?.[1] ?? [new Error("no reply to WAIT")];
+  if (err) throw err;
+  return acked as number;
+}
+
+export function createJobWriter(opts: ShardWriterOptions): WriteJob {
+  return async (shard, rows) => {
+    const queue = opts.queues[shard];
+    const names = opts.names[shard];
+    if (!queue || !names) throw new EnqueueError(`no queue shard ${shard}`);
+    try {
+      await queue.addBulk([{ name: REPORT_JOB, data: { v: 1, rows } }]);
+    } catch (cause) {
+      throw new EnqueueError("the queue did not acknowledge the job", { cause });
+    }
+    if (opts.ackReplicas === 0) return;
+    let acked: number;
+    try {
+      acked = await waitForReplicas(
+        opts.redis,
+        `${names.prefix}:${names.name}:meta`,
+        opts.ackReplicas,
+        opts.ackTimeoutMs,
+      );
+    } catch (cause) {
+      throw new EnqueueError("no answer from Redis on the job's replication", { cause });
+    }
+    if (acked < opts.ackReplicas) {
+      throw new EnqueueError(
+        `${acked} of ${opts.ackReplicas} replicas confirmed the job within ${opts.ackTimeoutMs} ms`,
+      );
+    }
+  };
+}
