@@ -28,7 +28,7 @@ interface LocalKey {
 
 export interface LocalStackOptions {
   config: Config;
-  /** Start a redis-server of our own: REDIS_URL was not set (its schema default is not a choice). */
+  /** Start a redis-server of our own: no Redis was named (REDIS_URL's default is not a choice). */
   ownRedis: boolean;
 }
 

@@ -10,7 +10,13 @@ try {
   const config = loadConfig();
   const logger = createLogger(config.LOG_LEVEL, "stack");
   const stack = await startLocalStack(
-    { config, ownRedis: !isSet(process.env, "REDIS_URL") },
+    {
+      config,
+      // A Redis of our own unless one is named, in any topology.
+      ownRedis: !(["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const).some((name) =>
+        isSet(process.env, name),
+      ),
+    },
     logger,
   );
   onShutdown(logger, () => stack.stop(), 60_000);
