@@ -56,7 +56,7 @@ function workerWith(env: { QUEUE_SHARDS: number; WORKER_SHARDS?: number[] }) {
 }
 
 /** Sends `n` reports, `concurrency` at a time; every answer must be a 200. */
-async function send(edge: Edge, key: string, project: string, n: number, concurrency = 30) {
+async function send(edge: Edge, key: string, n: number, concurrency = 30) {
   for (let i = 0; i < n; i += concurrency) {
     const answers = await Promise.all(
       Array.from({ length: Math.min(concurrency, n - i) }, () =>
@@ -80,7 +80,7 @@ describe("sharded queues", () => {
     const project = `p-shards-${uniqueId()}`;
     const three = await edgeWith(3);
     const { key } = await three.keyStore.create(project, { defaultPlan: "unlimited" });
-    await send(three, key, project, 300);
+    await send(three, key, 300);
     const perShard = await waitingPerShard(three);
     expect(perShard.filter((jobs) => jobs > 0).length).toBe(3);
     // The backlog gate sees all of them.
@@ -90,7 +90,7 @@ describe("sharded queues", () => {
 
     // The deployment moves to 2 shards; its workers know only the new number.
     const two = await edgeWith(2);
-    await send(two, key, project, 100);
+    await send(two, key, 100);
     const worker = workerWith({ QUEUE_SHARDS: 2 });
     await eventually(
       async () => {
@@ -115,7 +115,7 @@ describe("sharded queues", () => {
     const project = `p-pinned-${uniqueId()}`;
     const edge = await edgeWith(2);
     const { key } = await edge.keyStore.create(project, { defaultPlan: "unlimited" });
-    await send(edge, key, project, 120);
+    await send(edge, key, 120);
     const before = await waitingPerShard(edge);
     expect(before.every((jobs) => jobs > 0)).toBe(true);
     const pinned = workerWith({ QUEUE_SHARDS: 2, WORKER_SHARDS: [1] });
