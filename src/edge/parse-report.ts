@@ -28,11 +28,30 @@ export function parseJsonBody(body: Buffer): unknown {
   } catch (err) {
     throw new HttpError("invalid_json", `the body is not valid JSON: ${(err as Error).message}`);
   }
+  // Walking every key is for bodies that could hold a problem; a plain report cannot.
+  if (validUtf8 && !mayHideProblem(text)) return value;
   const issues = inspect(value, !validUtf8);
   if (!validUtf8 && issues.length === 0) issues.push({ path: "(body)", message: NOT_UTF8 });
   const first = issues[0];
   if (first) throw new HttpError("invalid_report", `${first.path}: ${first.message}`, { issues });
   return value;
+}
+
+const SUSPECT = /__proto__|constructor|prototype|\\u/;
+
+/**
+ * Whether the text could hold a forbidden key (also escaped: only a `\u` escape can spell one
+ * differently) or nesting deeper than MAX_JSON_DEPTH (which needs that many brackets).
+ */
+function mayHideProblem(text: string): boolean {
+  if (SUSPECT.test(text)) return true;
+  let brackets = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    // `{` and `[`, inside strings or not: an over-count only means the full walk.
+    if ((c === 123 || c === 91) && ++brackets > MAX_JSON_DEPTH) return true;
+  }
+  return false;
 }
 
 /**

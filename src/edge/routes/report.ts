@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from "fastify";
-import { v7 as uuidv7 } from "uuid";
 import type { KeyLookup } from "../../keys/key-store.js";
 import type { Enqueuer } from "../../queue/enqueuer.js";
+import { newReportId } from "../../report/report-id.js";
 import { toRow } from "../../report/report-schema.js";
 import type { AuthDeps } from "../authenticate.js";
 import { createAuthenticate } from "../authenticate.js";
@@ -55,7 +55,7 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
       if (req.body === undefined) throw new HttpError("invalid_json", "the body is empty");
       const receivedAt = Date.now();
       const { record, warnings } = validateReport(req.body, {
-        reportId: uuidv7(),
+        reportId: newReportId(),
         projectId: project.projectId,
         keyId: project.keyId,
         receivedAt,
