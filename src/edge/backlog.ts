@@ -1,4 +1,5 @@
 import type { ReportsQueue } from "../queue/reports-queue.js";
+import { answered } from "../lib/answered.js";
 import { isCommandTimeout, primaries, type RedisClient } from "../redis/connections.js";
 import { unavailable } from "./errors.js";
 
@@ -29,9 +30,12 @@ function parseMemory(info: string): number | null {
   return Number(used) / Number(max);
 }
 
-/** The fullest primary decides: on a Cluster, any shard's primary running out stops intake. */
+/**
+ * The fullest primary that answers decides: on a Cluster, any primary running out stops intake.
+ * One that does not answer (failing over) is the job writer's business, not a reason to stop.
+ */
 async function highestMemoryRatio(redis: RedisClient): Promise<number | null> {
-  const ratios = await Promise.all(
+  const ratios = await answered(
     primaries(redis).map(async (r) => parseMemory(await r.info("memory"))),
   );
   const known = ratios.filter((r): r is number => r !== null);

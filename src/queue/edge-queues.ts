@@ -1,5 +1,6 @@
 import type { Config } from "../config.js";
 import type { RedisClient } from "../redis/connections.js";
+import { answered } from "../lib/answered.js";
 import { createJobWriter, type WriteJob } from "./job-writer.js";
 import { createReportsQueue, type QueueNames, type ReportsQueue } from "./reports-queue.js";
 import { registerShards, shardNames } from "./shards.js";
@@ -37,9 +38,12 @@ export async function createEdgeQueues(
     names,
     queues,
     write,
-    /** Jobs in these states, over every shard. */
+    /**
+     * Jobs in these states, over every shard that answers: a shard failing over does not stop
+     * the others (its writes fail on their own, and the enqueuer avoids it meanwhile).
+     */
     async getJobCounts(...states: JobState[]): Promise<Record<string, number>> {
-      const all = await Promise.all(queues.map((q) => q.getJobCounts(...states)));
+      const all = await answered(queues.map((q) => q.getJobCounts(...states)));
       const sum: Record<string, number> = {};
       for (const counts of all) {
         for (const [state, n] of Object.entries(counts)) sum[state] = (sum[state] ?? 0) + n;

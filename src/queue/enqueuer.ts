@@ -25,11 +25,19 @@ export interface EnqueuerOptions {
   /** How long a report waits for others when a shard is free (0: the event loop's turn). */
   lingerMs: number;
   onFlush?: (reports: number, seconds: number, ok: boolean) => void;
+  /** After a failed write a shard is passed over this long, while another can take the job. */
+  shardCooldownMs?: number;
+  now?: () => number;
 }
+
+/** A shard whose primary fails (over) should not take every other job meanwhile. */
+const SHARD_COOLDOWN_MS = 1_000;
 
 export function createEnqueuer(opts: EnqueuerOptions) {
   let pending: Pending[] = [];
   const writing = new Array<number>(opts.shards).fill(0);
+  const failedUntil = new Array<number>(opts.shards).fill(0);
+  const now = opts.now ?? Date.now;
   let nextShard = 0;
   let scheduled = false;
   const inFlight = new Set<Promise<void>>();
@@ -45,6 +53,7 @@ export function createEnqueuer(opts: EnqueuerOptions) {
       for (const p of batch) p.resolve();
     } catch (cause) {
       ok = false;
+      failedUntil[shard] = now() + (opts.shardCooldownMs ?? SHARD_COOLDOWN_MS);
       const err =
         cause instanceof EnqueueError
           ? cause
@@ -69,10 +78,18 @@ export function createEnqueuer(opts: EnqueuerOptions) {
     inFlight.add(p);
   }
 
-  function freeShard(): number {
+  /**
+   * The next shard in turn that may take a job: one whose last write did not fail lately, unless
+   * every shard's did (then any); with `idle`, also one with no write in flight. -1 if none.
+   */
+  function pickShard(idle: boolean): number {
+    const t = now();
+    const healthy = (s: number) => (failedUntil[s] ?? 0) <= t;
+    const anyHealthy = failedUntil.some((_, s) => healthy(s));
     for (let k = 0; k < opts.shards; k++) {
       const shard = (nextShard + k) % opts.shards;
-      if (writing[shard] === 0) return shard;
+      if (idle && writing[shard] !== 0) continue;
+      if (!anyHealthy || healthy(shard)) return shard;
     }
     return -1;
   }
@@ -80,9 +97,9 @@ export function createEnqueuer(opts: EnqueuerOptions) {
   /** Sends what may go now; `all` sends everything, busy shards or not (drain). */
   function pump(all: boolean) {
     while (pending.length > 0) {
-      const free = freeShard();
-      if (free >= 0) send(free);
-      else if (all || pending.length >= opts.maxReports) send(nextShard);
+      const idle = pickShard(true);
+      if (idle >= 0) send(idle);
+      else if (all || pending.length >= opts.maxReports) send(pickShard(false));
       else return;
     }
   }
@@ -103,7 +120,7 @@ export function createEnqueuer(opts: EnqueuerOptions) {
       return new Promise<void>((resolve, reject) => {
         pending.push({ row, resolve, reject });
         if (pending.length >= opts.maxReports) pump(false);
-        else if (freeShard() >= 0) schedule();
+        else if (pickShard(true) >= 0) schedule();
       });
     },
 

@@ -216,3 +216,48 @@ describe("enqueuer (group commit)", () => {
     for (const [, seconds] of flushes) expect(seconds).toBeGreaterThanOrEqual(0);
   });
 });
+
+describe("enqueuer with shards failing over", () => {
+  it("passes over a shard whose write failed while others take the jobs, then tries it again", async () => {
+    const { write, calls } = fakeWriter();
+    let clock = 0;
+    const enqueuer = createEnqueuer({
+      ...options,
+      shards: 2,
+      shardCooldownMs: 1_000,
+      now: () => clock,
+      write,
+    });
+    void enqueuer.enqueue(row("a")).catch(() => {});
+    await turn();
+    calls[0]?.fail(new Error("Connection is closed."));
+    await turn();
+    // Shard 0 failed: every job goes to shard 1, waiting for it rather than trying shard 0.
+    for (const id of ["b", "c"]) {
+      void enqueuer.enqueue(row(id));
+      await turn();
+    }
+    expect(calls.slice(1).map((c) => [c.shard, c.rows.map((r) => r[0])])).toEqual([[1, ["b"]]]);
+    calls[1]?.ack();
+    await turn();
+    expect(calls[2]).toMatchObject({ shard: 1, rows: [row("c")] });
+    calls[2]?.ack();
+    await turn();
+    clock = 1_000;
+    void enqueuer.enqueue(row("d"));
+    await turn();
+    expect(calls[3]).toMatchObject({ shard: 0, rows: [row("d")] });
+  });
+
+  it("uses a failed shard when every shard failed lately (one shard: always)", async () => {
+    const { write, calls } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, shardCooldownMs: 60_000, write });
+    void enqueuer.enqueue(row("a")).catch(() => {});
+    await turn();
+    calls[0]?.fail(new Error("down"));
+    await turn();
+    void enqueuer.enqueue(row("b"));
+    await turn();
+    expect(calls[1]).toMatchObject({ shard: 0, rows: [row("b")] });
+  });
+});
