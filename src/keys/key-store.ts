@@ -81,15 +81,12 @@ export function createKeyStore(redis: RedisClient, prefix = "headroom") {
     };
     const added = await redis.hsetnx(k.key(hash), "key_id", info.keyId);
     if (!added) throw new KeyStoreError("this key is already registered");
-    // A pipeline, not MULTI: these keys live in different Redis Cluster slots.
-    const results = await redis
-      .pipeline()
-      .hset(k.key(hash), { project_id: projectId, created_at: info.createdAt, revoked: "0" })
-      .set(k.keyId(info.keyId), hash)
-      .sadd(k.projectKeys(projectId), info.keyId)
-      .exec();
-    const failed = results?.find(([err]) => err);
-    if (failed) throw failed[0];
+    // Sent together, not as MULTI or one pipeline: these keys live in different Cluster slots.
+    await Promise.all([
+      redis.hset(k.key(hash), { project_id: projectId, created_at: info.createdAt, revoked: "0" }),
+      redis.set(k.keyId(info.keyId), hash),
+      redis.sadd(k.projectKeys(projectId), info.keyId),
+    ]);
     return info;
   }
 
