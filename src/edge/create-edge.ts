@@ -79,6 +79,7 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     /** The first shard's queue (the only one unless QUEUE_SHARDS is set). */
     queue: queues.queues[0] as ReportsQueue,
     keyStore,
+    backlog,
     /** Stop intake, let in-flight requests finish, flush the pending batch, close Redis. */
     async close() {
       await app.close();
