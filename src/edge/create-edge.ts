@@ -80,11 +80,15 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     queue: queues.queues[0] as ReportsQueue,
     keyStore,
     backlog,
-    /** Stop intake, let in-flight requests finish, flush the pending batch, close Redis. */
+    /**
+     * Stop intake, let in-flight requests finish, flush the pending batch, give unused quota
+     * back, close Redis.
+     */
     async close() {
       await app.close();
       await metricsApp?.close();
       await enqueuer.drain();
+      await limits.close();
       await backlog.stop();
       await queues.close();
       await Promise.all([closeRedis(redis), closeRedis(queueRedis)]);

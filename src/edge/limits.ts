@@ -1,17 +1,19 @@
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
+import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
 import { type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
 import { HttpError, unavailable } from "./errors.js";
+import { createQuotaAllowance, type QuotaAllowanceOptions } from "./quota-allowance.js";
+import { redisQuotaStore } from "./quota-counter.js";
 import { redisTokenBucket } from "./token-bucket.js";
 
 // Per-project burst limit (reports per second) and plan quota (reports per calendar month, UTC),
-// both in Redis so that every edge shares them; failed authentication limited per client IP in
-// process, so that guessing keys costs no Redis call.
+// both in Redis so that every edge shares them, each reserved in chunks per edge so that a report
+// rarely waits for Redis (burst-allowance.ts, quota-allowance.ts); failed authentication limited
+// per client IP in process, so that guessing keys costs no Redis call.
 //
-// rate-limiter-flexible rejects with a RateLimiterRes when a limit is hit and with an Error when
-// Redis fails. The first is a 429; the second is a 503, because an edge that cannot reach Redis
+// A limit that is hit is a 429; Redis failing is a 503, because an edge that cannot reach Redis
 // cannot enqueue the report either.
 
 export interface LimitsOptions {
@@ -22,6 +24,8 @@ export interface LimitsOptions {
   authFailureWindowS: number;
   /** Share of a project's burst an edge reserves from Redis at once (see burst-allowance.ts). */
   burstShare?: number;
+  /** How the monthly quota is reserved (see quota-allowance.ts). */
+  quota?: Omit<QuotaAllowanceOptions, "store">;
 }
 
 export function effectivePlan(
@@ -68,28 +72,33 @@ export function secondsToMonthEnd(now = new Date()): number {
   return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
 }
 
+/** The 429 once the month's quota is used up: `used` is the month's counter. */
+function quotaExceeded(monthly: number, used: number, now: Date): HttpError {
+  const resetS = secondsToMonthEnd(now);
+  const nextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+  const res = new RateLimiterRes(0, resetS * 1000, used);
+  return new HttpError("quota_exceeded", `monthly quota of ${monthly} reports used up`, {
+    body: {
+      ...limitBody(monthly, res),
+      reset_at: new Date(nextMonth).toISOString(),
+      used: Math.min(monthly, used),
+    },
+    headers: limitHeaders(monthly, res),
+  });
+}
+
 export function createLimits(opts: LimitsOptions) {
   const prefix = opts.prefix ?? "headroom";
-  const quotaLimiters = new Map<number, RateLimiterRedis>();
-
-  const limiter = (cache: Map<number, RateLimiterRedis>, name: string, points: number) => {
-    let l = cache.get(points);
-    if (!l) {
-      l = new RateLimiterRedis({
-        storeClient: opts.redis,
-        keyPrefix: `${prefix}:${name}`,
-        points,
-        duration: 1,
-        rejectIfRedisNotReady: true,
-      });
-      cache.set(points, l);
-    }
-    return l;
-  };
 
   const burstAllowance = createBurstAllowance({
     take: redisTokenBucket(opts.redis, `${prefix}:burst`),
     share: opts.burstShare ?? 0.05,
+  });
+
+  // Keys as rate-limiter-flexible named them: <prefix>:quota:<project>:<YYYY-MM>.
+  const quota = createQuotaAllowance({
+    ...opts.quota,
+    store: redisQuotaStore(opts.redis, `${prefix}:quota`),
   });
 
   const authFailures = new RateLimiterMemory({
@@ -158,20 +167,19 @@ export function createLimits(opts: LimitsOptions) {
       if (monthly === null) return async () => {};
       const now = new Date();
       const month = now.toISOString().slice(0, 7);
-      const key = `${lookup.projectId}:${month}`;
-      const l = limiter(quotaLimiters, "quota", monthly);
+      let taken: Awaited<ReturnType<typeof quota.take>>;
       try {
-        await l.consume(key, 1, { customDuration: secondsToMonthEnd(now) });
+        taken = await quota.take(`${lookup.projectId}:${month}`, monthly, secondsToMonthEnd(now));
       } catch (err) {
-        if (!(err instanceof RateLimiterRes)) redisFailure(err);
-        throw new HttpError("quota_exceeded", `monthly quota of ${monthly} reports used up`, {
-          body: { ...limitBody(monthly, err), used: Math.min(monthly, err.consumedPoints) },
-          headers: limitHeaders(monthly, err),
-        });
+        redisFailure(err);
       }
-      return async () => {
-        await l.reward(key, 1).catch(() => {});
-      };
+      if ("refund" in taken) return taken.refund;
+      throw quotaExceeded(monthly, taken.used, now);
+    },
+
+    /** Gives the quota this edge holds unused back to Redis: after intake stopped, before Redis closes. */
+    close(): Promise<void> {
+      return quota.close();
     },
   };
 }

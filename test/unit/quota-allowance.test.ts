@@ -1,0 +1,421 @@
+import fc from "fast-check";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import {
+  createQuotaAllowance,
+  type QuotaAllowance,
+  type QuotaGrant,
+  type QuotaRefusal,
+} from "../../src/edge/quota-allowance.js";
+import type { QuotaCall, QuotaReply, QuotaStore } from "../../src/edge/quota-counter.js";
+
+// Edges share one month's counter. Here it is kept in memory with the clock the test moves: the
+// same QuotaStore contract as the Redis script (quota-counter.ts), each call applied at once and
+// answered one round trip later.
+
+const KEY = "prj:2024-05";
+const TTL_S = 3_600;
+const RTT_MS = 1;
+
+function memoryQuota() {
+  const counters = new Map<string, number>();
+  const holders = new Map<string, Map<string, { units: number; at: number }>>();
+  const calls: { edge: string; call: QuotaCall }[] = [];
+
+  function apply(key: string, edge: string, c: QuotaCall): QuotaReply {
+    const now = Date.now();
+    const held = holders.get(key) ?? new Map<string, { units: number; at: number }>();
+    holders.set(key, held);
+    let used = counters.get(key);
+    if (used === undefined) {
+      if (c.want === 0) {
+        held.delete(edge);
+        return { granted: 0, used: 0, othersHeld: 0, msToReturn: 0 };
+      }
+      used = 0;
+    }
+    used -= Math.min(c.giveBack, Math.max(used, 0));
+    const left = Math.max(0, c.monthly - used);
+    const granted = Math.min(c.want, left, Math.max(c.serve, Math.floor(left / c.spread)));
+    used += granted;
+    counters.set(key, used);
+    const units = c.keep + Math.max(0, granted - c.serve);
+    if (units > 0) held.set(edge, { units, at: now });
+    else held.delete(edge);
+    let othersHeld = 0;
+    let soonest = -1;
+    if (granted < c.want) {
+      for (const [other, h] of held) {
+        if (other === edge || now - h.at >= c.leaseMs + c.graceMs) continue;
+        othersHeld += h.units;
+        const w = Math.max(0, h.at + c.leaseMs - now);
+        if (soonest < 0 || w < soonest) soonest = w;
+      }
+    }
+    return { granted, used, othersHeld, msToReturn: Math.max(soonest, 0) };
+  }
+
+  const store: QuotaStore = (key, edge, c) => {
+    calls.push({ edge, call: c });
+    const reply = apply(key, edge, c);
+    return new Promise((resolve) => setTimeout(() => resolve(reply), RTT_MS));
+  };
+  return {
+    store,
+    calls,
+    used: (key = KEY) => counters.get(key) ?? 0,
+    held: (key = KEY) => [...(holders.get(key)?.values() ?? [])].reduce((n, h) => n + h.units, 0),
+    /** An edge that reserved `units` and then died: nothing of it ever comes back. */
+    dieHolding(edge: string, units: number, monthly: number) {
+      return apply(KEY, edge, {
+        monthly,
+        want: units,
+        serve: 0,
+        giveBack: 0,
+        keep: 0,
+        spread: 1,
+        leaseMs: 1_000,
+        graceMs: 2_000,
+        ttlS: TTL_S,
+      });
+    },
+  };
+}
+
+type Outcome = QuotaGrant | QuotaRefusal;
+const isGrant = (o: Outcome): o is QuotaGrant => "refund" in o;
+
+/**
+ * Takes on behalf of reports and keeps the books: how many are accepted now (a refund counts
+ * once it is back in the store), and every refusal answered while fewer than the quota were.
+ */
+function ledger(quota: number) {
+  let accepted = 0;
+  let most = 0;
+  let lastRefundAt = Number.NEGATIVE_INFINITY;
+  const early: { accepted: number; msAfterRefund: number }[] = [];
+  const grants: QuotaGrant[] = [];
+  const pending: Promise<Outcome>[] = [];
+  return {
+    take(edge: QuotaAllowance): Promise<Outcome> {
+      const p = edge.take(KEY, quota, TTL_S).then((o) => {
+        if (isGrant(o)) {
+          accepted += 1;
+          most = Math.max(most, accepted);
+          grants.push(o);
+        } else if (accepted < quota) {
+          early.push({ accepted, msAfterRefund: Date.now() - lastRefundAt });
+        }
+        return o;
+      });
+      pending.push(p);
+      return p;
+    },
+    async refund(grant: QuotaGrant) {
+      await grant.refund();
+      accepted -= 1;
+      lastRefundAt = Date.now();
+    },
+    grants,
+    all: () => Promise.all(pending),
+    accepted: () => accepted,
+    most: () => most,
+    early,
+  };
+}
+
+type Options = Omit<Parameters<typeof createQuotaAllowance>[0], "store" | "edgeId">;
+
+const edges = (n: number, store: QuotaStore, opts: Options = {}): QuotaAllowance[] =>
+  Array.from({ length: n }, (_, i) => createQuotaAllowance({ store, edgeId: `e${i}`, ...opts }));
+const oneEdge = (store: QuotaStore, opts: Options = {}) => createQuotaAllowance({ store, ...opts });
+const twoEdges = (store: QuotaStore, opts: Options = {}): [QuotaAllowance, QuotaAllowance] => [
+  createQuotaAllowance({ store, edgeId: "a", ...opts }),
+  createQuotaAllowance({ store, edgeId: "b", ...opts }),
+];
+
+/** The first of `xs`, which the test made sure exists. */
+function first<T>(xs: T[]): T {
+  const [x] = xs;
+  if (x === undefined) throw new Error("nothing there");
+  return x;
+}
+
+/** Moves the clock in steps, letting every timer and answer due on the way run. */
+const advance = (ms: number) => vi.advanceTimersByTimeAsync(ms);
+
+/** Moves the clock a millisecond at a time until `p` settles (a minute at most). */
+async function settle<T>(p: Promise<T>): Promise<T> {
+  let done = false;
+  void p.finally(() => (done = true)).catch(() => {});
+  for (let ms = 0; !done && ms < 60_000; ms++) await advance(1);
+  return p;
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: Date.UTC(2024, 4, 10, 12) });
+});
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("quota allowance: round trips", () => {
+  it("a busy project reserves in chunks: a call per hundreds of reports", async () => {
+    const q = memoryQuota();
+    const edge = oneEdge(q.store);
+    const l = ledger(1_000_000);
+    // Two reports a millisecond for five seconds.
+    for (let ms = 0; ms < 5_000; ms++) {
+      void l.take(edge);
+      void l.take(edge);
+      await advance(1);
+    }
+    await advance(10);
+    expect((await l.all()).every(isGrant)).toBe(true);
+    expect(l.accepted()).toBe(10_000);
+    expect(q.calls.length).toBeLessThan(10_000 / 100);
+  });
+
+  it("a quiet project asks once per report, as before, and holds nothing", async () => {
+    const q = memoryQuota();
+    const edge = oneEdge(q.store);
+    const l = ledger(3_000);
+    for (let i = 0; i < 10; i++) {
+      void l.take(edge);
+      await advance(3_000);
+    }
+    expect((await l.all()).every(isGrant)).toBe(true);
+    expect(q.calls).toHaveLength(10);
+    expect(q.calls.every(({ call }) => call.want === 1)).toBe(true);
+    expect(q.used()).toBe(10);
+    expect(q.held()).toBe(0);
+  });
+
+  it("units left unused go back when the lease ends, and the edge forgets the project", async () => {
+    const q = memoryQuota();
+    const edge = oneEdge(q.store, { leaseMs: 1_000 });
+    const l = ledger(3_000);
+    for (let i = 0; i < 100; i++) {
+      void l.take(edge);
+      await advance(2);
+    }
+    expect(edge.holding().get(KEY)).toBeGreaterThan(0);
+    expect(q.used()).toBeGreaterThan(100);
+    await advance(1_100);
+    expect(edge.holding().size).toBe(0);
+    expect(q.used()).toBe(100);
+    expect(q.held()).toBe(0);
+  });
+
+  it("after a final refusal, refuses locally for a while; a refund on this edge ends that", async () => {
+    const q = memoryQuota();
+    const edge = oneEdge(q.store, { refusalCacheMs: 1_000 });
+    const l = ledger(3);
+    for (let i = 0; i < 3; i++) void l.take(edge);
+    await advance(5);
+    const refused = l.take(edge);
+    await advance(5);
+    expect(await refused).toEqual({ used: 3 });
+    const calls = q.calls.length;
+    for (let i = 0; i < 20; i++) expect(isGrant(await l.take(edge))).toBe(false);
+    expect(q.calls).toHaveLength(calls);
+
+    const back = l.refund(first(l.grants));
+    await advance(5);
+    await back;
+    expect(q.used()).toBe(2);
+    const again = l.take(edge);
+    await advance(5);
+    expect(isGrant(await again)).toBe(true);
+    // Past the cache, a refusal asks Redis again.
+    await advance(1_000);
+    const later = l.take(edge);
+    await advance(5);
+    expect(isGrant(await later)).toBe(false);
+    expect(q.calls.length).toBeGreaterThan(calls + 2);
+    expect(l.early).toEqual([]);
+  });
+});
+
+describe("quota allowance: exact at the end of the quota", () => {
+  it("reserves one unit per report waiting once little is left", async () => {
+    const q = memoryQuota();
+    const edge = oneEdge(q.store, { spread: 16 });
+    const l = ledger(40);
+    for (let i = 0; i < 39; i++) {
+      void l.take(edge);
+      await advance(1);
+      // Never more in hand than a sixteenth of what was left.
+      expect(edge.holding().get(KEY) ?? 0).toBeLessThanOrEqual(Math.floor((40 - i) / 16));
+    }
+    await advance(5);
+    expect(l.accepted()).toBe(39);
+  });
+
+  it("a report another edge's unused units can serve waits for them instead of a 429", async () => {
+    const q = memoryQuota();
+    const [a, b] = twoEdges(q.store, { leaseMs: 1_000 });
+    const l = ledger(200);
+    // B takes a few reports in a burst, reserves more than it uses, and goes quiet.
+    for (let i = 0; i < 30; i++) {
+      void l.take(b);
+      await advance(2);
+    }
+    const heldByB = b.holding().get(KEY) ?? 0;
+    expect(heldByB).toBeGreaterThan(0);
+    // A takes everything else, one report after the other, well within B's lease.
+    const started = Date.now();
+    const outcomes: Outcome[] = [];
+    for (let i = 0; i < 200 - 30; i++) outcomes.push(await settle(l.take(a)));
+    expect(outcomes.every(isGrant)).toBe(true);
+    expect(l.accepted()).toBe(200);
+    // The last of them waited for B's lease to end, not for a refusal.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_000 - 60);
+    const over = l.take(a);
+    await advance(5);
+    expect(await over).toEqual({ used: 200 });
+    expect(l.early).toEqual([]);
+  });
+
+  it("refuses at once when no other edge holds anything", async () => {
+    const q = memoryQuota();
+    const [a, b] = twoEdges(q.store);
+    const l = ledger(5);
+    for (let i = 0; i < 5; i++) {
+      void l.take(i % 2 ? a : b);
+      await advance(1_500);
+    }
+    const over = l.take(a);
+    await advance(2);
+    expect(await over).toEqual({ used: 5 });
+  });
+
+  it("stops waiting for an edge that died holding units once its lease and grace are over", async () => {
+    const q = memoryQuota();
+    const a = oneEdge(q.store, { leaseMs: 1_000, graceMs: 2_000 });
+    const l = ledger(50);
+    expect(q.dieHolding("dead", 10, 50).granted).toBe(10);
+    for (let i = 0; i < 40; i++) void l.take(a);
+    await advance(5);
+    expect(l.accepted()).toBe(40);
+    const started = Date.now();
+    const over = l.take(a);
+    let answered = false;
+    void over.then(() => (answered = true));
+    await advance(2_500);
+    expect(answered).toBe(false);
+    await advance(600);
+    expect(await over).toEqual({ used: 50 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3_000);
+    // Lost for the month, never given twice.
+    expect(l.most()).toBe(40);
+  });
+
+  it("a refund goes straight back, where another edge can use it", async () => {
+    const q = memoryQuota();
+    const [a, b] = twoEdges(q.store);
+    const l = ledger(3);
+    for (let i = 0; i < 3; i++) void l.take(a);
+    await advance(5);
+    expect(l.accepted()).toBe(3);
+    const back = l.refund(first(l.grants));
+    await advance(5);
+    await back;
+    expect(q.used()).toBe(2);
+    const fromB = l.take(b);
+    await advance(5);
+    expect(isGrant(await fromB)).toBe(true);
+    // A refund given twice counts once.
+    await first(l.grants).refund();
+    expect(q.used()).toBe(3);
+  });
+
+  it("shutdown gives every unused unit back", async () => {
+    const q = memoryQuota();
+    const edge = oneEdge(q.store);
+    const l = ledger(3_000);
+    for (let i = 0; i < 50; i++) {
+      void l.take(edge);
+      await advance(1);
+    }
+    expect(q.used()).toBeGreaterThan(50);
+    const closed = edge.close();
+    await advance(5);
+    await closed;
+    expect(q.used()).toBe(50);
+    expect(q.held()).toBe(0);
+  });
+
+  it("a failed call refuses nothing: the reports waiting get the error, and nothing is counted twice", async () => {
+    const q = memoryQuota();
+    let failing = false;
+    const store: QuotaStore = (key, edge, c) =>
+      failing ? Promise.reject(new Error("redis down")) : q.store(key, edge, c);
+    const edge = oneEdge(store);
+    const l = ledger(100);
+    failing = true;
+    const p = edge.take(KEY, 100, TTL_S);
+    await expect(p).rejects.toThrow("redis down");
+    failing = false;
+    const ok = l.take(edge);
+    await advance(5);
+    expect(isGrant(await ok)).toBe(true);
+  });
+
+  it("any interleaving of edges, reports, refunds and time: never over, never refused early", async () => {
+    const op = fc.oneof(
+      // n reports on one edge, `every` ms apart (0: all at once).
+      fc.record({
+        kind: fc.constant("reports" as const),
+        edge: fc.nat(3),
+        n: fc.integer({ min: 1, max: 40 }),
+        every: fc.integer({ min: 0, max: 20 }),
+      }),
+      fc.record({ kind: fc.constant("wait" as const), ms: fc.integer({ min: 0, max: 1_500 }) }),
+      fc.record({ kind: fc.constant("refund" as const), n: fc.integer({ min: 1, max: 5 }) }),
+    );
+    const refusalCacheMs = 1_000;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 2, max: 4 }),
+        fc.integer({ min: 1, max: 200 }),
+        fc.array(op, { minLength: 1, maxLength: 40 }),
+        async (n, quota, ops) => {
+          const q = memoryQuota();
+          const all = edges(n, q.store, { refusalCacheMs });
+          const l = ledger(quota);
+          const refunds: Promise<void>[] = [];
+          for (const o of ops) {
+            if (o.kind === "reports") {
+              for (let i = 0; i < o.n; i++) {
+                void l.take(all[o.edge % n] ?? first(all));
+                if (o.every > 0) await advance(o.every);
+              }
+              await advance(1);
+            } else if (o.kind === "wait") {
+              await advance(o.ms);
+            } else {
+              for (const g of l.grants.splice(0, o.n)) refunds.push(l.refund(g));
+              await advance(1);
+            }
+            expect(q.used()).toBeLessThanOrEqual(quota);
+          }
+          // Every wait ends and every lease runs out.
+          await advance(10_000);
+          await l.all();
+          await Promise.all(refunds);
+          expect(l.most()).toBeLessThanOrEqual(quota);
+          expect(q.used()).toBe(l.accepted());
+          expect(q.held()).toBe(0);
+          // A refusal while fewer than the quota were accepted: only the local cache after a
+          // final refusal, missing a unit refunded on another edge meanwhile.
+          for (const e of l.early) expect(e.msAfterRefund).toBeLessThanOrEqual(refusalCacheMs);
+          const closed = Promise.all(all.map((edge) => edge.close()));
+          await advance(5);
+          await closed;
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
