@@ -74,12 +74,12 @@ export function secondsToMonthEnd(now = new Date()): number {
 
 /** The 429 once the month's quota is used up: `used` is the month's counter. */
 function quotaExceeded(monthly: number, used: number, now: Date): HttpError {
-  const resetS = secondsToMonthEnd(now);
   const nextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
-  const res = new RateLimiterRes(0, resetS * 1000, used);
+  const res = new RateLimiterRes(0, secondsToMonthEnd(now) * 1000, used);
   return new HttpError("quota_exceeded", `monthly quota of ${monthly} reports used up`, {
     body: {
-      ...limitBody(monthly, res),
+      limit: monthly,
+      remaining: 0,
       reset_at: new Date(nextMonth).toISOString(),
       used: Math.min(monthly, used),
     },
@@ -177,7 +177,7 @@ export function createLimits(opts: LimitsOptions) {
       throw quotaExceeded(monthly, taken.used, now);
     },
 
-    /** Gives the quota this edge holds unused back to Redis: after intake stopped, before Redis closes. */
+    /** Gives back the quota this edge holds unused: after intake stopped, before Redis closes. */
     close(): Promise<void> {
       return quota.close();
     },
