@@ -136,6 +136,24 @@ describe("the monthly quota across two edges", () => {
     expect(await queued(k.projectId)).toBe(5);
   });
 
+  it("an edge that shuts down gives back the units it holds unused", async () => {
+    await notAtMonthEnd();
+    // A third edge on the same Redis (a queue of its own: closing it clears that queue).
+    const c = await startEdge();
+    try {
+      const k = await c.createKey({ plan: "free", overrides: OVERRIDES });
+      const [counter, holders] = quotaKeys("headroom:quota", `${k.projectId}:${month()}`);
+      await send(k.key, Array(5).fill(c), 5);
+      await send(k.key, Array(10).fill(c), 10);
+      expect(Number(await a.edge.redis.get(counter))).toBeGreaterThan(15);
+      await c.close();
+      expect(await a.edge.redis.get(counter)).toBe("15");
+      expect(await a.edge.redis.hlen(holders)).toBe(0);
+    } finally {
+      await c.close();
+    }
+  });
+
   it("a month counted before the upgrade keeps counting (rate-limiter-flexible's counter)", async () => {
     await notAtMonthEnd();
     const k = await a.createKey({ plan: "free", overrides: OVERRIDES });
