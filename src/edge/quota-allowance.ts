@@ -21,7 +21,8 @@ import type { QuotaStore } from "./quota-counter.js";
 //   elsewhere, or what is held is past its lease by `graceMs` (an edge that died holding units:
 //   they are lost for the month, never given twice).
 // - After a final refusal the edge refuses the project locally for `refusalCacheMs`, so reports
-//   over the quota cost no round trip either; a unit given back on this edge ends that.
+//   over the quota cost no round trip either. A unit given back on this edge ends that; one given
+//   back on another edge (its enqueue failed) is seen here only when that time is over.
 
 export interface QuotaAllowanceOptions {
   store: QuotaStore;
