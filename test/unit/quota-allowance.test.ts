@@ -6,7 +6,15 @@ import {
   type QuotaGrant,
   type QuotaRefusal,
 } from "../../src/edge/quota-allowance.js";
-import type { QuotaCall, QuotaReply, QuotaStore } from "../../src/edge/quota-counter.js";
+import {
+  type QuotaCall,
+  type QuotaReply,
+  type QuotaStore,
+  quotaKeys,
+  redisQuotaStore,
+} from "../../src/edge/quota-counter.js";
+import type { RedisClient } from "../../src/redis/connections.js";
+import { keySlot } from "../../src/redis/key-slot.js";
 
 // Edges share one month's counter. Here it is kept in memory with the clock the test moves: the
 // same QuotaStore contract as the Redis script (quota-counter.ts), each call applied at once and
@@ -417,5 +425,28 @@ describe("quota allowance: exact at the end of the quota", () => {
       ),
       { numRuns: 500 },
     );
+  });
+});
+
+describe("quota keys", () => {
+  it("the counter keeps rate-limiter-flexible's name; its holders share its Cluster slot", () => {
+    expect(quotaKeys("headroom:quota", "prj:2024-05")[0]).toBe("headroom:quota:prj:2024-05");
+    fc.assert(
+      fc.property(
+        fc.constantFrom("headroom:quota", "{headroom}:quota", "x{tag}y:quota", "a{b:quota"),
+        fc.stringMatching(/^[A-Za-z0-9._-]{1,64}$/),
+        (prefix, project) => {
+          const [counter, holders] = quotaKeys(prefix, `${project}:2024-05`);
+          expect(holders).not.toBe(counter);
+          expect(keySlot(holders)).toBe(keySlot(counter));
+        },
+      ),
+    );
+  });
+
+  it("refuses a prefix whose braces no other key can match, before any report", () => {
+    const untouched = {} as RedisClient;
+    expect(() => redisQuotaStore(untouched, "x{}y:quota")).toThrow(/Cluster slot/);
+    expect(() => redisQuotaStore(untouched, "x}y:quota")).toThrow(/Cluster slot/);
   });
 });
