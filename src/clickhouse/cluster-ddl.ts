@@ -14,7 +14,8 @@
 // dropped and created again, or renamed, gets a path of its own; these migrations never drop or
 // rename a table. In exchange an explicit path is the same text on every host: a replica added
 // later gets its tables from the very same statements, where `{uuid}` needs each table's UUID
-// copied from another host (ClickHouse accepts `{uuid}` only ON CLUSTER or with an explicit UUID).
+// copied from another host (ClickHouse takes `{uuid}` only ON CLUSTER, with an explicit UUID,
+// or in a Replicated database).
 // `{shard}` in the path is what keeps shards apart: each shard has its own replicas and its own
 // deduplication log, which the sinks rely on (see report-sink.ts).
 

@@ -14,7 +14,7 @@ import {
 // Versioned schema migrations, tracked in `schema_migrations`. Every statement is idempotent
 // (IF NOT EXISTS), so concurrent workers starting together, or a migration interrupted half way,
 // are harmless: running again finishes the job. With a cluster (CLICKHOUSE_CLUSTER) the same
-// statements create replicated tables behind Distributed ones: the differences are in cluster-ddl.ts.
+// statements create replicated tables behind Distributed ones; what differs is in cluster-ddl.ts.
 
 export interface MigrationContext extends DdlContext {
   retentionDays: number;
