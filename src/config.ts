@@ -139,6 +139,14 @@ export const configSchema = z.object({
   CLICKHOUSE_PATH: z.string().min(1).default("./.data/clickhouse"),
   CLICKHOUSE_REQUEST_TIMEOUT_MS: int(1_000).default(60_000),
   RETENTION_DAYS: int(1, 36_500).default(400),
+  /**
+   * A cluster of ClickHouse servers (a name in their `remote_servers`): `migrate` creates the
+   * schema ON CLUSTER, replicated and sharded, and the workers insert through Distributed tables.
+   */
+  CLICKHOUSE_CLUSTER: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_-]{0,127}$/, "must be a cluster name (letters, digits, _ and -)")
+    .optional(),
 
   BATCH_MAX_ROWS: int(1, 1_000_000).default(20_000),
   BATCH_MAX_WAIT_MS: int(1, 60_000).default(1_000),
@@ -196,6 +204,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const topologyProblem = redisTopologyProblem(config);
   if (topologyProblem) throw new ConfigError(`invalid configuration:\n  ${topologyProblem}`);
+  // The embedded engine is one node: it has no cluster to create the schema on.
+  if (config.CLICKHOUSE_CLUSTER && !config.CLICKHOUSE_URL) {
+    throw new ConfigError(
+      "invalid configuration:\n  CLICKHOUSE_CLUSTER: needs CLICKHOUSE_URL (a server of the cluster)",
+    );
+  }
   if (!(config.DEFAULT_PLAN in config.PLANS)) {
     throw new ConfigError(
       `invalid configuration:\n  DEFAULT_PLAN: unknown plan "${config.DEFAULT_PLAN}"`,

@@ -33,6 +33,7 @@ export interface AlertsWorkerDeps {
     Config,
     | "QUEUE_PREFIX"
     | "CLICKHOUSE_DATABASE"
+    | "CLICKHOUSE_CLUSTER"
     | "RETRY_MAX_DELAY_MS"
     | "ALERTS_CONCURRENCY"
     | "ALERTS_WEBHOOK_CONCURRENCY"
@@ -53,7 +54,11 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
   const prefix = config.QUEUE_PREFIX;
   const states = createStateStore(redis, prefix);
   const rules = createRuleStore(redis, prefix);
-  const sink = createEventSink(deps.clickhouse, config.CLICKHOUSE_DATABASE);
+  const sink = createEventSink(
+    deps.clickhouse,
+    config.CLICKHOUSE_DATABASE,
+    config.CLICKHOUSE_CLUSTER,
+  );
   const webhooks = createWebhookQueue(redis, prefix, {
     attempts: config.ALERTS_WEBHOOK_ATTEMPTS,
     backoffMs: config.ALERTS_WEBHOOK_BACKOFF_MS,

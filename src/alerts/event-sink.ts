@@ -1,9 +1,11 @@
 import type { ClickHouseClient } from "@clickhouse/client";
+import { distributedInsertSettings } from "../clickhouse/report-sink.js";
 import type { AlertEvent } from "./alert-event.js";
 
 // Events into ClickHouse `alert_events`. A batch's events are inserted with a deduplication token
 // derived from the batch, and the same rows every time (they come from the outbox): a repeated
 // insert is dropped; the table (ReplacingMergeTree by event id) and its view keep one row anyway.
+// On a cluster the insert goes through the Distributed table in the foreground, as reports do.
 
 /** ISO `2024-05-01T10:00:00.123Z` → ClickHouse DateTime64(3) text. */
 const chTime = (iso: string) => `${iso.slice(0, 10)} ${iso.slice(11, 23)}`;
@@ -12,7 +14,7 @@ export interface EventSink {
   insert(events: AlertEvent[], dedupToken: string): Promise<void>;
 }
 
-export function createEventSink(client: ClickHouseClient, db: string): EventSink {
+export function createEventSink(client: ClickHouseClient, db: string, cluster?: string): EventSink {
   return {
     async insert(events, dedupToken) {
       if (events.length === 0) return;
@@ -43,6 +45,7 @@ export function createEventSink(client: ClickHouseClient, db: string): EventSink
           insert_deduplication_token: `alerts-${dedupToken}`,
           insert_deduplicate: 1,
           async_insert: 0,
+          ...distributedInsertSettings(cluster),
         },
       });
     },

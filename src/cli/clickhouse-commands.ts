@@ -12,7 +12,11 @@ export async function migrateCommand(): Promise<void> {
   try {
     const applied = await migrate(
       client,
-      { db: config.CLICKHOUSE_DATABASE, retentionDays: config.RETENTION_DAYS },
+      {
+        db: config.CLICKHOUSE_DATABASE,
+        retentionDays: config.RETENTION_DAYS,
+        cluster: config.CLICKHOUSE_CLUSTER,
+      },
       (msg) => process.stdout.write(`${msg}\n`),
     );
     if (applied.length === 0) process.stdout.write("schema is up to date\n");

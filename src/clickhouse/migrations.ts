@@ -1,12 +1,22 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import { REPORT_COLUMNS, type ReportColumn } from "../report/report-schema.js";
+import {
+  createDatabase,
+  type DdlContext,
+  dedupWindow,
+  distributedFront,
+  engine,
+  migrationsTable,
+  onCluster,
+  stored,
+} from "./cluster-ddl.js";
 
 // Versioned schema migrations, tracked in `schema_migrations`. Every statement is idempotent
 // (IF NOT EXISTS), so concurrent workers starting together, or a migration interrupted half way,
-// are harmless: running again finishes the job.
+// are harmless: running again finishes the job. With a cluster (CLICKHOUSE_CLUSTER) the same
+// statements create replicated tables behind Distributed ones; what differs is in cluster-ddl.ts.
 
-export interface MigrationContext {
-  db: string;
+export interface MigrationContext extends DdlContext {
   retentionDays: number;
 }
 
@@ -44,7 +54,7 @@ export const COLUMN_TYPES: Record<ReportColumn, string> = {
 // tables materialized views write to. A worker frozen mid-insert, or a job redelivered late,
 // must still fall inside it: 100,000 inserts is hours at the rates a worker inserts at.
 const DEDUP_WINDOW = 100_000;
-const DEDUP = `non_replicated_deduplication_window = ${DEDUP_WINDOW}`;
+const dedup = (ctx: MigrationContext) => dedupWindow(ctx, DEDUP_WINDOW);
 const DEDUP_TABLES = [
   "reports",
   "reports_minute",
@@ -65,7 +75,7 @@ const CREDITS_TUPLE =
 /** A rollup table and the materialized view that keeps it, per `bucket` of time. */
 function rollup(ctx: MigrationContext, name: string, bucketType: string, bucketExpr: string) {
   return [
-    `CREATE TABLE IF NOT EXISTS ${ctx.db}.${name} (
+    `CREATE TABLE IF NOT EXISTS ${stored(ctx, name)}${onCluster(ctx)} (
       project_id LowCardinality(String),
       app LowCardinality(String),
       provider LowCardinality(String),
@@ -79,12 +89,13 @@ function rollup(ctx: MigrationContext, name: string, bucketType: string, bucketE
       tokens_limit_max SimpleAggregateFunction(max, Nullable(Int64)),
       cost_sum SimpleAggregateFunction(sum, Decimal(38, 12)),
       credits_remaining_last AggregateFunction(argMaxIf, Nullable(Decimal(38, 12)), DateTime64(3, 'UTC'), UInt8)
-    ) ENGINE = AggregatingMergeTree
+    ) ENGINE = ${engine(ctx, "AggregatingMergeTree", name)}
     PARTITION BY toYYYYMM(bucket)
     ORDER BY (project_id, provider, model, app, bucket)
     TTL toDateTime(bucket) + INTERVAL ${ctx.retentionDays} DAY
-    SETTINGS ${DEDUP}`,
-    `CREATE MATERIALIZED VIEW IF NOT EXISTS ${ctx.db}.${name}_mv TO ${ctx.db}.${name} AS
+    SETTINGS ${dedup(ctx)}`,
+    ...distributedFront(ctx, name),
+    `CREATE MATERIALIZED VIEW IF NOT EXISTS ${ctx.db}.${name}_mv${onCluster(ctx)} TO ${stored(ctx, name)} AS
     SELECT project_id, app, provider, model, ${bucketExpr} AS bucket,
       count() AS reports,
       countIf(NOT ${HAS_LIMITS}) AS hints,
@@ -94,9 +105,9 @@ function rollup(ctx: MigrationContext, name: string, bucketType: string, bucketE
       max(tokens_limit) AS tokens_limit_max,
       sum(ifNull(request_cost, toDecimal128(0, 12))) AS cost_sum,
       argMaxIfState(credits_remaining, timestamp, credits_remaining IS NOT NULL) AS credits_remaining_last
-    FROM ${ctx.db}.reports
+    FROM ${stored(ctx, "reports")}
     GROUP BY project_id, app, provider, model, bucket`,
-    `CREATE VIEW IF NOT EXISTS ${ctx.db}.${name}_v AS
+    `CREATE VIEW IF NOT EXISTS ${ctx.db}.${name}_v${onCluster(ctx)} AS
     SELECT project_id, app, provider, model, bucket,
       sum(reports) AS reports, sum(hints) AS hints,
       min(requests_remaining_min) AS requests_remaining_min,
@@ -115,19 +126,21 @@ export const MIGRATIONS: Migration[] = [
     version: 1,
     name: "reports",
     statements: (ctx) => [
-      `CREATE TABLE IF NOT EXISTS ${ctx.db}.reports (
+      `CREATE TABLE IF NOT EXISTS ${stored(ctx, "reports")}${onCluster(ctx)} (
         ${REPORT_COLUMNS.map((c) => `${c} ${COLUMN_TYPES[c]}`).join(",\n        ")},
         -- When ClickHouse took the row: inserted_at - received_at is the pipeline's lag.
         inserted_at DateTime64(3, 'UTC') DEFAULT now64(3),
         INDEX timestamp_minmax timestamp TYPE minmax GRANULARITY 1,
         INDEX report_id_bloom report_id TYPE bloom_filter(0.001) GRANULARITY 1
-      ) ENGINE = ReplacingMergeTree
+      ) ENGINE = ${engine(ctx, "ReplacingMergeTree", "reports")}
       PARTITION BY toYYYYMM(received_at)
       ORDER BY (project_id, provider, model, app, timestamp, report_id)
       TTL toDateTime(received_at) + INTERVAL ${ctx.retentionDays} DAY
-      SETTINGS ${DEDUP}`,
+      SETTINGS ${dedup(ctx)}`,
+      // Sharded by report id: every copy of a report is on one shard, where FINAL can see it.
+      ...distributedFront(ctx, "reports", "cityHash64(report_id)"),
       // Analysts read this view: FINAL counts a redelivered report once, merged or not.
-      `CREATE VIEW IF NOT EXISTS ${ctx.db}.reports_v AS SELECT * FROM ${ctx.db}.reports FINAL`,
+      `CREATE VIEW IF NOT EXISTS ${ctx.db}.reports_v${onCluster(ctx)} AS SELECT * FROM ${ctx.db}.reports FINAL`,
     ],
   },
   {
@@ -142,7 +155,7 @@ export const MIGRATIONS: Migration[] = [
     version: 3,
     name: "latest_limits",
     statements: (ctx) => [
-      `CREATE TABLE IF NOT EXISTS ${ctx.db}.latest_limits (
+      `CREATE TABLE IF NOT EXISTS ${stored(ctx, "latest_limits")}${onCluster(ctx)} (
         project_id LowCardinality(String),
         app LowCardinality(String),
         provider LowCardinality(String),
@@ -152,20 +165,21 @@ export const MIGRATIONS: Migration[] = [
         limits AggregateFunction(argMaxIf, ${LIMITS_TUPLE}, DateTime64(3, 'UTC'), UInt8),
         credits_at SimpleAggregateFunction(max, Nullable(DateTime64(3, 'UTC'))),
         credits AggregateFunction(argMaxIf, ${CREDITS_TUPLE}, DateTime64(3, 'UTC'), UInt8)
-      ) ENGINE = AggregatingMergeTree
+      ) ENGINE = ${engine(ctx, "AggregatingMergeTree", "latest_limits")}
       ORDER BY (project_id, provider, model, app)
-      SETTINGS ${DEDUP}`,
+      SETTINGS ${dedup(ctx)}`,
+      ...distributedFront(ctx, "latest_limits"),
       // A provider hint (every limit null) moves last_seen but never blanks the last figures.
-      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${ctx.db}.latest_limits_mv TO ${ctx.db}.latest_limits AS
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${ctx.db}.latest_limits_mv${onCluster(ctx)} TO ${stored(ctx, "latest_limits")} AS
       SELECT project_id, app, provider, model,
         max(timestamp) AS last_seen,
         maxIfOrNull(timestamp, ${HAS_LIMITS}) AS limits_at,
         argMaxIfState(CAST((requests_limit, requests_remaining, tokens_limit, tokens_remaining, reset_requests_ms, reset_tokens_ms), '${LIMITS_TUPLE}'), timestamp, ${HAS_LIMITS}) AS limits,
         maxIfOrNull(timestamp, ${HAS_CREDITS}) AS credits_at,
         argMaxIfState(CAST((credits_limit, credits_remaining, request_cost), '${CREDITS_TUPLE}'), timestamp, ${HAS_CREDITS}) AS credits
-      FROM ${ctx.db}.reports
+      FROM ${stored(ctx, "reports")}
       GROUP BY project_id, app, provider, model`,
-      `CREATE VIEW IF NOT EXISTS ${ctx.db}.latest_limits_v AS
+      `CREATE VIEW IF NOT EXISTS ${ctx.db}.latest_limits_v${onCluster(ctx)} AS
       SELECT project_id, app, provider, model, last_seen, limits_at,
         l.requests_limit AS requests_limit,
         l.requests_remaining AS requests_remaining,
@@ -194,7 +208,7 @@ export const MIGRATIONS: Migration[] = [
     statements: (ctx) => [
       // One row per alert event (alerts/alert-event.ts). Replacing by event id: an event stored
       // again (a batch evaluated twice) is one row after merges, and one row in the view at once.
-      `CREATE TABLE IF NOT EXISTS ${ctx.db}.alert_events (
+      `CREATE TABLE IF NOT EXISTS ${stored(ctx, "alert_events")}${onCluster(ctx)} (
         event_id String,
         rule_id LowCardinality(String),
         project_id LowCardinality(String),
@@ -214,12 +228,13 @@ export const MIGRATIONS: Migration[] = [
         report_id UUID,
         at DateTime64(3, 'UTC'),
         inserted_at DateTime64(3, 'UTC') DEFAULT now64(3)
-      ) ENGINE = ReplacingMergeTree
+      ) ENGINE = ${engine(ctx, "ReplacingMergeTree", "alert_events")}
       PARTITION BY toYYYYMM(at)
       ORDER BY (project_id, at, event_id)
       TTL toDateTime(at) + INTERVAL ${ctx.retentionDays} DAY
-      SETTINGS ${DEDUP}`,
-      `CREATE VIEW IF NOT EXISTS ${ctx.db}.alert_events_v AS
+      SETTINGS ${dedup(ctx)}`,
+      ...distributedFront(ctx, "alert_events", "cityHash64(event_id)"),
+      `CREATE VIEW IF NOT EXISTS ${ctx.db}.alert_events_v${onCluster(ctx)} AS
       SELECT event_id, rule_id, project_id, provider, model, app, metric, level, used_pct,
         \`limit\`, remaining, reset_ms, burn_per_s, exhaustion_eta_s, warn_pct, critical_pct,
         report_id, at, inserted_at
@@ -231,7 +246,9 @@ export const MIGRATIONS: Migration[] = [
     name: "deduplication_window",
     // Tables made before the window grew from 10,000 inserts.
     statements: (ctx) =>
-      DEDUP_TABLES.map((t) => `ALTER TABLE ${ctx.db}.${t} MODIFY SETTING ${DEDUP}`),
+      DEDUP_TABLES.map(
+        (t) => `ALTER TABLE ${stored(ctx, t)}${onCluster(ctx)} MODIFY SETTING ${dedup(ctx)}`,
+      ),
   },
 ];
 
@@ -240,12 +257,8 @@ export async function migrate(
   ctx: MigrationContext,
   log: (msg: string) => void = () => {},
 ): Promise<number[]> {
-  await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${ctx.db}` });
-  await client.command({
-    query: `CREATE TABLE IF NOT EXISTS ${ctx.db}.schema_migrations (
-      version UInt32, name String, applied_at DateTime64(3, 'UTC') DEFAULT now64(3)
-    ) ENGINE = ReplacingMergeTree ORDER BY version`,
-  });
+  await client.command({ query: createDatabase(ctx) });
+  await client.command({ query: migrationsTable(ctx) });
   const rs = await client.query({
     query: `SELECT version FROM ${ctx.db}.schema_migrations FINAL`,
     format: "JSONEachRow",

@@ -1,4 +1,4 @@
-import type { ClickHouseClient } from "@clickhouse/client";
+import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
 import { REPORT_COLUMNS, type ReportRow } from "../report/report-schema.js";
 
 // Where report rows land: one JSONCompactEachRow insert per batch into `reports` (the rollups and
@@ -11,7 +11,34 @@ export interface ReportSink {
 
 const COLUMNS = REPORT_COLUMNS as [string, ...string[]];
 
-export function createReportSink(client: ClickHouseClient, db: string): ReportSink {
+/**
+ * On a cluster (CLICKHOUSE_CLUSTER) `reports` and `alert_events` are Distributed tables, and an
+ * insert into them must stay exact when a batch is inserted again.
+ *
+ * In the foreground (distributed_foreground_insert) the insert returns once every shard stored its
+ * rows. The block is split by the sharding key, cityHash64 of the row's id, and each shard gets
+ * its rows as one insert carrying this query's settings, the deduplication token unchanged
+ * (ClickHouse's DistributedSink; seen on the embedded engine in
+ * test/integration/clickhouse-cluster.test.ts). A batch sent again splits into the same
+ * per-shard blocks, so each shard's replicated table drops its repeat against its own
+ * deduplication log (`{shard}` in its Keeper path), and so do the materialized views on it; a
+ * shard that failed the first time stores its rows now.
+ *
+ * In the background (the default) the insert is acknowledged once the rows are queued on the
+ * receiving host's disk, before any shard has them, and batched sends
+ * (distributed_background_insert_batch) put several queued blocks into one insert under the
+ * first one's settings and token. Neither fits "complete a job only after ClickHouse holds its
+ * rows", so the sinks always insert in the foreground.
+ */
+export function distributedInsertSettings(cluster: string | undefined): ClickHouseSettings {
+  return cluster ? { distributed_foreground_insert: 1 } : {};
+}
+
+export function createReportSink(
+  client: ClickHouseClient,
+  db: string,
+  cluster?: string,
+): ReportSink {
   return {
     async insert(rows, dedupToken) {
       await client.insert({
@@ -27,6 +54,7 @@ export function createReportSink(client: ClickHouseClient, db: string): ReportSi
           deduplicate_blocks_in_dependent_materialized_views: 1,
           // A batch is one part: no async buffering between us and the acknowledgement.
           async_insert: 0,
+          ...distributedInsertSettings(cluster),
         },
       });
     },

@@ -72,7 +72,11 @@ export async function startLocalStack(
     const ch = createClickHouse(config);
     await migrate(
       ch,
-      { db: config.CLICKHOUSE_DATABASE, retentionDays: config.RETENTION_DAYS },
+      {
+        db: config.CLICKHOUSE_DATABASE,
+        retentionDays: config.RETENTION_DAYS,
+        cluster: config.CLICKHOUSE_CLUSTER,
+      },
       (m) => logger.info(m),
     );
     await ch.close();

@@ -31,6 +31,7 @@ export interface IngestWorkerDeps {
     | "QUEUE_PREFIX"
     | "QUEUE_NAME"
     | "CLICKHOUSE_DATABASE"
+    | "CLICKHOUSE_CLUSTER"
     | "BATCH_MAX_ROWS"
     | "BATCH_MAX_WAIT_MS"
     | "WORKER_CONCURRENCY"
@@ -83,7 +84,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       })
     : undefined;
   const processor = createIngestProcessor({
-    sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE),
+    sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE, config.CLICKHOUSE_CLUSTER),
     manifests,
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,

@@ -11,7 +11,11 @@ export async function createWorkerClients(config: Config, logger: Logger) {
   if (config.MIGRATE_ON_START) {
     await migrate(
       clickhouse,
-      { db: config.CLICKHOUSE_DATABASE, retentionDays: config.RETENTION_DAYS },
+      {
+        db: config.CLICKHOUSE_DATABASE,
+        retentionDays: config.RETENTION_DAYS,
+        cluster: config.CLICKHOUSE_CLUSTER,
+      },
       (msg) => logger.info(msg),
     );
   }

@@ -64,11 +64,22 @@ describe("loadConfig", () => {
     ["REDIS_URL", "http://127.0.0.1:6379"],
     ["CLICKHOUSE_URL", "not a url"],
     ["CLICKHOUSE_DATABASE", "drop table; --"],
+    ["CLICKHOUSE_CLUSTER", "x' SETTINGS a = 1"],
     ["REDIS_MEMORY_MAX_RATIO", "2"],
     ["STACK_REDIS_PORT", "0"],
     ["METRICS_TOKEN", "short"],
   ])("names %s in the error for %j", (name, value) => {
     expect(configError({ [name]: value })).toMatch(new RegExp(`^\\s+${name}: `, "m"));
+  });
+
+  it("takes a ClickHouse cluster only with a server to reach it through", () => {
+    const url = "http://ch-1.internal:8123";
+    const c = loadConfig({ CLICKHOUSE_CLUSTER: "analytics-eu_2", CLICKHOUSE_URL: url });
+    expect(c.CLICKHOUSE_CLUSTER).toBe("analytics-eu_2");
+    expect(loadConfig({}).CLICKHOUSE_CLUSTER).toBeUndefined();
+    expect(configError({ CLICKHOUSE_CLUSTER: "analytics" })).toMatch(
+      /^\s+CLICKHOUSE_CLUSTER: needs CLICKHOUSE_URL/m,
+    );
   });
 
   it("names every bad variable at once", () => {
