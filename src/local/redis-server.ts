@@ -5,7 +5,8 @@ import { Redis } from "ioredis";
 import { type ChildServer, childServer, waitUntilUp } from "./child-process.js";
 
 // A redis-server child process on a free port: for the test harness, the local stack and the
-// benchmark. AOF on and `noeviction`, as production is configured.
+// benchmark. AOF on and `noeviction`, as production is configured (the topologies of
+// redis-cluster.ts and redis-sentinel.ts turn persistence off and add their own settings).
 
 export interface RedisServerOptions {
   dir: string;
@@ -13,6 +14,12 @@ export interface RedisServerOptions {
   maxmemory?: string;
   password?: string;
   appendfsync?: "always" | "everysec" | "no";
+  /** AOF on (the default), or no persistence at all. */
+  appendonly?: boolean;
+  /** Start as a replica of this primary (a redis:// URL; its password becomes `masterauth`). */
+  replicaOf?: string;
+  /** More `--name value` settings, after ours (a cluster node's, for instance). */
+  args?: string[];
   /** Inherit the child's output (the local stack); tests keep it quiet. */
   inheritOutput?: boolean;
   /** Own process group: a terminal's Ctrl-C reaches only the supervisor, which stops us in order. */
@@ -58,7 +65,7 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<RedisS
     "--dir",
     opts.dir,
     "--appendonly",
-    "yes",
+    opts.appendonly === false ? "no" : "yes",
     "--appendfsync",
     opts.appendfsync ?? "everysec",
     "--save",
@@ -69,8 +76,14 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<RedisS
     "no",
     "--daemonize",
     "no",
+    // A replica attaching (the topologies', the benchmark's) is sent the data at once, not after
+    // Redis's default 5 s wait for more replicas to share one transfer.
+    "--repl-diskless-sync-delay",
+    "0",
     ...(opts.maxmemory ? ["--maxmemory", opts.maxmemory] : []),
     ...(opts.password ? ["--requirepass", opts.password] : []),
+    ...(opts.replicaOf ? replicaOfArgs(opts.replicaOf) : []),
+    ...(opts.args ?? []),
   ];
   const child = spawn("redis-server", args, {
     detached: opts.detached ?? false,
@@ -78,11 +91,22 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<RedisS
   });
   const auth = opts.password ? `:${encodeURIComponent(opts.password)}@` : "";
   const url = `redis://${auth}127.0.0.1:${port}`;
-  await waitUntilUp(child, `redis-server on 127.0.0.1:${port}`, () => ping(url), 10_000);
+  await waitUntilUp(child, `redis-server on 127.0.0.1:${port}`, () => answersPing(url), 10_000);
   return childServer(child, url, port);
 }
 
-async function ping(url: string): Promise<boolean> {
+function replicaOfArgs(primaryUrl: string): string[] {
+  const primary = new URL(primaryUrl);
+  return [
+    "--replicaof",
+    primary.hostname,
+    primary.port || "6379",
+    ...(primary.password ? ["--masterauth", decodeURIComponent(primary.password)] : []),
+  ];
+}
+
+/** True once the server at `url` answers PING with PONG (a sentinel does too). */
+export async function answersPing(url: string): Promise<boolean> {
   const client = new Redis(url, {
     lazyConnect: true,
     maxRetriesPerRequest: 0,
