@@ -1,0 +1,346 @@
+import { spawn, spawnSync } from "node:child_process";
+import { join } from "node:path";
+import type { Redis } from "ioredis";
+import { keySlot } from "../redis/key-slot.js";
+import { pollUntil } from "./poll-until.js";
+import { info, parseInfo, withRedis } from "./redis-probe.js";
+import { type RedisNode, redisNode, redisProcesses, topologyDir } from "./redis-processes.js";
+import { freePort, startRedisServer } from "./redis-server.js";
+
+// A local Redis Cluster of redis-server processes on free ports (3 primaries with a replica each
+// by default), formed by `redis-cli --cluster create`, for the failover tests and the benchmark.
+// A short cluster-node-timeout makes a failover take seconds. No persistence: a node restarted
+// after its replica was promoted comes back empty, as a replica of the promoted node, and copies
+// its data (restarting a primary that has NOT been failed over would bring it back empty and
+// still owning its slots: the tests restart a primary only after waitForPromotion).
+
+export interface RedisClusterOptions {
+  primaries?: number;
+  replicasPerPrimary?: number;
+  password?: string;
+  /** cluster-node-timeout: a primary unreachable this long is failed over. */
+  nodeTimeoutMs?: number;
+  /** Where the nodes' directories go; by default a temp dir that stop() removes. */
+  dir?: string;
+  /** Bound on each wait of the harness (forming, promotion, a restarted node rejoining). */
+  timeoutMs?: number;
+}
+
+export interface ClusterNode extends RedisNode {
+  /** The cluster's id of the node: kept in its nodes.conf, so the same after a restart. */
+  id: string;
+}
+
+export interface RedisCluster {
+  nodes: ClusterNode[];
+  /** The nodes as REDIS_CLUSTER_NODES lists them: "host:port,host:port,…". */
+  seeds: string;
+  password: string | undefined;
+  /** The primary serving a slot or a key's slot, as a running node sees the cluster now. */
+  primaryOf(slotOrKey: number | string): Promise<ClusterNode>;
+  /** The replicas of `primary`, as a running node sees the cluster now. */
+  replicasOf(primary: ClusterNode): Promise<ClusterNode[]>;
+  /** The first of replicasOf(primary); throws when it has none. */
+  replicaOf(primary: ClusterNode): Promise<ClusterNode>;
+  isRunning(node: ClusterNode): boolean;
+  /** SIGKILL; a primary's slots are noted first, for waitForPromotion. */
+  kill(node: ClusterNode): Promise<void>;
+  /** SIGSTOP and SIGCONT: a node that hangs (to the others, as if cut off), then wakes up. */
+  pause(node: ClusterNode): void;
+  resume(node: ClusterNode): void;
+  /** Starts a killed node on its port with its nodes.conf; resolves once the cluster is healthy. */
+  restart(node: ClusterNode): Promise<void>;
+  /**
+   * Resolves with the node that took over the slots of the killed `oldPrimary`, once every running
+   * node sees it as their primary and says cluster_state:ok.
+   */
+  waitForPromotion(oldPrimary: ClusterNode): Promise<ClusterNode>;
+  /** Resolves once every running node agrees on one healthy cluster (see assertHealthy). */
+  waitForHealthy(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Default of cluster-node-timeout: failures are seen in a second, not Redis's default 15. */
+export const CLUSTER_NODE_TIMEOUT_MS = 1_000;
+
+export class RedisCliMissingError extends Error {
+  override name = "RedisCliMissingError";
+  constructor() {
+    super(
+      "redis-cli was not found on PATH; it forms the local cluster. Install it with Redis 7 (Debian/Ubuntu: apt-get install -y redis-tools; macOS: brew install redis).",
+    );
+  }
+}
+
+export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise<RedisCluster> {
+  const primaries = opts.primaries ?? 3;
+  const replicasPerPrimary = opts.replicasPerPrimary ?? 1;
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  if (spawnSync("redis-cli", ["--version"], { stdio: "ignore" }).status !== 0) {
+    throw new RedisCliMissingError();
+  }
+  const { dir, removeOnStop } = topologyDir(opts.dir, "headroom-redis-cluster-");
+  const processes = redisProcesses(removeOnStop);
+  const count = primaries * (1 + replicasPerPrimary);
+  const slotsOfKilled = new Map<string, SlotRange[]>();
+
+  const startNode = async ([port, busPort]: [number, number]): Promise<RedisNode> => {
+    const node = redisNode(port, opts.password);
+    const args = [
+      "--cluster-enabled",
+      "yes",
+      "--cluster-config-file",
+      "nodes.conf",
+      "--cluster-port",
+      String(busPort),
+      "--cluster-node-timeout",
+      String(opts.nodeTimeoutMs ?? CLUSTER_NODE_TIMEOUT_MS),
+      ...(opts.password ? ["--masterauth", opts.password] : []),
+    ];
+    const start = () =>
+      startRedisServer({
+        dir: join(dir, `node-${port}`),
+        port,
+        appendonly: false,
+        args,
+        ...(opts.password ? { password: opts.password } : {}),
+      });
+    return processes.add(node, start);
+  };
+
+  const view = async (): Promise<ClusterView> => {
+    for (const node of nodes.filter((n) => processes.isRunning(n))) {
+      const text = await withRedis(node.url, (r) => r.call("CLUSTER", "NODES")).catch(() => null);
+      if (typeof text === "string") return parseClusterNodes(text);
+    }
+    throw new Error("no node of the cluster answers");
+  };
+  const byId = (id: string) => {
+    const node = nodes.find((n) => n.id === id);
+    if (!node) throw new Error(`node ${id} is not one of ours`);
+    return node;
+  };
+  const healthy = () =>
+    assertHealthy(
+      nodes.filter((n) => processes.isRunning(n)),
+      nodes.length,
+    );
+
+  let nodes: ClusterNode[] = [];
+  try {
+    const ports = await freePorts(2 * count);
+    const started = await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        startNode([ports[2 * i] ?? 0, ports[2 * i + 1] ?? 0]),
+      ),
+    );
+    nodes = await Promise.all(
+      started.map(async (n) => ({
+        ...n,
+        id: String(await withRedis(n.url, (r) => r.call("CLUSTER", "MYID"))),
+      })),
+    );
+    await createCluster(nodes, replicasPerPrimary, opts.password, timeoutMs);
+    await pollUntil("cluster formed", healthy, { timeoutMs });
+  } catch (err) {
+    await processes.stop();
+    throw err;
+  }
+
+  const primaryOf = async (slotOrKey: number | string) => {
+    const slot = typeof slotOrKey === "number" ? slotOrKey : keySlot(slotOrKey);
+    const owner = (await view()).find(
+      (e) => e.flags.has("master") && e.slots.some(([a, b]) => a <= slot && slot <= b),
+    );
+    if (!owner) throw new Error(`no primary serves slot ${slot}`);
+    return byId(owner.id);
+  };
+  const replicasOf = async (primary: ClusterNode) =>
+    (await view()).filter((e) => e.masterId === primary.id).map((e) => byId(e.id));
+
+  return {
+    nodes,
+    seeds: nodes.map((n) => n.address).join(","),
+    password: opts.password,
+    primaryOf,
+    replicasOf,
+    async replicaOf(primary) {
+      const [replica] = await replicasOf(primary);
+      if (!replica) throw new Error(`${primary.address} has no replica`);
+      return replica;
+    },
+    isRunning: (node) => processes.isRunning(node),
+    async kill(node) {
+      const entry = (await view()).find((e) => e.id === node.id);
+      if (entry?.flags.has("master") && entry.slots.length > 0) {
+        slotsOfKilled.set(node.id, entry.slots);
+      }
+      await processes.kill(node);
+    },
+    pause: (node) => processes.pause(node),
+    resume: (node) => processes.resume(node),
+    async restart(node) {
+      await processes.restart(node);
+      await pollUntil(`${node.address} back in the cluster`, healthy, { timeoutMs });
+    },
+    async waitForPromotion(oldPrimary) {
+      const slots = slotsOfKilled.get(oldPrimary.id);
+      if (!slots) throw new Error(`${oldPrimary.address} was not a primary killed by kill()`);
+      const survivors = nodes.filter((n) => n !== oldPrimary && processes.isRunning(n));
+      const promoted = await pollUntil(
+        `a replica of ${oldPrimary.address} promoted`,
+        async () => {
+          const owners = await Promise.all(
+            survivors.map((n) => withRedis(n.url, (r) => promotedOwner(r, oldPrimary.id, slots))),
+          );
+          const first = owners[0];
+          if (!first || owners.some((o) => o !== first)) {
+            throw new Error(`the survivors disagree: ${owners.join(", ")}`);
+          }
+          return byId(first);
+        },
+        { timeoutMs },
+      );
+      slotsOfKilled.delete(oldPrimary.id);
+      return promoted;
+    },
+    waitForHealthy: () => pollUntil("cluster healthy", healthy, { timeoutMs }).then(() => {}),
+    stop: () => processes.stop(),
+  };
+}
+
+/** `count` distinct free ports (a node needs two: clients and the cluster bus). */
+async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
+}
+
+async function createCluster(
+  nodes: ClusterNode[],
+  replicasPerPrimary: number,
+  password: string | undefined,
+  timeoutMs: number,
+) {
+  const args = [
+    "--cluster",
+    "create",
+    ...nodes.map((n) => n.address),
+    "--cluster-replicas",
+    String(replicasPerPrimary),
+    "--cluster-yes",
+  ];
+  const out: Buffer[] = [];
+  const child = spawn("redis-cli", args, {
+    stdio: ["ignore", "pipe", "pipe"],
+    // Not `-a`: redis-cli warns that a password on the command line is unsafe.
+    env: { ...process.env, ...(password ? { REDISCLI_AUTH: password } : {}) },
+  });
+  child.stdout.on("data", (chunk: Buffer) => out.push(chunk));
+  child.stderr.on("data", (chunk: Buffer) => out.push(chunk));
+  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("exit", (c) => resolve(c));
+  }).finally(() => clearTimeout(timer));
+  if (code !== 0) {
+    throw new Error(`redis-cli --cluster create failed (${code}):\n${Buffer.concat(out)}`);
+  }
+}
+
+type SlotRange = [number, number];
+
+interface ClusterViewEntry {
+  id: string;
+  address: string;
+  flags: Set<string>;
+  /** The id of the primary it replicates, for a replica. */
+  masterId: string | undefined;
+  connected: boolean;
+  slots: SlotRange[];
+}
+
+type ClusterView = ClusterViewEntry[];
+
+/** `CLUSTER NODES`: `<id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link> <slot>…` */
+export function parseClusterNodes(text: string): ClusterView {
+  return text
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => {
+      const [id = "", addr = "", flags = "", master = "", , , , link = "", ...slots] =
+        line.split(" ");
+      return {
+        id,
+        address: addr.split("@")[0] ?? addr,
+        flags: new Set(flags.split(",")),
+        masterId: master === "-" ? undefined : master,
+        connected: link === "connected",
+        // Migrating and importing slots ("[123->-id]") are not owned yet.
+        slots: slots
+          .filter((s) => !s.startsWith("["))
+          .map((s): SlotRange => {
+            const [a, b = a] = s.split("-").map(Number);
+            return [a ?? 0, b ?? 0];
+          }),
+      };
+    });
+}
+
+/**
+ * Throws, saying why, unless every running node says cluster_state:ok with every slot served, and
+ * sees the same primaries and replicas, with every running node connected and not failing, and
+ * every running replica's link to its primary up (a replica that never synced would refuse to be
+ * promoted).
+ */
+async function assertHealthy(running: ClusterNode[], known: number): Promise<true> {
+  const signatures = await Promise.all(
+    running.map((node) =>
+      withRedis(node.url, async (r) => {
+        const state = parseInfo(String(await r.call("CLUSTER", "INFO")));
+        const where = node.address;
+        if (state.get("cluster_state") !== "ok") throw new Error(`${where}: cluster_state not ok`);
+        if (state.get("cluster_slots_ok") !== "16384") {
+          throw new Error(`${where}: ${state.get("cluster_slots_ok")} slots ok`);
+        }
+        if (state.get("cluster_known_nodes") !== String(known)) {
+          throw new Error(`${where} knows ${state.get("cluster_known_nodes")} nodes`);
+        }
+        const view = parseClusterNodes(String(await r.call("CLUSTER", "NODES")));
+        for (const other of running) {
+          const e = view.find((v) => v.id === other.id);
+          const bad = !e?.connected || e.flags.has("fail") || e.flags.has("fail?");
+          if (bad) throw new Error(`${where} sees ${other.address} failing or unknown`);
+        }
+        const replication = await info(r, "replication");
+        if (replication.get("role") === "slave" && replication.get("master_link_status") !== "up") {
+          throw new Error(`${where}: link to its primary down`);
+        }
+        return view
+          .filter((e) => running.some((n) => n.id === e.id))
+          .map((e) => `${e.id}:${e.masterId ?? "-"}:${e.slots.join(";")}`)
+          .sort()
+          .join(" ");
+      }),
+    ),
+  );
+  if (new Set(signatures).size !== 1) throw new Error("the nodes disagree on the cluster");
+  return true;
+}
+
+/**
+ * The id of the primary that now serves all of `slots` (the killed primary's), as `redis` sees
+ * it, once that is another node and the cluster is ok; throws otherwise.
+ */
+async function promotedOwner(redis: Redis, oldId: string, slots: SlotRange[]): Promise<string> {
+  const state = parseInfo(String(await redis.call("CLUSTER", "INFO")));
+  if (state.get("cluster_state") !== "ok") throw new Error("cluster_state not ok");
+  const view = parseClusterNodes(String(await redis.call("CLUSTER", "NODES")));
+  const owners = new Set(
+    slots.map(([a]) => view.find((e) => e.slots.some(([x, y]) => x <= a && a <= y))?.id),
+  );
+  const [owner] = owners;
+  if (owners.size !== 1 || owner === undefined) throw new Error("slots split or unserved");
+  if (owner === oldId) throw new Error("still served by the old primary");
+  return owner;
+}

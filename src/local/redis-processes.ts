@@ -1,0 +1,102 @@
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type ChildServer, isRunning } from "./child-process.js";
+
+// The processes of a local Redis topology (cluster nodes, a primary and its replicas,
+// sentinels): each can be SIGKILLed and started again on its port with its directory, and all
+// are stopped together, whatever state a test left them in.
+
+export interface RedisNode {
+  host: string;
+  port: number;
+  /** "host:port", as REDIS_CLUSTER_NODES and REDIS_SENTINELS list them. */
+  address: string;
+  /** redis://[:password@]host:port */
+  url: string;
+}
+
+export function redisNode(port: number, password?: string): RedisNode {
+  const host = "127.0.0.1";
+  const auth = password ? `:${encodeURIComponent(password)}@` : "";
+  return { host, port, address: `${host}:${port}`, url: `redis://${auth}${host}:${port}` };
+}
+
+/** How long a server may take to exit on SIGTERM before it gets SIGKILL. */
+const STOP_GRACE_MS = 5_000;
+
+export interface RedisProcesses {
+  /** Starts a node by `start`, and again by the same `start` on restart. */
+  add<N extends RedisNode>(node: N, start: () => Promise<ChildServer>): Promise<N>;
+  isRunning(node: RedisNode): boolean;
+  /** SIGKILL: the node is gone at once, nothing flushed. */
+  kill(node: RedisNode): Promise<void>;
+  /**
+   * SIGSTOP: the node holds its connections but answers nothing (a hung or partitioned server),
+   * until resume() (SIGCONT).
+   */
+  pause(node: RedisNode): void;
+  resume(node: RedisNode): void;
+  /** Starts a killed node again, on its port with its directory. */
+  restart(node: RedisNode): Promise<void>;
+  /** Stops every node still running (SIGTERM, then SIGKILL), and removes the directory we made. */
+  stop(): Promise<void>;
+}
+
+export function redisProcesses(removeOnStop: string | undefined): RedisProcesses {
+  const entries = new Map<number, { start: () => Promise<ChildServer>; server?: ChildServer }>();
+  const entry = (node: RedisNode) => {
+    const found = entries.get(node.port);
+    if (!found) throw new Error(`${node.address} is not a node of this topology`);
+    return found;
+  };
+  const running = (node: RedisNode) => {
+    const server = entry(node).server;
+    return server !== undefined && isRunning(server.process);
+  };
+  return {
+    async add(node, start) {
+      const e: { start: () => Promise<ChildServer>; server?: ChildServer } = { start };
+      entries.set(node.port, e);
+      e.server = await start();
+      return node;
+    },
+    isRunning: running,
+    async kill(node) {
+      await entry(node).server?.kill();
+    },
+    pause(node) {
+      if (running(node)) entry(node).server?.process.kill("SIGSTOP");
+    },
+    resume(node) {
+      if (running(node)) entry(node).server?.process.kill("SIGCONT");
+    },
+    async restart(node) {
+      const e = entry(node);
+      if (running(node)) throw new Error(`${node.address} is still running`);
+      e.server = await e.start();
+    },
+    async stop() {
+      await Promise.all(
+        [...entries.values()].map(async ({ server }) => {
+          if (!server || !isRunning(server.process)) return;
+          server.process.kill("SIGCONT"); // a paused server would not act on SIGTERM
+          const timer = setTimeout(() => void server.kill(), STOP_GRACE_MS);
+          await server.stop();
+          clearTimeout(timer);
+        }),
+      );
+      if (removeOnStop) rmSync(removeOnStop, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The topology's directory: `dir` when given (kept), else a temp dir removed by stop(). */
+export function topologyDir(dir: string | undefined, prefix: string) {
+  if (dir) {
+    mkdirSync(dir, { recursive: true });
+    return { dir, removeOnStop: undefined };
+  }
+  const made = mkdtempSync(join(tmpdir(), prefix));
+  return { dir: made, removeOnStop: made };
+}
