@@ -4,8 +4,14 @@ import type { Redis } from "ioredis";
 import { keySlot } from "../redis/key-slot.js";
 import { pollUntil } from "./poll-until.js";
 import { info, parseInfo, withRedis } from "./redis-probe.js";
-import { type RedisNode, redisNode, redisProcesses, topologyDir } from "./redis-processes.js";
-import { freePort, startRedisServer } from "./redis-server.js";
+import {
+  freePorts,
+  type RedisNode,
+  redisNode,
+  redisProcesses,
+  topologyDir,
+} from "./redis-processes.js";
+import { startRedisServer } from "./redis-server.js";
 
 // A local Redis Cluster of redis-server processes on free ports (3 primaries with a replica each
 // by default), formed by `redis-cli --cluster create`, for the failover tests and the benchmark.
@@ -45,14 +51,17 @@ export interface RedisCluster {
   isRunning(node: ClusterNode): boolean;
   /** SIGKILL; a primary's slots are noted first, for waitForPromotion. */
   kill(node: ClusterNode): Promise<void>;
-  /** SIGSTOP and SIGCONT: a node that hangs (to the others, as if cut off), then wakes up. */
-  pause(node: ClusterNode): void;
+  /**
+   * SIGSTOP: the node hangs (to the others, as if cut off) until resume() (SIGCONT); a primary's
+   * slots are noted first, for waitForPromotion.
+   */
+  pause(node: ClusterNode): Promise<void>;
   resume(node: ClusterNode): void;
   /** Starts a killed node on its port with its nodes.conf; resolves once the cluster is healthy. */
   restart(node: ClusterNode): Promise<void>;
   /**
-   * Resolves with the node that took over the slots of the killed `oldPrimary`, once every running
-   * node sees it as their primary and says cluster_state:ok.
+   * Resolves with the node that took over the slots of the killed (or paused) `oldPrimary`, once
+   * every other running node sees it as their primary and says cluster_state:ok.
    */
   waitForPromotion(oldPrimary: ClusterNode): Promise<ClusterNode>;
   /** Resolves once every running node agrees on one healthy cluster (see assertHealthy). */
@@ -82,7 +91,12 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
   const { dir, removeOnStop } = topologyDir(opts.dir, "headroom-redis-cluster-");
   const processes = redisProcesses(removeOnStop);
   const count = primaries * (1 + replicasPerPrimary);
-  const slotsOfKilled = new Map<string, SlotRange[]>();
+  /** The slots of primaries killed or paused, for waitForPromotion. */
+  const slotsLost = new Map<string, SlotRange[]>();
+  const noteSlots = async (node: ClusterNode) => {
+    const entry = (await view()).find((e) => e.id === node.id);
+    if (entry?.flags.has("master") && entry.slots.length > 0) slotsLost.set(node.id, entry.slots);
+  };
 
   const startNode = async ([port, busPort]: [number, number]): Promise<RedisNode> => {
     const node = redisNode(port, opts.password);
@@ -109,7 +123,7 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
   };
 
   const view = async (): Promise<ClusterView> => {
-    for (const node of nodes.filter((n) => processes.isRunning(n))) {
+    for (const node of nodes.filter((n) => processes.isRunning(n) && !processes.isPaused(n))) {
       const text = await withRedis(node.url, (r) => r.call("CLUSTER", "NODES")).catch(() => null);
       if (typeof text === "string") return parseClusterNodes(text);
     }
@@ -128,6 +142,7 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
 
   let nodes: ClusterNode[] = [];
   try {
+    // Two ports a node: clients', and the cluster bus's.
     const ports = await freePorts(2 * count);
     const started = await Promise.all(
       Array.from({ length: count }, (_, i) =>
@@ -171,22 +186,24 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
     },
     isRunning: (node) => processes.isRunning(node),
     async kill(node) {
-      const entry = (await view()).find((e) => e.id === node.id);
-      if (entry?.flags.has("master") && entry.slots.length > 0) {
-        slotsOfKilled.set(node.id, entry.slots);
-      }
+      await noteSlots(node);
       await processes.kill(node);
     },
-    pause: (node) => processes.pause(node),
+    async pause(node) {
+      await noteSlots(node);
+      processes.pause(node);
+    },
     resume: (node) => processes.resume(node),
     async restart(node) {
       await processes.restart(node);
       await pollUntil(`${node.address} back in the cluster`, healthy, { timeoutMs });
     },
     async waitForPromotion(oldPrimary) {
-      const slots = slotsOfKilled.get(oldPrimary.id);
-      if (!slots) throw new Error(`${oldPrimary.address} was not a primary killed by kill()`);
-      const survivors = nodes.filter((n) => n !== oldPrimary && processes.isRunning(n));
+      const slots = slotsLost.get(oldPrimary.id);
+      if (!slots) throw new Error(`${oldPrimary.address} was not a primary killed or paused`);
+      const survivors = nodes.filter(
+        (n) => n.id !== oldPrimary.id && processes.isRunning(n) && !processes.isPaused(n),
+      );
       const promoted = await pollUntil(
         `a replica of ${oldPrimary.address} promoted`,
         async () => {
@@ -201,19 +218,12 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
         },
         { timeoutMs },
       );
-      slotsOfKilled.delete(oldPrimary.id);
+      slotsLost.delete(oldPrimary.id);
       return promoted;
     },
     waitForHealthy: () => pollUntil("cluster healthy", healthy, { timeoutMs }).then(() => {}),
     stop: () => processes.stop(),
   };
-}
-
-/** `count` distinct free ports (a node needs two: clients and the cluster bus). */
-async function freePorts(count: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < count) ports.add(await freePort());
-  return [...ports];
 }
 
 async function createCluster(

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ChildServer, isRunning } from "./child-process.js";
+import { freePort } from "./redis-server.js";
 
 // The processes of a local Redis topology (cluster nodes, a primary and its replicas,
 // sentinels): each can be SIGKILLed and started again on its port with its directory, and all
@@ -37,6 +38,7 @@ export interface RedisProcesses {
    */
   pause(node: RedisNode): void;
   resume(node: RedisNode): void;
+  isPaused(node: RedisNode): boolean;
   /** Starts a killed node again, on its port with its directory. */
   restart(node: RedisNode): Promise<void>;
   /** Stops every node still running (SIGTERM, then SIGKILL), and removes the directory we made. */
@@ -44,7 +46,12 @@ export interface RedisProcesses {
 }
 
 export function redisProcesses(removeOnStop: string | undefined): RedisProcesses {
-  const entries = new Map<number, { start: () => Promise<ChildServer>; server?: ChildServer }>();
+  interface Entry {
+    start: () => Promise<ChildServer>;
+    server?: ChildServer;
+    paused?: boolean;
+  }
+  const entries = new Map<number, Entry>();
   const entry = (node: RedisNode) => {
     const found = entries.get(node.port);
     if (!found) throw new Error(`${node.address} is not a node of this topology`);
@@ -56,21 +63,29 @@ export function redisProcesses(removeOnStop: string | undefined): RedisProcesses
   };
   return {
     async add(node, start) {
-      const e: { start: () => Promise<ChildServer>; server?: ChildServer } = { start };
+      const e: Entry = { start };
       entries.set(node.port, e);
       e.server = await start();
       return node;
     },
     isRunning: running,
     async kill(node) {
-      await entry(node).server?.kill();
+      const e = entry(node);
+      await e.server?.kill();
+      e.paused = false;
     },
     pause(node) {
-      if (running(node)) entry(node).server?.process.kill("SIGSTOP");
+      const e = entry(node);
+      if (!running(node)) throw new Error(`${node.address} is not running`);
+      e.server?.process.kill("SIGSTOP");
+      e.paused = true;
     },
     resume(node) {
-      if (running(node)) entry(node).server?.process.kill("SIGCONT");
+      const e = entry(node);
+      if (running(node)) e.server?.process.kill("SIGCONT");
+      e.paused = false;
     },
+    isPaused: (node) => running(node) && entry(node).paused === true,
     async restart(node) {
       const e = entry(node);
       if (running(node)) throw new Error(`${node.address} is still running`);
@@ -99,4 +114,11 @@ export function topologyDir(dir: string | undefined, prefix: string) {
   }
   const made = mkdtempSync(join(tmpdir(), prefix));
   return { dir: made, removeOnStop: made };
+}
+
+/** `count` distinct free ports, taken one after the other (never twice the same). */
+export async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
 }

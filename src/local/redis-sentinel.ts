@@ -4,10 +4,15 @@ import { join } from "node:path";
 import { type ChildServer, childServer, waitUntilUp } from "./child-process.js";
 import { pollUntil } from "./poll-until.js";
 import { assertReplicaLinked, role, withRedis } from "./redis-probe.js";
-import { type RedisNode, redisNode, redisProcesses, topologyDir } from "./redis-processes.js";
+import {
+  freePorts,
+  type RedisNode,
+  redisNode,
+  redisProcesses,
+  topologyDir,
+} from "./redis-processes.js";
 import {
   answersPing,
-  freePort,
   hasRedisServer,
   RedisServerMissingError,
   startRedisServer,
@@ -49,7 +54,7 @@ export interface RedisSentinel {
   /** SIGKILL of a data node or a sentinel. */
   kill(node: RedisNode): Promise<void>;
   /** SIGSTOP and SIGCONT: a node that hangs (to the others, as if cut off), then wakes up. */
-  pause(node: RedisNode): void;
+  pause(node: RedisNode): Promise<void>;
   resume(node: RedisNode): void;
   /**
    * Starts a killed node on its port with its directory (a sentinel with its own config file) and
@@ -80,8 +85,7 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
   const processes = redisProcesses(removeOnStop);
   const password = opts.password ? { password: opts.password } : {};
 
-  const addDataNode = async (replicaOf?: RedisNode) => {
-    const port = await freePort();
+  const addDataNode = async (port: number, replicaOf?: RedisNode) => {
     const node = redisNode(port, opts.password);
     let primaryUrl = replicaOf?.url;
     // The sentinels reconfigure a server with REPLICAOF and CONFIG REWRITE (which fails, without
@@ -107,7 +111,9 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
   let sentinelNodes: RedisNode[] = [];
 
   const askSentinels = async <T>(fn: (sentinel: RedisNode) => Promise<T>) =>
-    Promise.all(sentinelNodes.filter((s) => processes.isRunning(s)).map(fn));
+    Promise.all(
+      sentinelNodes.filter((s) => processes.isRunning(s) && !processes.isPaused(s)).map(fn),
+    );
   const primaryAddress = (sentinel: RedisNode) =>
     withRedis(sentinel.url, async (r) => {
       const reply = (await r.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)) as string[] | null;
@@ -150,8 +156,7 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
     return true;
   };
 
-  const addSentinel = async (primary: RedisNode) => {
-    const port = await freePort();
+  const addSentinel = async (port: number, primary: RedisNode) => {
     const node = redisNode(port);
     const sentinelDir = join(dir, `sentinel-${port}`);
     mkdirSync(sentinelDir, { recursive: true });
@@ -171,7 +176,7 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
         // started and did not finish.
         `sentinel failover-timeout ${name} 2000`,
         `sentinel parallel-syncs ${name} 1`,
-        ...(opts.password ? [`sentinel auth-pass ${name} ${opts.password}`] : []),
+        ...(opts.password ? [`sentinel auth-pass ${name} ${JSON.stringify(opts.password)}`] : []),
         "",
       ].join("\n"),
     );
@@ -179,14 +184,15 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
   };
 
   try {
-    const first = await addDataNode();
+    const [firstPort = 0, ...ports] = await freePorts(1 + replicaCount + sentinelCount);
+    const first = await addDataNode(firstPort);
     const replicas = await Promise.all(
-      Array.from({ length: replicaCount }, () => addDataNode(first.node)),
+      ports.slice(0, replicaCount).map((port) => addDataNode(port, first.node)),
     );
     dataNodes = [first, ...replicas];
     // Each sentinel is told of the primary only: it finds the replicas and the other sentinels.
     sentinelNodes = await Promise.all(
-      Array.from({ length: sentinelCount }, () => addSentinel(first.node)),
+      ports.slice(replicaCount).map((port) => addSentinel(port, first.node)),
     );
     await pollUntil("sentinel deployment settled", healthy, { timeoutMs });
   } catch (err) {
@@ -209,7 +215,7 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
     primary,
     isRunning: (node) => processes.isRunning(node),
     kill: (node) => processes.kill(node),
-    pause: (node) => processes.pause(node),
+    pause: async (node) => processes.pause(node),
     resume: (node) => processes.resume(node),
     async restart(node) {
       const data = dataNodes.find((d) => d.node === node);

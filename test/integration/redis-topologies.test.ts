@@ -125,8 +125,15 @@ describe("a local Redis Cluster", () => {
     const primary = await cluster.primaryOf(key);
     const replica = await cluster.replicaOf(primary);
 
-    // Replicated before the kill: WAIT on the connection that wrote it (a pipeline's keyless
-    // commands go to the node of its keys).
+    // WAIT counts the writes of its own connection, and a pipeline's keyless commands go to the
+    // node of its keys: with the replica hung, the write is not acknowledged by it.
+    await cluster.pause(replica);
+    expect(await client.pipeline().set(key, "unreplicated").wait(1, 300).exec()).toStrictEqual([
+      [null, "OK"],
+      [null, 0],
+    ]);
+    cluster.resume(replica);
+    // Replicated before the kill.
     const written = await client.pipeline().set(key, "before").wait(1, 5_000).exec();
     expect(written).toStrictEqual([
       [null, "OK"],
@@ -177,6 +184,10 @@ describe("a local Sentinel deployment", () => {
     client.on("error", () => {});
     cleanups.push(() => client.disconnect());
     const key = `${randomUUID()}:value`;
+    await sentinel.pause(replica);
+    await client.set(key, "unreplicated");
+    expect(await client.wait(1, 300)).toBe(0);
+    sentinel.resume(replica);
     await client.set(key, "before");
     expect(await client.wait(1, 5_000)).toBe(1);
 
