@@ -53,7 +53,11 @@ export interface RedisSentinel {
   isRunning(node: RedisNode): boolean;
   /** SIGKILL of a data node or a sentinel. */
   kill(node: RedisNode): Promise<void>;
-  /** SIGSTOP and SIGCONT: a node that hangs (to the others, as if cut off), then wakes up. */
+  /**
+   * SIGSTOP and SIGCONT: a node that hangs (to the others, as if cut off), then wakes up. A
+   * primary failed over while it hung wakes up as a primary still (its clients can write to it)
+   * until the sentinels demote it: about 20 s here.
+   */
   pause(node: RedisNode): Promise<void>;
   resume(node: RedisNode): void;
   /**
