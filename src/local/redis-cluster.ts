@@ -10,6 +10,7 @@ import {
   redisNode,
   redisProcesses,
   topologyDir,
+  withAuth,
 } from "./redis-processes.js";
 import { startRedisServer } from "./redis-server.js";
 
@@ -42,6 +43,8 @@ export interface RedisCluster {
   /** The nodes as REDIS_CLUSTER_NODES lists them: "host:port,host:port,…". */
   seeds: string;
   password: string | undefined;
+  /** Headroom's settings for this cluster (the password in the first seed, as a URL). */
+  env: { REDIS_CLUSTER_NODES: string };
   /** The primary serving a slot or a key's slot, as a running node sees the cluster now. */
   primaryOf(slotOrKey: number | string): Promise<ClusterNode>;
   /** The replicas of `primary`, as a running node sees the cluster now. */
@@ -177,6 +180,7 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
     nodes,
     seeds: nodes.map((n) => n.address).join(","),
     password: opts.password,
+    env: { REDIS_CLUSTER_NODES: withAuth(nodes, opts.password) },
     primaryOf,
     replicasOf,
     async replicaOf(primary) {

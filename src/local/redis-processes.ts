@@ -23,6 +23,15 @@ export function redisNode(port: number, password?: string): RedisNode {
   return { host, port, address: `${host}:${port}`, url: `redis://${auth}${host}:${port}` };
 }
 
+/**
+ * A node list as Headroom's settings take it (REDIS_CLUSTER_NODES, REDIS_SENTINELS): "host:port,…",
+ * the first written as a URL with the data nodes' password when there is one.
+ */
+export function withAuth(nodes: RedisNode[], password: string | undefined): string {
+  const auth = password ? `redis://:${encodeURIComponent(password)}@` : "";
+  return nodes.map((n, i) => (i === 0 ? `${auth}${n.address}` : n.address)).join(",");
+}
+
 /** How long a server may take to exit on SIGTERM before it gets SIGKILL. */
 const STOP_GRACE_MS = 5_000;
 

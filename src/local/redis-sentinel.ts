@@ -10,6 +10,7 @@ import {
   redisNode,
   redisProcesses,
   topologyDir,
+  withAuth,
 } from "./redis-processes.js";
 import {
   answersPing,
@@ -48,6 +49,8 @@ export interface RedisSentinel {
   /** The data nodes: the first primary, then its replicas. */
   nodes: RedisNode[];
   password: string | undefined;
+  /** Headroom's settings for this deployment (the data nodes' password in the first sentinel). */
+  env: { REDIS_SENTINELS: string; REDIS_SENTINEL_NAME: string };
   /** The primary, as the first answering sentinel names it. */
   primary(): Promise<RedisNode>;
   isRunning(node: RedisNode): boolean;
@@ -216,6 +219,7 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
     sentinelNodes,
     nodes: dataNodes.map((d) => d.node),
     password: opts.password,
+    env: { REDIS_SENTINELS: withAuth(sentinelNodes, opts.password), REDIS_SENTINEL_NAME: name },
     primary,
     isRunning: (node) => processes.isRunning(node),
     kill: (node) => processes.kill(node),

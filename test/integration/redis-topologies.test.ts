@@ -10,7 +10,10 @@ import type { RedisNode } from "../../src/local/redis-processes.js";
 import { startRedisReplica } from "../../src/local/redis-replica.js";
 import { startRedisSentinel } from "../../src/local/redis-sentinel.js";
 import { answersPing, startRedisServer } from "../../src/local/redis-server.js";
+import { loadConfig } from "../../src/config.js";
+import { createWorkerRedis, type RedisClient } from "../../src/redis/connections.js";
 import { keySlot } from "../../src/redis/key-slot.js";
+import { redisTopology } from "../../src/redis/topology.js";
 import { eventually } from "../helpers/eventually.js";
 
 // The local topologies the failover tests run on, on real redis-server processes: a Cluster
@@ -51,6 +54,14 @@ function clusterClient(cluster: RedisCluster): Cluster {
   const client = new Cluster(hostPorts(cluster.seeds), {
     redisOptions: { ...(cluster.password ? { password: cluster.password } : {}) },
   });
+  client.on("error", () => {});
+  cleanups.push(() => client.disconnect());
+  return client;
+}
+
+/** A client as Headroom's processes build theirs, from the topology's settings. */
+function headroomClient(env: { REDIS_CLUSTER_NODES: string } | { REDIS_SENTINELS: string }) {
+  const client: RedisClient = createWorkerRedis(redisTopology(loadConfig(env)));
   client.on("error", () => {});
   cleanups.push(() => client.disconnect());
   return client;
@@ -155,6 +166,9 @@ describe("a local Redis Cluster", () => {
     );
     expect(await connect(promoted.url).get(key)).toBe("after");
 
+    // Headroom's own client, given the cluster's settings (password included), follows too.
+    expect(await headroomClient(cluster.env).get(key)).toBe("after");
+
     await cluster.restart(primary);
     expect(await replicates(primary)).toBe(promoted.port);
     expect((await cluster.replicasOf(promoted)).map((n) => n.id)).toStrictEqual([primary.id]);
@@ -203,6 +217,8 @@ describe("a local Sentinel deployment", () => {
       { timeoutMs: CLIENT_RECOVERS_MS, intervalMs: 100 },
     );
     expect(await connect(promoted.url).get(key)).toBe("after");
+
+    expect(await headroomClient(sentinel.env).get(key)).toBe("after");
 
     await sentinel.restart(first);
     expect(await replicates(first)).toBe(promoted.port);
