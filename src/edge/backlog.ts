@@ -5,7 +5,9 @@ import { unavailable } from "./errors.js";
 
 // Backpressure: the edge polls the queue's backlog and Redis memory a few times a second and
 // answers 503 while either is over its bound, instead of letting Redis run out of memory. Polling
-// keeps the check off the request path; a failed poll counts as "Redis not answering".
+// keeps the check off the request path; a failed poll counts as "Redis not answering". The poll
+// also pings the edge's other connections: one whose commands go unanswered (a Redis restarted
+// behind it without resetting it) is replaced, so that it cannot stay dead.
 
 export interface BacklogState {
   redisOk: boolean;
@@ -15,7 +17,10 @@ export interface BacklogState {
 }
 
 export interface BacklogOptions {
+  /** The connection the queue writes on. */
   redis: RedisClient;
+  /** The edge's other connections, kept alive by the same poll. */
+  others?: RedisClient[];
   /** The queue's job counts (every shard's). */
   queue: Pick<ReportsQueue, "getJobCounts">;
   maxJobs: number;
@@ -42,6 +47,16 @@ async function highestMemoryRatio(redis: RedisClient): Promise<number | null> {
   return known.length === 0 ? null : Math.max(...known);
 }
 
+/** Runs `fn`; if its command went unanswered, the connection may be dead unknowingly: a new one. */
+async function renewing<T>(client: RedisClient, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (isCommandTimeout(err)) client.disconnect(true);
+    throw err;
+  }
+}
+
 export function createBacklogGate(opts: BacklogOptions) {
   let state: BacklogState = { redisOk: true, backlogJobs: 0, memoryRatio: null, checkedAt: 0 };
   let timer: NodeJS.Timeout | null = null;
@@ -50,15 +65,16 @@ export function createBacklogGate(opts: BacklogOptions) {
   async function poll(): Promise<void> {
     try {
       const [counts, memoryRatio] = await Promise.all([
-        opts.queue.getJobCounts("wait", "prioritized", "delayed"),
-        opts.maxMemoryRatio > 0 ? highestMemoryRatio(opts.redis) : Promise.resolve(null),
+        renewing(opts.redis, () => opts.queue.getJobCounts("wait", "prioritized", "delayed")),
+        opts.maxMemoryRatio > 0
+          ? renewing(opts.redis, () => highestMemoryRatio(opts.redis))
+          : Promise.resolve(null),
+        ...(opts.others ?? []).map((other) => renewing(other, () => other.ping())),
       ]);
       const backlogJobs = Object.values(counts).reduce((a, b) => a + b, 0);
       state = { redisOk: true, backlogJobs, memoryRatio, checkedAt: Date.now() };
-    } catch (err) {
+    } catch {
       state = { redisOk: false, backlogJobs: null, memoryRatio: null, checkedAt: Date.now() };
-      // Unanswered, not refused: the connection may be dead without knowing it. A new one.
-      if (isCommandTimeout(err)) opts.redis.disconnect(true);
     }
   }
 

@@ -43,6 +43,7 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
   });
   const backlog = createBacklogGate({
     redis: queueRedis,
+    others: [redis],
     queue: queues,
     maxJobs: config.BACKLOG_MAX_JOBS,
     maxMemoryRatio: config.REDIS_MEMORY_MAX_RATIO,

@@ -1,5 +1,5 @@
-import { Cluster } from "ioredis";
 import type { RedisClient } from "../redis/connections.js";
+import { waitForReplicas } from "../redis/replicas.js";
 import type { ReportRow } from "../report/report-schema.js";
 import { EnqueueError } from "./enqueue-error.js";
 import { type QueueNames, REPORT_JOB, type ReportsQueue } from "./reports-queue.js";
@@ -9,11 +9,10 @@ import { type QueueNames, REPORT_JOB, type ReportsQueue } from "./reports-queue.
 // asynchronously, so a primary that dies right after acknowledging can take the job with it; the
 // replica promoted in its place is one that confirmed it. Kafka calls this acks=all.
 //
-// WAIT counts the writes of its own connection, so it must follow the addBulk on the same one.
-// It is issued in the continuation of the addBulk's reply, before any timer can run — ioredis
-// reconnects and refreshes a Cluster's slots only on timers — so it goes on the same socket or
-// fails. On a Cluster it travels in a pipeline whose key is in the shard's slot: the pipeline goes
-// to the slot's primary over the Cluster's one connection to it.
+// WAIT counts the writes of its own connection, so it must follow the addBulk on the same one
+// (src/redis/replicas.ts). It is issued in the continuation of the addBulk's reply, before any
+// timer can run — ioredis reconnects and refreshes a Cluster's slots only on timers — so it goes
+// on the same socket or fails.
 
 export interface ShardWriterOptions {
   queues: ReportsQueue[];
@@ -25,19 +24,6 @@ export interface ShardWriterOptions {
 }
 
 export type WriteJob = (shard: number, rows: ReportRow[]) => Promise<void>;
-
-async function waitForReplicas(
-  redis: RedisClient,
-  slotKey: string,
-  replicas: number,
-  timeoutMs: number,
-): Promise<number> {
-  if (!(redis instanceof Cluster)) return redis.wait(replicas, timeoutMs);
-  const results = await redis.pipeline().exists(slotKey).wait(replicas, timeoutMs).exec();
-  const [err, acked] = results?.[1] ?? [new Error("no reply to WAIT")];
-  if (err) throw err;
-  return acked as number;
-}
 
 export function createJobWriter(opts: ShardWriterOptions): WriteJob {
   return async (shard, rows) => {

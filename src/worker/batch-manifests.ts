@@ -53,6 +53,22 @@ export interface ManifestStore {
   lost(held: HeldJob[]): Promise<string[]>;
   /** These jobs are completed: they leave their manifests, and empty manifests are deleted. */
   release(jobIds: string[]): Promise<void>;
+  /**
+   * With REDIS_ACK_REPLICAS: once the replicas hold the manifest `token` (claimed or read by this
+   * worker), which of `jobIds` it no longer owns — a failover to a replica that never had it
+   * takes the claim away. Throws, to be retried, while too few replicas hold it.
+   */
+  replicated(token: string, jobIds: string[]): Promise<string[]>;
+}
+
+/** Too few replicas confirmed a manifest in time: not yet safe to insert it. */
+export class ReplicationError extends Error {
+  override name = "ReplicationError";
+}
+
+export interface ReplicationOptions {
+  ackReplicas: number;
+  ackTimeoutMs: number;
 }
 
 // KEYS: owners hash, manifest key, then one lock key per job.
@@ -94,7 +110,11 @@ declare module "ioredis" {
 }
 
 /** `keyPrefix` is the queue's key prefix, e.g. `{headroom}:reports` (BullMQ's `prefix:name`). */
-export function createRedisManifestStore(redis: RedisClient, keyPrefix: string): ManifestStore {
+export function createRedisManifestStore(
+  redis: RedisClient,
+  keyPrefix: string,
+  replication: ReplicationOptions = { ackReplicas: 0, ackTimeoutMs: 1_000 },
+): ManifestStore {
   if (!redis.headroomClaimManifest) {
     redis.defineCommand("headroomClaimManifest", { lua: CLAIM });
     redis.defineCommand("headroomReleaseManifests", { lua: RELEASE });
@@ -144,6 +164,33 @@ export function createRedisManifestStore(redis: RedisClient, keyPrefix: string):
       // One slot (the hash tag), so one MGET also on a Redis Cluster.
       const tokens = await redis.mget(...held.map((j) => lockKey(j.id)));
       return held.filter((j, i) => tokens[i] !== j.lockToken).map((j) => j.id);
+    },
+
+    async replicated(token, jobIds) {
+      const { ackReplicas, ackTimeoutMs } = replication;
+      if (ackReplicas === 0 || jobIds.length === 0) return [];
+      // One pipeline on one connection to the slot's primary: a write of its own so that WAIT
+      // covers everything the primary applied (the claim included), WAIT, then the owners as that
+      // same primary has them. A failover in between fails the pipeline.
+      const results = await redis
+        .pipeline()
+        .set(`${keyPrefix}:replication-probe`, String(Date.now()))
+        .wait(ackReplicas, ackTimeoutMs)
+        .hmget(ownersKey, ...jobIds)
+        .exec();
+      const [[setErr], [waitErr, acked], [ownersErr, owners]] = (results ?? []) as [
+        [Error | null, unknown],
+        [Error | null, number],
+        [Error | null, (string | null)[]],
+      ];
+      const err = setErr ?? waitErr ?? ownersErr;
+      if (err) throw err;
+      if (acked < ackReplicas) {
+        throw new ReplicationError(
+          `${acked} of ${ackReplicas} replicas hold the manifest after ${ackTimeoutMs} ms`,
+        );
+      }
+      return jobIds.filter((_, i) => owners[i] !== token);
     },
 
     async release(jobIds) {

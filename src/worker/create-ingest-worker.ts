@@ -40,6 +40,8 @@ export interface IngestWorkerDeps {
     | "WORKER_STALLED_INTERVAL_MS"
     | "ALERTS_ENABLED"
     | "ALERTS_RULES_TTL_MS"
+    | "REDIS_ACK_REPLICAS"
+    | "REDIS_ACK_TIMEOUT_MS"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: RedisClient;
@@ -69,7 +71,10 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
   queue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
   // BullMQ's keys of this queue: `prefix:name:…`; the manifests live beside them (same hash tag).
   const keyPrefix = `${names.prefix}:${names.name}`;
-  const manifests = createRedisManifestStore(deps.redis, keyPrefix);
+  const manifests = createRedisManifestStore(deps.redis, keyPrefix, {
+    ackReplicas: config.REDIS_ACK_REPLICAS,
+    ackTimeoutMs: config.REDIS_ACK_TIMEOUT_MS,
+  });
   // Alerts: stored rows that a rule watches go to the alerts worker (src/alerts/ingest-hook.ts).
   // The alerts live under the base prefix, whichever shard this worker consumes.
   const evalQueue = config.ALERTS_ENABLED ? createEvalQueue(deps.redis, config.QUEUE_PREFIX) : null;

@@ -64,13 +64,34 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
     e instanceof SyntaxError ||
     (e instanceof ReplyError && /^(ERR|WRONGTYPE)\b/.test((e as Error).message));
 
+  /**
+   * No insert before its manifest is on the replicas (REDIS_ACK_REPLICAS): a primary that failed
+   * over to a replica without it would hand the jobs out again with no manifest, and they would
+   * be inserted under a new token, a second time. True when the insert may go; false when a
+   * failover took the claim away: the jobs are let go, to come back from the queue.
+   */
+  async function replicated(token: string, held: E[]): Promise<boolean> {
+    const gone = await retry(
+      "manifest replication",
+      () =>
+        deps.manifests.replicated(
+          token,
+          held.map((e) => e.id),
+        ),
+      cannotPass,
+    );
+    if (gone.length === 0) return true;
+    for (const e of held) loseJob(e);
+    return false;
+  }
+
   /** A redelivered job: its manifest is inserted again, exactly as it was the first time. */
   async function reinsert(token: string, held: E[]): Promise<void> {
     metrics.manifestsReinserted.inc();
     const manifest = await retry("manifest read", () => deps.manifests.get(token), cannotPass);
     // Gone: every job of it was completed, these too, by whoever held them after us.
     if (!manifest) for (const e of held) loseJob(e);
-    else await insertManifest(manifest, held);
+    else if (await replicated(token, held)) await insertManifest(manifest, held);
   }
 
   /** The stored part of a manifest (without rows ClickHouse refused) to the onStored hook. */
@@ -189,7 +210,10 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
         () => deps.manifests.claim(manifest, fresh),
         cannotPass,
       );
-      if (claim.claimed) return insertManifest(manifest, fresh);
+      if (claim.claimed) {
+        if (await replicated(manifest.token, fresh)) await insertManifest(manifest, fresh);
+        return;
+      }
       // Some jobs were taken over or claimed meanwhile: drop the lost ones, adopt the others.
       const lost = new Set(claim.lost);
       for (const e of fresh) if (lost.has(e.id)) loseJob(e);

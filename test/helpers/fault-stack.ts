@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from "@clickhouse/client";
-import { Redis } from "ioredis";
 import { expect } from "vitest";
 import { migrate } from "../../src/clickhouse/migrations.js";
+import { loadConfig } from "../../src/config.js";
 import { createKeyStore } from "../../src/keys/key-store.js";
 import {
   type EmbeddedClickHouseProcess,
@@ -18,6 +18,9 @@ import {
   startRedisServer,
 } from "../../src/local/redis-server.js";
 import { createReportsQueue, type ReportsQueue } from "../../src/queue/reports-queue.js";
+import { shardNames } from "../../src/queue/shards.js";
+import { createWorkerRedis, type RedisClient } from "../../src/redis/connections.js";
+import { redisTopology } from "../../src/redis/topology.js";
 import { eventually } from "./eventually.js";
 import { type Proc, readyWorker, startProcess } from "./processes.js";
 import { sampleBody } from "./sample-reports.js";
@@ -29,6 +32,11 @@ import { sampleBody } from "./sample-reports.js";
 
 export interface FaultStackOptions {
   redis?: Omit<RedisServerOptions, "dir">;
+  /**
+   * Redis in another topology, started by the test (src/local/redis-cluster.ts,
+   * redis-sentinel.ts): its settings. No redis-server of the stack's own is started then.
+   */
+  topology?: { env: Record<string, string> };
   clickhouse?: { faultErrorRate?: number; user?: string; password?: string };
   /** Settings for edge and workers on top of the defaults below. */
   env?: Record<string, string>;
@@ -81,15 +89,19 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
   const started: (() => Promise<unknown> | unknown)[] = [
     () => rmSync(dir, { recursive: true, force: true }),
   ];
-  let redis: RedisServer;
+  let redis: RedisServer | null = null;
   let ch: EmbeddedClickHouseProcess;
   let client: ClickHouseClient;
-  let admin: Redis;
-  let queue: ReportsQueue;
+  let admin: RedisClient;
+  let queues: ReportsQueue[];
   let key: string;
+  const shards = shardNames(names, Number(opts.env?.QUEUE_SHARDS ?? 1));
   try {
-    redis = await startRedisServer(redisOptions);
-    started.push(() => redis.stop());
+    if (!opts.topology) {
+      const own = await startRedisServer(redisOptions);
+      redis = own;
+      started.push(() => own.stop());
+    }
     // The schema is made without faults; the fault mode, if any, starts after.
     ch = await spawnEmbeddedClickHouse({ ...chOptions, faultErrorRate: 0 });
     started.push(() => ch.stop());
@@ -106,12 +118,13 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
       await ch.stop();
       ch = await spawnEmbeddedClickHouse({ ...chOptions, port: ch.port });
     }
-    admin = new Redis(redis.url, { maxRetriesPerRequest: null });
+    const redisEnv = opts.topology?.env ?? { REDIS_URL: redis?.url ?? "" };
+    admin = createWorkerRedis(redisTopology(loadConfig(redisEnv)));
     admin.on("error", () => {});
     started.push(() => admin.disconnect());
-    queue = createReportsQueue(admin, names);
-    queue.on("error", () => {});
-    started.push(() => queue.close());
+    queues = shards.map((n) => createReportsQueue(admin, n));
+    for (const q of queues) q.on("error", () => {});
+    started.push(() => Promise.all(queues.map((q) => q.close())));
     ({ key } = await createKeyStore(admin).create(project, {
       plan: "unlimited",
       defaultPlan: "unlimited",
@@ -122,7 +135,7 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
   }
 
   const env: Record<string, string> = {
-    REDIS_URL: redis.url,
+    ...(opts.topology?.env ?? { REDIS_URL: (redis as RedisServer | null)?.url ?? "" }),
     QUEUE_PREFIX: names.prefix,
     QUEUE_NAME: names.name,
     CLICKHOUSE_URL: ch.url,
@@ -143,6 +156,10 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
   };
 
   const procs: Proc[] = [];
+  const ownRedis = (): RedisServer => {
+    if (!redis) throw new Error("this stack's Redis is the test's own topology");
+    return redis;
+  };
 
   const query = async <T>(sql: string): Promise<T[]> =>
     retrying(async () => {
@@ -161,11 +178,13 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
     key,
     env,
     client,
-    queue,
+    /** The first shard's queue (the only one unless QUEUE_SHARDS is set). */
+    queue: queues[0] as ReportsQueue,
+    queues,
     admin,
     procs,
     get redis() {
-      return redis;
+      return ownRedis();
     },
     get clickhouse() {
       return ch;
@@ -191,10 +210,10 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
     },
 
     /** SIGKILL: nothing is flushed beyond what the AOF already holds. */
-    killRedis: () => redis.kill(),
+    killRedis: () => ownRedis().kill(),
     /** The same port and AOF directory, as a supervisor restarting Redis would. */
     async restartRedis() {
-      redis = await startRedisServer({ ...redisOptions, port: redis.port });
+      redis = await startRedisServer({ ...redisOptions, port: ownRedis().port });
     },
 
     async restartClickHouse(changes: { faultErrorRate?: number } = {}) {
@@ -259,10 +278,12 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
       return this.stored();
     },
 
-    /** Waiting, delayed and active jobs. */
+    /** Waiting, delayed and active jobs, over every shard. */
     async backlog(): Promise<number> {
-      const c = await queue.getJobCounts("wait", "prioritized", "delayed", "active");
-      return Object.values(c).reduce((a, b) => a + b, 0);
+      const counts = await Promise.all(
+        queues.map((q) => q.getJobCounts("wait", "prioritized", "delayed", "active")),
+      );
+      return counts.flatMap((c) => Object.values(c)).reduce((a, b) => a + b, 0);
     },
 
     /** SIGTERM to every process still running; their exits, in start order. */
@@ -274,11 +295,11 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
     async close() {
       for (const p of procs) p.signal("SIGKILL");
       await Promise.all(procs.map((p) => p.exited));
-      await queue.close().catch(() => {});
+      await Promise.all(queues.map((q) => q.close().catch(() => {})));
       admin.disconnect();
       await client.close().catch(() => {});
       await ch.stop().catch(() => {});
-      await redis.stop().catch(() => {});
+      await redis?.stop().catch(() => {});
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -8,6 +8,8 @@ export function memoryManifests() {
   const owners = new Map<string, string>();
   /** job id → the lock token that holds it now. */
   const locks = new Map<string, string>();
+  /** Calls of `replicated` that fail (the replicas lag), and every call's outcome. */
+  const replication = { failures: 0, calls: [] as ("ok" | "lagging")[] };
 
   const store: ManifestStore = {
     async claim(manifest, held: HeldJob[]) {
@@ -32,6 +34,15 @@ export function memoryManifests() {
     async lost(held) {
       return held.filter((j) => locks.get(j.id) !== j.lockToken).map((j) => j.id);
     },
+    async replicated(token, ids) {
+      if (replication.failures > 0) {
+        replication.failures -= 1;
+        replication.calls.push("lagging");
+        throw new Error("0 of 1 replicas hold the manifest");
+      }
+      replication.calls.push("ok");
+      return ids.filter((id) => owners.get(id) !== token);
+    },
     async release(ids) {
       for (const id of ids) {
         const t = owners.get(id);
@@ -42,5 +53,5 @@ export function memoryManifests() {
       }
     },
   };
-  return { store, manifests, owners, locks };
+  return { store, manifests, owners, locks, replication };
 }

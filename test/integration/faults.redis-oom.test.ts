@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../../src/redis/connections.js";
 import { afterAll, expect, it } from "vitest";
 import { createEnqueuer, EnqueueError } from "../../src/queue/enqueuer.js";
 import { createJobWriter } from "../../src/queue/job-writer.js";
@@ -26,12 +26,12 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function usedMemory(redis: Redis): Promise<number> {
+async function usedMemory(redis: RedisClient): Promise<number> {
   return Number(/used_memory:(\d+)/.exec(await redis.info("memory"))?.[1]);
 }
 
 /** Grows a ballast key until Redis uses `target` bytes (or refuses to grow it). */
-async function fillTo(redis: Redis, target: number): Promise<void> {
+async function fillTo(redis: RedisClient, target: number): Promise<void> {
   const chunk = "x".repeat(32 * 1024);
   for (let i = 0; i < 2_000 && (await usedMemory(redis)) < target; i++) {
     try {

@@ -6,6 +6,7 @@ import { createLogger } from "../../src/lib/logger.js";
 import type { ReportJobData } from "../../src/queue/reports-queue.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
+import { LostJobError } from "../../src/worker/manifest-delivery.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
 import { memoryManifests } from "../helpers/memory-manifests.js";
 
@@ -204,6 +205,41 @@ describe("ingest processor", () => {
     const pending = created.process(job("j", [row("a"), row("b")]), "lock-1");
     await expect(pending).rejects.toThrow(/held elsewhere/);
     expect(inserts).toEqual([]);
+  });
+
+  it("inserts a manifest only once the replicas hold it (REDIS_ACK_REPLICAS)", async () => {
+    const { sink, inserts } = fakeSink();
+    const calls: string[] = [];
+    const insert = sink.insert;
+    sink.insert = (rows, token) => {
+      calls.push("insert");
+      return insert(rows, token);
+    };
+    const { p, manifests } = processor(sink, { maxRows: 1 });
+    manifests.replication.failures = 2;
+    const replicated = manifests.store.replicated;
+    manifests.store.replicated = (token, ids) => {
+      calls.push("replicated?");
+      return replicated(token, ids);
+    };
+    await p.process(job("a", [row("a")]));
+    expect(calls).toEqual(["replicated?", "replicated?", "replicated?", "insert"]);
+    expect(manifests.replication.calls).toEqual(["lagging", "lagging", "ok"]);
+    expect(inserts).toHaveLength(1);
+  });
+
+  it("inserts nothing when a failover took the claim away; the job is let go, to come back", async () => {
+    const { sink, inserts } = fakeSink();
+    const { p, manifests } = processor(sink, { maxRows: 1 });
+    const replicated = manifests.store.replicated;
+    manifests.store.replicated = (token, ids) => {
+      // The replica promoted in the primary's place never had the claim.
+      manifests.owners.clear();
+      manifests.manifests.clear();
+      return replicated(token, ids);
+    };
+    await expect(p.process(job("a", [row("a")]))).rejects.toThrow(LostJobError);
+    expect(inserts).toHaveLength(0);
   });
 
   it("flushes what it holds on close", async () => {
