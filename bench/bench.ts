@@ -67,13 +67,13 @@ export async function runBench(
 
   const edges = await stack.startEdges(opts.edges);
   log(`edge warm-up: ${opts.warmupS} s (not measured, its reports dropped)`);
-  const queues = await warmUp(
+  await warmUp(
     stack,
     edges,
     { files: files("warm", keys.warm), connections: opts.connections, durationS: opts.warmupS },
     cleanup,
   );
-  log(`  reports queue(s): ${queues.join(", ")}`);
+  log(`  reports queue(s): ${stack.queueNames().join(", ")}`);
   log(
     `${edges.length === 1 ? "edge" : `${edges.length} edges`} alone: ${opts.durationS} s saturated`,
   );

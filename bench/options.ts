@@ -95,7 +95,7 @@ export function parseBenchOptions(argv: string[], cwd = process.cwd()): BenchOpt
     rate: positiveInt("rate", values.rate, quick ? 3_000 : 10_000, 1_000_000),
     workers: positiveInt("workers", values.workers, 1, 64),
     edges,
-    shards: values.shards === undefined ? null : positiveInt("shards", values.shards, 1, 1_024),
+    shards: values.shards === undefined ? null : positiveInt("shards", values.shards, 1, 256),
     ackReplicas: integer("ack-replicas", values["ack-replicas"], 0, 0, 8),
     keys: positiveInt("keys", values.keys, 20, 10_000),
     quick,

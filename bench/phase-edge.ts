@@ -87,7 +87,7 @@ export async function warmUp(
   edges: EdgeProc[],
   opts: { files: LoadFiles; connections: number; durationS: number },
   cleanup: Cleanup,
-): Promise<string[]> {
+): Promise<void> {
   await runLoad(
     {
       urls: edges.map((e) => e.url),
@@ -99,10 +99,7 @@ export async function warmUp(
     cleanup,
   );
   await settledEnqueued(edges);
-  // The edges have made their queues by now (sharded ones too): the benchmark watches them all.
-  const queues = await stack.findQueues();
   await stack.dropQueues();
-  return queues;
 }
 
 export async function runEdgePhase(

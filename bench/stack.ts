@@ -12,12 +12,12 @@ import { migrate } from "../src/clickhouse/migrations.js";
 import { CONFIG_KEYS, loadConfig } from "../src/config.js";
 import { createKeyStore } from "../src/keys/key-store.js";
 import { createReportsQueue, type ReportsQueue } from "../src/queue/reports-queue.js";
+import { shardNames } from "../src/queue/shards.js";
 import { freePort, type RedisServer, startRedisServer } from "../src/local/redis-server.js";
 import { type Child, spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import { pollUntil } from "./poll.js";
 import { metricSum, scrape } from "./prometheus.js";
-import { discoverQueues } from "./queues.js";
 
 // The real stack the benchmark measures, all on this machine: its own redis-server (temp dir),
 // with replicas when asked for, the embedded ClickHouse server process, N edge processes and N
@@ -77,15 +77,6 @@ export async function startStack(opts: StackOptions) {
   log(`redis-server on ${redisServer.url}`);
   const replicas = await startReplicas(redisServer, admin, opts.ackReplicas ?? 0, dir, cleanup);
   if (replicas.length) log(`${replicas.length} replica(s) of it: ${replicas.map((r) => r.url)}`);
-  // The reports queue(s): the default one until the edges have made theirs (sharded, perhaps).
-  let queues: ReportsQueue[] = [];
-  const useQueues = async (names: { prefix: string; name: string }[]) => {
-    const old = queues;
-    queues = names.map((n) => createReportsQueue(admin, n));
-    await Promise.all(old.map((q) => q.close()));
-  };
-  await useQueues([QUEUE]);
-  cleanup.add("close queues", () => Promise.all(queues.map((q) => q.close())).then(() => {}));
 
   const clickhouse: EmbeddedClickHouseProcess = await spawnEmbeddedClickHouse({
     path: join(dir, "clickhouse"),
@@ -108,8 +99,15 @@ export async function startStack(opts: StackOptions) {
     // "edge ready" / "worker ready" are info lines; per-request logging stays off.
     LOG_LEVEL: "info",
   };
+  const config = loadConfig(env);
+  // The reports queues the edges write to: one, or one per shard (QUEUE_SHARDS).
+  const queueNames = shardNames(QUEUE, config.QUEUE_SHARDS);
+  const queues: ReportsQueue[] = queueNames.map((n) => createReportsQueue(admin, n));
+  cleanup.add("close queues", async () => {
+    await Promise.all(queues.map((q) => q.close()));
+  });
   // The same client a worker builds, so the insert ceiling goes through the same code.
-  const ch: ClickHouseClient = createClickHouse(loadConfig(env));
+  const ch: ClickHouseClient = createClickHouse(config);
   cleanup.add("close clickhouse client", () => ch.close());
   await migrate(ch, { db: BENCH_DB, retentionDays: 30 });
   await migrate(ch, { db: CEILING_DB, retentionDays: 30 });
@@ -176,18 +174,8 @@ export async function startStack(opts: StackOptions) {
       };
     },
 
-    /** The reports queues the edges use (after `findQueues`; the default one before). */
-    queues: () => queues,
-
-    /**
-     * Looks in Redis for the reports queues the edges have written to (QUEUE_SHARDS spreads
-     * them over several), so that backlog, pause and resume see every one.
-     */
-    async findQueues(): Promise<string[]> {
-      const found = await discoverQueues(admin, QUEUE);
-      if (found.length) await useQueues(found);
-      return queues.map((q) => `${q.opts.prefix}:${q.name}`);
-    },
+    /** The reports queues, "{bench}:reports" or one per shard. */
+    queueNames: () => queueNames.map((n) => `${n.prefix}:${n.name}`),
 
     async pauseQueues() {
       await Promise.all(queues.map((q) => q.pause()));

@@ -6,7 +6,6 @@ import { fileLines, latencyOf, parseLoadResult } from "../../bench/load-spec.js"
 import { countsOf, withEdgeStatuses } from "../../bench/phase-edge.js";
 import { slope } from "../../bench/phase-e2e.js";
 import { metricByLabel, metricSum } from "../../bench/prometheus.js";
-import { queuesFromKeys } from "../../bench/queues.js";
 import { createBodySource, writeLoadFiles } from "../../bench/report-bodies.js";
 import {
   mergeWrk,
@@ -157,28 +156,6 @@ describe("bench load pieces", () => {
     expect(withEdgeStatuses(mergeWrk([wrkSummary()], 0), after, after).statuses).toEqual({
       "4xx/5xx": 30,
     });
-  });
-
-  it("finds the reports queues, sharded or not, by their BullMQ keys", () => {
-    const base = { prefix: "{bench}", name: "reports" };
-    const keys = [
-      "{bench}:reports:meta",
-      "{bench}:reports:id",
-      "{bench}:reports:1234",
-      "{bench}:reports:wait",
-      "{bench}:ceiling:meta",
-      "{bench}:alerts-eval:id",
-      "{bench-2}:reports:id",
-      "{bench}:reports-3:meta",
-      "{other}:reports:meta",
-      "hr:key:abc",
-    ];
-    expect(queuesFromKeys(keys, base)).toEqual([
-      { prefix: "{bench-2}", name: "reports" },
-      { prefix: "{bench}", name: "reports" },
-      { prefix: "{bench}", name: "reports-3" },
-    ]);
-    expect(queuesFromKeys([], base)).toEqual([]);
   });
 
   it("sums Prometheus samples by name and labels", () => {
