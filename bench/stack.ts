@@ -4,20 +4,21 @@ import { join } from "node:path";
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Redis } from "ioredis";
 import { createClickHouse } from "../src/clickhouse/client.js";
+import { migrate } from "../src/clickhouse/migrations.js";
+import { CONFIG_KEYS, loadConfig } from "../src/config.js";
+import { createKeyStore } from "../src/keys/key-store.js";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
 } from "../src/local/clickhouse/process.js";
-import { migrate } from "../src/clickhouse/migrations.js";
-import { CONFIG_KEYS, loadConfig } from "../src/config.js";
-import { createKeyStore } from "../src/keys/key-store.js";
+import { freePort, type RedisServer, startRedisServer } from "../src/local/redis-server.js";
 import { createReportsQueue, type ReportsQueue } from "../src/queue/reports-queue.js";
 import { shardNames } from "../src/queue/shards.js";
-import { freePort, type RedisServer, startRedisServer } from "../src/local/redis-server.js";
 import { type Child, spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import { pollUntil } from "./poll.js";
 import { metricSum, scrape } from "./prometheus.js";
+import { startReplicas } from "./replicas.js";
 
 // The real stack the benchmark measures, all on this machine: its own redis-server (temp dir),
 // with replicas when asked for, the embedded ClickHouse server process, N edge processes and N
@@ -285,43 +286,6 @@ export type Stack = Awaited<ReturnType<typeof startStack>>;
 /** Reports the edge has durably enqueued so far (from its own metrics). */
 export const enqueuedReports = (metricsText: string) =>
   metricSum(metricsText, "headroom_reports_per_job_sum");
-
-/**
- * Replicas of the benchmark's Redis, each a redis-server of its own made a replica with
- * REPLICAOF; resolves once the primary counts every one as connected and in sync.
- */
-async function startReplicas(
-  primary: RedisServer,
-  admin: Redis,
-  count: number,
-  dir: string,
-  cleanup: Cleanup,
-): Promise<RedisServer[]> {
-  const replicas: RedisServer[] = [];
-  for (let i = 0; i < count; i++) {
-    const replica = await startRedisServer({ dir: join(dir, `redis-replica-${i + 1}`) });
-    cleanup.add(`stop redis replica ${i + 1}`, () => replica.stop());
-    const client = new Redis(replica.url, { maxRetriesPerRequest: 1 });
-    try {
-      await client.call("REPLICAOF", "127.0.0.1", String(primary.port));
-    } finally {
-      client.disconnect();
-    }
-    replicas.push(replica);
-  }
-  if (count > 0) {
-    const synced = await pollUntil(
-      async () => {
-        const info = await admin.info("replication");
-        const online = info.match(/^slave\d+:.*state=online/gm) ?? [];
-        return online.length >= count;
-      },
-      { timeoutMs: 30_000, intervalMs: 100 },
-    );
-    if (!synced) throw new Error(`the ${count} Redis replica(s) did not come online in 30 s`);
-  }
-  return replicas;
-}
 
 /**
  * Waits until ClickHouse holds `expected` reports of a phase. A job completes only after
