@@ -9,6 +9,7 @@ import { createEvalQueue, createWebhookQueue } from "../src/alerts/queues.js";
 import { createRuleStore } from "../src/alerts/rule-store.js";
 import { migrate } from "../src/clickhouse/migrations.js";
 import { spawnEmbeddedClickHouse } from "../src/local/clickhouse/process.js";
+import { ensureBuilt } from "../src/local/entry-command.js";
 import { startRedisServer } from "../src/local/redis-server.js";
 import { createReportsQueue, REPORT_JOB } from "../src/queue/reports-queue.js";
 import { startProcess } from "../test/helpers/processes.js";
@@ -129,4 +130,6 @@ async function run(mode: "off" | "no-rules" | "rules") {
   rmSync(dir, { recursive: true, force: true });
 }
 
+// The workers and the ClickHouse server run compiled, as deployed.
+ensureBuilt();
 for (const mode of (process.env.MODES ?? "off,no-rules,rules").split(",")) await run(mode as "off");

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import { loadConfig } from "../src/config.js";
+import { capacityOf } from "./capacity.js";
 import { measureBareFastify, measureBullmqAddBulk, measureClickHouseInsert } from "./ceilings.js";
 import type { Cleanup } from "./cleanup.js";
 import { summarize } from "./figure.js";
@@ -9,11 +10,12 @@ import { runDrainPhase } from "./phase-drain.js";
 import { runEdgePhase, warmUp } from "./phase-edge.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { machine } from "./proc-stats.js";
+import { writeLoadFiles } from "./report-bodies.js";
 import { sourceInfo } from "./source.js";
 import { startStack } from "./stack.js";
 
-// One benchmark run: start the stack, measure the ceilings, then the edge alone, the workers
-// draining its backlog, and the whole pipeline saturated and at a fixed rate.
+// One benchmark run: start the stack, measure the ceilings, then the edge(s) alone, the workers
+// draining their backlog, and the whole pipeline saturated and at a fixed rate.
 
 const ROWS_PER_INSERT = 10_000;
 
@@ -29,6 +31,8 @@ export async function runBench(
     log,
     nodeArgs: (name) =>
       opts.profile ? ["--cpu-prof", `--cpu-prof-dir=${join(opts.outDir, "profiles", name)}`] : [],
+    shards: opts.shards,
+    ackReplicas: opts.ackReplicas,
   });
   const config = loadConfig(stack.env);
   const keys = {
@@ -38,10 +42,12 @@ export async function runBench(
     warm: await stack.createKeys("warm", opts.keys),
   };
   const load = { connections: opts.connections, durationS: opts.durationS };
+  // Bodies stamped at the start of each phase, for wrk and the fixed-rate client.
+  const files = (phase: string, phaseKeys: string[]) => writeLoadFiles(stack.dir, phase, phaseKeys);
 
-  log(`ceiling: bare Fastify, ${opts.durationS} s at ${opts.connections} connections`);
+  log(`ceiling: bare Fastify, ${opts.durationS} s at ${opts.connections} connections (wrk)`);
   const bareFastify = await measureBareFastify(
-    { keys: keys.edge, ...load, warmupS: opts.warmupS },
+    { files: files("bare", keys.edge), ...load, warmupS: opts.warmupS },
     cleanup,
   );
   log(`  ${bareFastify.load.okPerSec} req/s`);
@@ -59,16 +65,24 @@ export async function runBench(
   });
   log(`  ${clickhouse.rowsPerSec} rows/s`);
 
-  const edge = await stack.startEdge();
+  const edges = await stack.startEdges(opts.edges);
   log(`edge warm-up: ${opts.warmupS} s (not measured, its reports dropped)`);
   await warmUp(
     stack,
-    edge,
-    { keys: keys.warm, connections: opts.connections, durationS: opts.warmupS },
+    edges,
+    { files: files("warm", keys.warm), connections: opts.connections, durationS: opts.warmupS },
     cleanup,
   );
-  log(`edge alone: ${opts.durationS} s saturated`);
-  const edgeAlone = await runEdgePhase(stack, edge, { keys: keys.edge, ...load }, cleanup);
+  log(`  reports queue(s): ${stack.queueNames().join(", ")}`);
+  log(
+    `${edges.length === 1 ? "edge" : `${edges.length} edges`} alone: ${opts.durationS} s saturated`,
+  );
+  const edgeAlone = await runEdgePhase(
+    stack,
+    edges,
+    { files: files("edge", keys.edge), ...load },
+    cleanup,
+  );
   log(`  ${edgeAlone.load.okPerSec} reports/s accepted, ${edgeAlone.enqueued} queued`);
 
   log(`worker drain: ${opts.workers} worker(s) on ${edgeAlone.enqueued} queued reports`);
@@ -83,8 +97,14 @@ export async function runBench(
   log(`end to end, saturated: ${opts.durationS} s`);
   const saturation = await runEndToEndPhase(
     stack,
-    edge,
-    { phase: "sat", keys: keys.sat, ...load, mode: "saturate", timeoutS: opts.drainTimeoutS },
+    edges,
+    {
+      phase: "sat",
+      files: files("sat", keys.sat),
+      ...load,
+      mode: "saturate",
+      timeoutS: opts.drainTimeoutS,
+    },
     cleanup,
   );
   log(`  ${saturation.sustainedPerSec} reports/s sustained, lag p99 ${saturation.lagMs.p99} ms`);
@@ -92,10 +112,10 @@ export async function runBench(
   log(`end to end, fixed rate ${opts.rate}/s: ${opts.durationS} s`);
   const fixedRate = await runEndToEndPhase(
     stack,
-    edge,
+    edges,
     {
       phase: "rate",
-      keys: keys.rate,
+      files: files("rate", keys.rate),
       ...load,
       mode: "fixed",
       rate: opts.rate,
@@ -112,7 +132,8 @@ export async function runBench(
     saturation,
     fixedRate: { ...fixedRate, requestedRate: opts.rate },
   };
-  const figures = buildFigures(phases);
+  const capacity = capacityOf(saturation);
+  const figures = buildFigures(phases, capacity);
   return {
     version: 1,
     machine: machine(started),
@@ -122,6 +143,9 @@ export async function runBench(
       connections: opts.connections,
       rate: opts.rate,
       workers: opts.workers,
+      edges: opts.edges,
+      shards: opts.shards,
+      ackReplicas: opts.ackReplicas,
       keys: opts.keys,
       quick: opts.quick,
       ceilingS: opts.ceilingS,
@@ -131,6 +155,7 @@ export async function runBench(
     settings: stack.settings,
     ...phases,
     figures,
+    capacity,
     summary: summarize(figures),
   };
 }

@@ -1,4 +1,3 @@
-import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { createReportSink } from "../src/clickhouse/report-sink.js";
 import { v7 as uuidv7 } from "uuid";
@@ -9,6 +8,7 @@ import { spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import type { LoadResult } from "./load-spec.js";
 import { cpuMeter, peakRssBytes } from "./proc-stats.js";
+import type { LoadFiles } from "./report-bodies.js";
 import { runLoad } from "./run-load.js";
 import { CEILING_DB, type Stack } from "./stack.js";
 
@@ -17,7 +17,7 @@ import { CEILING_DB, type Stack } from "./stack.js";
 // addBulk of report jobs (the enqueue's), and raw inserts through the worker's own sink into the
 // same table with the same materialized views (the worker's).
 
-const BARE_ENTRY = fileURLToPath(new URL("./bare-server.ts", import.meta.url));
+const BARE_ENTRY = "bench/bare-server.ts";
 
 export interface BareCeiling {
   load: LoadResult;
@@ -26,15 +26,15 @@ export interface BareCeiling {
 }
 
 export async function measureBareFastify(
-  opts: { keys: string[]; connections: number; durationS: number; warmupS: number },
+  opts: { files: LoadFiles; connections: number; durationS: number; warmupS: number },
   cleanup: Cleanup,
 ): Promise<BareCeiling> {
   const server = spawnChild({ name: "bare fastify", entry: BARE_ENTRY, args: ["0"], cleanup });
   try {
     const m = await server.waitFor(/bare ready (\d+)/, 30_000);
     const spec = {
-      url: `http://127.0.0.1:${m[1]}`,
-      keys: opts.keys,
+      urls: [`http://127.0.0.1:${m[1]}`],
+      ...opts.files,
       connections: opts.connections,
       mode: "saturate" as const,
     };
@@ -44,7 +44,7 @@ export async function measureBareFastify(
     const load = await runLoad({ ...spec, durationS: opts.durationS }, cleanup);
     return {
       load,
-      cpuCores: cpu.read(),
+      cpuCores: cpu.read().cores,
       serverPeakRssMb: mb(peakRssBytes(server.pid)),
     };
   } finally {
@@ -117,6 +117,8 @@ export interface InsertCeiling {
   rowsPerInsert: number;
   inserts: number;
   cpuCores: Record<string, number>;
+  /** CPU seconds over the measurement: the server's, and the client's (the benchmark process). */
+  cpuSeconds: Record<string, number>;
 }
 
 export async function measureClickHouseInsert(
@@ -146,13 +148,15 @@ export async function measureClickHouseInsert(
     inserts++;
   }
   const rows = inserts * opts.rowsPerInsert;
+  const used = cpu.read();
   return {
     // Time inside inserts only: building the next batch is the worker's cost, not ClickHouse's.
     rowsPerSec: Math.round(rows / (busy / 1000)),
     rows,
     rowsPerInsert: opts.rowsPerInsert,
     inserts,
-    cpuCores: cpu.read(),
+    cpuCores: used.cores,
+    cpuSeconds: used.seconds,
   };
 }
 

@@ -1,10 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { entryArgs } from "../src/local/entry-command.js";
 import { waitForOutput } from "../test/helpers/processes.js";
 import type { Cleanup } from "./cleanup.js";
 
-// A Node child process running a TypeScript entry through tsx, as `npm run edge` would, with its
-// output kept (a bounded tail) for readiness patterns and error messages. Every child is
-// registered with the cleanup: SIGTERM first, SIGKILL when it does not exit in time.
+// A child process of the benchmark: a Node entry run compiled from dist/ (as `npm start` and the
+// image run it; the benchmark builds dist/ first), or another program (wrk), with its output kept
+// (a bounded tail) for readiness patterns and error messages. Every child is registered with the
+// cleanup: SIGTERM first, SIGKILL when it does not exit in time.
 
 export interface Child {
   name: string;
@@ -23,7 +25,10 @@ export interface Child {
 
 export interface ChildOptions {
   name: string;
-  entry: string;
+  /** A Node entry by its source path, e.g. "src/main/edge.ts" (run as dist/src/main/edge.js)… */
+  entry?: string;
+  /** …or a program on the PATH, e.g. "wrk". */
+  command?: string;
   args?: string[];
   env?: Record<string, string>;
   /** Extra flags for node itself, e.g. --cpu-prof. */
@@ -33,13 +38,18 @@ export interface ChildOptions {
   onUnexpectedExit?: (message: string) => void;
 }
 
-const TSX = import.meta.resolve("tsx");
 const TAIL = 8_000;
 
 export function spawnChild(opts: ChildOptions): Child {
+  const [command, args] = opts.command
+    ? [opts.command, opts.args ?? []]
+    : [
+        process.execPath,
+        [...(opts.nodeArgs ?? []), ...entryArgs(opts.entry ?? ""), ...(opts.args ?? [])],
+      ];
   const child = spawn(
-    process.execPath,
-    [...(opts.nodeArgs ?? []), "--import", TSX, opts.entry, ...(opts.args ?? [])],
+    command,
+    args,
     // stdin is a pipe that the child may watch: it closes when the benchmark dies.
     { env: { ...process.env, ...opts.env }, stdio: ["pipe", "pipe", "pipe"] },
   );

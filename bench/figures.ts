@@ -1,10 +1,13 @@
+import { type Capacity, capacityOf } from "./capacity.js";
 import type { BareCeiling, EnqueueCeiling, InsertCeiling } from "./ceilings.js";
+import { atLeast, atMost, type Figure, figure, perUnitUs, TARGETS } from "./figure.js";
+import type { LoadResult } from "./load-spec.js";
+import type { DrainPhase } from "./phase-drain.js";
+import type { EndToEndPhase } from "./phase-e2e.js";
+import type { EdgePhase } from "./phase-edge.js";
 import { MACHINE, type Machine } from "./proc-stats.js";
 import type { SourceInfo } from "./source.js";
-import type { DrainPhase } from "./phase-drain.js";
-import type { EdgePhase } from "./phase-edge.js";
-import type { EndToEndPhase } from "./phase-e2e.js";
-import { atLeast, atMost, type Figure, figure, perUnitUs, TARGETS } from "./figure.js";
+import { componentCores, issue12Figures, rawInsertUsPerRow } from "./targets.js";
 
 // Every figure of a run, phase by phase, with its target and ceiling. The table and the JSON's
 // `figures` both come from this list, so what is printed is what is checked.
@@ -27,6 +30,7 @@ export interface PhaseResults {
 export interface BenchResults extends RunInfo, PhaseResults {
   version: 1;
   figures: Figure[];
+  capacity: Capacity;
   summary: { targets: number; met: number };
 }
 
@@ -35,19 +39,29 @@ function cpuFigures(
   id: string,
   section: string,
   cores: Record<string, number>,
-  generator: number,
+  load: LoadResult | null,
   during = "",
 ) {
   const suffix = during ? ` (${during})` : "";
   const ours = Object.entries(cores).filter(([name]) => name !== MACHINE);
   const machineCores = cores[MACHINE] ?? 0;
+  const generator = load?.generatorCores ?? 0;
   const sum = ours.reduce((a, [, v]) => a + v, 0) + generator;
+  const generators = load && load.generators > 1 ? ` ×${load.generators}` : "";
   return [
     ...ours.map(([name, v]) =>
       figure(`${id}.cpu.${name.replace(/\W+/g, "-")}`, section, `CPU ${name}${suffix}`, v, "cores"),
     ),
-    ...(generator > 0
-      ? [figure(`${id}.cpu.load`, section, `CPU load generator${suffix}`, generator, "cores")]
+    ...(load
+      ? [
+          figure(
+            `${id}.cpu.load`,
+            section,
+            `CPU load generator (${load.generator}${generators})${suffix}`,
+            generator,
+            "cores",
+          ),
+        ]
       : []),
     figure(`${id}.cpu.machine`, section, `CPU whole machine${suffix}`, machineCores, "cores"),
     figure(
@@ -99,22 +113,30 @@ function e2eFigures(section: string, id: string, p: EndToEndPhase): Figure[] {
       },
     ),
     ...Object.entries(p.peakRssMb).map(([name, v]) =>
-      figure(`${id}.rss.${name.replace(/\s+/g, "-")}`, section, `peak RSS ${name}`, v, "MB", {
-        targets: name === "edge" ? [atMost(TARGETS.edgeRssMb)] : [],
-      }),
+      figure(`${id}.rss.${name.replace(/\s+/g, "-")}`, section, `peak RSS ${name}`, v, "MB"),
+    ),
+    figure(
+      `${id}.reportsPerJob`,
+      section,
+      "reports per job",
+      p.enqueued / Math.max(1, p.jobs),
+      "reports",
     ),
     figure(
       `${id}.cpuPerReport`,
       section,
       "edge CPU per report",
-      perUnitUs(p.cpuCores.edge, p.load.okPerSec),
+      perUnitUs(componentCores(p.cpuCores, "edge"), p.load.okPerSec),
       "µs",
     ),
-    ...cpuFigures(id, section, p.cpuCores, p.load.generatorCores),
+    ...cpuFigures(id, section, p.cpuCores, p.load),
   ];
 }
 
-export function buildFigures(r: PhaseResults): Figure[] {
+export function buildFigures(
+  r: PhaseResults,
+  capacity: Capacity = capacityOf(r.saturation),
+): Figure[] {
   const bare = r.ceilings.bareFastify;
   const bareCeiling = { label: "bare Fastify", value: bare.load.okPerSec };
   const insertCeiling = { label: "raw ClickHouse insert", value: r.ceilings.clickhouse.rowsPerSec };
@@ -122,6 +144,9 @@ export function buildFigures(r: PhaseResults): Figure[] {
   const d = r.drain;
   const s = r.saturation;
   const f = r.fixedRate;
+  const bareUs = perUnitUs(bare.cpuCores["bare Fastify"], bare.load.okPerSec);
+  const edgeUs = perUnitUs(componentCores(e.cpuCores, "edge"), e.load.okPerSec);
+  const reportsPerJob = e.enqueued / Math.max(1, e.jobs);
   const C = "1 ceilings";
   const E = "2 edge alone (no workers), saturated";
   const D = `3 worker drain of the edge's backlog`;
@@ -130,14 +155,8 @@ export function buildFigures(r: PhaseResults): Figure[] {
   return [
     figure("ceiling.bare", C, "bare Fastify, same POST and load", bare.load.okPerSec, "req/s"),
     figure("ceiling.bare.p99", C, "bare Fastify latency p99", bare.load.latencyMs.p99, "ms"),
-    figure(
-      "ceiling.bare.cpuPerRequest",
-      C,
-      "bare Fastify CPU per request",
-      perUnitUs(bare.cpuCores["bare Fastify"], bare.load.okPerSec),
-      "µs",
-    ),
-    ...cpuFigures("ceiling.bare", C, bare.cpuCores, bare.load.generatorCores, "bare Fastify run"),
+    figure("ceiling.bare.cpuPerRequest", C, "bare Fastify CPU per request", bareUs, "µs"),
+    ...cpuFigures("ceiling.bare", C, bare.cpuCores, bare.load, "bare Fastify run"),
     figure(
       "ceiling.bullmq",
       C,
@@ -159,7 +178,14 @@ export function buildFigures(r: PhaseResults): Figure[] {
       r.ceilings.clickhouse.rowsPerSec,
       "rows/s",
     ),
-    ...cpuFigures("ceiling.clickhouse", C, r.ceilings.clickhouse.cpuCores, 0, "raw insert run"),
+    figure(
+      "ceiling.clickhouse.cpuPerRow",
+      C,
+      "raw insert CPU per row (ClickHouse server + insert client)",
+      rawInsertUsPerRow(r.ceilings.clickhouse),
+      "µs",
+    ),
+    ...cpuFigures("ceiling.clickhouse", C, r.ceilings.clickhouse.cpuCores, null, "raw insert run"),
 
     figure("edge.accepted", E, "accepted", e.load.okPerSec, "reports/s", {
       targets: [atLeast(TARGETS.edgeVsBare, "ratio")],
@@ -169,30 +195,16 @@ export function buildFigures(r: PhaseResults): Figure[] {
     figure("edge.p99", E, "latency p99", e.load.latencyMs.p99, "ms"),
     figure("edge.max", E, "latency max", e.load.latencyMs.max, "ms"),
     figure("edge.non200", E, "answers other than 200 (incl. errors)", nonOk(e), "count"),
-    figure("edge.rss", E, "edge peak RSS", e.edgePeakRssMb, "MB", {
-      targets: [atMost(TARGETS.edgeRssMb)],
+    figure("edge.rss", E, "edge peak RSS", e.edgePeakRssMb, "MB"),
+    figure("edge.redis.bytes", E, "Redis bytes per queued report", e.redisBytesPerReport, "B"),
+    figure("edge.reportsPerJob", E, "reports per job", reportsPerJob, "reports"),
+    figure("edge.cpuPerReport", E, "edge CPU per report", edgeUs, "µs", {
+      ceiling: { label: "bare Fastify per request", value: bareUs },
     }),
-    figure("edge.redis.bytes", E, "Redis bytes per queued report", e.redisBytesPerReport, "B", {
-      targets: [atMost(TARGETS.redisBytesPerReport)],
-    }),
-    figure("edge.reportsPerJob", E, "reports per job", e.enqueued / Math.max(1, e.jobs), "reports"),
-    figure(
-      "edge.cpuPerReport",
-      E,
-      "edge CPU per report",
-      perUnitUs(e.cpuCores.edge, e.load.okPerSec),
-      "µs",
-      {
-        ceiling: {
-          label: "bare Fastify per request",
-          value: perUnitUs(bare.cpuCores["bare Fastify"], bare.load.okPerSec),
-        },
-      },
-    ),
     figure("edge.vs.bullmq", E, "accepted vs raw BullMQ addBulk", e.load.okPerSec, "reports/s", {
       ceiling: { label: "raw BullMQ addBulk", value: r.ceilings.bullmq.reportsPerSec },
     }),
-    ...cpuFigures("edge", E, e.cpuCores, e.load.generatorCores),
+    ...cpuFigures("edge", E, e.cpuCores, e.load),
 
     figure(
       "drain.rowsPerSec",
@@ -200,10 +212,7 @@ export function buildFigures(r: PhaseResults): Figure[] {
       `drain with ${d.workerPeakRssMb.length} worker(s)`,
       d.rowsPerSec,
       "rows/s",
-      {
-        targets: [atLeast(TARGETS.drainRowsPerSec), atLeast(TARGETS.drainVsInsert, "ratio")],
-        ceiling: insertCeiling,
-      },
+      { targets: [atLeast(TARGETS.drainRowsPerSec)], ceiling: insertCeiling },
     ),
     figure("drain.rows", D, "rows drained", d.rows, "rows"),
     figure("drain.complete", D, "every accepted report stored (1 = yes)", d.complete ? 1 : 0, "", {
@@ -242,7 +251,7 @@ export function buildFigures(r: PhaseResults): Figure[] {
     ...d.workerPeakRssMb.map((v, i) =>
       figure(`drain.rss.worker-${i + 1}`, D, `peak RSS worker ${i + 1}`, v, "MB"),
     ),
-    ...cpuFigures("drain", D, d.cpuCores, 0),
+    ...cpuFigures("drain", D, d.cpuCores, null),
 
     figure("sat.sustained", S, "sustained end to end", s.sustainedPerSec, "reports/s", {
       targets: [atLeast(TARGETS.sustainedPerSec)],
@@ -266,5 +275,6 @@ export function buildFigures(r: PhaseResults): Figure[] {
       "count",
     ),
     ...e2eFigures(F, "rate", f),
+    ...issue12Figures(r, capacity),
   ];
 }

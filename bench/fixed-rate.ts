@@ -1,12 +1,12 @@
 import { connect, type Socket } from "node:net";
 import { type LoadResult, type LoadSpec, latencyOf, REPORT_PATH } from "./load-spec.js";
-import type { BodySource } from "./report-bodies.js";
 
 // Open-loop load at a fixed rate: request i is due at start + i/rate, whatever the answers do,
 // and its latency counts from that moment (no coordinated omission). autocannon's overallRate is
 // not used because it sends each second's quota as one burst at the top of the second.
 // HTTP/1.1 keep-alive over plain sockets, one request at a time per connection; responses are
-// read by Content-Length, which Fastify always sends.
+// read by Content-Length, which Fastify always sends. With several servers (edges), connection k
+// goes to server k mod n. (Debian's wrk has no fixed-rate mode; wrk2, which has, is not packaged.)
 
 const HEADER_END = Buffer.from("\r\n\r\n");
 const CONTENT_LENGTH = /\r\ncontent-length:\s*(\d+)/i;
@@ -14,6 +14,8 @@ const CONTENT_LENGTH = /\r\ncontent-length:\s*(\d+)/i;
 const GRACE_MS = 10_000;
 
 interface Conn {
+  /** Which server (index into the spec's urls). */
+  server: number;
   socket: Socket;
   busy: boolean;
   /** Index of the request in flight. */
@@ -21,11 +23,13 @@ interface Conn {
   buffer: Buffer;
 }
 
-export function runFixedRate(spec: LoadSpec, bodies: BodySource): Promise<LoadResult> {
+export function runFixedRate(
+  spec: LoadSpec,
+  bodies: string[],
+  keys: string[],
+): Promise<LoadResult> {
   const rate = spec.rate ?? 1_000;
-  const url = new URL(spec.url);
-  const port = Number(url.port || 80);
-  const host = url.hostname;
+  const servers = spec.urls.map((u) => new URL(u));
   const total = Math.max(1, Math.round(rate * spec.durationS));
   const latencies = new Float64Array(total);
   const statuses: Record<string, number> = {};
@@ -42,11 +46,12 @@ export function runFixedRate(spec: LoadSpec, bodies: BodySource): Promise<LoadRe
   let startedAt = 0;
   const dueAt = (i: number) => start + (i * 1000) / rate;
 
-  const request = (i: number) => {
-    const body = Buffer.from(bodies.body(i));
+  const encoded = bodies.map((b) => Buffer.from(b));
+  const request = (i: number, server: number) => {
+    const body = encoded[i % encoded.length] as Buffer;
     const head =
-      `POST ${REPORT_PATH} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\n` +
-      `Authorization: Bearer ${spec.keys[i % spec.keys.length]}\r\n` +
+      `POST ${REPORT_PATH} HTTP/1.1\r\nHost: ${servers[server]?.host}\r\n` +
+      `Content-Type: application/json\r\nAuthorization: Bearer ${keys[i % keys.length]}\r\n` +
       `Content-Length: ${body.length}\r\n\r\n`;
     return Buffer.concat([Buffer.from(head), body]);
   };
@@ -66,9 +71,11 @@ export function runFixedRate(spec: LoadSpec, bodies: BodySource): Promise<LoadRe
       dispatch();
     };
 
-    const open = (): Conn => {
+    const open = (server: number): Conn => {
+      const url = servers[server] as URL;
       const c: Conn = {
-        socket: connect(port, host),
+        server,
+        socket: connect(Number(url.port || 80), url.hostname),
         busy: false,
         index: -1,
         buffer: Buffer.alloc(0),
@@ -96,7 +103,7 @@ export function runFixedRate(spec: LoadSpec, bodies: BodySource): Promise<LoadRe
           errors++;
         }
         if (!stopping) {
-          const next = open();
+          const next = open(c.server);
           conns.push(next);
           next.socket.once("connect", () => {
             idle.push(next);
@@ -114,7 +121,7 @@ export function runFixedRate(spec: LoadSpec, bodies: BodySource): Promise<LoadRe
         c.busy = true;
         c.index = i;
         sent++;
-        c.socket.write(request(i));
+        c.socket.write(request(i, c.server));
       }
       if (readyHead > 4_096 && readyHead * 2 > ready.length) {
         ready.splice(0, readyHead);
@@ -145,6 +152,9 @@ export function runFixedRate(spec: LoadSpec, bodies: BodySource): Promise<LoadRe
         latencyMs: latencyOf(latencies.subarray(0, answered)),
         unsent: total - sent,
         generatorCores: 0,
+        generatorCpuS: 0,
+        generator: "open-loop client",
+        generators: 1,
       });
     };
 
@@ -168,7 +178,7 @@ export function runFixedRate(spec: LoadSpec, bodies: BodySource): Promise<LoadRe
     let connecting = spec.connections;
     const connectTimer = setTimeout(begin, 5_000);
     for (let k = 0; k < spec.connections; k++) {
-      const c = open();
+      const c = open(k % servers.length);
       conns.push(c);
       c.socket.once("connect", () => {
         idle.push(c);

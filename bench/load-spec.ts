@@ -1,11 +1,15 @@
-// What the benchmark asks of the load generator child (`bench/load.ts`) and what it prints back,
-// as one JSON line on stdout.
+// What the benchmark asks of a load generator for one phase, and what it measured. Saturated
+// phases run wrk (bench/wrk.ts), one per edge; the fixed-rate phase runs the open-loop client
+// (bench/load.ts, compiled), which takes a LoadSpec as JSON and prints a LoadResult JSON line.
 
 export interface LoadSpec {
-  /** Origin of the server, e.g. http://127.0.0.1:3000. */
-  url: string;
-  /** Keys used round-robin, one Authorization header per request. */
-  keys: string[];
+  /** Origins of the servers, e.g. http://127.0.0.1:3000; connections are spread over them. */
+  urls: string[];
+  /** Request bodies, one per line, used round-robin (bench/report-bodies.ts writes them). */
+  bodiesFile: string;
+  /** Project keys, one per line, used round-robin (one Authorization header per request). */
+  keysFile: string;
+  /** Connections in all (split between the servers). */
   connections: number;
   durationS: number;
   /** saturate: every connection sends as fast as answers come; fixed: open loop at `rate`. */
@@ -29,30 +33,39 @@ export interface LoadResult {
   /** Wall clock (epoch ms) of the first request. */
   startedAt: number;
   sent: number;
-  /** Answers with status 200. */
+  /** Successful answers (wrk: below 400; the fixed client: 200). */
   ok: number;
+  /** Summed over the servers when there are several. */
   okPerSec: number;
-  /** Answers other than 200, by status. */
+  /**
+   * Answers that were not successful, by status. wrk counts them without their status
+   * ("4xx/5xx"); the phases replace that by the edge's own count by status where they can.
+   */
   statuses: Record<string, number>;
   /** Connection errors and timeouts. */
   errors: number;
-  /** Latency in milliseconds; in fixed mode measured from the scheduled send time. */
+  /**
+   * Latency in milliseconds; in fixed mode measured from the scheduled send time. With several
+   * generators (one per edge): the highest of their percentiles, the mean weighted by requests.
+   */
   latencyMs: Latency;
   /** Fixed mode: requests scheduled but never sent before the deadline (the target fell behind). */
   unsent: number;
   /** CPU the generator itself used, in cores (1 = one core busy the whole time). */
   generatorCores: number;
+  /** The same in CPU seconds, over the phase. */
+  generatorCpuS: number;
+  /** Which generator: "wrk" (saturated) or "open-loop client" (fixed rate). */
+  generator: string;
+  /** Generator processes (one wrk per edge). */
+  generators: number;
 }
 
 export const REPORT_PATH = "/api/report";
 
 /** Parses the result line a load child printed (the last JSON line of its stdout). */
 export function parseLoadResult(stdout: string): LoadResult {
-  const line = stdout
-    .trim()
-    .split("\n")
-    .reverse()
-    .find((l) => l.startsWith("{"));
+  const line = lastJsonLine(stdout);
   if (!line) throw new Error("the load generator printed no result");
   const r = JSON.parse(line) as LoadResult;
   if (typeof r.ok !== "number" || typeof r.latencyMs?.p99 !== "number") {
@@ -60,6 +73,17 @@ export function parseLoadResult(stdout: string): LoadResult {
   }
   return r;
 }
+
+export function lastJsonLine(stdout: string): string | undefined {
+  return stdout
+    .trim()
+    .split("\n")
+    .reverse()
+    .find((l) => l.startsWith("{"));
+}
+
+/** The lines of a bodies or keys file. */
+export const fileLines = (text: string): string[] => text.split("\n").filter((l) => l.length > 0);
 
 /** Percentiles of a list of latencies (sorted in place). */
 export function latencyOf(values: Float64Array): Latency {

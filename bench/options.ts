@@ -13,6 +13,12 @@ export interface BenchOptions {
   rate: number;
   /** Worker processes. */
   workers: number;
+  /** Edge processes, each on its own port with a load generator of its own. */
+  edges: number;
+  /** QUEUE_SHARDS for edges and workers; null: not set (the service's default). */
+  shards: number | null;
+  /** Replica redis-servers of the benchmark's Redis; REDIS_ACK_REPLICAS for the edges when > 0. */
+  ackReplicas: number;
   /** Project keys (each its own project, on the unlimited plan). */
   keys: number;
   quick: boolean;
@@ -33,6 +39,10 @@ export const USAGE = `npm run bench -- [options]
   --connections N   load generator connections (default 64)
   --rate R          fixed-rate phase, reports/s (default 10000; 3000 with --quick)
   --workers N       worker processes (default 1)
+  --edges N         edge processes on their own ports, one wrk per edge (default 1)
+  --shards S        QUEUE_SHARDS=S for edges and workers (default: not set)
+  --ack-replicas N  start N replicas of the benchmark's Redis, REDIS_ACK_REPLICAS=N for the
+                    edges (default 0: no replicas)
   --keys N          project keys on the unlimited plan (default 20)
   --quick           whole run under a minute: short phases, smaller backlog
   --out DIR         results directory (default bench/results)
@@ -45,14 +55,23 @@ export class OptionsError extends Error {
   override name = "OptionsError";
 }
 
-function positiveInt(name: string, text: string | undefined, fallback: number, max: number) {
+function integer(
+  name: string,
+  text: string | undefined,
+  fallback: number,
+  min: number,
+  max: number,
+) {
   if (text === undefined) return fallback;
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > max) {
-    throw new OptionsError(`--${name} must be an integer from 1 to ${max} (got ${text})`);
+  if (text.trim() === "" || !Number.isInteger(n) || n < min || n > max) {
+    throw new OptionsError(`--${name} must be an integer from ${min} to ${max} (got ${text})`);
   }
   return n;
 }
+
+const positiveInt = (name: string, text: string | undefined, fallback: number, max: number) =>
+  integer(name, text, fallback, 1, max);
 
 /** Parses argv (without node and the script); `null` when help was asked for. */
 export function parseBenchOptions(argv: string[], cwd = process.cwd()): BenchOptions | null {
@@ -65,11 +84,19 @@ export function parseBenchOptions(argv: string[], cwd = process.cwd()): BenchOpt
   if (values.help) return null;
   const quick = values.quick ?? false;
   const durationS = positiveInt("duration", values.duration, quick ? 3 : 15, 3_600);
+  const connections = positiveInt("connections", values.connections, 64, 10_000);
+  const edges = positiveInt("edges", values.edges, 1, 64);
+  if (connections < edges) {
+    throw new OptionsError(`--connections (${connections}) must be at least --edges (${edges})`);
+  }
   return {
     durationS,
-    connections: positiveInt("connections", values.connections, 64, 10_000),
+    connections,
     rate: positiveInt("rate", values.rate, quick ? 3_000 : 10_000, 1_000_000),
     workers: positiveInt("workers", values.workers, 1, 64),
+    edges,
+    shards: values.shards === undefined ? null : positiveInt("shards", values.shards, 1, 256),
+    ackReplicas: integer("ack-replicas", values["ack-replicas"], 0, 0, 8),
     keys: positiveInt("keys", values.keys, 20, 10_000),
     quick,
     ceilingS: quick ? 1 : Math.min(durationS, 10),
@@ -90,6 +117,9 @@ function parse(argv: string[]) {
       connections: { type: "string" },
       rate: { type: "string" },
       workers: { type: "string" },
+      edges: { type: "string" },
+      shards: { type: "string" },
+      "ack-replicas": { type: "string" },
       keys: { type: "string" },
       quick: { type: "boolean" },
       out: { type: "string" },

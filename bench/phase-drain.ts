@@ -37,25 +37,25 @@ export async function runDrainPhase(
   stack: Stack,
   opts: { phase: string; expected: number; workers: number; timeoutS: number },
 ): Promise<DrainPhase> {
-  await stack.queue.pause();
+  await stack.pauseQueues();
   const workers = await stack.startWorkers(opts.workers);
   const chPid = stack.clickhouse.process.pid ?? 0;
   resetPeakRss(chPid);
   const before = await stack.rows(opts.phase);
   const stats0 = await insertStats(workers);
   const cpu = cpuMeter({
-    ...Object.fromEntries(workers.map((w, i) => [`worker ${i + 1}`, w.pid])),
+    ...Object.fromEntries(workers.map((w) => [w.name, w.pid])),
     clickhouse: chPid,
-    redis: stack.redisServer.process.pid ?? 0,
+    ...stack.redisPids(),
   });
-  await stack.queue.resume();
+  await stack.resumeQueues();
   const { complete, seconds, stored } = await waitStored(
     stack,
     opts.phase,
     opts.expected,
     opts.timeoutS,
   );
-  const cpuCores = cpu.read();
+  const cpuCores = cpu.read().cores;
   const stats = await insertStats(workers);
   const inserts = stats.inserts - stats0.inserts;
   return {

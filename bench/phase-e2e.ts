@@ -1,15 +1,17 @@
 import { mb } from "./ceilings.js";
 import type { Cleanup } from "./cleanup.js";
 import type { LoadResult, LoadSpec } from "./load-spec.js";
-import { settledEnqueued } from "./phase-edge.js";
+import { settledEnqueued, withEdgeStatuses } from "./phase-edge.js";
 import { cpuMeter, peakRssBytes, resetPeakRss } from "./proc-stats.js";
+import type { LoadFiles } from "./report-bodies.js";
 import { runLoad } from "./run-load.js";
-import { BENCH_DB, type ServiceProc, type Stack, waitStored } from "./stack.js";
+import { BENCH_DB, type EdgeProc, type Stack, waitStored } from "./stack.js";
 
-// Phase 4: edge and workers together, saturated or at a fixed rate. Beyond what the client sees,
-// it measures what reached ClickHouse: the rate rows were stored during the phase, the end-to-end
-// lag (inserted_at - received_at) of the phase's reports, the backlog over time, and how long the
-// pipeline needed after the load stopped to store every accepted report.
+// Phase 4: edges and workers together, saturated or at a fixed rate. Beyond what the client
+// sees, it measures what reached ClickHouse: the rate rows were stored during the phase, the
+// end-to-end lag (inserted_at - received_at) of the phase's reports, the backlog over time, how
+// long the pipeline needed after the load stopped to store every accepted report, and the CPU
+// each process spent from the start of the load until then (the capacity table's source).
 
 export interface EndToEndPhase {
   load: LoadResult;
@@ -27,7 +29,14 @@ export interface EndToEndPhase {
   drainAfterS: number;
   complete: boolean;
   peakRssMb: Record<string, number>;
+  /** Cores used on average while the load ran. */
   cpuCores: Record<string, number>;
+  /**
+   * CPU seconds from the start of the load until ClickHouse held every accepted report: what
+   * carrying the phase's `enqueued` reports all the way cost each process.
+   */
+  cpuSecondsToStored: Record<string, number>;
+  jobs: number;
 }
 
 export function slope(points: [number, number][]): number {
@@ -46,10 +55,10 @@ export function slope(points: [number, number][]): number {
 
 export async function runEndToEndPhase(
   stack: Stack,
-  edge: ServiceProc & { url: string },
+  edges: EdgeProc[],
   opts: {
     phase: string;
-    keys: string[];
+    files: LoadFiles;
     connections: number;
     durationS: number;
     mode: LoadSpec["mode"];
@@ -59,13 +68,13 @@ export async function runEndToEndPhase(
   cleanup: Cleanup,
 ): Promise<EndToEndPhase> {
   const pids: Record<string, number> = {
-    edge: edge.pid,
-    ...Object.fromEntries(stack.workers().map((w, i) => [`worker ${i + 1}`, w.pid])),
+    ...Object.fromEntries(edges.map((e) => [e.name, e.pid])),
+    ...Object.fromEntries(stack.workers().map((w) => [w.name, w.pid])),
     clickhouse: stack.clickhouse.process.pid ?? 0,
-    redis: stack.redisServer.process.pid ?? 0,
+    ...stack.redisPids(),
   };
   for (const pid of Object.values(pids)) resetPeakRss(pid);
-  const before = await settledEnqueued(edge);
+  const before = await settledEnqueued(edges);
   const cpu = cpuMeter(pids);
 
   // Backlog samples (epoch ms, waiting jobs) while the load runs; bounded in count.
@@ -81,8 +90,8 @@ export async function runEndToEndPhase(
 
   const load = await runLoad(
     {
-      url: edge.url,
-      keys: opts.keys,
+      urls: edges.map((e) => e.url),
+      ...opts.files,
       connections: opts.connections,
       durationS: opts.durationS,
       mode: opts.mode,
@@ -93,13 +102,14 @@ export async function runEndToEndPhase(
   const loadEnd = performance.now();
   sampling = false;
   await sampler;
-  const cpuCores = cpu.read();
+  const cpuCores = cpu.read().cores;
   const backlogEndJobs = (await stack.backlog()).waiting;
-  const after = await settledEnqueued(edge);
+  const after = await settledEnqueued(edges);
   const enqueued = after.reports - before.reports;
 
   const { complete } = await waitStored(stack, opts.phase, enqueued, opts.timeoutS);
   const drainAfterS = (performance.now() - loadEnd) / 1000;
+  const cpuSecondsToStored = cpu.read().seconds;
 
   // Stored rate: the phase's reports over the time they took to flow, from the first one the edge
   // received to the last one ClickHouse stored, less the typical lag (which a pipeline that keeps
@@ -123,8 +133,9 @@ export async function runEndToEndPhase(
   const backlogSlopeJobsPerSec = Math.round(slope(half) * 100) / 100;
   const acceptedPerSec = load.okPerSec;
   return {
-    load,
+    load: withEdgeStatuses(load, before, after),
     enqueued,
+    jobs: after.jobs - before.jobs,
     storedPerSec,
     sustainedPerSec: Math.min(acceptedPerSec, storedPerSec),
     lagMs,
@@ -136,5 +147,6 @@ export async function runEndToEndPhase(
     complete,
     peakRssMb: Object.fromEntries(Object.entries(pids).map(([n, p]) => [n, mb(peakRssBytes(p))])),
     cpuCores,
+    cpuSecondsToStored,
   };
 }

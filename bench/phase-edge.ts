@@ -1,93 +1,141 @@
 import { mb } from "./ceilings.js";
 import type { Cleanup } from "./cleanup.js";
-import type { LoadResult } from "./load-spec.js";
+import { type LoadResult, REPORT_PATH } from "./load-spec.js";
 import { sleep } from "./poll.js";
 import { cpuMeter, peakRssBytes, resetPeakRss } from "./proc-stats.js";
-import { metricSum } from "./prometheus.js";
+import { metricByLabel, metricSum } from "./prometheus.js";
+import type { LoadFiles } from "./report-bodies.js";
 import { runLoad } from "./run-load.js";
-import { enqueuedReports, type ServiceProc, type Stack } from "./stack.js";
+import { type EdgeProc, enqueuedReports, type ServiceProc, type Stack } from "./stack.js";
 
-// Phase 2: the edge alone, no workers, saturated for the phase: what it accepts, how fast it
-// answers, its peak memory, and what each queued report costs in Redis. The backlog it leaves is
-// phase 3's work.
+// Phase 2: the edge(s) alone, no workers, saturated for the phase: what they accept, how fast
+// they answer, their peak memory, and what each queued report costs in Redis. The backlog they
+// leave is phase 3's work.
 
 export interface EdgePhase {
   load: LoadResult;
-  /** Reports the edge enqueued (its own count; includes answers the generator did not wait for). */
+  /** Reports the edges enqueued (their own count; includes answers the generator did not wait for). */
   enqueued: number;
   jobs: number;
+  /** The highest peak RSS of the edges. */
   edgePeakRssMb: number;
+  /** Peak RSS of each edge, by name. */
+  edgesPeakRssMb: Record<string, number>;
   redisBytesPerReport: number;
   redisUsedMb: number;
   cpuCores: Record<string, number>;
 }
 
+/** What the edges have done so far, from their own metrics, summed. */
+export interface EdgeCounts {
+  /** Reports durably enqueued. */
+  reports: number;
+  jobs: number;
+  /** Answers on the report route by status. */
+  statuses: Record<string, number>;
+}
+
 /**
- * Waits until the edge's enqueued count stops moving (requests in flight at the end settle).
+ * Waits until the edges' enqueued count stops moving (requests in flight at the end settle).
  * The count is what ClickHouse must end up holding, so a /metrics that cannot be read fails the
  * run rather than let it wait for a wrong number.
  */
-export async function settledEnqueued(
-  edge: ServiceProc,
-): Promise<{ reports: number; jobs: number }> {
-  let last = -1;
-  let text = "";
+export async function settledEnqueued(edges: ServiceProc[]): Promise<EdgeCounts> {
+  let last: EdgeCounts = { reports: -1, jobs: 0, statuses: {} };
   for (let i = 0; i < 40; i++) {
-    text = await edge.metrics();
-    const now = enqueuedReports(text);
-    if (now === last) break;
+    const texts = await Promise.all(edges.map((e) => e.metrics()));
+    const now = countsOf(texts);
+    if (now.reports === last.reports) return now;
     last = now;
     await sleep(250);
   }
-  return { reports: last, jobs: metricSum(text, "headroom_reports_per_job_count") };
+  return last;
 }
 
-/** Unmeasured load on a fresh edge, then its reports are dropped from the queue. */
+export function countsOf(texts: string[]): EdgeCounts {
+  const statuses: Record<string, number> = {};
+  for (const text of texts) {
+    const by = metricByLabel(text, "headroom_http_requests_total", "status", {
+      route: REPORT_PATH,
+    });
+    for (const [status, n] of Object.entries(by)) statuses[status] = (statuses[status] ?? 0) + n;
+  }
+  return {
+    reports: texts.reduce((a, t) => a + enqueuedReports(t), 0),
+    jobs: texts.reduce((a, t) => a + metricSum(t, "headroom_reports_per_job_count"), 0),
+    statuses,
+  };
+}
+
+/**
+ * The edges' answers other than 200 between two counts, by status. wrk counts failed answers
+ * without their status: the edges' own count replaces its total where the edges have one.
+ */
+export function withEdgeStatuses(load: LoadResult, before: EdgeCounts, after: EdgeCounts) {
+  const statuses: Record<string, number> = {};
+  for (const [status, n] of Object.entries(after.statuses)) {
+    const d = n - (before.statuses[status] ?? 0);
+    if (status !== "200" && d > 0) statuses[status] = d;
+  }
+  if (load.mode === "saturate" && Object.keys(statuses).length > 0) load.statuses = statuses;
+  return load;
+}
+
+/** Unmeasured load on fresh edges, then their reports are dropped from the queue(s). */
 export async function warmUp(
   stack: Stack,
-  edge: ServiceProc & { url: string },
-  opts: { keys: string[]; connections: number; durationS: number },
+  edges: EdgeProc[],
+  opts: { files: LoadFiles; connections: number; durationS: number },
   cleanup: Cleanup,
 ): Promise<void> {
-  await runLoad({ url: edge.url, ...opts, mode: "saturate" }, cleanup);
-  await settledEnqueued(edge);
-  // obliterate pauses the queue on its way; the workers started later must find it running.
-  await stack.queue.obliterate({ force: true });
-  await stack.queue.resume();
-}
-
-export async function runEdgePhase(
-  stack: Stack,
-  edge: ServiceProc & { url: string },
-  opts: { keys: string[]; connections: number; durationS: number },
-  cleanup: Cleanup,
-): Promise<EdgePhase> {
-  const memBefore = await stack.redisUsedMemory();
-  const before = await settledEnqueued(edge);
-  resetPeakRss(edge.pid);
-  const cpu = cpuMeter({
-    edge: edge.pid,
-    redis: stack.redisServer.process.pid ?? 0,
-  });
-  const load = await runLoad(
+  await runLoad(
     {
-      url: edge.url,
-      keys: opts.keys,
+      urls: edges.map((e) => e.url),
+      ...opts.files,
       connections: opts.connections,
       durationS: opts.durationS,
       mode: "saturate",
     },
     cleanup,
   );
-  const cpuCores = cpu.read();
-  const after = await settledEnqueued(edge);
+  await settledEnqueued(edges);
+  await stack.dropQueues();
+}
+
+export async function runEdgePhase(
+  stack: Stack,
+  edges: EdgeProc[],
+  opts: { files: LoadFiles; connections: number; durationS: number },
+  cleanup: Cleanup,
+): Promise<EdgePhase> {
+  const memBefore = await stack.redisUsedMemory();
+  const before = await settledEnqueued(edges);
+  for (const e of edges) resetPeakRss(e.pid);
+  const cpu = cpuMeter({
+    ...Object.fromEntries(edges.map((e) => [e.name, e.pid])),
+    ...stack.redisPids(),
+  });
+  const load = await runLoad(
+    {
+      urls: edges.map((e) => e.url),
+      ...opts.files,
+      connections: opts.connections,
+      durationS: opts.durationS,
+      mode: "saturate",
+    },
+    cleanup,
+  );
+  const cpuCores = cpu.read().cores;
+  const after = await settledEnqueued(edges);
   const memAfter = await stack.redisUsedMemory();
   const enqueued = after.reports - before.reports;
+  const edgesPeakRssMb = Object.fromEntries(edges.map((e) => [e.name, mb(peakRssBytes(e.pid))]));
   return {
-    load,
+    load: withEdgeStatuses(load, before, after),
     enqueued,
     jobs: after.jobs - before.jobs,
-    edgePeakRssMb: mb(peakRssBytes(edge.pid)),
+    edgePeakRssMb: Math.max(0, ...Object.values(edgesPeakRssMb)),
+    edgesPeakRssMb,
     redisBytesPerReport: Math.round((memAfter - memBefore) / Math.max(1, enqueued)),
     redisUsedMb: mb(memAfter),
     cpuCores,

@@ -86,8 +86,9 @@ export function machineCpuSeconds(): number {
 export const MACHINE = "machine";
 
 /**
- * CPU time of several processes over a phase, as cores used on average, plus the whole
- * machine's (`machine`): the difference shows what other processes took from the benchmark.
+ * CPU time of several processes over a phase, as cores used on average and as CPU seconds, plus
+ * the whole machine's (`machine`): the difference shows what other processes took from the
+ * benchmark.
  */
 export function cpuMeter(pids: Record<string, number>) {
   const start = performance.now();
@@ -97,15 +98,21 @@ export function cpuMeter(pids: Record<string, number>) {
   });
   const before = sample();
   return {
-    read(): Record<string, number> {
-      const seconds = (performance.now() - start) / 1000;
+    /** Since the meter started; it can be read more than once. */
+    read(): { cores: Record<string, number>; seconds: Record<string, number>; elapsedS: number } {
+      const elapsedS = (performance.now() - start) / 1000;
       const after = sample();
-      return Object.fromEntries(
-        Object.keys(after).map((n) => {
-          const used = Math.max(0, (after[n] ?? 0) - (before[n] ?? 0));
-          return [n, seconds > 0 ? Math.round((used / seconds) * 100) / 100 : 0];
-        }),
+      const used = Object.fromEntries(
+        Object.keys(after).map((n) => [n, Math.max(0, (after[n] ?? 0) - (before[n] ?? 0))]),
       );
+      const round = (v: number) => Math.round(v * 100) / 100;
+      return {
+        cores: Object.fromEntries(
+          Object.entries(used).map(([n, v]) => [n, elapsedS > 0 ? round(v / elapsedS) : 0]),
+        ),
+        seconds: Object.fromEntries(Object.entries(used).map(([n, v]) => [n, round(v)])),
+        elapsedS: Math.round(elapsedS * 1000) / 1000,
+      };
     },
   };
 }

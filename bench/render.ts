@@ -1,3 +1,4 @@
+import type { Capacity, CapacityRow } from "./capacity.js";
 import type { Figure, Target } from "./figure.js";
 import type { BenchResults } from "./figures.js";
 
@@ -32,6 +33,23 @@ function statuses(label: string, s: Record<string, number>, errors: number): str
   return parts.length ? `- ${label}: ${parts.join(", ")}` : null;
 }
 
+const capacityRow = (c: CapacityRow, label = c.component) =>
+  `| ${label} | ${c.processes} | ${num(c.cpuSeconds)} s | ${num(c.usPerReport)} µs | ${num(c.coresPer100k)} |`;
+
+/** The capacity table: what an operator sizes a deployment with. */
+export function renderCapacity(c: Capacity): string[] {
+  return [
+    `Capacity (end to end, saturated: each process's CPU from the start of the load until`,
+    `ClickHouse held all ${num(c.reports)} accepted reports, per report):`,
+    "",
+    "| Component | Processes | CPU | CPU per report | Cores per 100,000 reports/s |",
+    "|---|--:|--:|--:|--:|",
+    ...c.components.map((row) => capacityRow(row)),
+    capacityRow(c.pipeline, "**whole pipeline**"),
+    `${capacityRow(c.generator, `load generator (${c.generator.name}), per request`)}`,
+  ];
+}
+
 export function renderMarkdown(r: BenchResults): string {
   const m = r.machine;
   const o = r.options;
@@ -50,7 +68,7 @@ export function renderMarkdown(r: BenchResults): string {
       .map(([k, v]) => `${k}=${String(v)}`)
       .join(", ")}`,
     `- Settings: ${settings.length ? settings.map(([k, v]) => `${k}=${v}`).join(", ") : "defaults (src/config.ts)"}`,
-    `- Load generator, servers, Redis and ClickHouse share the same ${m.cores} cores.`,
+    `- Load generators (wrk when saturated, the open-loop client at a fixed rate), servers, Redis and ClickHouse share the same ${m.cores} cores.`,
     `- Targets met: **${r.summary.met} of ${r.summary.targets}**`,
     "",
     "| Figure | Value | Target | Ceiling | Ratio | Met |",
@@ -70,12 +88,15 @@ export function renderMarkdown(r: BenchResults): string {
     statuses("end to end fixed rate, non-200", r.fixedRate.load.statuses, r.fixedRate.load.errors),
   ].filter((l): l is string => l !== null);
   if (notes.length) lines.push("", ...notes);
+  lines.push("", ...renderCapacity(r.capacity));
   lines.push(
     "",
-    "Latency is measured by the load generator: closed loop (autocannon) when saturated, from the",
-    "scheduled send time when at a fixed rate. Lag is ClickHouse `inserted_at - received_at` over",
-    "each phase's reports. Stored/s = the phase's rows / (last inserted_at - first received_at - lag",
-    "p50), at most their count over the load's duration; sustained = min(accepted/s, stored/s).",
+    "Latency is measured by the load generator: closed loop (wrk, one per edge; with several, the",
+    "highest of their percentiles) when saturated, from the scheduled send time (the open-loop",
+    "client) at a fixed rate. Lag is ClickHouse `inserted_at - received_at` over each phase's",
+    "reports. Stored/s = the phase's rows / (last inserted_at - first received_at - lag p50), at",
+    "most their count over the load's duration; sustained = min(accepted/s, stored/s). Issue 12's",
+    "raw insert row = the ClickHouse server's and the insert client's CPU per row of the raw insert.",
     "",
   );
   return lines.join("\n");

@@ -1,8 +1,11 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { sampleBody } from "../test/helpers/sample-reports.js";
 
-// Request bodies for the load generator: the realistic sample mix (providers, models, apps,
-// provider hints, credits), serialised once, with a fresh timestamp spliced in per request so the
-// generator spends its CPU on sending, not on JSON.stringify.
+// Request bodies for the load generators: the realistic sample mix (providers, models, apps,
+// provider hints, credits), serialised once. Written to a file at the start of each phase, one
+// body per line, for wrk's Lua script and the fixed-rate client: the timestamps are the phase's
+// start, well inside the contract's window (up to 24 h ahead of the server's clock, any past).
 
 const MARK = "@@timestamp@@";
 
@@ -34,4 +37,25 @@ export function createBodySource(templates = 4_096, now: () => number = Date.now
       return head + stamp + tail;
     },
   };
+}
+
+export interface LoadFiles {
+  bodiesFile: string;
+  keysFile: string;
+}
+
+/** Writes `<name>.bodies` (one body per line, stamped now) and `<name>.keys` into `dir`. */
+export function writeLoadFiles(
+  dir: string,
+  name: string,
+  keys: string[],
+  opts: { bodies?: number; now?: () => number } = {},
+): LoadFiles {
+  const source = createBodySource(opts.bodies ?? 4_096, opts.now);
+  const bodies = Array.from({ length: source.size }, (_, i) => source.body(i));
+  const files = { bodiesFile: join(dir, `${name}.bodies`), keysFile: join(dir, `${name}.keys`) };
+  // JSON.stringify never writes a raw newline, so each body is exactly one line.
+  writeFileSync(files.bodiesFile, `${bodies.join("\n")}\n`);
+  writeFileSync(files.keysFile, `${keys.join("\n")}\n`);
+  return files;
 }

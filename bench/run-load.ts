@@ -1,16 +1,16 @@
-import { fileURLToPath } from "node:url";
 import { spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import { type LoadResult, type LoadSpec, parseLoadResult } from "./load-spec.js";
+import { runWrk } from "./wrk.js";
 
-// Runs the load generator child for one phase and returns what it measured.
-
-const LOAD_ENTRY = fileURLToPath(new URL("./load.ts", import.meta.url));
+// Runs one phase's load and returns what it measured: wrk when saturating (one per server), the
+// open-loop client (bench/load.ts, compiled) at a fixed rate.
 
 export async function runLoad(spec: LoadSpec, cleanup: Cleanup): Promise<LoadResult> {
+  if (spec.mode === "saturate") return runWrk(spec, cleanup);
   const child = spawnChild({
-    name: `load generator (${spec.mode})`,
-    entry: LOAD_ENTRY,
+    name: "load generator (fixed rate)",
+    entry: "bench/load.ts",
     args: [JSON.stringify(spec)],
     cleanup,
   });

@@ -1,8 +1,10 @@
+import { ensureBuilt } from "../src/local/entry-command.js";
 import { runBench } from "./bench.js";
 import { createCleanup } from "./cleanup.js";
 import { OptionsError, parseBenchOptions, USAGE } from "./options.js";
 import { renderMarkdown } from "./render.js";
 import { writeResults } from "./results.js";
+import { assertWrk, WrkMissingError } from "./wrk.js";
 
 // `npm run bench`: parse options, run, write and print the results. Progress goes to stderr, the
 // results table to stdout. Every process and temp dir is removed on the way out, whatever happens.
@@ -21,6 +23,20 @@ try {
 if (!opts) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
+}
+
+try {
+  assertWrk();
+} catch (err) {
+  if (!(err instanceof WrkMissingError)) throw err;
+  process.stderr.write(`${err.message}\n`);
+  process.exit(2);
+}
+// Edge, workers, the ClickHouse server, the bare server and the fixed-rate client run compiled.
+try {
+  ensureBuilt();
+} catch {
+  process.exit(1); // the build said why on stderr
 }
 
 const cleanup = createCleanup();

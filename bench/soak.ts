@@ -12,6 +12,7 @@ import {
   spawnEmbeddedClickHouse,
 } from "../src/local/clickhouse/process.js";
 import { migrate } from "../src/clickhouse/migrations.js";
+import { ensureBuilt, entryArgs } from "../src/local/entry-command.js";
 import { createKeyStore } from "../src/keys/key-store.js";
 import { createReportsQueue } from "../src/queue/reports-queue.js";
 import { freePort, type RedisServer, startRedisServer } from "../src/local/redis-server.js";
@@ -78,7 +79,7 @@ interface Service {
 }
 
 function startService(name: string, entry: string, env: Record<string, string>): Service {
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, entry)], {
+  const child = spawn(process.execPath, entryArgs(entry), {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -236,6 +237,8 @@ interface Sample {
 }
 
 async function main(): Promise<number> {
+  // Edge, workers and the ClickHouse server run compiled, as deployed.
+  ensureBuilt();
   const dir = mkdtempSync(join(tmpdir(), "headroom-soak-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -13,7 +13,8 @@ export interface SourceInfo {
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 function git(args: string[]): string {
-  return execFileSync("git", args, { cwd: ROOT, encoding: "utf8", stdio: "pipe" }).trim();
+  // trimEnd: porcelain lines start with a status column that may be a space.
+  return execFileSync("git", args, { cwd: ROOT, encoding: "utf8", stdio: "pipe" }).trimEnd();
 }
 
 export function sourceInfo(): SourceInfo {

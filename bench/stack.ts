@@ -1,47 +1,56 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { ClickHouseClient } from "@clickhouse/client";
 import { Redis } from "ioredis";
 import { createClickHouse } from "../src/clickhouse/client.js";
+import { migrate } from "../src/clickhouse/migrations.js";
+import { CONFIG_KEYS, loadConfig } from "../src/config.js";
+import { createKeyStore } from "../src/keys/key-store.js";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
 } from "../src/local/clickhouse/process.js";
-import { migrate } from "../src/clickhouse/migrations.js";
-import { CONFIG_KEYS, loadConfig } from "../src/config.js";
-import { createKeyStore } from "../src/keys/key-store.js";
-import { createReportsQueue, type ReportsQueue } from "../src/queue/reports-queue.js";
 import { freePort, type RedisServer, startRedisServer } from "../src/local/redis-server.js";
+import { createReportsQueue, type ReportsQueue } from "../src/queue/reports-queue.js";
+import { shardNames } from "../src/queue/shards.js";
 import { type Child, spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import { pollUntil } from "./poll.js";
 import { metricSum, scrape } from "./prometheus.js";
+import { startReplicas } from "./replicas.js";
 
 // The real stack the benchmark measures, all on this machine: its own redis-server (temp dir),
-// the embedded ClickHouse server process, the edge process and N worker processes, started as a
-// user starts them. Every piece is registered with the cleanup as soon as it exists.
+// with replicas when asked for, the embedded ClickHouse server process, N edge processes and N
+// worker processes, all compiled (dist/), started as `npm start` and the image start them. Every
+// piece is registered with the cleanup as soon as it exists.
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const EDGE_ENTRY = join(ROOT, "src/main/edge.ts");
-const WORKER_ENTRY = join(ROOT, "workers/ingest.ts");
+const EDGE_ENTRY = "src/main/edge.ts";
+const WORKER_ENTRY = "workers/ingest.ts";
 export const BENCH_DB = "bench";
 export const CEILING_DB = "bench_ceiling";
 const QUEUE = { prefix: "{bench}", name: "reports" };
 
 export interface ServiceProc {
+  /** "edge" (one edge) or "edge 1", "edge 2", …; "worker 1", … */
+  name: string;
   child: Child;
   pid: number;
   /** Reads the process's Prometheus metrics. */
   metrics(): Promise<string>;
 }
 
+export type EdgeProc = ServiceProc & { url: string };
+
 export interface StackOptions {
   cleanup: Cleanup;
   /** node flags for the edge and workers (profiling). */
   nodeArgs?: (name: string) => string[];
   log: (msg: string) => void;
+  /** QUEUE_SHARDS for edges and workers (not set when null or absent). */
+  shards?: number | null;
+  /** Replicas of the benchmark's Redis; REDIS_ACK_REPLICAS for the edges when > 0. */
+  ackReplicas?: number;
 }
 
 /** Headroom settings taken from the benchmark's environment (they reach edge and workers). */
@@ -66,15 +75,18 @@ export async function startStack(opts: StackOptions) {
   cleanup.add("close redis client", async () => {
     await admin.quit().catch(() => admin.disconnect());
   });
-  const queue: ReportsQueue = createReportsQueue(admin, QUEUE);
-  cleanup.add("close queue", () => queue.close());
   log(`redis-server on ${redisServer.url}`);
+  const replicas = await startReplicas(redisServer, admin, opts.ackReplicas ?? 0, dir, cleanup);
+  if (replicas.length) log(`${replicas.length} replica(s) of it: ${replicas.map((r) => r.url)}`);
 
   const clickhouse: EmbeddedClickHouseProcess = await spawnEmbeddedClickHouse({
     path: join(dir, "clickhouse"),
   });
   cleanup.add("stop embedded clickhouse", () => clickhouse.stop());
   const settings = settingsFromEnv();
+  // Passed through as they are: the settings belong to the service (issue 11).
+  if (opts.shards != null) settings.QUEUE_SHARDS = String(opts.shards);
+  if (replicas.length) settings.REDIS_ACK_REPLICAS = String(replicas.length);
   const env: Record<string, string> = {
     ...settings,
     REDIS_URL: redisServer.url,
@@ -88,8 +100,15 @@ export async function startStack(opts: StackOptions) {
     // "edge ready" / "worker ready" are info lines; per-request logging stays off.
     LOG_LEVEL: "info",
   };
+  const config = loadConfig(env);
+  // The reports queues the edges write to: one, or one per shard (QUEUE_SHARDS).
+  const queueNames = shardNames(QUEUE, config.QUEUE_SHARDS);
+  const queues: ReportsQueue[] = queueNames.map((n) => createReportsQueue(admin, n));
+  cleanup.add("close queues", async () => {
+    await Promise.all(queues.map((q) => q.close()));
+  });
   // The same client a worker builds, so the insert ceiling goes through the same code.
-  const ch: ClickHouseClient = createClickHouse(loadConfig(env));
+  const ch: ClickHouseClient = createClickHouse(config);
   cleanup.add("close clickhouse client", () => ch.close());
   await migrate(ch, { db: BENCH_DB, retentionDays: 30 });
   await migrate(ch, { db: CEILING_DB, retentionDays: 30 });
@@ -97,6 +116,7 @@ export async function startStack(opts: StackOptions) {
 
   const keyStore = createKeyStore(admin);
   const workers: ServiceProc[] = [];
+  const edges: EdgeProc[] = [];
   const profileDir = (name: string) => {
     const flags = opts.nodeArgs?.(name) ?? [];
     for (const f of flags) {
@@ -111,15 +131,67 @@ export async function startStack(opts: StackOptions) {
     return Number(rows[0]?.[0] ?? 0);
   };
 
+  const startEdge = async (name: string): Promise<EdgeProc> => {
+    const port = await freePort();
+    const child = spawnChild({
+      name,
+      entry: EDGE_ENTRY,
+      env: { ...env, HOST: "127.0.0.1", PORT: String(port) },
+      nodeArgs: profileDir(name.replace(/\s+/g, "-")),
+      cleanup,
+      onUnexpectedExit: log,
+    });
+    await child.waitFor(/edge ready/, 60_000);
+    const url = `http://127.0.0.1:${port}`;
+    return {
+      name,
+      child,
+      pid: child.pid,
+      url,
+      metrics: () =>
+        scrape(`${url}/metrics`, env.METRICS_TOKEN).catch((err: Error) => {
+          throw new Error(`${err.message}\n${name} output:\n${child.tail().slice(-2_000)}`);
+        }),
+    };
+  };
+
   return {
     dir,
     env,
     settings,
     redisServer,
+    replicas,
     admin,
-    queue,
     clickhouse,
     ch,
+
+    /** The processes of Redis by name: "redis", "redis replica 1", … */
+    redisPids(): Record<string, number> {
+      return {
+        redis: redisServer.process.pid ?? 0,
+        ...Object.fromEntries(
+          replicas.map((r, i) => [`redis replica ${i + 1}`, r.process.pid ?? 0]),
+        ),
+      };
+    },
+
+    /** The reports queues, "{bench}:reports" or one per shard. */
+    queueNames: () => queueNames.map((n) => `${n.prefix}:${n.name}`),
+
+    async pauseQueues() {
+      await Promise.all(queues.map((q) => q.pause()));
+    },
+    async resumeQueues() {
+      await Promise.all(queues.map((q) => q.resume()));
+    },
+    /** Drops every job (the warm-up's); the queues stay running. */
+    async dropQueues() {
+      for (const q of queues) {
+        // obliterate pauses the queue on its way; the workers started later must find it running.
+        await q.obliterate({ force: true });
+        await q.resume();
+      }
+    },
 
     /** One key per project `bench-<phase>-<i>`, each project on the unlimited plan. */
     async createKeys(phase: string, count: number): Promise<string[]> {
@@ -135,27 +207,13 @@ export async function startStack(opts: StackOptions) {
       return keys;
     },
 
-    async startEdge(): Promise<ServiceProc & { url: string }> {
-      const port = await freePort();
-      const child = spawnChild({
-        name: "edge",
-        entry: EDGE_ENTRY,
-        env: { ...env, HOST: "127.0.0.1", PORT: String(port) },
-        nodeArgs: profileDir("edge"),
-        cleanup,
-        onUnexpectedExit: log,
-      });
-      await child.waitFor(/edge ready/, 60_000);
-      const url = `http://127.0.0.1:${port}`;
-      return {
-        child,
-        pid: child.pid,
-        url,
-        metrics: () =>
-          scrape(`${url}/metrics`, env.METRICS_TOKEN).catch((err: Error) => {
-            throw new Error(`${err.message}\nedge output:\n${child.tail().slice(-2_000)}`);
-          }),
-      };
+    /** `count` edge processes, each on a port of its own: "edge", or "edge 1", "edge 2", … */
+    async startEdges(count: number): Promise<EdgeProc[]> {
+      const names = Array.from({ length: count }, (_, i) =>
+        count === 1 ? "edge" : `edge ${i + 1}`,
+      );
+      edges.push(...(await Promise.all(names.map(startEdge))));
+      return edges;
     },
 
     async startWorkers(count: number): Promise<ServiceProc[]> {
@@ -173,7 +231,7 @@ export async function startStack(opts: StackOptions) {
         started.map(async (child) => {
           const m = await child.waitFor(/"metricsPort":(\d+)[^\n]*worker ready/, 60_000);
           const url = `http://127.0.0.1:${m[1]}/metrics`;
-          return { child, pid: child.pid, metrics: () => scrape(url) };
+          return { name: child.name, child, pid: child.pid, metrics: () => scrape(url) };
         }),
       );
       workers.push(...procs);
@@ -202,13 +260,18 @@ export async function startStack(opts: StackOptions) {
       return { p50: Number(p50), p99: Number(p99), max: Number(row?.[1] ?? 0) };
     },
 
-    /** Jobs waiting (and being worked on) in the reports queue. */
+    /** Jobs waiting (and being worked on) in the reports queue(s). */
     async backlog(): Promise<{ waiting: number; active: number }> {
-      const c = await queue.getJobCounts("wait", "prioritized", "delayed", "active");
-      return {
-        waiting: (c.wait ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0),
-        active: c.active ?? 0,
-      };
+      const counts = await Promise.all(
+        queues.map((q) => q.getJobCounts("wait", "prioritized", "delayed", "active")),
+      );
+      let waiting = 0;
+      let active = 0;
+      for (const c of counts) {
+        waiting += (c.wait ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0);
+        active += c.active ?? 0;
+      }
+      return { waiting, active };
     },
 
     async redisUsedMemory(): Promise<number> {

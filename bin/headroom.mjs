@@ -1,7 +1,13 @@
 #!/usr/bin/env node
-// The `headroom` command. Runs the TypeScript sources through tsx, so no build step is needed;
-// a built image runs dist/src/main/cli.js directly.
-import { register } from "tsx/esm/api";
+// The `headroom` command: runs the compiled CLI (dist/src/main/cli.js), compiling it first when
+// the sources changed since the last build (bin/build-if-stale.mjs; messages go to stderr, so
+// the command's output stays clean). A built image runs dist/src/main/cli.js directly.
+import { buildIfStale } from "./build-if-stale.mjs";
 
-register();
-await import("../src/main/cli.ts");
+try {
+  await buildIfStale();
+} catch (err) {
+  process.stderr.write(`${err.message}\n`);
+  process.exit(1);
+}
+await import("../dist/src/main/cli.js");

@@ -8,6 +8,7 @@ import { createKeyStore } from "../keys/key-store.js";
 import { closeRedis, createWorkerRedis } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { spawnEmbeddedClickHouse } from "./clickhouse/process.js";
+import { currentRuntime } from "./entry-command.js";
 import { startRedisServer } from "./redis-server.js";
 import { removeStackFile, writeStackFile } from "./stack-file.js";
 import { createSupervisor } from "./supervisor.js";
@@ -59,6 +60,7 @@ export async function startLocalStack(
           password: base.CLICKHOUSE_PASSWORD || undefined,
           inheritOutput: true,
           detached: true,
+          runtime: currentRuntime,
         });
     if (clickhouse) stops.push(() => clickhouse.stop());
 
@@ -83,7 +85,13 @@ export async function startLocalStack(
 
     const local = await ensureLocalKey(config, keyFile);
 
-    const supervisor = createSupervisor(logger, () => process.kill(process.pid, "SIGTERM"));
+    // Children run as the stack does: compiled under `npm start`, from the sources under
+    // `npm run dev`.
+    const supervisor = createSupervisor(
+      logger,
+      () => process.kill(process.pid, "SIGTERM"),
+      currentRuntime,
+    );
     const childEnv = { ...shared, MIGRATE_ON_START: "false" };
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
     supervisor.start({ name: "alerts", entry: "workers/alerts.ts", env: childEnv });

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import type { Logger } from "pino";
+import { entryArgs, type Runtime } from "./entry-command.js";
 
 // Runs Headroom's processes side by side for the local stack. A child that dies unexpectedly is
 // reported and restarted (with backoff, a few times), never silently ignored; stop() sends
@@ -7,6 +8,7 @@ import type { Logger } from "pino";
 
 export interface ChildSpec {
   name: string;
+  /** Source path from the repository root, e.g. "src/main/edge.ts". */
   entry: string;
   env: Record<string, string>;
 }
@@ -19,12 +21,16 @@ interface Running {
 
 const MAX_RESTARTS = 5;
 
-export function createSupervisor(logger: Logger, onGiveUp: (name: string) => void) {
+export function createSupervisor(
+  logger: Logger,
+  onGiveUp: (name: string) => void,
+  runtime: Runtime = "compiled",
+) {
   const running = new Map<string, Running>();
   let stopping = false;
 
   function launch(spec: ChildSpec, restarts: number): Running {
-    const child = spawn(process.execPath, ["--import", "tsx", spec.entry], {
+    const child = spawn(process.execPath, entryArgs(spec.entry, runtime), {
       env: { ...process.env, ...spec.env },
       stdio: ["ignore", "inherit", "inherit"],
       // Own process group: Ctrl-C reaches the supervisor only, which stops children in order.

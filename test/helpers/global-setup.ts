@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type {} from "vitest";
 import type { TestProject } from "vitest/node";
+import { ensureBuilt } from "../../src/local/entry-command.js";
 import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import { acquireEngine, NoEngineError, releaseEngine } from "../docker/engine.js";
 
@@ -43,6 +44,9 @@ async function redisContainer(project: TestProject) {
 }
 
 export default async function setup(project: TestProject) {
+  // The processes the tests start (edge, workers, the embedded ClickHouse server, the CLI) run
+  // compiled, as `npm start` and the image run them: dist/ is brought up to date once, here.
+  ensureBuilt();
   if (process.env.REDIS_URL) {
     project.provide("redisUrl", process.env.REDIS_URL);
     return;

@@ -1,7 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { entryArgs } from "../../src/local/entry-command.js";
 import { workerMetric } from "./worker-metric.js";
 
-// Headroom processes as a user runs them (`tsx <entry>`), for tests that send real signals.
+// Headroom processes as a user runs them (`npm start`, the image: compiled, from dist/, which the
+// integration tests' global setup builds), for tests that send real signals. Entries are source
+// paths, e.g. "src/main/edge.ts".
 
 export interface Proc {
   child: ChildProcess;
@@ -64,7 +67,7 @@ export function startProcess(
   env: Record<string, string>,
   nodeArgs: string[] = [],
 ): Proc {
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", entry], {
+  const child = spawn(process.execPath, [...nodeArgs, ...entryArgs(entry)], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

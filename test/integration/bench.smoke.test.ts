@@ -7,7 +7,9 @@ import type { BenchResults } from "../../bench/figures.js";
 
 // The benchmark harness end to end in --quick mode, as a child process writing to a temp dir:
 // it must start and stop the whole stack and write well-formed results. No figure is judged here
-// (timing depends on the machine); only that every one is present and a finite number.
+// (timing depends on the machine); only that every one is present and a finite number. It runs
+// scaled out (2 edges with a wrk each, 2 workers, 2 queue shards, a Redis replica) so that every
+// path of the harness is taken.
 
 const out = mkdtempSync(join(tmpdir(), "headroom-bench-smoke-"));
 afterAll(() => rmSync(out, { recursive: true, force: true }));
@@ -16,7 +18,15 @@ function runQuick(): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", "bench/run.ts", "--quick", "--out", out],
+      [
+        "--import",
+        "tsx",
+        "bench/run.ts",
+        "--quick",
+        "--out",
+        out,
+        ...["--edges", "2", "--workers", "2", "--shards", "2", "--ack-replicas", "1"],
+      ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
     let output = "";
@@ -52,14 +62,30 @@ const REQUIRED = [
   "sat.lag.p50",
   "sat.lag.p99",
   "sat.backlog.end",
-  "sat.rss.edge",
+  "sat.rss.edge-1",
+  "sat.rss.edge-2",
   "sat.rss.worker-1",
+  "sat.rss.worker-2",
   "sat.rss.clickhouse",
   "sat.rss.redis",
+  "sat.rss.redis-replica-1",
   "rate.accepted",
   "rate.p99",
   "rate.lag.p99",
   "rate.backlog.end",
+  // The load generator's CPU in every phase with load.
+  "ceiling.bare.cpu.load",
+  "edge.cpu.load",
+  "sat.cpu.load",
+  "rate.cpu.load",
+  // Issue 12's targets.
+  "target.edgeCpu",
+  "target.reportsPerJob",
+  "target.drain",
+  "target.pipelineCpu",
+  "target.sustained",
+  "target.edgeRss",
+  "target.redisBytes",
 ];
 
 describe("npm run bench -- --quick", () => {
@@ -77,7 +103,14 @@ describe("npm run bench -- --quick", () => {
     expect(r.version).toBe(1);
     expect(r.machine.cores).toBeGreaterThan(0);
     expect(r.machine.node).toBe(process.version);
-    expect(r.options.quick).toBe(true);
+    expect(r.options).toMatchObject({
+      quick: true,
+      edges: 2,
+      workers: 2,
+      shards: 2,
+      ackReplicas: 1,
+    });
+    expect(r.settings).toMatchObject({ QUEUE_SHARDS: "2", REDIS_ACK_REPLICAS: "1" });
     expect(r.source.commit).toMatch(/^[0-9a-f]{7,}$/);
 
     const ids = new Set(r.figures.map((f) => f.id));
@@ -97,6 +130,26 @@ describe("npm run bench -- --quick", () => {
     }
     expect(value("drain.complete")).toBe(1);
     expect(value("sat.complete")).toBe(1);
+    // One wrk per edge, both of them loaded.
+    expect(r.edgeAlone.load).toMatchObject({ generator: "wrk", generators: 2 });
+    expect(value("edge.cpu.edge-1")).toBeGreaterThan(0);
+    expect(value("edge.cpu.edge-2")).toBeGreaterThan(0);
+
+    // The capacity table: every component with its processes, CPU per report finite and positive.
+    const c = r.capacity;
+    expect(c.reports).toBe(r.saturation.enqueued);
+    expect(c.components.map((row) => [row.component, row.processes])).toEqual([
+      ["edge", 2],
+      ["Redis", 1],
+      ["Redis replicas", 1],
+      ["worker", 2],
+      ["ClickHouse server", 1],
+    ]);
+    for (const row of [...c.components, c.pipeline, c.generator]) {
+      expect(Number.isFinite(row.usPerReport), row.component).toBe(true);
+      expect(row.usPerReport, row.component).toBeGreaterThan(0);
+    }
+    expect(output).toContain("| **whole pipeline** |");
     expect(r.summary.targets).toBe(r.figures.filter((f) => f.targets.length).length);
     expect(existsSync(join(out, "profiles"))).toBe(false);
   });

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { createKeyStore } from "../../src/keys/key-store.js";
+import { entryArgs } from "../../src/local/entry-command.js";
 import { freePort, type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import { createReportsQueue } from "../../src/queue/reports-queue.js";
 import { clientReport, queuedRecords, startEdge, uniqueId } from "../helpers/edge-fixture.js";
@@ -138,7 +139,7 @@ describe("SIGTERM under load", () => {
     });
 
     const port = await freePort();
-    const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main/edge.ts"], {
+    const child: ChildProcess = spawn(process.execPath, entryArgs("src/main/edge.ts"), {
       cwd: process.cwd(),
       env: {
         ...process.env,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { capacityOf, componentOf } from "../../bench/capacity.js";
 import { figure, summarize } from "../../bench/figure.js";
 import { buildFigures, type PhaseResults } from "../../bench/figures.js";
 import type { LoadResult } from "../../bench/load-spec.js";
@@ -17,6 +18,9 @@ const load = (okPerSec: number, p99 = 10): LoadResult => ({
   latencyMs: { p50: 2, p90: 5, p99, max: 40, mean: 3 },
   unsent: 0,
   generatorCores: 0.8,
+  generatorCpuS: 8,
+  generator: "wrk",
+  generators: 1,
 });
 
 const e2e = (okPerSec: number): EndToEndPhase => ({
@@ -32,6 +36,9 @@ const e2e = (okPerSec: number): EndToEndPhase => ({
   complete: true,
   peakRssMb: { edge: 150, "worker 1": 120, clickhouse: 400, redis: 30 },
   cpuCores: { edge: 0.9, "worker 1": 0.3, clickhouse: 0.2, redis: 0.2 },
+  // 10 s of load and 2 s of drain: 12 s in all.
+  cpuSecondsToStored: { edge: 9, "worker 1": 3.6, clickhouse: 2.4, redis: 2.4, machine: 24 },
+  jobs: okPerSec / 10,
 });
 
 const phases: PhaseResults = {
@@ -54,6 +61,7 @@ const phases: PhaseResults = {
       rowsPerInsert: 10_000,
       inserts: 100,
       cpuCores: { "clickhouse (raw insert)": 1, "benchmark process": 0.3, machine: 1.5 },
+      cpuSeconds: { "clickhouse (raw insert)": 4, "benchmark process": 1, machine: 6 },
     },
   },
   edgeAlone: {
@@ -61,6 +69,7 @@ const phases: PhaseResults = {
     enqueued: 150_000,
     jobs: 1_500,
     edgePeakRssMb: 180,
+    edgesPeakRssMb: { edge: 180 },
     redisBytesPerReport: 300,
     redisUsedMb: 50,
     cpuCores: { edge: 1, redis: 0.2 },
@@ -113,7 +122,7 @@ describe("bench figures", () => {
     }
     const byId = new Map(figures.map((f) => [f.id, f]));
     expect(byId.get("edge.accepted")).toMatchObject({ ratio: 0.75, met: true });
-    expect(byId.get("drain.rowsPerSec")).toMatchObject({ ratio: 0.625, met: false });
+    expect(byId.get("drain.rowsPerSec")).toMatchObject({ ratio: 0.625, met: true });
     expect(byId.get("sat.sustained")?.met).toBe(false);
     expect(byId.get("edge.non200")?.value).toBe(4);
     expect(byId.get("rate.accepted")?.ratio).toBe(1);
@@ -124,7 +133,60 @@ describe("bench figures", () => {
     expect(s.met).toBeLessThan(s.targets);
   });
 
-  it("renders one table row per figure, with the machine above it", () => {
+  it("shows each issue 12 target as a ratio measured in the run", () => {
+    const byId = new Map(buildFigures(phases).map((f) => [f.id, f]));
+    // Edge alone: 1 core at 15,000/s = 67 µs; bare: 1 core at 20,000/s = 50 µs.
+    expect(byId.get("target.edgeCpu")).toMatchObject({ value: 67, ratio: 1.34, met: false });
+    expect(byId.get("target.reportsPerJob")).toMatchObject({ value: 100, met: false });
+    expect(byId.get("target.drain")).toMatchObject({ ratio: 0.625, met: false });
+    // Pipeline 145 µs per report vs 50 µs bare + (4 + 1) s over 1,000,000 rows = 5 µs raw insert.
+    expect(byId.get("target.pipelineCpu")).toMatchObject({
+      value: 145,
+      ceiling: { value: 55 },
+      ratio: 2.636,
+      met: false,
+    });
+    expect(byId.get("target.sustained")).toMatchObject({ value: 11_900, ratio: 0.793 });
+    // The highest edge peak, edge alone (180) or end to end (150).
+    expect(byId.get("target.edgeRss")).toMatchObject({ value: 180, met: false });
+    expect(byId.get("target.redisBytes")).toMatchObject({ value: 300, met: true });
+
+    const lean = buildFigures({
+      ...phases,
+      edgeAlone: { ...phases.edgeAlone, cpuCores: { edge: 0.9, redis: 0.2 }, jobs: 500 },
+    });
+    const leanById = new Map(lean.map((f) => [f.id, f]));
+    expect(leanById.get("target.edgeCpu")).toMatchObject({ value: 60, ratio: 1.2, met: true });
+    expect(leanById.get("target.reportsPerJob")).toMatchObject({ value: 300, met: true });
+  });
+
+  it("sums the CPU of each component into the capacity table", () => {
+    expect(
+      ["edge", "edge 2", "worker 3", "redis", "redis replica 1", "clickhouse"].map(componentOf),
+    ).toEqual(["edge", "edge", "worker", "Redis", "Redis replicas", "ClickHouse server"]);
+    expect(componentOf("machine")).toBeNull();
+    const c = capacityOf(phases.saturation);
+    expect(c.reports).toBe(120_000);
+    expect(c.components.map((r) => [r.component, r.usPerReport, r.coresPer100k])).toEqual([
+      ["edge", 75, 7.5],
+      ["Redis", 20, 2],
+      ["worker", 30, 3],
+      ["ClickHouse server", 20, 2],
+    ]);
+    expect(c.pipeline).toMatchObject({ processes: 4, cpuSeconds: 17.4, usPerReport: 145 });
+    expect(c.generator).toMatchObject({ name: "wrk", requests: 120_000, usPerReport: 66.7 });
+
+    const twoEdges = capacityOf({
+      ...phases.saturation,
+      cpuSecondsToStored: { "edge 1": 5, "edge 2": 4, "worker 1": 2, "worker 2": 1.6 },
+    });
+    expect(twoEdges.components).toMatchObject([
+      { component: "edge", processes: 2, cpuSeconds: 9, usPerReport: 75 },
+      { component: "worker", processes: 2, cpuSeconds: 3.6, usPerReport: 30 },
+    ]);
+  });
+
+  it("renders one table row per figure, the capacity table, and the machine above them", () => {
     const figures = buildFigures(phases);
     const md = renderMarkdown({
       version: 1,
@@ -141,6 +203,7 @@ describe("bench figures", () => {
       settings: { BATCH_MAX_ROWS: "50000" },
       ...phases,
       figures,
+      capacity: capacityOf(phases.saturation),
       summary: summarize(figures),
     });
     expect(md).toContain("2 cores (test cpu), 24 GiB");
@@ -150,7 +213,11 @@ describe("bench figures", () => {
       "| accepted | 15,000 reports/s | ≥ 0.6× ceiling | 20,000 (bare Fastify) | 0.75× | yes |",
     );
     expect(md).toContain("503: 3");
-    const rows = md.split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| **"));
+    const [main = "", capacity = ""] = md.split("Capacity (");
+    const rows = main.split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| **"));
     expect(rows.length).toBe(figures.length + 1); // + the header
+    expect(capacity).toContain("| edge | 1 | 9 s | 75 µs | 7.5 |");
+    expect(capacity).toContain("| **whole pipeline** | 4 | 17.4 s | 145 µs | 14.5 |");
+    expect(capacity).toContain("| load generator (wrk), per request | 1 | 8 s | 66.7 µs | 6.67 |");
   });
 });

@@ -10,6 +10,9 @@ describe("bench options", () => {
       rate: 10_000,
       workers: 1,
       keys: 20,
+      edges: 1,
+      shards: null,
+      ackReplicas: 0,
       quick: false,
       profile: false,
       outDir: "/repo/bench/results",
@@ -38,6 +41,23 @@ describe("bench options", () => {
       profile: true,
       outDir: "/repo/tmp/x",
     });
+  });
+
+  it("reads the scale-out options", () => {
+    const o = parseBenchOptions(
+      ["--edges", "2", "--workers", "3", "--shards", "4", "--ack-replicas", "1"],
+      "/repo",
+    );
+    expect(o).toMatchObject({ edges: 2, workers: 3, shards: 4, ackReplicas: 1 });
+    expect(parseBenchOptions(["--ack-replicas", "0"], "/repo")?.ackReplicas).toBe(0);
+    expect(() => parseBenchOptions(["--ack-replicas", "-1"])).toThrow(/--ack-replicas/);
+    expect(() => parseBenchOptions(["--ack-replicas", ""])).toThrow(/--ack-replicas/);
+    expect(() => parseBenchOptions(["--shards", "0"])).toThrow(/--shards/);
+    expect(() => parseBenchOptions(["--edges", "0"])).toThrow(/--edges/);
+    // Every edge has a wrk of its own with at least one connection.
+    expect(() => parseBenchOptions(["--edges", "4", "--connections", "3"])).toThrow(
+      /--connections \(3\) must be at least --edges \(4\)/,
+    );
   });
 
   it("refuses bad values and unknown options, and returns null for --help", () => {

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { type ChildServer, childServer, signalAndWait, waitUntilUp } from "../child-process.js";
+import { entryArgs, type Runtime } from "../entry-command.js";
 import { freePort } from "../redis-server.js";
 
 // The embedded ClickHouse server as a child process (src/main/clickhouse-serve.ts), for tests, the local stack and
@@ -21,27 +21,25 @@ export interface EmbeddedClickHouseProcessOptions {
   detached?: boolean;
   /** How long to wait for /ping to answer (default 30 s). */
   startTimeoutMs?: number;
+  /** Compiled from dist/ (the default), or the sources through tsx (`npm run dev`). */
+  runtime?: Runtime;
 }
 
 export type EmbeddedClickHouseProcess = ChildServer;
 
-// The entry from the sources (tsx), or from a build.
-const SERVE_ENTRY = fileURLToPath(
-  new URL(
-    import.meta.url.endsWith(".ts")
-      ? "../../main/clickhouse-serve.ts"
-      : "../../main/clickhouse-serve.js",
-    import.meta.url,
-  ),
-);
-// Resolved here so the child finds tsx whatever its working directory.
-const TSX = import.meta.resolve("tsx");
+const SERVE_ENTRY = "src/main/clickhouse-serve.ts";
 
 export async function spawnEmbeddedClickHouse(
   opts: EmbeddedClickHouseProcessOptions,
 ): Promise<EmbeddedClickHouseProcess> {
   const port = opts.port ?? (await freePort());
-  const args = ["--import", TSX, SERVE_ENTRY, "--path", opts.path, "--port", String(port)];
+  const args = [
+    ...entryArgs(SERVE_ENTRY, opts.runtime),
+    "--path",
+    opts.path,
+    "--port",
+    String(port),
+  ];
   if (opts.faultErrorRate) args.push("--fault-error-rate", String(opts.faultErrorRate));
   // The child reads its config (log level, data directory) from this environment.
   const env: NodeJS.ProcessEnv = { ...process.env };

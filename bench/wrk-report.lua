@@ -1,0 +1,87 @@
+-- wrk script of the benchmark's saturated phases (bench/wrk.ts): POST /api/report with the
+-- realistic sample bodies, one per line of a file written at the start of the phase, and the
+-- project keys (one per line) round-robin; every request is formatted once, in init(), so that
+-- request() is a table lookup. done() prints one JSON line: requests, errors, latency
+-- percentiles (µs), answers by status, and the CPU wrk itself used (from /proc/self/stat).
+--   wrk -t1 -c64 -d15s -s bench/wrk-report.lua http://127.0.0.1:3000 -- BODIES KEYS TALLY
+-- TALLY "1" counts answers by status in response(): wrk then parses every answer's headers and
+-- body into Lua, which costs CPU (bench/README.md has the measurement); "0" leaves response()
+-- out, and wrk counts answers >= 400 in summary.errors.status only.
+
+local threads = {}
+
+function setup(thread)
+  thread:set("id", #threads)
+  table.insert(threads, thread)
+end
+
+local requests = {}
+local count = 0
+local at = 0
+statuses = {}
+
+function init(args)
+  local bodies_file, keys_file, tally = args[1], args[2], args[3]
+  local keys = {}
+  for line in io.lines(keys_file) do
+    if #line > 0 then keys[#keys + 1] = line end
+  end
+  for body in io.lines(bodies_file) do
+    if #body > 0 then
+      local key = keys[(count % #keys) + 1]
+      requests[count + 1] = wrk.format("POST", "/api/report", {
+        ["Content-Type"] = "application/json",
+        ["Authorization"] = "Bearer " .. key,
+      }, body)
+      count = count + 1
+    end
+  end
+  -- Threads start at different places in the list.
+  at = (id * 997) % count
+  if tally ~= "1" then response = nil end
+end
+
+function request()
+  at = at + 1
+  if at > count then at = 1 end
+  return requests[at]
+end
+
+function response(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
+end
+
+local function cpu_seconds()
+  local f = io.open("/proc/self/stat", "r")
+  if not f then return -1 end
+  local stat = f:read("*a")
+  f:close()
+  -- Fields after the command name (in parentheses); utime and stime are the 12th and 13th.
+  local rest = stat:match("%) (.*)")
+  local fields = {}
+  for v in rest:gmatch("%S+") do fields[#fields + 1] = v end
+  return (tonumber(fields[12]) + tonumber(fields[13])) / 100
+end
+
+function done(summary, latency, requests)
+  local tally = {}
+  for _, t in ipairs(threads) do
+    for code, n in pairs(t:get("statuses") or {}) do
+      tally[code] = (tally[code] or 0) + n
+    end
+  end
+  local by_status = {}
+  for code, n in pairs(tally) do
+    by_status[#by_status + 1] = string.format('"%d":%d', code, n)
+  end
+  local e = summary.errors
+  io.write(string.format(
+    '{"wrk":1,"durationUs":%d,"requests":%d,"bytes":%d,' ..
+      '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
+      '"latencyUs":{"p50":%d,"p90":%d,"p99":%d,"max":%d,"mean":%.1f},' ..
+      '"statuses":{%s},"cpuSeconds":%.2f}\n',
+    summary.duration, summary.requests, summary.bytes,
+    e.connect, e.read, e.write, e.status, e.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max,
+    latency.mean, table.concat(by_status, ","), cpu_seconds()))
+end
