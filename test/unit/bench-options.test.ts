@@ -6,7 +6,7 @@ describe("bench options", () => {
     const o = parseBenchOptions([], "/repo");
     expect(o).toMatchObject({
       durationS: 15,
-      connections: 64,
+      connections: 512,
       rate: 10_000,
       workers: 1,
       keys: 20,
