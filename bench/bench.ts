@@ -14,6 +14,9 @@ import { writeLoadFiles } from "./report-bodies.js";
 import { sourceInfo } from "./source.js";
 import { startStack } from "./stack.js";
 
+/** Connections of the fixed-rate phase's client (at most --connections). */
+const FIXED_RATE_CONNECTIONS = 64;
+
 // One benchmark run: start the stack, measure the ceilings, then the edge(s) alone, the workers
 // draining their backlog, and the whole pipeline saturated and at a fixed rate.
 
@@ -117,6 +120,8 @@ export async function runBench(
       phase: "rate",
       files: files("rate", keys.rate),
       ...load,
+      // A steady load comes from fewer connections at once than a saturating one.
+      connections: Math.min(load.connections, FIXED_RATE_CONNECTIONS),
       mode: "fixed",
       rate: opts.rate,
       timeoutS: opts.drainTimeoutS,

@@ -72,8 +72,9 @@ export function createEnqueuer(opts: EnqueuerOptions) {
     const p = write(shard, batch).finally(() => {
       inFlight.delete(p);
       writing[shard] = (writing[shard] ?? 1) - 1;
-      // What arrived during this write goes now, as one job.
-      pump(false);
+      // What arrived during this write goes as one job, with what the requests already read in
+      // this turn of the event loop add to it (the acknowledgement is read among them).
+      if (pending.length > 0) schedule(true);
     });
     inFlight.add(p);
   }
@@ -104,14 +105,15 @@ export function createEnqueuer(opts: EnqueuerOptions) {
     }
   }
 
-  function schedule() {
+  /** Sends at the end of this turn of the event loop, or after lingerMs when nothing is written. */
+  function schedule(afterWrite = false) {
     if (scheduled) return;
     scheduled = true;
     const run = () => {
       scheduled = false;
       pump(false);
     };
-    if (opts.lingerMs > 0) setTimeout(run, opts.lingerMs);
+    if (opts.lingerMs > 0 && !afterWrite) setTimeout(run, opts.lingerMs);
     else setImmediate(run);
   }
 
