@@ -117,3 +117,27 @@ export function spawnChild(opts: ChildOptions): Child {
     },
   };
 }
+
+/**
+ * Waits for a child that ends by itself and resolves with how it exited; stops it, and fails
+ * naming `what`, after `limitMs`.
+ */
+export async function finishWithin(
+  child: Child,
+  limitMs: number,
+  what: string,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    child.exited,
+    new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), limitMs);
+    }),
+  ]);
+  clearTimeout(timer);
+  await child.stop(2_000);
+  if (outcome === "timeout") {
+    throw new Error(`${what} did not finish within ${limitMs / 1000} s:\n${child.tail()}`);
+  }
+  return outcome;
+}

@@ -1,4 +1,4 @@
-import { spawnChild } from "./child.js";
+import { finishWithin, spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import { type LoadResult, type LoadSpec, parseLoadResult } from "./load-spec.js";
 import { runWrk } from "./wrk.js";
@@ -16,18 +16,7 @@ export async function runLoad(spec: LoadSpec, cleanup: Cleanup): Promise<LoadRes
   });
   // Bounded: the phase, start-up, and the fixed mode's grace for the last answers.
   const limitMs = (spec.durationS + 45) * 1000;
-  let timer: NodeJS.Timeout | undefined;
-  const outcome = await Promise.race([
-    child.exited,
-    new Promise<"timeout">((resolve) => {
-      timer = setTimeout(() => resolve("timeout"), limitMs);
-    }),
-  ]);
-  clearTimeout(timer);
-  await child.stop(2_000);
-  if (outcome === "timeout") {
-    throw new Error(`load generator did not finish within ${limitMs / 1000} s:\n${child.tail()}`);
-  }
+  const outcome = await finishWithin(child, limitMs, "load generator");
   if (outcome.code !== 0) {
     throw new Error(`load generator failed (code ${outcome.code}):\n${child.tail()}`);
   }

@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { spawnChild } from "./child.js";
+import { finishWithin, spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import { type LoadResult, type LoadSpec, lastJsonLine } from "./load-spec.js";
 
@@ -156,18 +156,7 @@ export async function runWrk(spec: LoadSpec, cleanup: Cleanup): Promise<LoadResu
       }),
       cleanup,
     });
-    let timer: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      child.exited,
-      new Promise<"timeout">((resolve) => {
-        timer = setTimeout(() => resolve("timeout"), limitMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    await child.stop(2_000);
-    if (outcome === "timeout") {
-      throw new Error(`wrk did not finish within ${limitMs / 1000} s:\n${child.tail()}`);
-    }
+    const outcome = await finishWithin(child, limitMs, "wrk");
     if (outcome.code !== 0) throw new Error(`wrk failed (code ${outcome.code}):\n${child.tail()}`);
     return parseWrkOutput(child.stdout());
   });
