@@ -29,7 +29,6 @@ export function createShardedIngest(deps: ShardedIngestDeps) {
   let started = false;
   let closed = false;
   let timer: NodeJS.Timeout | null = null;
-  let refreshing: Promise<void> | null = null;
 
   function consume(shard: QueueNames) {
     if (closed || workers.has(shard.prefix)) return;
@@ -58,7 +57,7 @@ export function createShardedIngest(deps: ShardedIngestDeps) {
       for (const worker of workers.values()) worker.start();
       if (pinned) return;
       const loop = () => {
-        refreshing = refresh().finally(() => {
+        void refresh().finally(() => {
           if (!closed) timer = setTimeout(loop, deps.refreshMs ?? REFRESH_MS).unref();
         });
       };
@@ -68,7 +67,7 @@ export function createShardedIngest(deps: ShardedIngestDeps) {
     async close(graceMs?: number) {
       closed = true;
       if (timer) clearTimeout(timer);
-      await refreshing;
+      // A look-up still under way is not waited for (Redis may be away): it consumes nothing now.
       await Promise.all([...workers.values()].map((w) => w.close(graceMs)));
     },
   };
