@@ -1,6 +1,6 @@
 import type { ClickHouseClient, DataFormat } from "@clickhouse/client";
 import { createClickHouse } from "../clickhouse/client.js";
-import { migrate } from "../clickhouse/migrations.js";
+import { migrate, migrationContext } from "../clickhouse/migrations.js";
 import type { Config } from "../config.js";
 import { cliConfig } from "./context.js";
 
@@ -10,14 +10,8 @@ export async function migrateCommand(): Promise<void> {
   const config = cliConfig();
   const client = createClickHouse(config);
   try {
-    const applied = await migrate(
-      client,
-      {
-        db: config.CLICKHOUSE_DATABASE,
-        retentionDays: config.RETENTION_DAYS,
-        cluster: config.CLICKHOUSE_CLUSTER,
-      },
-      (msg) => process.stdout.write(`${msg}\n`),
+    const applied = await migrate(client, migrationContext(config), (msg) =>
+      process.stdout.write(`${msg}\n`),
     );
     if (applied.length === 0) process.stdout.write("schema is up to date\n");
   } finally {

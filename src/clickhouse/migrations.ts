@@ -1,4 +1,5 @@
 import type { ClickHouseClient } from "@clickhouse/client";
+import type { Config } from "../config.js";
 import { REPORT_COLUMNS, type ReportColumn } from "../report/report-schema.js";
 import {
   createDatabase,
@@ -18,6 +19,17 @@ import {
 
 export interface MigrationContext extends DdlContext {
   retentionDays: number;
+}
+
+/** The schema's settings as the configuration gives them, for every process that migrates. */
+export function migrationContext(
+  config: Pick<Config, "CLICKHOUSE_DATABASE" | "RETENTION_DAYS" | "CLICKHOUSE_CLUSTER">,
+): MigrationContext {
+  return {
+    db: config.CLICKHOUSE_DATABASE,
+    retentionDays: config.RETENTION_DAYS,
+    cluster: config.CLICKHOUSE_CLUSTER,
+  };
 }
 
 interface Migration {

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { createClickHouse } from "../clickhouse/client.js";
-import { migrate } from "../clickhouse/migrations.js";
+import { migrate, migrationContext } from "../clickhouse/migrations.js";
 import type { Config } from "../config.js";
 import { createKeyStore } from "../keys/key-store.js";
 import { closeRedis, createWorkerRedis } from "../redis/connections.js";
@@ -72,15 +72,7 @@ export async function startLocalStack(
     writeStackFile(dataDir, { ...shared, CLICKHOUSE_DATABASE: config.CLICKHOUSE_DATABASE });
 
     const ch = createClickHouse(config);
-    await migrate(
-      ch,
-      {
-        db: config.CLICKHOUSE_DATABASE,
-        retentionDays: config.RETENTION_DAYS,
-        cluster: config.CLICKHOUSE_CLUSTER,
-      },
-      (m) => logger.info(m),
-    );
+    await migrate(ch, migrationContext(config), (m) => logger.info(m));
     await ch.close();
 
     const local = await ensureLocalKey(config, keyFile);

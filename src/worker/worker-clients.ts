@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { createClickHouse } from "../clickhouse/client.js";
-import { migrate } from "../clickhouse/migrations.js";
+import { migrate, migrationContext } from "../clickhouse/migrations.js";
 import type { Config } from "../config.js";
 import { createWorkerRedis } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
@@ -9,15 +9,7 @@ import { redisTopology } from "../redis/topology.js";
 export async function createWorkerClients(config: Config, logger: Logger) {
   const clickhouse = createClickHouse(config);
   if (config.MIGRATE_ON_START) {
-    await migrate(
-      clickhouse,
-      {
-        db: config.CLICKHOUSE_DATABASE,
-        retentionDays: config.RETENTION_DAYS,
-        cluster: config.CLICKHOUSE_CLUSTER,
-      },
-      (msg) => logger.info(msg),
-    );
+    await migrate(clickhouse, migrationContext(config), (msg) => logger.info(msg));
   }
   const redis = createWorkerRedis(redisTopology(config));
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
