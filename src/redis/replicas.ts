@@ -20,23 +20,3 @@ export async function waitForReplicas(
   return acked as number;
 }
 
-/**
- * Replicas that hold everything the primary of `probeKey`'s slot has applied so far, including
- * other connections' writes this one has read: a small write of its own first brings this
- * connection's replication offset up to the primary's, then WAIT.
- */
-export async function waitForReplicasOfAll(
-  redis: RedisClient,
-  probeKey: string,
-  replicas: number,
-  timeoutMs: number,
-): Promise<number> {
-  const results = await redis
-    .pipeline()
-    .set(probeKey, String(Date.now()))
-    .wait(replicas, timeoutMs)
-    .exec();
-  const [err, acked] = results?.[1] ?? [new Error("no reply to WAIT")];
-  if (err) throw err;
-  return acked as number;
-}
