@@ -89,6 +89,17 @@ function quotaExceeded(monthly: number, used: number, now: Date): HttpError {
 
 export function createLimits(opts: LimitsOptions) {
   const prefix = opts.prefix ?? "headroom";
+  // Both limits need a request's plan; the key cache hands out one look-up object per key for
+  // its lifetime, so the plan is worked out once per look-up, not twice per request.
+  const plans = new WeakMap<KeyLookup, ReturnType<typeof effectivePlan>>();
+  const planOf = (lookup: KeyLookup) => {
+    let plan = plans.get(lookup);
+    if (!plan) {
+      plan = effectivePlan(opts.plans, lookup);
+      plans.set(lookup, plan);
+    }
+    return plan;
+  };
 
   const burstAllowance = createBurstAllowance({
     take: redisTokenBucket(opts.redis, `${prefix}:burst`),
@@ -145,7 +156,7 @@ export function createLimits(opts: LimitsOptions) {
     },
 
     async consumeBurst(lookup: KeyLookup): Promise<void> {
-      const { burst, capacity } = effectivePlan(opts.plans, lookup);
+      const { burst, capacity } = planOf(lookup);
       let refused: BurstRefusal | null;
       try {
         refused = await burstAllowance.take(lookup.projectId, { rate: burst, capacity });
@@ -163,7 +174,7 @@ export function createLimits(opts: LimitsOptions) {
 
     /** Counts one report against the monthly quota; returns how to give it back. */
     async consumeQuota(lookup: KeyLookup): Promise<() => Promise<void>> {
-      const { monthly } = effectivePlan(opts.plans, lookup);
+      const { monthly } = planOf(lookup);
       if (monthly === null) return async () => {};
       const now = new Date();
       const month = now.toISOString().slice(0, 7);
