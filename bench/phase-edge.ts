@@ -81,14 +81,11 @@ export function withEdgeStatuses(load: LoadResult, before: EdgeCounts, after: Ed
   return load;
 }
 
-/** Unmeasured load on fresh edges, then their reports are dropped from the queue(s). */
-export async function warmUp(
-  stack: Stack,
-  edges: EdgeProc[],
-  opts: { files: LoadFiles; connections: number; durationS: number },
-  cleanup: Cleanup,
-): Promise<void> {
-  await runLoad(
+type SaturateOptions = { files: LoadFiles; connections: number; durationS: number };
+
+/** wrk against every edge for the phase's duration. */
+const saturate = (edges: EdgeProc[], opts: SaturateOptions, cleanup: Cleanup) =>
+  runLoad(
     {
       urls: edges.map((e) => e.url),
       ...opts.files,
@@ -98,6 +95,15 @@ export async function warmUp(
     },
     cleanup,
   );
+
+/** Unmeasured load on fresh edges, then their reports are dropped from the queue(s). */
+export async function warmUp(
+  stack: Stack,
+  edges: EdgeProc[],
+  opts: SaturateOptions,
+  cleanup: Cleanup,
+): Promise<void> {
+  await saturate(edges, opts, cleanup);
   await settledEnqueued(edges);
   await stack.dropQueues();
 }
@@ -105,7 +111,7 @@ export async function warmUp(
 export async function runEdgePhase(
   stack: Stack,
   edges: EdgeProc[],
-  opts: { files: LoadFiles; connections: number; durationS: number },
+  opts: SaturateOptions,
   cleanup: Cleanup,
 ): Promise<EdgePhase> {
   const memBefore = await stack.redisUsedMemory();
@@ -115,16 +121,7 @@ export async function runEdgePhase(
     ...Object.fromEntries(edges.map((e) => [e.name, e.pid])),
     ...stack.redisPids(),
   });
-  const load = await runLoad(
-    {
-      urls: edges.map((e) => e.url),
-      ...opts.files,
-      connections: opts.connections,
-      durationS: opts.durationS,
-      mode: "saturate",
-    },
-    cleanup,
-  );
+  const load = await saturate(edges, opts, cleanup);
   const cpuCores = cpu.read().cores;
   const after = await settledEnqueued(edges);
   const memAfter = await stack.redisUsedMemory();
