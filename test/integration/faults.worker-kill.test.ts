@@ -195,4 +195,7 @@ it("two workers SIGKILLed one after the other while both hold jobs: nothing fail
   expect(await p.rawCount(project)).toBe(ids.length);
   expect(await p.rollupCount(project)).toBe(ids.length);
   expect(await workerMetric(c, "headroom_worker_manifests_reinserted_total")).toBeGreaterThan(0);
+  // C must not stay on to take the next test's jobs from the workers it kills.
+  c.signal("SIGTERM");
+  await c.exited;
 });
