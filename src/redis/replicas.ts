@@ -19,4 +19,3 @@ export async function waitForReplicas(
   if (err) throw err;
   return acked as number;
 }
-
