@@ -138,7 +138,12 @@ export const configSchema = z.object({
   /** Default: `clickhouse` under HEADROOM_DATA_DIR (see loadConfig). */
   CLICKHOUSE_PATH: z.string().min(1).default("./.data/clickhouse"),
   CLICKHOUSE_REQUEST_TIMEOUT_MS: int(1_000).default(60_000),
-  RETENTION_DAYS: int(1, 36_500).default(400),
+  /**
+   * At most ten years: the TTLs are DateTime sums, which wrap past 2106 (a retention of a century
+   * expired every row as it was inserted), and the edge stores older timestamps at their receive
+   * time, so an insert spans at most ~120 months of rollup partitions.
+   */
+  RETENTION_DAYS: int(1, 3_660).default(400),
   /**
    * A cluster of ClickHouse servers (a name in their `remote_servers`): `migrate` creates the
    * schema ON CLUSTER, replicated and sharded, and the workers insert through Distributed tables.

@@ -109,7 +109,13 @@ const DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 const TIMESTAMP =
   /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)$/;
 
-/** ISO 8601 date-time with Z or an offset, any fractional precision → UTC ms (truncated). */
+/** The edges' RETENTION_DAYS in the tests (the config's default). */
+const RETENTION_DAYS = 400;
+
+/**
+ * ISO 8601 date-time with Z or an offset, any fractional precision → UTC ms (truncated); out of
+ * its window (before 2000, before the retention, more than 24 h ahead) is unusable.
+ */
 export function isoToMs(text: string, now: number): number {
   const m = TIMESTAMP.exec(text) ?? invalid();
   const [y, mo, d, h, mi, s] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i]));
@@ -131,6 +137,7 @@ export function isoToMs(text: string, now: number): number {
     ms -
     offsetMin * 60_000;
   if (utc < Date.UTC(2000, 0, 1) || utc > now + 24 * 3_600_000) invalid();
+  if (utc < now - RETENTION_DAYS * 86_400_000) invalid();
   return utc;
 }
 

@@ -88,6 +88,11 @@ describe("loadConfig", () => {
     expect(message).toMatch(/^\s+BATCH_MAX_ROWS: /m);
   });
 
+  it("bounds RETENTION_DAYS to ten years: TTLs past 2106 wrap round and expire every row", () => {
+    expect(loadConfig({ RETENTION_DAYS: "3660" }).RETENTION_DAYS).toBe(3_660);
+    expect(configError({ RETENTION_DAYS: "3661" })).toMatch(/^\s+RETENTION_DAYS: /m);
+  });
+
   it("never repeats a bad value, which could be a secret", () => {
     const secret = "redis://:s3cret-password@host:6379";
     expect(configError({ REDIS_URL: secret.replace("redis", "ftp") })).not.toContain("s3cret");
