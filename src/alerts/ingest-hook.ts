@@ -1,5 +1,5 @@
 import type { ReportRow } from "../report/report-schema.js";
-import type { Manifest } from "../worker/batch-manifests.js";
+import type { Manifest } from "../worker/manifest-store.js";
 import { EVAL_JOB, type EvalQueue, evalJobId } from "./queues.js";
 import type { AlertRule } from "./rule.js";
 import type { RuleCache } from "./rule-cache.js";

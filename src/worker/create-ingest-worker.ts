@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import type { ClickHouseClient } from "@clickhouse/client";
 import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import type { Logger } from "pino";
@@ -13,15 +12,15 @@ import { ShutdownAbort } from "../lib/retry.js";
 import {
   createReportsQueue,
   type QueueNames,
-  REPORT_JOB,
   type ReportJobData,
 } from "../queue/reports-queue.js";
-import { duplicateWith, isCommandTimeout, type RedisClient } from "../redis/connections.js";
-import { reportIdOf } from "../report/report-schema.js";
-import { createManifestReleaser, createRedisManifestStore } from "./batch-manifests.js";
+import type { RedisClient } from "../redis/connections.js";
+import { createDeadLetterWriter } from "./dead-letter-writer.js";
 import { createIngestProcessor } from "./ingest-processor.js";
+import { createManifestReleaser } from "./manifest-releaser.js";
+import { createRedisManifestStore } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
-import { createStallWatchdog } from "./stall-watchdog.js";
+import { watchForStalls } from "./stall-recovery.js";
 
 // One ingest worker: a BullMQ Worker whose processor hands each job to the batching processor.
 
@@ -100,18 +99,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     logger,
     metrics: deps.metrics,
     onStored,
-    deadLetter: async (job, rows, reason) => {
-      // A deterministic id: a redelivered job dead-letters the same rows only once.
-      const digest = createHash("sha256")
-        .update(rows.map(reportIdOf).join(","))
-        .digest("hex")
-        .slice(0, 16);
-      await queue.add(
-        REPORT_JOB,
-        { v: 1, rows, dead: { reason, from: String(job.id) } },
-        { jobId: `dead-${job.id}-${digest}`, attempts: 1 },
-      );
-    },
+    deadLetter: createDeadLetterWriter(queue),
   });
 
   // For the stall watchdog: jobs started or finished so far, and jobs in hand now.
@@ -180,43 +168,20 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       .catch((err: unknown) => logger.error({ err }, "worker stopped with an error"));
   };
 
-  // The watchdog's own view of the queue: a connection whose commands time out (and which is
-  // replaced when one does), so it cannot hang the way the worker's connection can.
-  const probeRedis = duplicateWith(deps.redis, {
-    commandTimeout: 2_000,
-    maxRetriesPerRequest: 1,
-    enableOfflineQueue: false,
-  });
-  probeRedis.on("error", () => {});
-  const probe = createReportsQueue(probeRedis, names);
-  probe.on("error", () => {});
-  const stallMs = Math.max(config.WORKER_LOCK_DURATION_MS, config.WORKER_STALLED_INTERVAL_MS);
-  const watchdog = createStallWatchdog({
-    stallMs,
-    intervalMs: Math.max(250, Math.floor(stallMs / 4)),
+  const stalls = watchForStalls({
+    worker,
+    redis: deps.redis,
+    names,
+    lockDurationMs: config.WORKER_LOCK_DURATION_MS,
+    stalledIntervalMs: config.WORKER_STALLED_INTERVAL_MS,
+    concurrency: config.WORKER_CONCURRENCY,
+    logger,
     progress: () => progress,
-    hasRoom: () => held < config.WORKER_CONCURRENCY,
-    waiting: async () => {
-      try {
-        return await probe.getWaitingCount();
-      } catch (err) {
-        // Unanswered: the probe's own connection may be the dead kind. A new one.
-        if (isCommandTimeout(err)) probeRedis.disconnect(true);
-        throw err;
-      }
-    },
-    recover: async ({ waiting, idleMs }) => {
-      if (closing) return;
-      logger.warn(
-        { waiting, idleMs },
-        "worker stalled: jobs are waiting but none was taken; reconnecting to Redis",
-      );
-      // Drops the worker's connection (destroyed if it does not close within ioredis's
-      // disconnectTimeout) and connects again; commands still unanswered are sent again.
-      deps.redis.disconnect(true);
-      if (!worker.isRunning()) run();
-    },
+    held: () => held,
+    closing: () => closing,
+    run,
   });
+  const watchdog = stalls.watchdog;
 
   return {
     worker,
@@ -226,20 +191,18 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     start() {
       releaser.start();
       run();
-      watchdog.start();
+      stalls.start();
     },
     /** Stop taking jobs, flush what is in hand, ack it, close. */
     async close(graceMs = 20_000) {
       closing = true;
-      await watchdog.stop();
+      await stalls.stop();
       const workerClosed = worker.close();
       await processor.close(graceMs);
       await workerClosed;
       await releaser.stop();
       await queue.close();
       await evalQueue?.close();
-      await probe.close();
-      probeRedis.disconnect();
     },
   };
 }
