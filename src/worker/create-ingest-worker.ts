@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
+import { UnrecoverableError } from "bullmq";
 import type { Logger } from "pino";
 import { createAlertsHook } from "../alerts/ingest-hook.js";
 import { createEvalQueue } from "../alerts/queues.js";
@@ -8,19 +8,14 @@ import { createRuleStore } from "../alerts/rule-store.js";
 import { describeError } from "../clickhouse/classify-error.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
-import { ShutdownAbort } from "../lib/retry.js";
-import {
-  createReportsQueue,
-  type QueueNames,
-  type ReportJobData,
-} from "../queue/reports-queue.js";
+import { createReportsQueue, type QueueNames, type ReportJobData } from "../queue/reports-queue.js";
+import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { createDeadLetterWriter } from "./dead-letter-writer.js";
 import { createIngestProcessor } from "./ingest-processor.js";
 import { createManifestReleaser } from "./manifest-releaser.js";
 import { createRedisManifestStore } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
-import { watchForStalls } from "./stall-recovery.js";
 
 // One ingest worker: a BullMQ Worker whose processor hands each job to the batching processor.
 
@@ -58,8 +53,6 @@ function isValidJob(data: unknown): data is ReportJobData {
   );
 }
 
-/** BullMQ moves a job to the failed set once it stalled more often than this: never, in practice. */
-const UNLIMITED_STALLS = Number.MAX_SAFE_INTEGER;
 const MANIFEST_SWEEP_MS = 60_000;
 
 export function createIngestWorker(deps: IngestWorkerDeps) {
@@ -102,45 +95,24 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     deadLetter: createDeadLetterWriter(queue),
   });
 
-  // For the stall watchdog: jobs started or finished so far, and jobs in hand now.
-  let progress = 0;
-  let held = 0;
-  const worker = new Worker<ReportJobData, void, string>(
-    names.name,
-    async (job: Job<ReportJobData>, token?: string) => {
-      progress += 1;
-      held += 1;
-      try {
-        // A dead-letter job fails at once, with its reason, and waits in the failed set.
-        if (job.data?.dead) throw new UnrecoverableError(job.data.dead.reason);
-        if (!isValidJob(job.data))
-          throw new UnrecoverableError("malformed job: expected { rows: [[...]] }");
-        await processor.process(job, token ?? "");
-      } catch (err) {
-        if (err instanceof ShutdownAbort && token) {
-          // Back to the queue without using up an attempt: this was our shutdown, not the job.
-          await job.moveToDelayed(Date.now() + 1_000, token);
-          throw new DelayedError();
-        }
-        throw err;
-      } finally {
-        progress += 1;
-        held -= 1;
-      }
+  const runtime = createWorkerRuntime<ReportJobData>({
+    names,
+    redis: deps.redis,
+    concurrency: config.WORKER_CONCURRENCY,
+    lockDurationMs: config.WORKER_LOCK_DURATION_MS,
+    stalledIntervalMs: config.WORKER_STALLED_INTERVAL_MS,
+    logger,
+    // A stalled job is redelivered as often as it takes: its manifest makes every retry an exact
+    // repeat, so it can never be counted twice.
+    async process(job, token) {
+      // A dead-letter job fails at once, with its reason, and waits in the failed set.
+      if (job.data?.dead) throw new UnrecoverableError(job.data.dead.reason);
+      if (!isValidJob(job.data))
+        throw new UnrecoverableError("malformed job: expected { rows: [[...]] }");
+      await processor.process(job, token);
     },
-    {
-      connection: deps.redis,
-      prefix: names.prefix,
-      concurrency: config.WORKER_CONCURRENCY,
-      autorun: false,
-      lockDuration: config.WORKER_LOCK_DURATION_MS,
-      stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
-      // A stalled job is redelivered as often as it takes: its manifest makes every retry an
-      // exact repeat, so it can never be counted twice, and it never lands in the failed set
-      // (that set holds only rows ClickHouse refused).
-      maxStalledCount: UNLIMITED_STALLS,
-    },
-  );
+  });
+  const { worker } = runtime;
   worker.on("stalled", () => deps.metrics.stalls.inc());
   const releaser = createManifestReleaser({
     store: manifests,
@@ -152,7 +124,6 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
   worker.on("completed", (job) => {
     if (!job.data?.dead) releaser.completed(String(job.id));
   });
-  worker.on("error", (err) => logger.warn({ err: err.message }, "worker error"));
   worker.on("failed", (job, err) => {
     if (job?.data?.dead) return;
     logger.error(
@@ -161,45 +132,18 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     );
   });
 
-  let closing = false;
-  const run = () => {
-    void worker
-      .run()
-      .catch((err: unknown) => logger.error({ err }, "worker stopped with an error"));
-  };
-
-  const stalls = watchForStalls({
-    worker,
-    redis: deps.redis,
-    names,
-    lockDurationMs: config.WORKER_LOCK_DURATION_MS,
-    stalledIntervalMs: config.WORKER_STALLED_INTERVAL_MS,
-    concurrency: config.WORKER_CONCURRENCY,
-    logger,
-    progress: () => progress,
-    held: () => held,
-    closing: () => closing,
-    run,
-  });
-  const watchdog = stalls.watchdog;
-
   return {
     worker,
     queue,
     processor,
-    watchdog,
+    watchdog: runtime.watchdog,
     start() {
       releaser.start();
-      run();
-      stalls.start();
+      runtime.start();
     },
     /** Stop taking jobs, flush what is in hand, ack it, close. */
     async close(graceMs = 20_000) {
-      closing = true;
-      await stalls.stop();
-      const workerClosed = worker.close();
-      await processor.close(graceMs);
-      await workerClosed;
+      await runtime.close(() => processor.close(graceMs));
       await releaser.stop();
       await queue.close();
       await evalQueue?.close();
