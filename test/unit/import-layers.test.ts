@@ -1,21 +1,12 @@
-import { readdirSync, readFileSync } from "node:fs";
-import { dirname, join, normalize, relative } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, relative } from "node:path";
 import { expect, it } from "vitest";
+import { importsOf, ROOT, sourceFiles } from "../helpers/import-graph.js";
 
 // The folders of src/ are layers: each may import the ones below it, never one that imports it
 // back. A cycle (the ingest worker feeding the alerts, the alerts reaching into the worker for a
 // type) ties two layers into one that can only be read, tested and changed together.
 
-const SRC = join(dirname(fileURLToPath(import.meta.url)), "../../src");
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const path = join(dir, e.name);
-    if (e.isDirectory()) return sourceFiles(path);
-    return e.name.endsWith(".ts") ? [path] : [];
-  });
-}
+const SRC = join(ROOT, "src");
 
 /** `src/worker/x.ts` → `worker`; a file directly in src/ is a layer of its own. */
 const layerOf = (file: string) => relative(SRC, file).split("/")[0] ?? "";
@@ -24,9 +15,8 @@ function layerGraph(): Map<string, Set<string>> {
   const graph = new Map<string, Set<string>>();
   for (const file of sourceFiles(SRC)) {
     const from = layerOf(file);
-    const text = readFileSync(file, "utf8");
-    for (const [, spec] of text.matchAll(/from "(\.{1,2}\/[^"]+)"/g)) {
-      const to = layerOf(normalize(join(dirname(file), spec as string)));
+    for (const imported of importsOf(file)) {
+      const to = layerOf(imported);
       if (to === from) continue;
       const deps = graph.get(from) ?? new Set<string>();
       deps.add(to);
@@ -36,7 +26,7 @@ function layerGraph(): Map<string, Set<string>> {
   return graph;
 }
 
-/** Every cycle's layers, found by a depth-first walk (each reported once per starting layer). */
+/** Every cycle, once: found from its alphabetically first layer. */
 function cycles(graph: Map<string, Set<string>>): string[][] {
   const found: string[][] = [];
   const walk = (start: string, at: string, path: string[]) => {
