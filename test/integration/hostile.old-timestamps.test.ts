@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, it, onTestFinished } from "vitest";
+import { CLIENT_LIMITS } from "../../fixtures/sample-reports.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { loadConfig } from "../../src/config.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
@@ -11,7 +12,6 @@ import { createWorkerMetrics } from "../../src/worker/metrics.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
-import { CLIENT_LIMITS } from "../helpers/sample-reports.js";
 
 // One tenant's clock must not stop ingestion for the others. The rollups are partitioned by month
 // of the client's timestamp, and ClickHouse refuses an insert that touches more than 100
