@@ -1,6 +1,5 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import type { Config } from "../config.js";
-import { REPORT_COLUMNS, type ReportColumn } from "../report/report-schema.js";
 import {
   createDatabase,
   type DdlContext,
@@ -11,11 +10,17 @@ import {
   onCluster,
   stored,
 } from "./cluster-ddl.js";
+import { reconcileRetention } from "./retention.js";
 
 // Versioned schema migrations, tracked in `schema_migrations`. Every statement is idempotent
-// (IF NOT EXISTS), so concurrent workers starting together, or a migration interrupted half way,
-// are harmless: running again finishes the job. With a cluster (CLICKHOUSE_CLUSTER) the same
-// statements create replicated tables behind Distributed ones; what differs is in cluster-ddl.ts.
+// (IF NOT EXISTS), so concurrent runs, or a migration interrupted half way, are harmless: running
+// again finishes the job. With a cluster (CLICKHOUSE_CLUSTER) the same statements create
+// replicated tables behind Distributed ones; what differs is in cluster-ddl.ts.
+//
+// A migration is frozen once released: a database that applied it never runs it again, so its
+// text must never change (test/unit/migrations-frozen.test.ts holds each one's hash). Nothing in
+// a migration may read the live report schema; a new report field is a new migration (ADD
+// COLUMN) and a new row shape (src/report/row-shapes.ts).
 
 export interface MigrationContext extends DdlContext {
   retentionDays: number;
@@ -32,34 +37,17 @@ export function migrationContext(
   };
 }
 
-interface Migration {
+export interface Migration {
   version: number;
   name: string;
   statements: (ctx: MigrationContext) => string[];
+  /**
+   * Run once, right after `statements`, when the migration is applied: fills a table added
+   * later (a rollup) from what is already stored. Its materialized view sees only inserts
+   * that start after it exists, so apply such a migration with the workers stopped.
+   */
+  backfill?: (ctx: MigrationContext) => string[];
 }
-
-/** The type of each stored column; keyed by the report schema so a new field cannot be missed. */
-export const COLUMN_TYPES: Record<ReportColumn, string> = {
-  report_id: "UUID",
-  project_id: "LowCardinality(String)",
-  key_id: "LowCardinality(String)",
-  app: "LowCardinality(String)",
-  provider: "LowCardinality(String)",
-  // '' when the client could not see the model: the contract never allows '' as a model name.
-  model: "LowCardinality(String)",
-  timestamp: "DateTime64(3, 'UTC')",
-  received_at: "DateTime64(3, 'UTC')",
-  requests_limit: "Nullable(Int64)",
-  requests_remaining: "Nullable(Int64)",
-  tokens_limit: "Nullable(Int64)",
-  tokens_remaining: "Nullable(Int64)",
-  reset_requests_ms: "Nullable(Int64)",
-  reset_tokens_ms: "Nullable(Int64)",
-  // Exact decimals: credit figures are money-like and are summed.
-  credits_limit: "Nullable(Decimal(38, 12))",
-  credits_remaining: "Nullable(Decimal(38, 12))",
-  request_cost: "Nullable(Decimal(38, 12))",
-};
 
 // Every insert of a batch repeats its first (same rows, same token: see batch-manifests.ts);
 // MergeTree tables drop a repeat only within a window of their latest inserts, and so do the
@@ -135,11 +123,29 @@ function rollup(ctx: MigrationContext, name: string, bucketType: string, bucketE
 
 export const MIGRATIONS: Migration[] = [
   {
+    // model is '' when the client could not see it (the contract never allows '' as a model);
+    // credits are exact decimals: money-like, and summed.
     version: 1,
     name: "reports",
     statements: (ctx) => [
       `CREATE TABLE IF NOT EXISTS ${stored(ctx, "reports")}${onCluster(ctx)} (
-        ${REPORT_COLUMNS.map((c) => `${c} ${COLUMN_TYPES[c]}`).join(",\n        ")},
+        report_id UUID,
+        project_id LowCardinality(String),
+        key_id LowCardinality(String),
+        app LowCardinality(String),
+        provider LowCardinality(String),
+        model LowCardinality(String),
+        timestamp DateTime64(3, 'UTC'),
+        received_at DateTime64(3, 'UTC'),
+        requests_limit Nullable(Int64),
+        requests_remaining Nullable(Int64),
+        tokens_limit Nullable(Int64),
+        tokens_remaining Nullable(Int64),
+        reset_requests_ms Nullable(Int64),
+        reset_tokens_ms Nullable(Int64),
+        credits_limit Nullable(Decimal(38, 12)),
+        credits_remaining Nullable(Decimal(38, 12)),
+        request_cost Nullable(Decimal(38, 12)),
         -- When ClickHouse took the row: inserted_at - received_at is the pipeline's lag.
         inserted_at DateTime64(3, 'UTC') DEFAULT now64(3),
         INDEX timestamp_minmax timestamp TYPE minmax GRANULARITY 1,
@@ -264,22 +270,55 @@ export const MIGRATIONS: Migration[] = [
   },
 ];
 
-export async function migrate(
+/** The versions `schema_migrations` lists, or null when it does not exist yet. */
+async function appliedVersions(
   client: ClickHouseClient,
   ctx: MigrationContext,
-  log: (msg: string) => void = () => {},
-): Promise<number[]> {
-  await client.command({ query: createDatabase(ctx) });
-  await client.command({ query: migrationsTable(ctx) });
+): Promise<Set<number> | null> {
+  // system.tables first: reading the versions must need no DDL and no cluster-wide query.
+  const exists = await client.query({
+    query: `SELECT 1 FROM system.tables WHERE database = {db:String} AND name = 'schema_migrations'`,
+    query_params: { db: ctx.db },
+    format: "JSONEachRow",
+  });
+  if ((await exists.json()).length === 0) return null;
   const rs = await client.query({
     query: `SELECT version FROM ${ctx.db}.schema_migrations FINAL`,
     format: "JSONEachRow",
   });
-  const done = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
+  return new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
+}
+
+/**
+ * Applies the migrations not yet applied, then brings the tables' TTLs to RETENTION_DAYS. With
+ * the schema current and the TTLs as configured it runs no DDL at all: on a cluster, an
+ * `ON CLUSTER` statement waits for every host, and one host down would block the caller.
+ */
+export async function migrate(
+  client: ClickHouseClient,
+  ctx: MigrationContext,
+  log: (msg: string) => void = () => {},
+  migrations: Migration[] = MIGRATIONS,
+): Promise<number[]> {
+  const done = await appliedVersions(client, ctx);
+  const pending = migrations.filter((m) => !done?.has(m.version));
+  if (done === null) {
+    await client.command({ query: createDatabase(ctx) });
+    await client.command({ query: migrationsTable(ctx) });
+  }
   const applied: number[] = [];
-  for (const m of MIGRATIONS) {
-    if (done.has(m.version)) continue;
+  for (const m of pending) {
     for (const statement of m.statements(ctx)) await client.command({ query: statement });
+    for (const [i, statement] of (m.backfill?.(ctx) ?? []).entries()) {
+      // A run interrupted before the version is recorded backfills again: the token drops it.
+      await client.command({
+        query: statement,
+        clickhouse_settings: {
+          insert_deduplicate: 1,
+          insert_deduplication_token: `migration-${m.version}-backfill-${i}`,
+        },
+      });
+    }
     await client.insert({
       table: `${ctx.db}.schema_migrations`,
       values: [{ version: m.version, name: m.name }],
@@ -288,5 +327,6 @@ export async function migrate(
     log(`applied migration ${m.version} ${m.name}`);
     applied.push(m.version);
   }
+  for (const change of await reconcileRetention(client, ctx)) log(change);
   return applied;
 }
