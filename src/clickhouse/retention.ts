@@ -6,9 +6,9 @@ import type { MigrationContext } from "./migrations.js";
 // whenever it changes, on tables created long before.
 //
 // Each table expires by the time it is partitioned by, so that with `ttl_only_drop_parts` a month
-// of rows leaves as whole parts (no part is rewritten to delete rows): `reports` and
-// `alert_events` by when they were received, the rollups by their bucket (the client's
-// timestamp). `latest_limits` has no partitions: a series not seen for the retention is deleted
+// of rows leaves as whole parts (no part is rewritten to delete rows): `reports` by when the edge
+// received each report, the rollups by their bucket and `alert_events` by `at` (both the
+// client's timestamp). `latest_limits` has no partitions: a series not seen for the retention is deleted
 // row by row in its merges, and it is small.
 
 export interface RetentionTable {

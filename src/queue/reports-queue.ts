@@ -9,7 +9,7 @@ import type { ReportRow } from "../report/report-schema.js";
 export const REPORT_JOB = "reports";
 
 export interface ReportJobData {
-  /** The rows' shape version; absent (treated as 1) in no job this codebase writes. */
+  /** The rows' shape (src/report/row-shapes.ts): workers map older shapes to theirs. */
   v: number;
   rows: ReportRow[];
   /** Set on a job of rows that ClickHouse refused: it fails at once and waits in the DLQ. */
