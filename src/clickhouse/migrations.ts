@@ -1,16 +1,8 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import type { Config } from "../config.js";
-import {
-  createDatabase,
-  type DdlContext,
-  dedupWindow,
-  distributedFront,
-  engine,
-  migrationsTable,
-  onCluster,
-  stored,
-} from "./cluster-ddl.js";
-import { reconcileRetention } from "./retention.js";
+import { dedupWindow, distributedFront, engine, onCluster, stored } from "./cluster-ddl.js";
+import { type Migration, type MigrationContext, runMigrations } from "./migrate.js";
+
+export { type Migration, type MigrationContext, migrationContext } from "./migrate.js";
 
 // Versioned schema migrations, tracked in `schema_migrations`. Every statement is idempotent
 // (IF NOT EXISTS), so concurrent runs, or a migration interrupted half way, are harmless: running
@@ -21,33 +13,6 @@ import { reconcileRetention } from "./retention.js";
 // text must never change (test/unit/migrations-frozen.test.ts holds each one's hash). Nothing in
 // a migration may read the live report schema; a new report field is a new migration (ADD
 // COLUMN) and a new row shape (src/report/row-shapes.ts).
-
-export interface MigrationContext extends DdlContext {
-  retentionDays: number;
-}
-
-/** The schema's settings as the configuration gives them, for every process that migrates. */
-export function migrationContext(
-  config: Pick<Config, "CLICKHOUSE_DATABASE" | "RETENTION_DAYS" | "CLICKHOUSE_CLUSTER">,
-): MigrationContext {
-  return {
-    db: config.CLICKHOUSE_DATABASE,
-    retentionDays: config.RETENTION_DAYS,
-    cluster: config.CLICKHOUSE_CLUSTER,
-  };
-}
-
-export interface Migration {
-  version: number;
-  name: string;
-  statements: (ctx: MigrationContext) => string[];
-  /**
-   * Run once, right after `statements`, when the migration is applied: fills a table added
-   * later (a rollup) from what is already stored. Its materialized view sees only inserts
-   * that start after it exists, so apply such a migration with the workers stopped.
-   */
-  backfill?: (ctx: MigrationContext) => string[];
-}
 
 // Every insert of a batch repeats its first (same rows, same token: see batch-manifests.ts);
 // MergeTree tables drop a repeat only within a window of their latest inserts, and so do the
@@ -270,63 +235,12 @@ export const MIGRATIONS: Migration[] = [
   },
 ];
 
-/** The versions `schema_migrations` lists, or null when it does not exist yet. */
-async function appliedVersions(
-  client: ClickHouseClient,
-  ctx: MigrationContext,
-): Promise<Set<number> | null> {
-  // system.tables first: reading the versions must need no DDL and no cluster-wide query.
-  const exists = await client.query({
-    query: `SELECT 1 FROM system.tables WHERE database = {db:String} AND name = 'schema_migrations'`,
-    query_params: { db: ctx.db },
-    format: "JSONEachRow",
-  });
-  if ((await exists.json()).length === 0) return null;
-  const rs = await client.query({
-    query: `SELECT version FROM ${ctx.db}.schema_migrations FINAL`,
-    format: "JSONEachRow",
-  });
-  return new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
-}
-
-/**
- * Applies the migrations not yet applied, then brings the tables' TTLs to RETENTION_DAYS. With
- * the schema current and the TTLs as configured it runs no DDL at all: on a cluster, an
- * `ON CLUSTER` statement waits for every host, and one host down would block the caller.
- */
-export async function migrate(
+/** Applies what `migrations` (this release's, by default) has that the database has not. */
+export function migrate(
   client: ClickHouseClient,
   ctx: MigrationContext,
   log: (msg: string) => void = () => {},
   migrations: Migration[] = MIGRATIONS,
 ): Promise<number[]> {
-  const done = await appliedVersions(client, ctx);
-  const pending = migrations.filter((m) => !done?.has(m.version));
-  if (done === null) {
-    await client.command({ query: createDatabase(ctx) });
-    await client.command({ query: migrationsTable(ctx) });
-  }
-  const applied: number[] = [];
-  for (const m of pending) {
-    for (const statement of m.statements(ctx)) await client.command({ query: statement });
-    for (const [i, statement] of (m.backfill?.(ctx) ?? []).entries()) {
-      // A run interrupted before the version is recorded backfills again: the token drops it.
-      await client.command({
-        query: statement,
-        clickhouse_settings: {
-          insert_deduplicate: 1,
-          insert_deduplication_token: `migration-${m.version}-backfill-${i}`,
-        },
-      });
-    }
-    await client.insert({
-      table: `${ctx.db}.schema_migrations`,
-      values: [{ version: m.version, name: m.name }],
-      format: "JSONEachRow",
-    });
-    log(`applied migration ${m.version} ${m.name}`);
-    applied.push(m.version);
-  }
-  for (const change of await reconcileRetention(client, ctx)) log(change);
-  return applied;
+  return runMigrations(client, ctx, migrations, log);
 }
