@@ -14,14 +14,22 @@ import { sampleRow } from "../helpers/sample-reports.js";
 // it leave in the next merge, in `reports`, the rollups and `latest_limits`.
 
 const dir = mkdtempSync(join(tmpdir(), "headroom-retention-"));
-const db = "t_retention";
 let client: ClickHouseClient;
 
 const DAY_MS = 86_400_000;
 /** ClickHouse's DateTime64(3) text of a time in ms. */
 const chTime = (t: number) => new Date(t).toISOString().replace("T", " ").replace("Z", "");
 
-async function engines(): Promise<Map<string, string>> {
+let databases = 0;
+/** A database of the test's own, migrated with a 30-day retention. */
+async function migrated(): Promise<string> {
+  databases += 1;
+  const db = `t_retention_${databases}`;
+  await migrate(client, { db, retentionDays: 30 });
+  return db;
+}
+
+async function engines(db: string): Promise<Map<string, string>> {
   const rs = await client.query({
     query: "SELECT name, engine_full FROM system.tables WHERE database = {db:String}",
     query_params: { db },
@@ -42,10 +50,9 @@ beforeAll(async () => {
     CLICKHOUSE_PATH: join(dir, "data"),
     CLICKHOUSE_USER: "default",
     CLICKHOUSE_PASSWORD: "",
-    CLICKHOUSE_DATABASE: db,
+    CLICKHOUSE_DATABASE: "default",
     CLICKHOUSE_REQUEST_TIMEOUT_MS: 60_000,
   });
-  await migrate(client, { db, retentionDays: 30 });
 });
 
 afterAll(async () => {
@@ -56,7 +63,7 @@ afterAll(async () => {
 
 describe("migrate and RETENTION_DAYS", () => {
   it("creates every table with its TTL, dropping whole parts where partitioned", async () => {
-    const shown = await engines();
+    const shown = await engines(await migrated());
     for (const t of RETENTION_TABLES) {
       const engine = shown.get(t.name) ?? "";
       expect(engine, t.name).toContain(`TTL toDateTime(${t.column}) + toIntervalDay(30)`);
@@ -65,16 +72,18 @@ describe("migrate and RETENTION_DAYS", () => {
   });
 
   it("runs no DDL when the schema and the TTLs are as configured", async () => {
+    const db = await migrated();
     const said: string[] = [];
     expect(await migrate(client, { db, retentionDays: 30 }, (m) => said.push(m))).toEqual([]);
     expect(said).toEqual([]);
   });
 
   it("applies a new retention to existing tables, and rows past it expire", async () => {
+    const db = await migrated();
     const said: string[] = [];
     expect(await migrate(client, { db, retentionDays: 10 }, (m) => said.push(m))).toEqual([]);
     expect(said.length).toBeGreaterThan(0);
-    const shown = await engines();
+    const shown = await engines(db);
     for (const t of RETENTION_TABLES) {
       expect(shown.get(t.name), t.name).toContain(
         `TTL toDateTime(${t.column}) + toIntervalDay(10)`,
