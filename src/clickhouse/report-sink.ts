@@ -1,5 +1,6 @@
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
-import { REPORT_COLUMNS, type ReportRow } from "../report/report-schema.js";
+import type { ReportRow } from "../report/report-schema.js";
+import { ROW_SHAPES } from "../report/row-shapes.js";
 
 // Where report rows land: one JSONCompactEachRow insert per batch into `reports` (the rollups and
 // the latest-limits table follow through materialized views).
@@ -8,8 +9,6 @@ export interface ReportSink {
   /** Every insert of one batch passes the same rows and token, so ClickHouse keeps one copy. */
   insert(rows: ReportRow[], dedupToken: string): Promise<void>;
 }
-
-const COLUMNS = REPORT_COLUMNS as [string, ...string[]];
 
 /**
  * On a cluster (CLICKHOUSE_CLUSTER) `reports` and `alert_events` are Distributed tables, and an
@@ -60,12 +59,14 @@ export function createReportSink(
   client: ClickHouseClient,
   db: string,
   cluster?: string,
+  /** The rows' columns, in order: the current row shape's. */
+  columns: readonly string[] = ROW_SHAPES.columns,
 ): ReportSink {
   return {
     async insert(rows, dedupToken) {
       await client.insert({
         table: `${db}.reports`,
-        columns: COLUMNS,
+        columns: columns as [string, ...string[]],
         values: rows,
         format: "JSONCompactEachRow",
         clickhouse_settings: exactInsertSettings(dedupToken, cluster),

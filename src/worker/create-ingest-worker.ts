@@ -11,6 +11,7 @@ import type { Config } from "../config.js";
 import { createReportsQueue, type QueueNames, type ReportJobData } from "../queue/reports-queue.js";
 import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
+import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 import { createDeadLetterWriter } from "./dead-letter-writer.js";
 import { createIngestProcessor } from "./ingest-processor.js";
 import { createManifestReleaser } from "./manifest-releaser.js";
@@ -44,6 +45,8 @@ export interface IngestWorkerDeps {
   clickhouse: ClickHouseClient;
   logger: Logger;
   metrics: WorkerMetrics;
+  /** The row shapes this release reads and writes: src/report/row-shapes.ts's unless a test's. */
+  rowShapes?: RowShapes;
 }
 
 function isValidJob(data: unknown): data is ReportJobData {
@@ -57,16 +60,22 @@ const MANIFEST_SWEEP_MS = 60_000;
 
 export function createIngestWorker(deps: IngestWorkerDeps) {
   const { config, logger } = deps;
+  const shapes = deps.rowShapes ?? ROW_SHAPES;
   const names = deps.shard ?? { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
   const queue = createReportsQueue(deps.redis, names);
   // Without a listener BullMQ prints connection errors as raw stack traces on stderr.
   queue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
   // BullMQ's keys of this queue: `prefix:name:…`; the manifests live beside them (same hash tag).
   const keyPrefix = `${names.prefix}:${names.name}`;
-  const manifests = createRedisManifestStore(deps.redis, keyPrefix, {
-    ackReplicas: config.REDIS_ACK_REPLICAS,
-    ackTimeoutMs: config.REDIS_ACK_TIMEOUT_MS,
-  });
+  const manifests = createRedisManifestStore(
+    deps.redis,
+    keyPrefix,
+    {
+      ackReplicas: config.REDIS_ACK_REPLICAS,
+      ackTimeoutMs: config.REDIS_ACK_TIMEOUT_MS,
+    },
+    shapes,
+  );
   // Alerts: stored rows that a rule watches go to the alerts worker (src/alerts/ingest-hook.ts).
   // The alerts live under the base prefix, whichever shard this worker consumes.
   const evalQueue = config.ALERTS_ENABLED ? createEvalQueue(deps.redis, config.QUEUE_PREFIX) : null;
@@ -81,7 +90,13 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       })
     : undefined;
   const processor = createIngestProcessor({
-    sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE, config.CLICKHOUSE_CLUSTER),
+    sink: createReportSink(
+      deps.clickhouse,
+      config.CLICKHOUSE_DATABASE,
+      config.CLICKHOUSE_CLUSTER,
+      shapes.columns,
+    ),
+    rowShapes: shapes,
     manifests,
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,
@@ -92,7 +107,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     logger,
     metrics: deps.metrics,
     onStored,
-    deadLetter: createDeadLetterWriter(queue),
+    deadLetter: createDeadLetterWriter(queue, shapes.current),
   });
 
   const runtime = createWorkerRuntime<ReportJobData>({

@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_PLANS, isSet, loadConfig } from "../../src/config.js";
+import {
+  ConfigError,
+  DEFAULT_PLANS,
+  isSet,
+  loadConfig,
+  migratesOnStart,
+} from "../../src/config.js";
 
 // The one config schema: coerced numbers, real booleans, empty means unset, and a bad value
 // stops the process with a message that names the variable.
@@ -42,6 +48,14 @@ describe("loadConfig", () => {
     expect(c.TRUST_PROXY).toBe(true);
     expect(c.MIGRATE_ON_START).toBe(false);
     expect(c.STACK_CLICKHOUSE_PORT).toBe(18123);
+  });
+
+  it("migrates on start on one node, and on a cluster only when asked", () => {
+    const cluster = { CLICKHOUSE_URL: "http://ch:8123", CLICKHOUSE_CLUSTER: "eu" };
+    expect(migratesOnStart(loadConfig({}))).toBe(true);
+    expect(migratesOnStart(loadConfig({ MIGRATE_ON_START: "false" }))).toBe(false);
+    expect(migratesOnStart(loadConfig(cluster))).toBe(false);
+    expect(migratesOnStart(loadConfig({ ...cluster, MIGRATE_ON_START: "true" }))).toBe(true);
   });
 
   it("takes an empty value as unset", () => {
