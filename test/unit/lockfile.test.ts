@@ -1,5 +1,11 @@
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
+
+// npm's own range check (semver ships no types; this is the one function used).
+const { satisfies } = createRequire(import.meta.url)("semver") as {
+  satisfies(version: string, range: string): boolean;
+};
 
 // `npm ci` (the image's install step, and any machine's) accepts the lock only when it lists
 // every optional dependency of every package, other platforms' native binaries included. npm
@@ -10,6 +16,8 @@ interface LockEntry {
   version?: string;
   optional?: boolean;
   os?: string[];
+  cpu?: string[];
+  engines?: { node?: string };
   optionalDependencies?: Record<string, string>;
 }
 
@@ -53,5 +61,18 @@ describe("package-lock.json", () => {
       expect(entry?.optional, name).toBe(true);
       expect(entry?.os?.length, name).toBe(1);
     }
+  });
+
+  it("holds no package whose engines exclude the Node running it (npm ci's EBADENGINE warning)", () => {
+    // What npm ci installs on this machine: every entry but other platforms' binaries. CI runs
+    // this under Node 20 and Node 24 (.ci/run).
+    const here = (list: string[] | undefined, value: string) =>
+      !list ||
+      list.some((item) => (item.startsWith("!") ? item.slice(1) !== value : item === value));
+    const refused = Object.entries(lock.packages)
+      .filter(([, e]) => here(e.os, process.platform) && here(e.cpu, process.arch))
+      .filter(([, e]) => e.engines?.node && !satisfies(process.version, e.engines.node))
+      .map(([path, e]) => `${path || "(root)"}@${e.version} wants node ${e.engines?.node}`);
+    expect(refused).toEqual([]);
   });
 });
