@@ -164,6 +164,11 @@ export const configSchema = z.object({
   ALERTS_ENABLED: bool.default(true),
   /** Alert rules are cached per project for this long: a new rule is seen within it. */
   ALERTS_RULES_TTL_MS: int(0, 600_000).default(5_000),
+  /**
+   * Jobs the alerts queue may hold; beyond it, ingest workers shed alert rows (counted) rather
+   * than fill Redis while the alerts worker is down or behind.
+   */
+  ALERTS_QUEUE_MAX_JOBS: int(1).default(10_000),
   /** Batches the alerts worker evaluates at once. */
   ALERTS_CONCURRENCY: int(1, 1_000).default(4),
   /** Webhook deliveries in flight per alerts worker. */

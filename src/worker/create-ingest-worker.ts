@@ -34,6 +34,7 @@ export interface IngestWorkerDeps {
     | "WORKER_STALLED_INTERVAL_MS"
     | "ALERTS_ENABLED"
     | "ALERTS_RULES_TTL_MS"
+    | "ALERTS_QUEUE_MAX_JOBS"
     | "REDIS_ACK_REPLICAS"
     | "REDIS_ACK_TIMEOUT_MS"
   >;
@@ -78,6 +79,11 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
           config.ALERTS_RULES_TTL_MS,
         ),
         queue: evalQueue,
+        maxJobs: config.ALERTS_QUEUE_MAX_JOBS,
+        onShed: (rows) => {
+          deps.metrics.alertsShedBatches.inc();
+          deps.metrics.alertsShedRows.inc(rows);
+        },
       })
     : undefined;
   const processor = createIngestProcessor({

@@ -55,6 +55,16 @@ export function createWorkerMetrics() {
       help: "Jobs this worker's stall check found without a live lock and put back in the queue",
       registers: [registry],
     }),
+    alertsShedBatches: new Counter({
+      name: "headroom_worker_alerts_shed_batches_total",
+      help: "Stored batches whose alert rows were not queued: the alerts queue was at ALERTS_QUEUE_MAX_JOBS",
+      registers: [registry],
+    }),
+    alertsShedRows: new Counter({
+      name: "headroom_worker_alerts_shed_rows_total",
+      help: "Watched rows never evaluated for alerts because the alerts queue was full",
+      registers: [registry],
+    }),
     lagSeconds: new Gauge({
       name: "headroom_worker_queue_lag_seconds",
       help: "Age of the oldest report in the last batch when it was inserted",
