@@ -155,7 +155,11 @@ export const configSchema = z.object({
   /** A job whose worker stops renewing its lock for this long is redelivered (stalled). */
   WORKER_LOCK_DURATION_MS: int(1_000).default(30_000),
   WORKER_STALLED_INTERVAL_MS: int(1_000).default(30_000),
+  /** A worker's /healthz fails once it has held jobs this long without finishing one. */
+  WORKER_HEALTH_STALL_MS: int(1_000).default(120_000),
   WORKER_METRICS_PORT: int(0, 65535).default(9101),
+  /** The alerts worker's /metrics and /healthz (on WORKER_METRICS_HOST). */
+  ALERTS_METRICS_PORT: int(0, 65535).default(9102),
   WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
   MIGRATE_ON_START: bool.default(true),
   RETRY_MAX_DELAY_MS: int(100).default(30_000),

@@ -119,6 +119,12 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     },
   });
   const { worker } = runtime;
+  const watched = {
+    queue: keyPrefix,
+    activity: runtime.activity,
+    oldestWaitingAt: runtime.oldestWaitingAt,
+  };
+  deps.metrics.watched.push(watched);
   worker.on("stalled", () => deps.metrics.stalls.inc());
   const releaser = createManifestReleaser({
     store: manifests,
@@ -150,6 +156,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     /** Stop taking jobs, flush what is in hand, ack it, close. */
     async close(graceMs = 20_000) {
       await runtime.close(() => processor.close(graceMs));
+      deps.metrics.watched.splice(deps.metrics.watched.indexOf(watched), 1);
       await releaser.stop();
       await queue.close();
       await evalQueue?.close();
