@@ -9,7 +9,9 @@ import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
 import { evaluateBatch } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
+import { type AlertsMetrics, createAlertsMetrics } from "./metrics.js";
 import {
+  createEvalQueue,
   createWebhookQueue,
   EVAL_QUEUE,
   type EvalJobData,
@@ -48,6 +50,7 @@ export interface AlertsWorkerDeps {
   redis: RedisClient;
   clickhouse: ClickHouseClient;
   logger: Logger;
+  metrics?: AlertsMetrics;
 }
 
 export function createAlertsWorker(deps: AlertsWorkerDeps) {
@@ -145,12 +148,24 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
   const webhookRuntime = runtime(WEBHOOK_QUEUE, config.ALERTS_WEBHOOK_CONCURRENCY, deliver);
   const evalWorker = evalRuntime.worker;
   const webhookWorker = webhookRuntime.worker;
-  evalWorker.on("failed", (job, err) =>
-    logger.error({ jobId: job?.id, err: err.message }, "alert evaluation failed"),
-  );
-  webhookWorker.on("completed", (job) =>
-    logger.info({ event: job.data.event_id, attempts: job.attemptsMade + 1 }, "webhook delivered"),
-  );
+  const metrics = deps.metrics ?? createAlertsMetrics();
+  const evalQueue = createEvalQueue(redis, prefix);
+  evalQueue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
+  metrics.queues.push(evalQueue, webhooks);
+  for (const [queue, r] of [
+    [EVAL_QUEUE, evalRuntime],
+    [WEBHOOK_QUEUE, webhookRuntime],
+  ] as const) {
+    metrics.watched.push({ queue, activity: r.activity, oldestWaitingAt: r.oldestWaitingAt });
+  }
+  evalWorker.on("failed", (job, err) => {
+    metrics.evaluationFailures.inc();
+    logger.error({ jobId: job?.id, err: err.message }, "alert evaluation failed");
+  });
+  webhookWorker.on("completed", (job) => {
+    metrics.webhooksDelivered.inc();
+    logger.info({ event: job.data.event_id, attempts: job.attemptsMade + 1 }, "webhook delivered");
+  });
   webhookWorker.on("failed", (job, err) => {
     if (!job) return;
     const dead = job.attemptsMade >= (job.opts.attempts ?? 1) || err instanceof UnrecoverableError;
@@ -162,6 +177,8 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
       attempt: job.attemptsMade,
       err: err.message,
     };
+    metrics.webhookFailures.inc();
+    if (dead) metrics.webhooksDeadLettered.inc();
     if (dead) logger.error(fields, "webhook dead-lettered");
     else logger.warn(fields, "webhook failed: will retry");
   });
@@ -170,6 +187,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
     evalWorker,
     webhookWorker,
     webhooks,
+    metrics,
     start() {
       evalRuntime.start();
       webhookRuntime.start();
@@ -183,6 +201,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
         clearTimeout(timer);
       }
       await webhooks.close();
+      await evalQueue.close();
     },
   };
 }
