@@ -210,7 +210,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       "invalid configuration:\n  CLICKHOUSE_CLUSTER: needs CLICKHOUSE_URL (a server of the cluster)",
     );
   }
-  if (!(config.DEFAULT_PLAN in config.PLANS)) {
+  if (!Object.hasOwn(config.PLANS, config.DEFAULT_PLAN)) {
     throw new ConfigError(
       `invalid configuration:\n  DEFAULT_PLAN: unknown plan "${config.DEFAULT_PLAN}"`,
     );

@@ -33,7 +33,9 @@ export function effectivePlan(
   lookup: KeyLookup,
 ): Plan & { capacity: number } {
   // A plan removed from the configuration falls back to the most restrictive default.
-  const base = plans[lookup.plan] ?? plans.free ?? DEFAULT_PLANS.free;
+  // Own keys only: `constructor` or `__proto__` names no plan.
+  const own = (name: string) => (Object.hasOwn(plans, name) ? plans[name] : undefined);
+  const base = own(lookup.plan) ?? own("free") ?? DEFAULT_PLANS.free;
   const plan = { ...base, ...lookup.overrides };
   // A project whose rate is overridden gets a bucket to match, unless its size is set too.
   const capacity =
