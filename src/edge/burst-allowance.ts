@@ -40,8 +40,7 @@ interface Pool {
   taking: boolean;
 }
 
-const sameLimit = (a: BurstLimit, b: BurstLimit) =>
-  a.rate === b.rate && a.capacity === b.capacity;
+const sameLimit = (a: BurstLimit, b: BurstLimit) => a.rate === b.rate && a.capacity === b.capacity;
 
 export function createBurstAllowance(opts: {
   take: TakeTokens;

@@ -45,28 +45,35 @@ export function effectivePlan(
   return { ...plan, capacity: Math.max(capacity, plan.burst) };
 }
 
-function limitHeaders(limit: number, res: RateLimiterRes) {
-  const resetS = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+/** What a 429 tells of a limit: what is left of it, and when more is due. */
+export interface LimitState {
+  remaining: number;
+  msToReset: number;
+}
+
+function limitHeaders(limit: number, state: LimitState) {
+  const resetS = Math.max(1, Math.ceil(state.msToReset / 1000));
   return {
     "retry-after": resetS,
     "ratelimit-limit": limit,
-    "ratelimit-remaining": Math.max(0, res.remainingPoints),
+    "ratelimit-remaining": Math.max(0, state.remaining),
     "ratelimit-reset": resetS,
   };
 }
 
-function limitBody(limit: number, res: RateLimiterRes) {
+function limitBody(limit: number, state: LimitState) {
   return {
     limit,
-    remaining: Math.max(0, res.remainingPoints),
-    reset_at: new Date(Date.now() + res.msBeforeNext).toISOString(),
+    remaining: Math.max(0, state.remaining),
+    reset_at: new Date(Date.now() + state.msToReset).toISOString(),
   };
 }
 
-function redisFailure(err: unknown): never {
-  if (err instanceof RateLimiterRes) throw new Error("unexpected limiter result");
-  throw unavailable();
-}
+/** The in-process limiter's result, as a limit state. */
+const stateOf = (res: RateLimiterRes): LimitState => ({
+  remaining: res.remainingPoints,
+  msToReset: res.msBeforeNext,
+});
 
 /** Seconds from now to the start of next month (UTC), when the monthly quota resets. */
 export function secondsToMonthEnd(now = new Date()): number {
@@ -77,7 +84,7 @@ export function secondsToMonthEnd(now = new Date()): number {
 /** The 429 once the month's quota is used up: `used` is the month's counter. */
 function quotaExceeded(monthly: number, used: number, now: Date): HttpError {
   const nextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
-  const res = new RateLimiterRes(0, secondsToMonthEnd(now) * 1000, used);
+  const state = { remaining: 0, msToReset: secondsToMonthEnd(now) * 1000 };
   return new HttpError("quota_exceeded", `monthly quota of ${monthly} reports used up`, {
     body: {
       limit: monthly,
@@ -85,7 +92,7 @@ function quotaExceeded(monthly: number, used: number, now: Date): HttpError {
       reset_at: new Date(nextMonth).toISOString(),
       used: Math.min(monthly, used),
     },
-    headers: limitHeaders(monthly, res),
+    headers: limitHeaders(monthly, state),
   });
 }
 
@@ -122,8 +129,8 @@ export function createLimits(opts: LimitsOptions) {
 
   const tooManyFailures = (res: RateLimiterRes) =>
     new HttpError("rate_limited", "too many failed authentication attempts", {
-      body: limitBody(opts.authFailuresPerIp, res),
-      headers: limitHeaders(opts.authFailuresPerIp, res),
+      body: limitBody(opts.authFailuresPerIp, stateOf(res)),
+      headers: limitHeaders(opts.authFailuresPerIp, stateOf(res)),
     });
 
   return {
@@ -162,14 +169,15 @@ export function createLimits(opts: LimitsOptions) {
       let refused: BurstRefusal | null;
       try {
         refused = await burstAllowance.take(lookup.projectId, { rate: burst, capacity });
-      } catch (err) {
-        redisFailure(err);
+      } catch {
+        // Redis failed: the report could not be enqueued either.
+        throw unavailable();
       }
       if (refused) {
-        const res = new RateLimiterRes(0, refused.msToNext, burst);
+        const state = { remaining: 0, msToReset: refused.msToNext };
         throw new HttpError("rate_limited", `burst limit of ${burst} reports per second exceeded`, {
-          body: limitBody(burst, res),
-          headers: limitHeaders(burst, res),
+          body: limitBody(burst, state),
+          headers: limitHeaders(burst, state),
         });
       }
     },
@@ -183,8 +191,9 @@ export function createLimits(opts: LimitsOptions) {
       let taken: Awaited<ReturnType<typeof quota.take>>;
       try {
         taken = await quota.take(`${lookup.projectId}:${month}`, monthly, secondsToMonthEnd(now));
-      } catch (err) {
-        redisFailure(err);
+      } catch {
+        // Redis failed: the report could not be enqueued either.
+        throw unavailable();
       }
       if ("refund" in taken) return taken.refund;
       throw quotaExceeded(monthly, taken.used, now);
