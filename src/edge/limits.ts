@@ -75,21 +75,23 @@ const stateOf = (res: RateLimiterRes): LimitState => ({
   msToReset: res.msBeforeNext,
 });
 
-/** Seconds from now to the start of next month (UTC), when the monthly quota resets. */
-export function secondsToMonthEnd(now = new Date()): number {
-  const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
-  return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
+/** The month (`YYYY-MM`, UTC) of an instant. */
+export const monthOf = (ms: number): string => new Date(ms).toISOString().slice(0, 7);
+
+/** The first instant after `month` (`YYYY-MM`): when its quota resets. */
+export function nextMonthStart(month: string): number {
+  return Date.UTC(Number(month.slice(0, 4)), Number(month.slice(5, 7)), 1);
 }
 
 /** The 429 once the month's quota is used up: `used` is the month's counter. */
-function quotaExceeded(monthly: number, used: number, now: Date): HttpError {
-  const nextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
-  const state = { remaining: 0, msToReset: secondsToMonthEnd(now) * 1000 };
+function quotaExceeded(monthly: number, used: number, month: string, now: number): HttpError {
+  const reset = nextMonthStart(month);
+  const state = { remaining: 0, msToReset: reset - now };
   return new HttpError("quota_exceeded", `monthly quota of ${monthly} reports used up`, {
     body: {
       limit: monthly,
       remaining: 0,
-      reset_at: new Date(nextMonth).toISOString(),
+      reset_at: new Date(reset).toISOString(),
       used: Math.min(monthly, used),
     },
     headers: limitHeaders(monthly, state),
@@ -98,6 +100,8 @@ function quotaExceeded(monthly: number, used: number, now: Date): HttpError {
 
 export function createLimits(opts: LimitsOptions) {
   const prefix = opts.prefix ?? "headroom";
+  /** The month Redis last named, and this edge's month when it did. */
+  let redisMonth: { own: string; redis: string } | null = null;
   // Both limits need a request's plan; the key cache hands out one look-up object per key for
   // its lifetime, so the plan is worked out once per look-up, not twice per request.
   const plans = new WeakMap<KeyLookup, ReturnType<typeof effectivePlan>>();
@@ -182,21 +186,33 @@ export function createLimits(opts: LimitsOptions) {
       }
     },
 
-    /** Counts one report against the monthly quota; returns how to give it back. */
+    /**
+     * Counts one report against the monthly quota of the month Redis's clock is in; returns how
+     * to give it back.
+     */
     async consumeQuota(lookup: KeyLookup): Promise<() => Promise<void>> {
       const { monthly } = planOf(lookup);
       if (monthly === null) return async () => {};
-      const now = new Date();
-      const month = now.toISOString().slice(0, 7);
-      let taken: Awaited<ReturnType<typeof quota.take>>;
-      try {
-        taken = await quota.take(`${lookup.projectId}:${month}`, monthly, secondsToMonthEnd(now));
-      } catch {
-        // Redis failed: the report could not be enqueued either.
-        throw unavailable();
+      const t = Date.now();
+      // This edge's month, unless Redis last said it is another one while this edge's clock
+      // was still in it (a few seconds around the turn of a month).
+      const own = monthOf(t);
+      let month = redisMonth?.own === own ? redisMonth.redis : own;
+      for (let asked = 0; asked < 2; asked++) {
+        let taken: Awaited<ReturnType<typeof quota.take>>;
+        try {
+          taken = await quota.take(`${lookup.projectId}:${month}`, monthly);
+        } catch {
+          // Redis failed: the report could not be enqueued either.
+          throw unavailable();
+        }
+        if ("refund" in taken) return taken.refund;
+        if ("used" in taken) throw quotaExceeded(monthly, taken.used, month, t);
+        redisMonth = { own, redis: taken.month };
+        month = taken.month;
       }
-      if ("refund" in taken) return taken.refund;
-      throw quotaExceeded(monthly, taken.used, now);
+      // Redis's month changed between two calls: the turn of the month, this very instant.
+      throw unavailable();
     },
 
     /** Gives back the quota this edge holds unused: after intake stopped, before Redis closes. */
