@@ -49,7 +49,14 @@ function keepsConnection(err: unknown, httpError: HttpError, req: FastifyRequest
 /** Our own and Fastify's errors mapped onto the contract's codes; anything else is a bug. */
 export function toHttpError(err: unknown, req: FastifyRequest): HttpError {
   if (err instanceof HttpError) return err;
-  if (err instanceof EnqueueError) return unavailable("the queue cannot take reports right now");
+  if (err instanceof EnqueueError) {
+    return err.mayBeStored
+      ? unavailable(
+          "the report may have been stored: Redis took it but did not confirm it in time; " +
+            "sending it again may count it twice",
+        )
+      : unavailable("the queue cannot take reports right now");
+  }
   // `throw null` (or a rejection with undefined) must become a 500 too, not crash this handler.
   const fields = (err ?? {}) as { code?: string; statusCode?: number };
   const code = fields.code;
