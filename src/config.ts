@@ -73,6 +73,12 @@ const plansSchema = z
   .pipe(z.record(z.string().regex(/^[a-z0-9_-]{1,32}$/), planSchema))
   .transform((overrides) => ({ ...DEFAULT_PLANS, ...overrides }));
 
+/**
+ * The longest REDIS_ACK_TIMEOUT_MS: the edge's Redis commands time out a second later (a WAIT
+ * is a command like any other), and a request should not hang longer than that.
+ */
+export const REDIS_ACK_TIMEOUT_MAX_MS = 4_000;
+
 export const configSchema = z.object({
   HOST: z.string().min(1).default("127.0.0.1"),
   PORT: int(0, 65535).default(3000),
@@ -92,7 +98,7 @@ export const configSchema = z.object({
   /** A 200 only once this many replicas hold the job (Redis WAIT); 0 trusts the primary alone. */
   REDIS_ACK_REPLICAS: int(0, 16).default(0),
   /** How long the edge waits for those replicas before it answers 503. */
-  REDIS_ACK_TIMEOUT_MS: int(1, 60_000).default(1_000),
+  REDIS_ACK_TIMEOUT_MS: int(1, REDIS_ACK_TIMEOUT_MAX_MS).default(1_000),
   /** Hash-tagged so that a Redis Cluster keeps the whole queue in one slot. */
   QUEUE_PREFIX: z.string().min(1).default("{headroom}"),
   QUEUE_NAME: z.string().min(1).default("reports"),
@@ -235,7 +241,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       "invalid configuration:\n  CLICKHOUSE_CLUSTER: needs CLICKHOUSE_URL (a server of the cluster)",
     );
   }
-  if (!(config.DEFAULT_PLAN in config.PLANS)) {
+  if (!Object.hasOwn(config.PLANS, config.DEFAULT_PLAN)) {
     throw new ConfigError(
       `invalid configuration:\n  DEFAULT_PLAN: unknown plan "${config.DEFAULT_PLAN}"`,
     );

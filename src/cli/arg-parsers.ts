@@ -27,9 +27,12 @@ export function positiveInt(text: string): number {
   return n;
 }
 
-/** A monthly quota: a positive integer, or `none` for no quota. */
-export function quota(text: string): number | null {
-  return text === "none" ? null : positiveInt(text);
+/**
+ * A monthly quota: a positive integer, or `none` for no quota. Not null for `none`: commander
+ * turns a parser's null into "".
+ */
+export function quota(text: string): number | "none" {
+  return text === "none" ? "none" : positiveInt(text);
 }
 
 export function port(text: string): number {

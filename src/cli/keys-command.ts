@@ -1,4 +1,4 @@
-import type { Config } from "../config.js";
+import type { Config, Plan } from "../config.js";
 import { createKeyStore, type KeyStore } from "../keys/key-store.js";
 import { cliConfig, print, table } from "./context.js";
 import { UsageError } from "./errors.js";
@@ -10,8 +10,8 @@ export interface KeyOptions {
   project?: string;
   plan?: string;
   key?: string;
-  /** A monthly quota, or null for none. */
-  monthly?: number | null;
+  /** A monthly quota, or none. */
+  monthly?: number | "none";
   burst?: number;
   capacity?: number;
   json: boolean;
@@ -22,7 +22,8 @@ async function withStore<T>(
   run: (store: KeyStore, config: Config) => Promise<T>,
 ): Promise<T> {
   const config = cliConfig();
-  if (opts.plan !== undefined && !(opts.plan in config.PLANS)) {
+  // An own key: `constructor` is in every object, and no plan.
+  if (opts.plan !== undefined && !Object.hasOwn(config.PLANS, opts.plan)) {
     throw new UsageError(
       `unknown plan ${opts.plan}; plans: ${Object.keys(config.PLANS).join(", ")}`,
     );
@@ -97,14 +98,14 @@ export const keysRevoke = (keyId: string, opts: KeyOptions) =>
 
 export const keysSetPlan = (project: string, plan: string, opts: KeyOptions) =>
   withStore({ ...opts, plan }, async (store) => {
-    const overrides: { monthly?: number | null; burst?: number; capacity?: number } = {};
-    if (opts.monthly !== undefined) overrides.monthly = opts.monthly;
-    if (opts.burst !== undefined) overrides.burst = opts.burst;
-    if (opts.capacity !== undefined) overrides.capacity = opts.capacity;
-    await store.setPlan(project, plan, overrides);
-    print(
-      opts.json,
-      { project, plan, ...overrides },
-      () => `project ${project} is on plan ${plan}`,
-    );
+    const given: Partial<Plan> = {};
+    if (opts.monthly !== undefined) given.monthly = opts.monthly === "none" ? null : opts.monthly;
+    if (opts.burst !== undefined) given.burst = opts.burst;
+    if (opts.capacity !== undefined) given.capacity = opts.capacity;
+    const { overrides } = await store.setPlan(project, plan, given);
+    print(opts.json, { project, plan, ...overrides }, () => {
+      const kept = Object.entries(overrides).map(([name, v]) => `${name} ${v ?? "none"}`);
+      const numbers = kept.length > 0 ? `overrides: ${kept.join(", ")}` : "no overrides";
+      return `project ${project} is on plan ${plan} (${numbers})`;
+    });
   });

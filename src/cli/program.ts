@@ -177,8 +177,9 @@ function addKeys(program: Command): void {
         opts: {
           project: string;
           plan: string;
-          monthly?: number | null;
+          monthly?: number | "none";
           burst?: number;
+          capacity?: number;
         } & JsonOption,
       ) => (await run()).keysSetPlan(opts.project, opts.plan, opts),
     );

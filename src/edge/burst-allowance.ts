@@ -3,18 +3,14 @@ import type { BucketTake, TakeTokens } from "./token-bucket.js";
 // The burst limit without a Redis round trip per report: each edge takes a small share of a
 // project's per-second rate from the shared token bucket at once (5%: 100 of 2,000 on the
 // unlimited plan, 1 of 10 on the free plan, which stays exact) and hands the tokens out locally.
-// The bucket in Redis still bounds the total across every edge; tokens an edge took and has not
-// used yet are only ever fewer reports, never more.
+// Reports that arrive while a take is under way wait for it, and the next take asks for all of
+// them at once, so a refusal always means the bucket had no whole token left.
 //
-// Once the bucket is empty, this edge refuses the project locally until the next token is due,
-// again without asking Redis.
-
-interface Pool {
-  left: number;
-  /** The bucket was empty: nothing more before this time. */
-  emptyUntil: number;
-  remaining: number;
-}
+// Tokens in hand are spent within `holdMs` of their take, or go back to the bucket with the next
+// one (a full bucket caps them), as they do when the project's limit changes: an edge never
+// holds tokens for later, so all edges together pass at most the bucket's size plus what they
+// took in the last `holdMs`. Once the bucket is empty, this edge refuses the project locally
+// until the next token is due, without asking Redis.
 
 export interface BurstLimit {
   rate: number;
@@ -26,46 +22,103 @@ export interface BurstRefusal {
   msToNext: number;
 }
 
+interface Waiter {
+  resolve: (outcome: BurstRefusal | null) => void;
+  reject: (err: unknown) => void;
+}
+
+interface Pool {
+  limit: BurstLimit;
+  /** Tokens in hand, and when they were taken. */
+  left: number;
+  takenAt: number;
+  /** Tokens to give back with the next take. */
+  back: number;
+  /** The bucket was empty: nothing more before this time. */
+  emptyUntil: number;
+  waiters: Waiter[];
+  taking: boolean;
+}
+
+const sameLimit = (a: BurstLimit, b: BurstLimit) => a.rate === b.rate && a.capacity === b.capacity;
+
 export function createBurstAllowance(opts: {
   take: TakeTokens;
   share: number;
+  /** How long tokens in hand may be spent after their take. */
+  holdMs?: number;
   now?: () => number;
 }) {
   const now = opts.now ?? Date.now;
+  const holdMs = opts.holdMs ?? 1_000;
   const pools = new Map<string, Pool>();
-  const taking = new Map<string, Promise<void>>();
 
-  async function refill(key: string, limit: BurstLimit) {
-    const want = Math.max(1, Math.floor(limit.rate * opts.share));
-    const got: BucketTake = await opts.take(key, limit.rate, limit.capacity, want);
-    const pool = pools.get(key) ?? { left: 0, emptyUntil: 0, remaining: 0 };
-    pool.left += got.granted;
-    pool.remaining = got.remaining;
-    pool.emptyUntil = got.granted === 0 ? now() + Math.max(1, got.msToNext) : 0;
-    pools.set(key, pool);
+  /** Takes tokens until every waiter is served or refused. */
+  async function refill(key: string, pool: Pool) {
+    pool.taking = true;
+    while (pool.waiters.length > 0) {
+      const { rate, capacity } = pool.limit;
+      const serve = pool.waiters.length;
+      const want = Math.max(serve, Math.floor(rate * opts.share), 1);
+      const back = pool.back;
+      pool.back = 0;
+      let got: BucketTake;
+      try {
+        got = await opts.take(key, rate, capacity, want, back);
+      } catch (err) {
+        // Whether Redis took them is unknown: tokens given back stay given.
+        for (const w of pool.waiters.splice(0, serve)) w.reject(err);
+        continue;
+      }
+      const t = now();
+      pool.left += got.granted;
+      pool.takenAt = t;
+      const served = pool.waiters.splice(0, Math.min(pool.left, pool.waiters.length));
+      pool.left -= served.length;
+      for (const w of served) w.resolve(null);
+      if (got.granted < want) {
+        // Fewer than asked: the bucket has no whole token left.
+        pool.emptyUntil = t + Math.max(1, got.msToNext);
+        for (const w of pool.waiters.splice(0)) w.resolve({ msToNext: pool.emptyUntil - t });
+      }
+    }
+    pool.taking = false;
+    if (pool.left === 0 && pool.back === 0 && pool.emptyUntil <= now()) pools.delete(key);
   }
 
   return {
     /** Null when the report may pass; otherwise when the next token is due. */
-    async take(key: string, limit: BurstLimit): Promise<BurstRefusal | null> {
-      // Each pass either returns or waits for a refill, which grants tokens or marks the bucket
-      // empty; the bound only guards against a pathological race.
-      for (let pass = 0; pass < 100; pass++) {
-        const pool = pools.get(key);
-        if (pool && pool.left > 0) {
-          pool.left -= 1;
-          return null;
-        }
-        const t = now();
-        if (pool && pool.emptyUntil > t) return { msToNext: pool.emptyUntil - t };
-        let pending = taking.get(key);
-        if (!pending) {
-          pending = refill(key, limit).finally(() => taking.delete(key));
-          taking.set(key, pending);
-        }
-        await pending;
+    take(key: string, limit: BurstLimit): Promise<BurstRefusal | null> {
+      const t = now();
+      let pool = pools.get(key);
+      if (!pool) {
+        pool = { limit, left: 0, takenAt: t, back: 0, emptyUntil: 0, waiters: [], taking: false };
+        pools.set(key, pool);
       }
-      return { msToNext: 1_000 };
+      const changed = !sameLimit(pool.limit, limit);
+      if (pool.left > 0 && (changed || t - pool.takenAt >= holdMs)) {
+        pool.back += pool.left;
+        pool.left = 0;
+      }
+      if (changed) {
+        pool.limit = limit;
+        pool.emptyUntil = 0;
+      }
+      if (pool.left > 0) {
+        pool.left -= 1;
+        return Promise.resolve(null);
+      }
+      if (pool.emptyUntil > t) return Promise.resolve({ msToNext: pool.emptyUntil - t });
+      const waiting = pool;
+      return new Promise((resolve, reject) => {
+        waiting.waiters.push({ resolve, reject });
+        if (!waiting.taking) void refill(key, waiting);
+      });
+    },
+
+    /** Tokens in hand, per project: for tests. */
+    holding(): Map<string, number> {
+      return new Map([...pools].map(([key, pool]) => [key, pool.left]));
     },
   };
 }

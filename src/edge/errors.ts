@@ -59,6 +59,8 @@ export type UnavailableReason =
   | "backlog"
   | "redis_memory"
   | "enqueue"
+  /** Redis took the job but did not confirm it (to its replicas) in time: it may be stored. */
+  | "unconfirmed"
   | "key_store"
   | "shutting_down";
 

@@ -33,7 +33,9 @@ export function effectivePlan(
   lookup: KeyLookup,
 ): Plan & { capacity: number } {
   // A plan removed from the configuration falls back to the most restrictive default.
-  const base = plans[lookup.plan] ?? plans.free ?? DEFAULT_PLANS.free;
+  // Own keys only: `constructor` or `__proto__` names no plan.
+  const own = (name: string) => (Object.hasOwn(plans, name) ? plans[name] : undefined);
+  const base = own(lookup.plan) ?? own("free") ?? DEFAULT_PLANS.free;
   const plan = { ...base, ...lookup.overrides };
   // A project whose rate is overridden gets a bucket to match, unless its size is set too.
   const capacity =
@@ -43,52 +45,63 @@ export function effectivePlan(
   return { ...plan, capacity: Math.max(capacity, plan.burst) };
 }
 
-function limitHeaders(limit: number, res: RateLimiterRes) {
-  const resetS = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+/** What a 429 tells of a limit: what is left of it, and when more is due. */
+export interface LimitState {
+  remaining: number;
+  msToReset: number;
+}
+
+function limitHeaders(limit: number, state: LimitState) {
+  const resetS = Math.max(1, Math.ceil(state.msToReset / 1000));
   return {
     "retry-after": resetS,
     "ratelimit-limit": limit,
-    "ratelimit-remaining": Math.max(0, res.remainingPoints),
+    "ratelimit-remaining": Math.max(0, state.remaining),
     "ratelimit-reset": resetS,
   };
 }
 
-function limitBody(limit: number, res: RateLimiterRes) {
+function limitBody(limit: number, state: LimitState) {
   return {
     limit,
-    remaining: Math.max(0, res.remainingPoints),
-    reset_at: new Date(Date.now() + res.msBeforeNext).toISOString(),
+    remaining: Math.max(0, state.remaining),
+    reset_at: new Date(Date.now() + state.msToReset).toISOString(),
   };
 }
 
-function redisFailure(err: unknown): never {
-  if (err instanceof RateLimiterRes) throw new Error("unexpected limiter result");
-  throw unavailable();
-}
+/** The in-process limiter's result, as a limit state. */
+const stateOf = (res: RateLimiterRes): LimitState => ({
+  remaining: res.remainingPoints,
+  msToReset: res.msBeforeNext,
+});
 
-/** Seconds from now to the start of next month (UTC), when the monthly quota resets. */
-export function secondsToMonthEnd(now = new Date()): number {
-  const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
-  return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
+/** The month (`YYYY-MM`, UTC) of an instant. */
+export const monthOf = (ms: number): string => new Date(ms).toISOString().slice(0, 7);
+
+/** The first instant after `month` (`YYYY-MM`): when its quota resets. */
+export function nextMonthStart(month: string): number {
+  return Date.UTC(Number(month.slice(0, 4)), Number(month.slice(5, 7)), 1);
 }
 
 /** The 429 once the month's quota is used up: `used` is the month's counter. */
-function quotaExceeded(monthly: number, used: number, now: Date): HttpError {
-  const nextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
-  const res = new RateLimiterRes(0, secondsToMonthEnd(now) * 1000, used);
+function quotaExceeded(monthly: number, used: number, month: string, now: number): HttpError {
+  const reset = nextMonthStart(month);
+  const state = { remaining: 0, msToReset: reset - now };
   return new HttpError("quota_exceeded", `monthly quota of ${monthly} reports used up`, {
     body: {
       limit: monthly,
       remaining: 0,
-      reset_at: new Date(nextMonth).toISOString(),
+      reset_at: new Date(reset).toISOString(),
       used: Math.min(monthly, used),
     },
-    headers: limitHeaders(monthly, res),
+    headers: limitHeaders(monthly, state),
   });
 }
 
 export function createLimits(opts: LimitsOptions) {
   const prefix = opts.prefix ?? "headroom";
+  /** The month Redis last named, and this edge's month when it did. */
+  let redisMonth: { own: string; redis: string } | null = null;
   // Both limits need a request's plan; the key cache hands out one look-up object per key for
   // its lifetime, so the plan is worked out once per look-up, not twice per request.
   const plans = new WeakMap<KeyLookup, ReturnType<typeof effectivePlan>>();
@@ -120,8 +133,8 @@ export function createLimits(opts: LimitsOptions) {
 
   const tooManyFailures = (res: RateLimiterRes) =>
     new HttpError("rate_limited", "too many failed authentication attempts", {
-      body: limitBody(opts.authFailuresPerIp, res),
-      headers: limitHeaders(opts.authFailuresPerIp, res),
+      body: limitBody(opts.authFailuresPerIp, stateOf(res)),
+      headers: limitHeaders(opts.authFailuresPerIp, stateOf(res)),
     });
 
   return {
@@ -160,32 +173,46 @@ export function createLimits(opts: LimitsOptions) {
       let refused: BurstRefusal | null;
       try {
         refused = await burstAllowance.take(lookup.projectId, { rate: burst, capacity });
-      } catch (err) {
-        redisFailure(err);
+      } catch {
+        // Redis failed: the report could not be enqueued either.
+        throw unavailable();
       }
       if (refused) {
-        const res = new RateLimiterRes(0, refused.msToNext, burst);
+        const state = { remaining: 0, msToReset: refused.msToNext };
         throw new HttpError("rate_limited", `burst limit of ${burst} reports per second exceeded`, {
-          body: limitBody(burst, res),
-          headers: limitHeaders(burst, res),
+          body: limitBody(burst, state),
+          headers: limitHeaders(burst, state),
         });
       }
     },
 
-    /** Counts one report against the monthly quota; returns how to give it back. */
+    /**
+     * Counts one report against the monthly quota of the month Redis's clock is in; returns how
+     * to give it back.
+     */
     async consumeQuota(lookup: KeyLookup): Promise<() => Promise<void>> {
       const { monthly } = planOf(lookup);
       if (monthly === null) return async () => {};
-      const now = new Date();
-      const month = now.toISOString().slice(0, 7);
-      let taken: Awaited<ReturnType<typeof quota.take>>;
-      try {
-        taken = await quota.take(`${lookup.projectId}:${month}`, monthly, secondsToMonthEnd(now));
-      } catch (err) {
-        redisFailure(err);
+      const t = Date.now();
+      // This edge's month, unless Redis last said it is another one while this edge's clock
+      // was still in it (a few seconds around the turn of a month).
+      const own = monthOf(t);
+      let month = redisMonth?.own === own ? redisMonth.redis : own;
+      for (let asked = 0; asked < 2; asked++) {
+        let taken: Awaited<ReturnType<typeof quota.take>>;
+        try {
+          taken = await quota.take(`${lookup.projectId}:${month}`, monthly);
+        } catch {
+          // Redis failed: the report could not be enqueued either.
+          throw unavailable();
+        }
+        if ("refund" in taken) return taken.refund;
+        if ("used" in taken) throw quotaExceeded(monthly, taken.used, month, t);
+        redisMonth = { own, redis: taken.month };
+        month = taken.month;
       }
-      if ("refund" in taken) return taken.refund;
-      throw quotaExceeded(monthly, taken.used, now);
+      // Redis's month changed between two calls: the turn of the month, this very instant.
+      throw unavailable();
     },
 
     /** Gives back the quota this edge holds unused: after intake stopped, before Redis closes. */

@@ -52,16 +52,22 @@ export interface QuotaRefusal {
   used: number;
 }
 
+/** Redis's clock is in another month than the key's: ask that month's key instead. */
+export interface QuotaElsewhere {
+  month: string;
+}
+
+export type QuotaOutcome = QuotaGrant | QuotaRefusal | QuotaElsewhere;
+
 interface Waiter {
   since: number;
-  resolve: (outcome: QuotaGrant | QuotaRefusal) => void;
+  resolve: (outcome: QuotaOutcome) => void;
   reject: (err: unknown) => void;
 }
 
 interface Pool {
   key: string;
   monthly: number;
-  ttlS: number;
   /** Units in hand, unused. */
   left: number;
   /** Units to give back at the next call, and the refunds waiting for it. */
@@ -106,13 +112,12 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
   const pools = new Map<string, Pool>();
   let closing = false;
 
-  function poolFor(key: string, monthly: number, ttlS: number): Pool {
+  function poolFor(key: string, monthly: number): Pool {
     let pool = pools.get(key);
     if (!pool) {
       pool = {
         key,
         monthly,
-        ttlS,
         left: 0,
         back: 0,
         refunds: [],
@@ -134,14 +139,14 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
   }
 
   function grant(from: Pool): QuotaGrant {
-    const { key, monthly, ttlS } = from;
+    const { key, monthly } = from;
     let given = false;
     return {
       refund() {
         if (given) return Promise.resolve();
         given = true;
         // Straight back to Redis: another edge may be waiting for it.
-        const pool = poolFor(key, monthly, ttlS);
+        const pool = poolFor(key, monthly);
         pool.refusedUntil = 0;
         pool.back += 1;
         return new Promise<void>((resolve) => {
@@ -189,7 +194,6 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
         spread,
         leaseMs,
         graceMs,
-        ttlS: pool.ttlS,
       });
     } catch (err) {
       // Whether Redis applied it is unknown: units asked for are not ours, units given back
@@ -207,6 +211,12 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
     for (const done of c.refunds) done();
     pool.held = c.keep + Math.max(0, reply.granted - c.serve) > 0;
     if (pool.held) pool.leaseEnd = c.sentAt + leaseMs;
+    if (reply.otherMonth !== undefined) {
+      // By Redis's clock the month has turned (or not yet): the reports waiting count there.
+      const month = reply.otherMonth;
+      for (const w of pool.waiters.splice(0, c.serve)) w.resolve({ month });
+      return;
+    }
     if (reply.granted >= c.serve || pool.waiters.length === 0) return;
     // The quota fell short of the reports waiting.
     const t = Date.now();
@@ -262,13 +272,13 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
     edgeId,
 
     /**
-     * One unit of the month `key` (`<project>:<YYYY-MM>`, whose quota is `monthly` and which
-     * ends in `ttlS` seconds), or a refusal once the quota is used up. Rejects when Redis fails.
+     * One unit of the month `key` (`<project>:<YYYY-MM>`, whose quota is `monthly`), a refusal
+     * once the quota is used up, or the month Redis is in when it is another. Rejects when Redis
+     * fails.
      */
-    async take(key: string, monthly: number, ttlS: number): Promise<QuotaGrant | QuotaRefusal> {
-      const pool = poolFor(key, monthly, ttlS);
+    async take(key: string, monthly: number): Promise<QuotaOutcome> {
+      const pool = poolFor(key, monthly);
       pool.monthly = monthly;
-      pool.ttlS = ttlS;
       if (pool.left > 0) {
         pool.left -= 1;
         pool.handed += 1;

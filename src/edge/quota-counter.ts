@@ -16,6 +16,10 @@ import type { RedisClient } from "../redis/connections.js";
 // One call does everything an edge needs: give units back, reserve more, say what it still holds,
 // and, when the quota falls short, learn what other edges hold and when their lease ends (see
 // quota-allowance.ts for how those are used).
+//
+// The month is Redis's: the script reserves units only of the month its own clock (TIME) is in,
+// and expires the keys at that month's end, so an edge whose clock is a few seconds off at the
+// turn of a month is told the month to ask for instead of creating a counter for the wrong one.
 
 export interface QuotaCall {
   /** The project's monthly quota. */
@@ -34,8 +38,6 @@ export interface QuotaCall {
   leaseMs: number;
   /** After its lease, how long an edge's holding still counts as coming back (it may be late). */
   graceMs: number;
-  /** Seconds to the month's end: the keys' expiry. */
-  ttlS: number;
 }
 
 export interface QuotaReply {
@@ -46,22 +48,54 @@ export interface QuotaReply {
   othersHeld: number;
   /** ... and how long until the first of those leases ends. */
   msToReturn: number;
+  /** Redis's month (`YYYY-MM`) when it is not the key's: then nothing was reserved. */
+  otherMonth?: string;
 }
 
-/** One call on the month `key` (`<project>:<YYYY-MM>`) for the edge `edge`. */
+/** One call on the month `key` (`<project>:<YYYY-MM>`, the month by the edge's reckoning). */
 export type QuotaStore = (key: string, edge: string, call: QuotaCall) => Promise<QuotaReply>;
 
 const SCRIPT = `
 local monthly, want, serve = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local back, keep, spread = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local lease, grace, ttl, edge = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10]
+local lease, grace, month, edge = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9], ARGV[10]
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local sec = tonumber(t[1])
+local now = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Days since 1970-01-01 of a date, and the month of a day (H. Hinnant's civil calendar).
+local function days(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (m + 9) % 12
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + math.floor((153 * mp + 2) / 5) + d - 1
+  return era * 146097 + doe - 719468
+end
+local function monthOf(day)
+  local z = day + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m = (mp + 2) % 12 + 1
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d', y, m)
+end
+local current = monthOf(math.floor(sec / 86400))
+if month ~= current then
+  -- Another month by Redis's clock: units only go back, and the caller is told which month it is.
+  want, serve = 0, 0
+end
+local y, m = tonumber(string.sub(month, 1, 4)), tonumber(string.sub(month, 6, 7))
+if m == 12 then y, m = y + 1, 1 else m = m + 1 end
+local ttl = math.max(1, days(y, m, 1) * 86400 - sec)
 local used = tonumber(redis.call('GET', KEYS[1]))
 if not used then
   if want == 0 then
     redis.call('HDEL', KEYS[2], edge)
-    return {0, 0, 0, 0}
+    return {0, 0, 0, 0, current}
   end
   redis.call('SET', KEYS[1], 0, 'EX', ttl)
   used = 0
@@ -90,7 +124,7 @@ if granted < want then
     end
   end
 end
-return {granted, used, others, math.max(soonest, 0)}
+return {granted, used, others, math.max(soonest, 0), current}
 `;
 const SHA = createHash("sha1").update(SCRIPT).digest("hex");
 
@@ -115,6 +149,7 @@ function sameSlotTag(key: string): string {
 export function redisQuotaStore(redis: RedisClient, prefix: string): QuotaStore {
   quotaKeys(prefix, "project:2000-01"); // a prefix no key can share a slot with fails here
   return async (key, edge, c) => {
+    const month = key.slice(-"YYYY-MM".length);
     const args = [
       ...quotaKeys(prefix, key),
       c.monthly,
@@ -125,7 +160,7 @@ export function redisQuotaStore(redis: RedisClient, prefix: string): QuotaStore 
       c.spread,
       c.leaseMs,
       c.graceMs,
-      c.ttlS,
+      month,
       edge,
     ];
     // EVALSHA, and EVAL once when Redis does not know the script yet (NOSCRIPT: nothing ran).
@@ -135,8 +170,10 @@ export function redisQuotaStore(redis: RedisClient, prefix: string): QuotaStore 
         return redis.eval(SCRIPT, 2, ...args);
       }
       throw err;
-    })) as [number, number, number, number];
-    const [granted, used, othersHeld, msToReturn] = reply;
-    return { granted, used, othersHeld, msToReturn };
+    })) as [number, number, number, number, string];
+    const [granted, used, othersHeld, msToReturn, current] = reply;
+    return current === month
+      ? { granted, used, othersHeld, msToReturn }
+      : { granted, used, othersHeld, msToReturn, otherMonth: current };
   };
 }

@@ -5,7 +5,8 @@ import type { RedisClient } from "../redis/connections.js";
 // second up to `capacity`, so a client's start-up burst (one provider hint per provider, all at
 // once) passes while a sustained flood is held to `rate`. Time is Redis's own clock, so edges
 // whose clocks disagree still share one bucket. A take asks for several tokens at once and gets
-// what is there, so an edge can keep a few for the next reports without a round trip each.
+// what is there, so an edge can keep a few for the next reports without a round trip each; it
+// gives back with it the tokens it took earlier and did not spend in time.
 
 export interface BucketTake {
   /** Tokens given, 0 to `want`. */
@@ -21,16 +22,18 @@ export type TakeTokens = (
   rate: number,
   capacity: number,
   want: number,
+  back: number,
 ) => Promise<BucketTake>;
 
 const TAKE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rate, cap, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local back = tonumber(ARGV[4])
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens = tonumber(b[1]) or cap
 local at = tonumber(b[2]) or now
-tokens = math.min(cap, tokens + math.max(0, now - at) * rate / 1000)
+tokens = math.min(cap, tokens + math.max(0, now - at) * rate / 1000 + back)
 local granted = math.min(want, math.floor(tokens))
 tokens = tokens - granted
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', now)
@@ -47,12 +50,13 @@ declare module "ioredis" {
       rate: number,
       capacity: number,
       want: number,
+      back: number,
     ): Result<[number, number, number], Context>;
   }
 }
 
 export function redisTokenBucket(redis: RedisClient, prefix: string): TakeTokens {
-  return async (key, rate, capacity, want) => {
+  return async (key, rate, capacity, want, back) => {
     // Defined at first use: an edge that only refuses bad keys never touches Redis.
     if (!redis.headroomTakeTokens) {
       redis.defineCommand("headroomTakeTokens", { numberOfKeys: 1, lua: TAKE });
@@ -62,6 +66,7 @@ export function redisTokenBucket(redis: RedisClient, prefix: string): TakeTokens
       rate,
       capacity,
       want,
+      back,
     );
     return { granted, remaining, msToNext };
   };

@@ -1,3 +1,4 @@
+import { z } from "zod";
 import type { Plan } from "../config.js";
 import type { RedisClient } from "../redis/connections.js";
 import { generateId, generateKey, hashKey, isWellFormedKey } from "./key-format.js";
@@ -31,6 +32,23 @@ export interface KeyLookup {
   overrides: Partial<Plan>;
 }
 
+/** The plan numbers a project may override, as stored in its hash. */
+const OVERRIDES = ["monthly", "burst", "capacity"] as const;
+
+const overridesSchema = z
+  .object({
+    monthly: z.number().int().positive().nullable(),
+    burst: z.number().int().positive(),
+    capacity: z.number().int().positive(),
+  })
+  .partial()
+  .strict();
+
+function positive(text: string | undefined): number | undefined {
+  const n = Number(text);
+  return text && Number.isSafeInteger(n) && n > 0 ? n : undefined;
+}
+
 export class KeyStoreError extends Error {
   override name = "KeyStoreError";
 }
@@ -58,11 +76,14 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
   async function getProject(projectId: string): Promise<ProjectInfo | null> {
     const h = await redis.hgetall(k.project(projectId));
     if (!h.plan) return null;
+    // A value that is not a positive whole number is no override (the plan's number applies).
     const overrides: Partial<Plan> = {};
-    if (h.monthly !== undefined)
-      overrides.monthly = h.monthly === "none" ? null : Number(h.monthly);
-    if (h.burst !== undefined) overrides.burst = Number(h.burst);
-    if (h.capacity !== undefined) overrides.capacity = Number(h.capacity);
+    const monthly = h.monthly === "none" ? null : positive(h.monthly);
+    if (monthly !== undefined) overrides.monthly = monthly;
+    const burst = positive(h.burst);
+    if (burst !== undefined) overrides.burst = burst;
+    const capacity = positive(h.capacity);
+    if (capacity !== undefined) overrides.capacity = capacity;
     return { projectId, plan: h.plan, overrides };
   }
 
@@ -70,7 +91,14 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
     checkProjectId(projectId);
     const created = await redis.hsetnx(k.project(projectId), "plan", plan ?? defaultPlan);
     if (created) await redis.hset(k.project(projectId), "created_at", new Date().toISOString());
-    else if (plan) await redis.hset(k.project(projectId), "plan", plan);
+    else if (plan && (await redis.hget(k.project(projectId), "plan")) !== plan) {
+      // A new plan, as with setPlan: the old plan's overrides go.
+      await redis
+        .multi()
+        .hset(k.project(projectId), "plan", plan)
+        .hdel(k.project(projectId), ...OVERRIDES)
+        .exec();
+    }
     await redis.sadd(k.projects, projectId);
   }
 
@@ -130,16 +158,36 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
       return true;
     },
 
-    async setPlan(projectId: string, plan: string, overrides: Partial<Plan> = {}) {
+    /**
+     * Puts a project on `plan`. Moving to another plan drops the overrides not given with it
+     * (they were chosen for the old plan); staying on the same plan keeps them. Returns the
+     * project as stored, so the caller can show which overrides remain.
+     */
+    async setPlan(
+      projectId: string,
+      plan: string,
+      overrides: Partial<Plan> = {},
+    ): Promise<ProjectInfo> {
       checkProjectId(projectId);
-      if (!(await redis.exists(k.project(projectId)))) {
-        throw new KeyStoreError(`unknown project ${projectId}`);
+      const checked = overridesSchema.safeParse(overrides);
+      if (!checked.success) {
+        const issue = checked.error.issues[0];
+        throw new KeyStoreError(`${issue?.path.join(".")}: ${issue?.message}`);
       }
+      const current = await getProject(projectId);
+      if (!current) throw new KeyStoreError(`unknown project ${projectId}`);
       const fields: Record<string, string> = { plan };
-      if (overrides.monthly !== undefined) fields.monthly = String(overrides.monthly ?? "none");
-      if (overrides.burst !== undefined) fields.burst = String(overrides.burst);
-      if (overrides.capacity !== undefined) fields.capacity = String(overrides.capacity);
-      await redis.hset(k.project(projectId), fields);
+      const dropped: string[] = [];
+      for (const name of OVERRIDES) {
+        const value = checked.data[name];
+        if (value !== undefined) fields[name] = String(value ?? "none");
+        else if (current.plan !== plan) dropped.push(name);
+      }
+      // One key: the change and the reset are applied together.
+      const tx = redis.multi().hset(k.project(projectId), fields);
+      if (dropped.length > 0) tx.hdel(k.project(projectId), ...dropped);
+      await tx.exec();
+      return (await getProject(projectId)) ?? { projectId, plan, overrides: {} };
     },
 
     getProject,

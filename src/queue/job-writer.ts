@@ -1,3 +1,4 @@
+import { ReplyError } from "ioredis";
 import type { RedisClient } from "../redis/connections.js";
 import { waitForReplicas } from "../redis/replicas.js";
 import type { ReportRow } from "../report/report-schema.js";
@@ -34,7 +35,10 @@ export function createJobWriter(opts: ShardWriterOptions): WriteJob {
     try {
       await queue.addBulk([{ name: REPORT_JOB, data: { v: ROW_SHAPES.current, rows } }]);
     } catch (cause) {
-      throw new EnqueueError("the queue did not acknowledge the job", { cause });
+      throw new EnqueueError("the queue did not acknowledge the job", {
+        cause,
+        mayBeStored: mayHaveApplied(cause),
+      });
     }
     if (opts.ackReplicas === 0) return;
     let acked: number;
@@ -46,12 +50,28 @@ export function createJobWriter(opts: ShardWriterOptions): WriteJob {
         opts.ackTimeoutMs,
       );
     } catch (cause) {
-      throw new EnqueueError("no answer from Redis on the job's replication", { cause });
+      throw new EnqueueError("no answer from Redis on the job's replication", {
+        cause,
+        mayBeStored: true,
+      });
     }
     if (acked < opts.ackReplicas) {
+      // The primary holds the job and workers take it from there: it is not withdrawn, because
+      // a worker may have it already, and a withdrawal could reach a replica after the job.
       throw new EnqueueError(
         `${acked} of ${opts.ackReplicas} replicas confirmed the job within ${opts.ackTimeoutMs} ms`,
+        { mayBeStored: true },
       );
     }
   };
+}
+
+/**
+ * Whether a write that failed may still have been applied: not when Redis refused it (a reply
+ * error) or when it was never sent (no connection); otherwise (a timeout, a connection lost with
+ * the write in flight) it may have been.
+ */
+function mayHaveApplied(err: unknown): boolean {
+  if (err instanceof ReplyError) return false;
+  return !(err instanceof Error && /enableOfflineQueue options is false/.test(err.message));
 }

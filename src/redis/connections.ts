@@ -1,4 +1,5 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
+import { REDIS_ACK_TIMEOUT_MAX_MS } from "../config.js";
 import type { RedisTopology } from "./topology.js";
 
 // Redis clients by role (BullMQ's production guide): the edge must fail fast when Redis is away
@@ -8,7 +9,8 @@ import type { RedisTopology } from "./topology.js";
 /** A client of any topology: the commands Headroom uses are the same on both. */
 export type RedisClient = Redis | Cluster;
 
-export const PRODUCER_COMMAND_TIMEOUT_MS = 5_000;
+/** Above the longest WAIT for replicas, which must be answered before it. */
+export const PRODUCER_COMMAND_TIMEOUT_MS = REDIS_ACK_TIMEOUT_MAX_MS + 1_000;
 
 const PRODUCER: RedisOptions = {
   enableOfflineQueue: false,

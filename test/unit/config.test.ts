@@ -124,8 +124,15 @@ describe("loadConfig", () => {
     expect(configError({ PLANS: '{"x":{"monthly":-1,"burst":1}}' })).toMatch(/PLANS\.x\.monthly/);
   });
 
-  it("refuses a DEFAULT_PLAN that is not a plan", () => {
+  it("refuses a DEFAULT_PLAN that is not a plan, inherited names included", () => {
     expect(configError({ DEFAULT_PLAN: "gold" })).toMatch(/DEFAULT_PLAN: unknown plan "gold"/);
+    expect(configError({ DEFAULT_PLAN: "constructor" })).toMatch(/DEFAULT_PLAN: unknown plan/);
+  });
+
+  it("takes no replica wait longer than the edge's Redis commands may last", () => {
+    // A WAIT is cut by the connection's command timeout: a longer setting would not mean it.
+    expect(loadConfig({ REDIS_ACK_TIMEOUT_MS: "4000" }).REDIS_ACK_TIMEOUT_MS).toBe(4_000);
+    expect(configError({ REDIS_ACK_TIMEOUT_MS: "10000" })).toMatch(/REDIS_ACK_TIMEOUT_MS: .*4000/);
   });
 
   it("puts the embedded ClickHouse in the data directory unless CLICKHOUSE_PATH says otherwise", () => {

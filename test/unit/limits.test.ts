@@ -2,7 +2,7 @@ import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { DEFAULT_PLANS } from "../../src/config.js";
 import { HttpError } from "../../src/edge/errors.js";
-import { createLimits, effectivePlan, secondsToMonthEnd } from "../../src/edge/limits.js";
+import { createLimits, effectivePlan, monthOf, nextMonthStart } from "../../src/edge/limits.js";
 import type { KeyLookup } from "../../src/keys/key-store.js";
 
 // Plan resolution, the monthly reset, and the in-process limiter of failed authentications (the
@@ -80,43 +80,24 @@ describe("effectivePlan", () => {
   });
 });
 
-describe("secondsToMonthEnd", () => {
-  // Instants built from a chosen month start; the function takes `now`, so nothing expires.
-  const at = (year: number, month: number, day = 1, sec = 0) =>
-    new Date(Date.UTC(year, month, day) + sec * 1000);
-
-  it("counts whole months from their first instant", () => {
-    expect(secondsToMonthEnd(at(2024, 0))).toBe(31 * DAY_S);
-    expect(secondsToMonthEnd(at(2024, 3))).toBe(30 * DAY_S);
+describe("nextMonthStart", () => {
+  it("is the first instant of the month after", () => {
+    expect(nextMonthStart("2024-01")).toBe(Date.UTC(2024, 1, 1));
+    expect(nextMonthStart("2024-04")).toBe(Date.UTC(2024, 4, 1));
   });
 
   it("ends December at the first of January of the next year", () => {
-    expect(secondsToMonthEnd(at(2023, 11, 31, 12 * 3600))).toBe(12 * 3600);
-    expect(secondsToMonthEnd(at(2023, 11))).toBe(31 * DAY_S);
+    expect(nextMonthStart("2023-12")).toBe(Date.UTC(2024, 0, 1));
   });
 
   it("knows leap Februaries", () => {
-    expect(secondsToMonthEnd(at(2024, 1))).toBe(29 * DAY_S);
-    expect(secondsToMonthEnd(at(2023, 1))).toBe(28 * DAY_S);
-    expect(secondsToMonthEnd(at(2024, 1, 29))).toBe(DAY_S);
+    expect(nextMonthStart("2024-02") - Date.UTC(2024, 1, 1)).toBe(29 * DAY_S * 1000);
+    expect(nextMonthStart("2023-02") - Date.UTC(2023, 1, 1)).toBe(28 * DAY_S * 1000);
   });
 
-  it("rounds up, and is at least one second", () => {
-    const nextMonth = Date.UTC(2024, 5, 1);
-    expect(secondsToMonthEnd(new Date(nextMonth - 1_500))).toBe(2);
-    expect(secondsToMonthEnd(new Date(nextMonth - 1))).toBe(1);
-  });
-
-  it("uses UTC whatever the local zone: 23:30 UTC on the last day is 30 minutes", () => {
-    const zone = process.env.TZ;
-    // Already the next day (and month) in local time at UTC+14.
-    process.env.TZ = "Pacific/Kiritimati";
-    try {
-      expect(secondsToMonthEnd(at(2024, 6, 31, 23.5 * 3600))).toBe(1800);
-    } finally {
-      if (zone === undefined) delete process.env.TZ;
-      else process.env.TZ = zone;
-    }
+  it("names the month of an instant in UTC", () => {
+    expect(monthOf(Date.UTC(2023, 11, 31, 23, 59, 59, 999))).toBe("2023-12");
+    expect(monthOf(Date.UTC(2024, 0, 1))).toBe("2024-01");
   });
 });
 

@@ -4,7 +4,7 @@ import {
   createQuotaAllowance,
   type QuotaAllowance,
   type QuotaGrant,
-  type QuotaRefusal,
+  type QuotaOutcome,
 } from "../../src/edge/quota-allowance.js";
 import {
   type QuotaCall,
@@ -21,7 +21,6 @@ import { keySlot } from "../../src/redis/key-slot.js";
 // answered one round trip later.
 
 const KEY = "prj:2024-05";
-const TTL_S = 3_600;
 const RTT_MS = 1;
 
 function memoryQuota() {
@@ -83,14 +82,12 @@ function memoryQuota() {
         spread: 1,
         leaseMs: 1_000,
         graceMs: 2_000,
-        ttlS: TTL_S,
       });
     },
   };
 }
 
-type Outcome = QuotaGrant | QuotaRefusal;
-const isGrant = (o: Outcome): o is QuotaGrant => "refund" in o;
+const isGrant = (o: QuotaOutcome): o is QuotaGrant => "refund" in o;
 
 /**
  * Takes on behalf of reports and keeps the books: how many are accepted now (a refund counts
@@ -102,10 +99,10 @@ function ledger(quota: number) {
   let lastRefundAt = Number.NEGATIVE_INFINITY;
   const early: { accepted: number; msAfterRefund: number }[] = [];
   const grants: QuotaGrant[] = [];
-  const pending: Promise<Outcome>[] = [];
+  const pending: Promise<QuotaOutcome>[] = [];
   return {
-    take(edge: QuotaAllowance): Promise<Outcome> {
-      const p = edge.take(KEY, quota, TTL_S).then((o) => {
+    take(edge: QuotaAllowance): Promise<QuotaOutcome> {
+      const p = edge.take(KEY, quota).then((o) => {
         if (isGrant(o)) {
           accepted += 1;
           most = Math.max(most, accepted);
@@ -273,7 +270,7 @@ describe("quota allowance: exact at the end of the quota", () => {
     expect(heldByB).toBeGreaterThan(0);
     // A takes everything else, one report after the other, well within B's lease.
     const started = Date.now();
-    const outcomes: Outcome[] = [];
+    const outcomes: QuotaOutcome[] = [];
     for (let i = 0; i < 200 - 30; i++) outcomes.push(await settle(l.take(a)));
     expect(outcomes.every(isGrant)).toBe(true);
     expect(l.accepted()).toBe(200);
@@ -362,7 +359,7 @@ describe("quota allowance: exact at the end of the quota", () => {
     const edge = oneEdge(store);
     const l = ledger(100);
     failing = true;
-    const p = edge.take(KEY, 100, TTL_S);
+    const p = edge.take(KEY, 100);
     await expect(p).rejects.toThrow("redis down");
     failing = false;
     const ok = l.take(edge);

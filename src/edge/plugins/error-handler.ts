@@ -54,7 +54,13 @@ function keepsConnection(err: unknown, httpError: HttpError, req: FastifyRequest
 export function toHttpError(err: unknown, req: FastifyRequest): HttpError {
   if (err instanceof HttpError) return err;
   if (err instanceof EnqueueError) {
-    return unavailable("the queue cannot take reports right now", "enqueue");
+    return err.mayBeStored
+      ? unavailable(
+          "the report may have been stored: Redis took it but did not confirm it in time; " +
+            "sending it again may count it twice",
+          "unconfirmed",
+        )
+      : unavailable("the queue cannot take reports right now", "enqueue");
   }
   // `throw null` (or a rejection with undefined) must become a 500 too, not crash this handler.
   const fields = (err ?? {}) as { code?: string; statusCode?: number };

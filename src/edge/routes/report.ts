@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from "fastify";
 import type { KeyLookup } from "../../keys/key-store.js";
-import type { Enqueuer } from "../../queue/enqueuer.js";
+import { EnqueueError, type Enqueuer } from "../../queue/enqueuer.js";
 import { newReportId } from "../../report/report-id.js";
 import { toRow } from "../../report/report-schema.js";
 import type { AuthDeps } from "../authenticate.js";
@@ -71,7 +71,9 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
       try {
         await enqueuer.enqueue(toRow(record));
       } catch (err) {
-        await refund();
+        // A report that may be stored stays counted: refunding it would let every report
+        // through uncounted while a replica is away.
+        if (!(err instanceof EnqueueError && err.mayBeStored)) await refund();
         throw err;
       }
       if (warnings.length === 0) return reply.send({ id: record.report_id });
