@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { join } from "node:path";
 import { z } from "zod";
 
@@ -30,6 +31,38 @@ const redisNodes = z
       )
       .min(1),
   );
+
+// proxy-addr's names for address ranges, accepted as Fastify's trustProxy does.
+const PROXY_RANGES = new Set(["loopback", "linklocal", "uniquelocal"]);
+const isProxyAddress = (entry: string) => {
+  if (PROXY_RANGES.has(entry)) return true;
+  const [addr = "", bits, ...rest] = entry.split("/");
+  const family = isIP(addr);
+  if (family === 0 || rest.length > 0) return false;
+  if (bits === undefined) return true;
+  return /^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
+};
+
+/**
+ * Which proxies in front of the edge may name the client (X-Forwarded-For): none, a hop count,
+ * or their addresses and CIDRs. Never "trust all": the leftmost entry is the client's to forge.
+ */
+const trustProxy = z.string().transform((text, ctx): false | number | string[] => {
+  const value = text.trim().toLowerCase();
+  if (["0", "false", "no", "off"].includes(value)) return false;
+  if (/^\d+$/.test(value) && Number(value) <= 16) return Number(value);
+  const entries = value
+    .split(",")
+    .map((part) => part.trim())
+    .filter(Boolean);
+  if (entries.length > 0 && entries.every(isProxyAddress)) return entries;
+  ctx.addIssue({
+    code: "custom",
+    message:
+      "must be false, a hop count (1-16: proxies in front of the edge) or the proxies' addresses and CIDRs; trusting every sender would let clients forge their IP",
+  });
+  return z.NEVER;
+});
 
 const shardList = z
   .string()
@@ -79,7 +112,8 @@ export const configSchema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** One log line per request is costly at full rate; errors are always logged. */
   LOG_REQUESTS: bool.default(false),
-  TRUST_PROXY: bool.default(false),
+  /** Proxies that may name the client in X-Forwarded-For: a hop count or addresses/CIDRs. */
+  TRUST_PROXY: trustProxy.default(false),
 
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).default("redis://127.0.0.1:6379"),
   /** Seed nodes of a Redis Cluster (`host:port,…`, or redis[s]:// URLs carrying auth and TLS). */
@@ -120,6 +154,8 @@ export const configSchema = z.object({
   KEY_CACHE_TTL_MS: int(0, 1_000).default(500),
   AUTH_FAILURES_PER_IP: int(1).default(30),
   AUTH_FAILURE_WINDOW_S: int(1).default(60),
+  /** IPs (IPv6 grouped by /64) whose failed authentications an edge tracks at once. */
+  AUTH_FAILURE_MAX_CLIENTS: int(1).default(100_000),
   PLANS: plansSchema.default(DEFAULT_PLANS),
   DEFAULT_PLAN: z.string().default("unlimited"),
 

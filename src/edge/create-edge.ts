@@ -2,8 +2,8 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Config } from "../config.js";
 import { createKeyCache } from "../keys/key-cache.js";
 import { createKeyStore } from "../keys/key-store.js";
-import { createEnqueuer } from "../queue/enqueuer.js";
 import { createEdgeQueues } from "../queue/edge-queues.js";
+import { createEnqueuer } from "../queue/enqueuer.js";
 import type { ReportsQueue } from "../queue/reports-queue.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
@@ -56,6 +56,7 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     plans: config.PLANS,
     authFailuresPerIp: config.AUTH_FAILURES_PER_IP,
     authFailureWindowS: config.AUTH_FAILURE_WINDOW_S,
+    authFailureMaxClients: config.AUTH_FAILURE_MAX_CLIENTS,
   });
   const metricsApp =
     config.METRICS_PORT === undefined
