@@ -209,6 +209,12 @@ export const configSchema = z.object({
   /** First retry delay of a webhook; doubled at each attempt. */
   ALERTS_WEBHOOK_BACKOFF_MS: int(10).default(5_000),
   ALERTS_WEBHOOK_TIMEOUT_MS: int(100).default(10_000),
+  /** Series (provider × model × app) one alert rule tracks; new ones beyond are not evaluated. */
+  ALERTS_MAX_SERIES_PER_RULE: int(1).default(1_000),
+  /** Series all alert rules of one project track together. */
+  ALERTS_MAX_SERIES_PER_PROJECT: int(1).default(10_000),
+  /** The alerts worker's /metrics and /healthz (on WORKER_METRICS_HOST). */
+  ALERTS_METRICS_PORT: int(0, 65535).default(9102),
 
   /** The local stack's data (`npm start`): Redis, embedded ClickHouse, stack.json, local key. */
   HEADROOM_DATA_DIR: z.string().min(1).default("./.data"),

@@ -2,6 +2,7 @@ import { createAlertsWorker } from "../src/alerts/create-alerts-worker.js";
 import { loadConfig } from "../src/config.js";
 import { createLogger } from "../src/lib/logger.js";
 import { onShutdown } from "../src/lib/shutdown.js";
+import { serveWorkerMetrics } from "../src/worker/metrics.js";
 import { createWorkerClients } from "../src/worker/worker-clients.js";
 
 // Alerts worker process: evaluates stored batches against alert rules, stores alert events,
@@ -11,8 +12,14 @@ const config = loadConfig();
 const logger = createLogger(config.LOG_LEVEL, "alerts");
 const { clickhouse, redis } = await createWorkerClients(config, logger);
 const alerts = createAlertsWorker({ config, redis, clickhouse, logger });
+const { server } = await serveWorkerMetrics(
+  alerts.metrics,
+  config.WORKER_METRICS_HOST,
+  config.ALERTS_METRICS_PORT,
+);
 onShutdown(logger, async () => {
   await alerts.close();
+  server.close();
   await clickhouse.close();
   await redis.quit().catch(() => redis.disconnect());
 });

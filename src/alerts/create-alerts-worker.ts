@@ -6,8 +6,9 @@ import type { Config } from "../config.js";
 import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
 import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
-import { evaluateBatch } from "./evaluate-batch.js";
+import { evaluateBatch, type RefusedSeries } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
+import { type AlertsMetrics, createAlertsMetrics } from "./metrics.js";
 import {
   createWebhookQueue,
   EVAL_QUEUE,
@@ -42,17 +43,48 @@ export interface AlertsWorkerDeps {
     | "ALERTS_WEBHOOK_TIMEOUT_MS"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
+    | "ALERTS_MAX_SERIES_PER_RULE"
+    | "ALERTS_MAX_SERIES_PER_PROJECT"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: RedisClient;
   clickhouse: ClickHouseClient;
   logger: Logger;
+  metrics?: AlertsMetrics;
 }
+
+/** A rule's refused series are logged at most this often. */
+const REFUSAL_LOG_INTERVAL_MS = 60_000;
 
 export function createAlertsWorker(deps: AlertsWorkerDeps) {
   const { config, logger, redis } = deps;
   const prefix = config.QUEUE_PREFIX;
-  const states = createStateStore(redis, prefix);
+  const metrics = deps.metrics ?? createAlertsMetrics();
+  const states = createStateStore(redis, prefix, {
+    maxSeriesPerRule: config.ALERTS_MAX_SERIES_PER_RULE,
+    maxSeriesPerProject: config.ALERTS_MAX_SERIES_PER_PROJECT,
+  });
+  const refusalLoggedAt = new Map<string, number>();
+  const onRefused = (refused: RefusedSeries[]) => {
+    metrics.seriesRefused.inc(refused.length);
+    const now = Date.now();
+    for (const { rule, series } of refused) {
+      if (now - (refusalLoggedAt.get(rule.id) ?? 0) < REFUSAL_LOG_INTERVAL_MS) continue;
+      refusalLoggedAt.set(rule.id, now);
+      logger.warn(
+        {
+          rule: rule.id,
+          project: rule.project,
+          series,
+          maxPerRule: config.ALERTS_MAX_SERIES_PER_RULE,
+          maxPerProject: config.ALERTS_MAX_SERIES_PER_PROJECT,
+        },
+        "alert series over the cap: not evaluated",
+      );
+    }
+    // Bounded like the series: rules that refused nothing for a while are forgotten.
+    if (refusalLoggedAt.size > 10_000) refusalLoggedAt.clear();
+  };
   const rules = createRuleStore(redis, prefix);
   const sink = createEventSink(
     deps.clickhouse,
@@ -77,7 +109,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
 
   async function evaluate(job: Job<EvalJobData>): Promise<void> {
     const { token, rules: ruleSet, rows } = job.data;
-    const events = await evaluateBatch(states, token, ruleSet, rows);
+    const events = await evaluateBatch(states, token, ruleSet, rows, onRefused);
     if (events.length > 0) {
       await retryUntilDone(() => sink.insert(events, token), {
         isFinal: (e) => classifyInsertError(e) === "data",
@@ -178,6 +210,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
   });
 
   return {
+    metrics,
     evalWorker,
     webhookWorker,
     webhooks,

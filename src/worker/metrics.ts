@@ -67,7 +67,7 @@ export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
 
 /** Serves /metrics and /healthz; port 0 picks a free port. */
 export async function serveWorkerMetrics(
-  metrics: WorkerMetrics,
+  metrics: Pick<WorkerMetrics, "registry">,
   host: string,
   port: number,
 ): Promise<{ server: Server; port: number }> {
