@@ -221,6 +221,11 @@ export const configSchema = z.object({
   /** Fixed ports for the local stack's own Redis and ClickHouse server; any free port if unset. */
   STACK_REDIS_PORT: int(1, 65535).optional(),
   STACK_CLICKHOUSE_PORT: int(1, 65535).optional(),
+  /** The local stack's own Redis `maxmemory` (with noeviction): what the memory gate measures. */
+  STACK_REDIS_MAXMEMORY: z
+    .string()
+    .regex(/^[1-9]\d*(kb|mb|gb)?$/i, "must be a size such as 512mb or 2gb")
+    .default("512mb"),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -62,8 +62,11 @@ export function buildProgram(output?: OutputConfiguration): Command {
 
   program
     .command("query")
-    .description("run SQL in Headroom's ClickHouse database (CLICKHOUSE_DATABASE)")
+    .description(
+      "run SQL in Headroom's ClickHouse database (CLICKHOUSE_DATABASE), read-only unless --write",
+    )
     .argument("<sql...>", "the query; several arguments are joined with spaces")
+    .option("--write", "allow writes and schema changes (INSERT, ALTER, DROP …)", false)
     .option(
       "--format <format>",
       "output format when the query names none",
@@ -73,7 +76,7 @@ export function buildProgram(output?: OutputConfiguration): Command {
       "after",
       '\nExample:\n  headroom query "SELECT provider, count() FROM reports GROUP BY provider"',
     )
-    .action(async (sql: string[], opts: { format: string }) =>
+    .action(async (sql: string[], opts: { format: string; write: boolean }) =>
       (await import("./clickhouse-commands.js")).queryCommand(sql.join(" "), opts),
     );
 

@@ -16,6 +16,9 @@ export interface BacklogState {
   checkedAt: number;
 }
 
+/** Warned once when the memory gate is on but Redis has no maxmemory (it then checks nothing). */
+export type GateWarning = (message: string) => void;
+
 export interface BacklogOptions {
   /** The connection the queue writes on. */
   redis: RedisClient;
@@ -26,6 +29,7 @@ export interface BacklogOptions {
   maxJobs: number;
   maxMemoryRatio: number;
   intervalMs: number;
+  onWarning?: GateWarning;
 }
 
 function parseMemory(info: string): number | null {
@@ -61,6 +65,7 @@ export function createBacklogGate(opts: BacklogOptions) {
   let state: BacklogState = { redisOk: true, backlogJobs: 0, memoryRatio: null, checkedAt: 0 };
   let timer: NodeJS.Timeout | null = null;
   let polling: Promise<void> | null = null;
+  let warned = false;
 
   async function poll(): Promise<void> {
     try {
@@ -73,6 +78,12 @@ export function createBacklogGate(opts: BacklogOptions) {
       ]);
       const backlogJobs = Object.values(counts).reduce((a, b) => a + b, 0);
       state = { redisOk: true, backlogJobs, memoryRatio, checkedAt: Date.now() };
+      if (opts.maxMemoryRatio > 0 && memoryRatio === null && !warned) {
+        warned = true;
+        opts.onWarning?.(
+          "redis has no maxmemory: the memory gate (REDIS_MEMORY_MAX_RATIO) checks nothing; set maxmemory and maxmemory-policy noeviction",
+        );
+      }
     } catch {
       state = { redisOk: false, backlogJobs: null, memoryRatio: null, checkedAt: Date.now() };
     }
@@ -96,6 +107,8 @@ export function createBacklogGate(opts: BacklogOptions) {
       await polling;
     },
     state: () => state,
+    /** Whether Redis memory can close intake now: enabled, and Redis has a maxmemory. */
+    memoryGateOn: () => opts.maxMemoryRatio > 0 && state.memoryRatio !== null,
     /** Why the edge should refuse reports now, or null. */
     problem(): string | null {
       if (!state.redisOk) return "redis is not answering";
