@@ -110,7 +110,7 @@ export const dlqReplay = (target: { id: string; rows?: string } | { all: true })
     for (const { shard, job } of jobs) {
       // Corrected rows replace rows ClickHouse refused, which never landed. Any other failed job
       // may have landed already: it goes again as it was, so its batch is inserted byte for byte
-      // (see batch-manifests.ts) and ClickHouse keeps one copy.
+      // (see manifest-store.ts) and ClickHouse keeps one copy.
       if (corrected && !job.data.dead) {
         throw new UsageError(
           `job ${shard.ref}${job.id} holds no refused rows: replay it without --rows (it goes in as it was)`,

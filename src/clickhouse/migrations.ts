@@ -61,7 +61,7 @@ export const COLUMN_TYPES: Record<ReportColumn, string> = {
   request_cost: "Nullable(Decimal(38, 12))",
 };
 
-// Every insert of a batch repeats its first (same rows, same token: see batch-manifests.ts);
+// Every insert of a batch repeats its first (same rows, same token: see manifest-store.ts);
 // MergeTree tables drop a repeat only within a window of their latest inserts, and so do the
 // tables materialized views write to. A worker frozen mid-insert, or a job redelivered late,
 // must still fall inside it: 100,000 inserts is hours at the rates a worker inserts at.

@@ -5,17 +5,17 @@ import type { ReportSink } from "../clickhouse/report-sink.js";
 import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
 import type { ReportJobData } from "../queue/reports-queue.js";
 import { type ReportRow, receivedAtMsOf } from "../report/report-schema.js";
-import type { Manifest, ManifestStore } from "./batch-manifests.js";
 import { createBatcher } from "./batcher.js";
 import { DataError } from "./bisecting-insert.js";
 import { createManifestDelivery, type Entry as ManifestEntry } from "./manifest-delivery.js";
+import type { Manifest, ManifestStore } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
 
 // Many jobs in flight, their rows gathered into one ClickHouse insert per batch (batcher.ts). A
 // job's promise settles only after ClickHouse acknowledged the insert holding its rows; BullMQ
 // completes the job after that, never before.
 //
-// - Every batch is recorded as a manifest before it is inserted (batch-manifests.ts): a job that
+// - Every batch is recorded as a manifest before it is inserted (manifest-store.ts): a job that
 //   comes back (its worker stalled or died) is re-inserted with its manifest, byte for byte and
 //   with the same token, so ClickHouse keeps its rows once, in every view.
 // - Transient failures (network, ClickHouse down or overloaded) retry the same insert for as long

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { sampleBody } from "../../fixtures/sample-reports.js";
 import { eventually } from "../helpers/eventually.js";
-import { sampleBody } from "../helpers/sample-reports.js";
 import { DOCKER_CLI, docker, type RunResult, run } from "./engine.js";
 import {
   APP_IMAGE,

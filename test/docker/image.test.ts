@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { sampleBody } from "../../fixtures/sample-reports.js";
 import { eventually } from "../helpers/eventually.js";
-import { sampleBody } from "../helpers/sample-reports.js";
 import { docker } from "./engine.js";
 import {
   APP_IMAGE,

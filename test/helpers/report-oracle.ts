@@ -2,6 +2,7 @@
 // table and independently of src/report: the expectation a property test holds the edge to.
 // Where the contract is silent, the implementation's documented choices are taken as given and
 // marked "(impl)".
+import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
 
 export type Verdict =
   | { status: 200; report: ExpectedReport }
@@ -35,16 +36,6 @@ export const LIMIT_FIELDS = [
   "reset_tokens_ms",
 ] as const;
 export const CREDIT_FIELDS = ["credits_limit", "credits_remaining", "request_cost"] as const;
-
-/** A provider hint's limits: the client saw no rate-limit headers. */
-export const NULL_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-} as const;
 
 /** No credit figures; as a credits object, stored as "no credits". */
 export const NULL_CREDITS = {

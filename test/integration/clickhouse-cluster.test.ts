@@ -5,6 +5,7 @@ import { join } from "node:path";
 import type { ClickHouseClient } from "@clickhouse/client";
 import { drainPending, Session } from "chdb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sampleRow } from "../../fixtures/sample-reports.js";
 import type { AlertEvent } from "../../src/alerts/alert-event.js";
 import { createEventSink } from "../../src/alerts/event-sink.js";
 import { createClickHouse } from "../../src/clickhouse/client.js";
@@ -12,7 +13,6 @@ import { createDatabase, migrationsTable } from "../../src/clickhouse/cluster-dd
 import { MIGRATIONS, type MigrationContext } from "../../src/clickhouse/migrations.js";
 import { createReportSink } from "../../src/clickhouse/report-sink.js";
 import { reportIdOf } from "../../src/report/report-schema.js";
-import { sampleRow } from "../helpers/sample-reports.js";
 
 // What the embedded engine (chdb: ClickHouse 26 in this process) can check of the cluster schema
 // without a cluster, given a server config with clusters and the {shard}/{replica} macros:

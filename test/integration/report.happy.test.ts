@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { CLIENT_LIMITS, NULL_LIMITS } from "../../fixtures/sample-reports.js";
 import type { PostOptions } from "../helpers/edge-fixture.js";
 import {
   clientReport,
@@ -7,8 +8,7 @@ import {
   type TestKey,
   UUID_V7,
 } from "../helpers/edge-fixture.js";
-import { NULL_CREDITS, NULL_LIMITS } from "../helpers/report-oracle.js";
-import { CLIENT_LIMITS } from "../helpers/sample-reports.js";
+import { NULL_CREDITS } from "../helpers/report-oracle.js";
 
 // The real client's payloads are accepted and normalised as CONTRACT.md says; each 200 is
 // checked against the report as it sits in the queue, field by field.
