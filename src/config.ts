@@ -195,6 +195,8 @@ export const configSchema = z.object({
   WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
   MIGRATE_ON_START: bool.default(true),
   RETRY_MAX_DELAY_MS: int(100).default(30_000),
+  /** Days a failed job (the dead-letter set) is kept, with its rows, before it is removed. */
+  DLQ_RETENTION_DAYS: int(1, 3_650).default(14),
 
   /** Ingest workers hand stored rows that alert rules watch to the alerts worker. */
   ALERTS_ENABLED: bool.default(true),

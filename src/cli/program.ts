@@ -21,6 +21,7 @@ Examples:
 const DLQ_EXAMPLES = `
 Examples:
   headroom dlq list [--json]
+  headroom dlq status [--json]                     # failed jobs, retention, manifests held
   headroom dlq show JOB_ID
   headroom dlq replay JOB_ID [--rows fixed.json]   # fixed.json: reports as 'show' prints them
   headroom dlq replay --all`;
@@ -185,6 +186,14 @@ function addDlq(program: Command): void {
     .description("list failed jobs with their reason")
     .option("--json", "print JSON", false)
     .action(async (opts: JsonOption) => (await run()).dlqList(opts));
+
+  dlq
+    .command("status")
+    .description(
+      "per shard: failed jobs, the oldest, when it expires (DLQ_RETENTION_DAYS), and manifests held",
+    )
+    .option("--json", "print JSON", false)
+    .action(async (opts: JsonOption) => (await run()).dlqStatus(opts));
 
   dlq
     .command("show")

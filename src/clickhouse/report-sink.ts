@@ -1,5 +1,5 @@
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
-import { REPORT_COLUMNS, type ReportRow } from "../report/report-schema.js";
+import { REPORT_COLUMNS, type ReportRow, reportIdOf } from "../report/report-schema.js";
 
 // Where report rows land: one JSONCompactEachRow insert per batch into `reports` (the rollups and
 // the latest-limits table follow through materialized views).
@@ -7,7 +7,12 @@ import { REPORT_COLUMNS, type ReportRow } from "../report/report-schema.js";
 export interface ReportSink {
   /** Every insert of one batch passes the same rows and token, so ClickHouse keeps one copy. */
   insert(rows: ReportRow[], dedupToken: string): Promise<void>;
+  /** Which of these rows' report ids `reports` holds already (a replayed job's check). */
+  stored(rows: ReportRow[]): Promise<Set<string>>;
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const PROJECT_ID = REPORT_COLUMNS.indexOf("project_id");
 
 const COLUMNS = REPORT_COLUMNS as [string, ...string[]];
 
@@ -57,6 +62,22 @@ export function createReportSink(
           ...distributedInsertSettings(cluster),
         },
       });
+    },
+
+    async stored(rows) {
+      // An id that is not a UUID (a row ClickHouse refused) cannot be stored.
+      const ids = [...new Set(rows.map(reportIdOf))].filter((id) => UUID.test(id));
+      if (ids.length === 0) return new Set();
+      const projects = [...new Set(rows.map((r) => String(r[PROJECT_ID])))];
+      const rs = await client.query({
+        // The project narrows the search to the sort key's prefix; the id's bloom filter does
+        // the rest.
+        query: `SELECT DISTINCT toString(report_id) FROM ${db}.reports
+          WHERE project_id IN {projects:Array(String)} AND report_id IN {ids:Array(UUID)}`,
+        query_params: { projects, ids },
+        format: "JSONCompactEachRow",
+      });
+      return new Set((await rs.json<[string]>()).map(([id]) => id));
     },
   };
 }

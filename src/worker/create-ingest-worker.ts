@@ -12,6 +12,7 @@ import { createReportsQueue, type QueueNames, type ReportJobData } from "../queu
 import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { createDeadLetterWriter } from "./dead-letter-writer.js";
+import { expireFailedJobs } from "./failed-job-retention.js";
 import { createIngestProcessor } from "./ingest-processor.js";
 import { createManifestReleaser } from "./manifest-releaser.js";
 import { createRedisManifestStore } from "./manifest-store.js";
@@ -36,6 +37,7 @@ export interface IngestWorkerDeps {
     | "ALERTS_RULES_TTL_MS"
     | "REDIS_ACK_REPLICAS"
     | "REDIS_ACK_TIMEOUT_MS"
+    | "DLQ_RETENTION_DAYS"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: RedisClient;
@@ -119,6 +121,9 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     redis: deps.redis,
     keyPrefix,
     sweepMs: MANIFEST_SWEEP_MS,
+    beforeSweep: () =>
+      expireFailedJobs(queue, config.DLQ_RETENTION_DAYS * 86_400_000, deps.metrics),
+    onSwept: (held) => deps.metrics.manifestJobs.set(held),
     onError: (what, err) => logger.warn({ err: describeError(err) }, `manifest ${what} failed`),
   });
   worker.on("completed", (job) => {

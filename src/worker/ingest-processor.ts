@@ -88,6 +88,7 @@ export function createIngestProcessor(opts: IngestOptions) {
   const deliverManifests = createManifestDelivery<Job<ReportJobData>>({
     manifests: opts.manifests,
     insert,
+    stored: (rows) => sink.stored(rows),
     retry,
     deadLetter: opts.deadLetter,
     onStored: opts.onStored,
@@ -126,7 +127,8 @@ export function createIngestProcessor(opts: IngestOptions) {
         if (closing) return reject(new ShutdownAbort("shutting down"));
         if (wasRedelivered(job)) metrics.redeliveredJobs.inc();
         const rows = job.data.rows;
-        batcher.add({ job, id: String(job.id), lockToken, rows, resolve, reject });
+        const replay = job.data.replay === true;
+        batcher.add({ job, id: String(job.id), lockToken, rows, replay, resolve, reject });
       });
     },
 
