@@ -48,6 +48,7 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     maxJobs: config.BACKLOG_MAX_JOBS,
     maxMemoryRatio: config.REDIS_MEMORY_MAX_RATIO,
     intervalMs: config.BACKLOG_CHECK_INTERVAL_MS,
+    ackReplicas: config.REDIS_ACK_REPLICAS,
     onWarning: (message) => logger.warn(message),
   });
   await backlog.start();

@@ -35,6 +35,11 @@ export function createEdgeMetrics() {
       help: "addBulk calls that Redis did not acknowledge",
       registers: [registry],
     }),
+    primariesShortOfReplicas: new Gauge({
+      name: "headroom_redis_primaries_short_of_replicas",
+      help: "Redis primaries with fewer replicas than REDIS_ACK_REPLICAS: their batches wait, held from ClickHouse",
+      registers: [registry],
+    }),
     backlogJobs: new Gauge({
       name: "headroom_backlog_jobs",
       help: "Jobs waiting in the reports queue (last poll)",

@@ -95,6 +95,8 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     metrics: deps.metrics,
     onStored,
     deadLetter: createDeadLetterWriter(queue),
+    // Ten confirmations missed in a row: no longer a slow replica, but none there.
+    replicaWaitWarnMs: 10 * config.REDIS_ACK_TIMEOUT_MS,
   });
 
   const runtime = createWorkerRuntime<ReportJobData>({

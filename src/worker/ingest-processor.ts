@@ -46,6 +46,8 @@ export interface IngestOptions {
    * with the same token and rows: what it does must be idempotent. Failures are retried.
    */
   onStored?: (manifest: Manifest) => Promise<void>;
+  /** How long a batch waits for replicas (REDIS_ACK_REPLICAS) before an error is logged. */
+  replicaWaitWarnMs?: number;
 }
 
 export function wasRedelivered(job: Job): boolean {
@@ -92,6 +94,7 @@ export function createIngestProcessor(opts: IngestOptions) {
     retry,
     deadLetter: opts.deadLetter,
     onStored: opts.onStored,
+    replicaWaitWarnMs: opts.replicaWaitWarnMs,
     logger,
     metrics,
   });

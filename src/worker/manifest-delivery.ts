@@ -54,6 +54,8 @@ export interface ManifestDeliveryDeps<J> {
   retry: Retry;
   deadLetter: (job: J, rows: ReportRow[], reason: string) => Promise<void>;
   onStored?: (manifest: Manifest) => Promise<void>;
+  /** How long a batch waits for replicas before an error is logged (default 30 s). */
+  replicaWaitWarnMs?: number;
   logger: Logger;
   metrics: WorkerMetrics;
 }
@@ -82,15 +84,34 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
    * failover took the claim away: the jobs are let go, to come back from the queue.
    */
   async function replicated(token: string, held: E[]): Promise<boolean> {
-    const gone = await retry(
-      "manifest replication",
+    // A primary without replicas (its replica promoted in its place, none back yet) holds the
+    // batch for as long as that lasts: inserting it unreplicated would count it twice if this
+    // primary failed too. Said loudly: a gauge while it waits, an error after a while.
+    metrics.awaitingReplicas.inc();
+    const loud = setTimeout(
       () =>
-        deps.manifests.replicated(
-          token,
-          held.map((e) => e.id),
+        logger.error(
+          { token, jobs: held.length, waitedMs: deps.replicaWaitWarnMs },
+          "batch held from ClickHouse: its manifest is on fewer replicas than REDIS_ACK_REPLICAS; it goes in once a replica is back (see README: a shard without a replica)",
         ),
-      cannotPass,
+      deps.replicaWaitWarnMs ?? 30_000,
     );
+    loud.unref();
+    let gone: string[];
+    try {
+      gone = await retry(
+        "manifest replication",
+        () =>
+          deps.manifests.replicated(
+            token,
+            held.map((e) => e.id),
+          ),
+        cannotPass,
+      );
+    } finally {
+      clearTimeout(loud);
+      metrics.awaitingReplicas.dec();
+    }
     if (gone.length === 0) return true;
     for (const e of held) loseJob(e);
     return false;

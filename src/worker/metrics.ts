@@ -66,6 +66,11 @@ export function createWorkerMetrics() {
       help: "Jobs that still hold a batch manifest in Redis, at the last sweep",
       registers: [registry],
     }),
+    awaitingReplicas: new Gauge({
+      name: "headroom_worker_batches_awaiting_replicas",
+      help: "Batches held from ClickHouse because their manifest is on fewer replicas than REDIS_ACK_REPLICAS",
+      registers: [registry],
+    }),
     jobsLost: new Counter({
       name: "headroom_worker_jobs_lost_to_another_worker_total",
       help: "Jobs this worker let go because another worker holds them now (after a stall)",

@@ -21,12 +21,14 @@ export const healthRoutes: FastifyPluginAsync<HealthDeps> = async (app, { backlo
     if (!details(req)) return { status };
     const s = backlog.state();
     return {
-      status,
+      status: !problem && s.replicasShort.length > 0 ? "degraded" : status,
       checks: {
         redis: { ok: s.redisOk },
         backlog: { ok: s.redisOk && !problem, jobs: s.backlogJobs, memory_ratio: s.memoryRatio },
         // Off when disabled, or when Redis has no maxmemory to compare with.
         memory_gate: { on: backlog.memoryGateOn() },
+        // Not a reason to refuse (other shards take reports): their batches wait for a replica.
+        replicas: { ok: s.replicasShort.length === 0, short: s.replicasShort },
       },
       ...(problem ? { reason: problem } : {}),
     };

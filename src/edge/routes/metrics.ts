@@ -44,6 +44,7 @@ export const metricsRoutes: FastifyPluginAsync<MetricsDeps> = async (app, deps) 
       });
     }
     metrics.backlogJobs.set(backlog.state().backlogJobs ?? 0);
+    metrics.primariesShortOfReplicas.set(backlog.state().replicasShort.length);
     reply.header("content-type", metrics.registry.contentType);
     return metrics.registry.metrics();
   });
