@@ -26,9 +26,16 @@ export async function sweepManifests(
       pipeline.zscore(`${keyPrefix}:failed`, id);
     }
     const results = (await pipeline.exec()) ?? [];
-    const done = ids.filter(
-      (_, i) => results[2 * i]?.[1] === 0 || results[2 * i + 1]?.[1] !== null,
-    );
+    // Only an answer counts: a command that failed (a failover under way) releases nothing.
+    const answer = (k: number) => {
+      const [err, value] = results[k] ?? [new Error("no answer"), undefined];
+      return err ? undefined : value;
+    };
+    const done = ids.filter((_, i) => {
+      const exists = answer(2 * i);
+      const failedAt = answer(2 * i + 1);
+      return exists === 0 || (failedAt !== undefined && failedAt !== null);
+    });
     if (done.length > 0) await store.release(done);
     held += ids.length - done.length;
   } while (cursor !== "0");
