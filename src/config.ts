@@ -191,7 +191,11 @@ export const configSchema = z.object({
   /** A job whose worker stops renewing its lock for this long is redelivered (stalled). */
   WORKER_LOCK_DURATION_MS: int(1_000).default(30_000),
   WORKER_STALLED_INTERVAL_MS: int(1_000).default(30_000),
+  /** A worker's /healthz fails once it has held jobs this long without finishing one. */
+  WORKER_HEALTH_STALL_MS: int(1_000).default(120_000),
   WORKER_METRICS_PORT: int(0, 65535).default(9101),
+  /** The alerts worker's /metrics and /healthz (on WORKER_METRICS_HOST). */
+  ALERTS_METRICS_PORT: int(0, 65535).default(9102),
   WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
   MIGRATE_ON_START: bool.default(true),
   RETRY_MAX_DELAY_MS: int(100).default(30_000),
@@ -202,6 +206,11 @@ export const configSchema = z.object({
   ALERTS_ENABLED: bool.default(true),
   /** Alert rules are cached per project for this long: a new rule is seen within it. */
   ALERTS_RULES_TTL_MS: int(0, 600_000).default(5_000),
+  /**
+   * Jobs the alerts queue may hold; beyond it, ingest workers shed alert rows (counted) rather
+   * than fill Redis while the alerts worker is down or behind.
+   */
+  ALERTS_QUEUE_MAX_JOBS: int(1).default(10_000),
   /** Batches the alerts worker evaluates at once. */
   ALERTS_CONCURRENCY: int(1, 1_000).default(4),
   /** Webhook deliveries in flight per alerts worker. */
@@ -215,8 +224,6 @@ export const configSchema = z.object({
   ALERTS_MAX_SERIES_PER_RULE: int(1).default(1_000),
   /** Series all alert rules of one project track together. */
   ALERTS_MAX_SERIES_PER_PROJECT: int(1).default(10_000),
-  /** The alerts worker's /metrics and /healthz (on WORKER_METRICS_HOST). */
-  ALERTS_METRICS_PORT: int(0, 65535).default(9102),
 
   /** The local stack's data (`npm start`): Redis, embedded ClickHouse, stack.json, local key. */
   HEADROOM_DATA_DIR: z.string().min(1).default("./.data"),

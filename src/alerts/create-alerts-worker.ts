@@ -11,6 +11,7 @@ import { evaluateBatch, type RefusedSeries } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
 import { type AlertsMetrics, createAlertsMetrics } from "./metrics.js";
 import {
+  createEvalQueue,
   createWebhookQueue,
   EVAL_QUEUE,
   type EvalJobData,
@@ -177,12 +178,23 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
   const webhookRuntime = runtime(WEBHOOK_QUEUE, config.ALERTS_WEBHOOK_CONCURRENCY, deliver);
   const evalWorker = evalRuntime.worker;
   const webhookWorker = webhookRuntime.worker;
-  evalWorker.on("failed", (job, err) =>
-    logger.error({ jobId: job?.id, err: err.message }, "alert evaluation failed"),
-  );
-  webhookWorker.on("completed", (job) =>
-    logger.info({ event: job.data.event_id, attempts: job.attemptsMade + 1 }, "webhook delivered"),
-  );
+  const evalQueue = createEvalQueue(redis, prefix);
+  evalQueue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
+  metrics.queues.push(evalQueue, webhooks);
+  for (const [queue, r] of [
+    [EVAL_QUEUE, evalRuntime],
+    [WEBHOOK_QUEUE, webhookRuntime],
+  ] as const) {
+    metrics.watched.push({ queue, activity: r.activity, oldestWaitingAt: r.oldestWaitingAt });
+  }
+  evalWorker.on("failed", (job, err) => {
+    metrics.evaluationFailures.inc();
+    logger.error({ jobId: job?.id, err: err.message }, "alert evaluation failed");
+  });
+  webhookWorker.on("completed", (job) => {
+    metrics.webhooksDelivered.inc();
+    logger.info({ event: job.data.event_id, attempts: job.attemptsMade + 1 }, "webhook delivered");
+  });
   webhookWorker.on("failed", (job, err) => {
     if (!job) return;
     const dead = job.attemptsMade >= (job.opts.attempts ?? 1) || err instanceof UnrecoverableError;
@@ -194,15 +206,17 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
       attempt: job.attemptsMade,
       err: err.message,
     };
+    metrics.webhookFailures.inc();
+    if (dead) metrics.webhooksDeadLettered.inc();
     if (dead) logger.error(fields, "webhook dead-lettered");
     else logger.warn(fields, "webhook failed: will retry");
   });
 
   return {
-    metrics,
     evalWorker,
     webhookWorker,
     webhooks,
+    metrics,
     start() {
       evalRuntime.start();
       webhookRuntime.start();
@@ -216,6 +230,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
         clearTimeout(timer);
       }
       await webhooks.close();
+      await evalQueue.close();
     },
   };
 }

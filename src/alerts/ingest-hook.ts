@@ -7,7 +7,11 @@ import { matches, projectOf, sampleOf } from "./usage.js";
 // The ingest worker's part: once a batch is stored, the rows some rule watches go to the
 // `alerts` queue as one job, under an id derived from the batch's manifest token. The rules come
 // from a short-lived cache, so a batch of projects without rules costs no Redis call at all
-// within the cache's TTL, and a batch with watched rows costs one `add`.
+// within the cache's TTL, and a batch with watched rows costs a count and one `add`.
+//
+// The queue is bounded: with the alerts worker down it would otherwise grow until Redis's memory
+// gate closes intake for every tenant. Beyond `maxJobs` a batch's alert rows are shed (counted,
+// never evaluated): alerts fall behind, ingest goes on.
 
 /** A batch as ClickHouse stored it: its manifest's token (its identity) and its rows. */
 export interface StoredBatch {
@@ -15,7 +19,16 @@ export interface StoredBatch {
   rows: ReportRow[];
 }
 
-export function createAlertsHook(deps: { rules: RuleCache; queue: EvalQueue }) {
+export interface AlertsHookDeps {
+  rules: RuleCache;
+  queue: EvalQueue;
+  /** Jobs the alerts queue may hold (waiting, delayed or active) before batches are shed. */
+  maxJobs: number;
+  /** A batch's watched rows were shed: the queue was full. */
+  onShed?: (rows: number) => void;
+}
+
+export function createAlertsHook(deps: AlertsHookDeps) {
   return async function onStored(manifest: StoredBatch): Promise<void> {
     const projects = new Set<string>();
     for (const row of manifest.rows) projects.add(projectOf(row));
@@ -36,6 +49,11 @@ export function createAlertsHook(deps: { rules: RuleCache; queue: EvalQueue }) {
       if (watched) rows.push(row);
     }
     if (rows.length === 0) return;
+    const counts = await deps.queue.getJobCounts("wait", "prioritized", "delayed", "active");
+    if (Object.values(counts).reduce((a, b) => a + b, 0) >= deps.maxJobs) {
+      deps.onShed?.(rows.length);
+      return;
+    }
     await deps.queue.add(
       EVAL_JOB,
       { v: 1, token: manifest.token, rules: [...used], rows },

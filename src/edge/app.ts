@@ -31,7 +31,7 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
   const { config, backlog, metrics } = deps;
   const app = Fastify(serverOptions(config, deps.logger));
 
-  app.register(errorHandler);
+  app.register(errorHandler, { metrics });
   app.register(jsonBody, { bodyLimit: config.BODY_LIMIT_BYTES });
   app.register(lifecycle, { metrics });
 

@@ -60,7 +60,7 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
       project = await lookupKey(key);
     } catch {
       limits.releaseAuthAttempt(ip);
-      throw unavailable("the service cannot check keys right now");
+      throw unavailable("the service cannot check keys right now", "key_store");
     }
     // A good key gives its attempt back; a bad one keeps it: that is the failure.
     if (project) limits.releaseAuthAttempt(ip);

@@ -1,7 +1,7 @@
-import type { ReportsQueue } from "../queue/reports-queue.js";
 import { answered } from "../lib/answered.js";
+import type { ReportsQueue } from "../queue/reports-queue.js";
 import { isCommandTimeout, primaries, type RedisClient } from "../redis/connections.js";
-import { unavailable } from "./errors.js";
+import { type UnavailableReason, unavailable } from "./errors.js";
 
 // Backpressure: the edge polls the queue's backlog and Redis memory a few times a second and
 // answers 503 while either is over its bound, instead of letting Redis run out of memory. Polling
@@ -151,25 +151,31 @@ export function createBacklogGate(opts: BacklogOptions) {
     state: () => state,
     /** Whether Redis memory can close intake now: enabled, and Redis has a maxmemory. */
     memoryGateOn: () => opts.maxMemoryRatio > 0 && state.memoryRatio !== null,
+    maxJobs: opts.maxJobs,
     /** Why the edge should refuse reports now, or null. */
     problem(): string | null {
-      if (!state.redisOk) return "redis is not answering";
+      return this.refusal()?.message ?? null;
+    },
+    refusal(): { reason: UnavailableReason; message: string } | null {
+      if (!state.redisOk) return { reason: "redis", message: "redis is not answering" };
       if (state.backlogJobs !== null && state.backlogJobs > opts.maxJobs) {
-        return `backlog of ${state.backlogJobs} jobs is over its bound of ${opts.maxJobs}`;
+        return {
+          reason: "backlog",
+          message: `backlog of ${state.backlogJobs} jobs is over its bound of ${opts.maxJobs}`,
+        };
       }
       if (
         opts.maxMemoryRatio > 0 &&
         state.memoryRatio !== null &&
         state.memoryRatio > opts.maxMemoryRatio
       ) {
-        return "redis memory is over its bound";
+        return { reason: "redis_memory", message: "redis memory is over its bound" };
       }
       return null;
     },
     check(): void {
-      if (this.problem()) {
-        throw unavailable();
-      }
+      const refusal = this.refusal();
+      if (refusal) throw unavailable(undefined, refusal.reason);
     },
   };
 }

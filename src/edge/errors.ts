@@ -35,6 +35,8 @@ export class HttpError extends Error {
       body?: Record<string, unknown>;
       headers?: Record<string, string | number>;
       issues?: Issue[];
+      /** Why a 503 was answered, for its log line and `headroom_unavailable_total`. */
+      reason?: UnavailableReason;
     } = {},
   ) {
     super(message);
@@ -51,6 +53,17 @@ export class HttpError extends Error {
   }
 }
 
+/** Why the edge answered 503: a closed set, a label of `headroom_unavailable_total`. */
+export type UnavailableReason =
+  | "redis"
+  | "backlog"
+  | "redis_memory"
+  | "enqueue"
+  | "key_store"
+  | "shutting_down";
+
 /** 503: the report cannot be taken durably now (Redis down, backlog over its bound, shutting down). */
-export const unavailable = (message = "the service cannot take reports right now") =>
-  new HttpError("unavailable", message, { headers: { "retry-after": 1 } });
+export const unavailable = (
+  message = "the service cannot take reports right now",
+  reason: UnavailableReason = "redis",
+) => new HttpError("unavailable", message, { headers: { "retry-after": 1 }, reason });

@@ -1,9 +1,11 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
-// Prometheus metrics of one edge process, on a registry of its own (no global state).
+// Prometheus metrics of one edge process, on a registry of its own (no global state), with the
+// process's own (event-loop lag, heap, CPU).
 
 export function createEdgeMetrics() {
   const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
   return {
     registry,
     requests: new Counter({
@@ -38,6 +40,22 @@ export function createEdgeMetrics() {
     primariesShortOfReplicas: new Gauge({
       name: "headroom_redis_primaries_short_of_replicas",
       help: "Redis primaries with fewer replicas than REDIS_ACK_REPLICAS: their batches wait, held from ClickHouse",
+      registers: [registry],
+    }),
+    unavailable: new Counter({
+      name: "headroom_unavailable_total",
+      help: "503 answers by reason (redis, backlog, redis_memory, enqueue, key_store, shutting_down)",
+      labelNames: ["reason"] as const,
+      registers: [registry],
+    }),
+    redisMemoryRatio: new Gauge({
+      name: "headroom_redis_memory_ratio",
+      help: "Redis used_memory / maxmemory of the fullest primary (last poll; absent without maxmemory)",
+      registers: [registry],
+    }),
+    backlogMaxJobs: new Gauge({
+      name: "headroom_backlog_max_jobs",
+      help: "BACKLOG_MAX_JOBS: above it the edge answers 503",
       registers: [registry],
     }),
     backlogJobs: new Gauge({

@@ -15,17 +15,24 @@ export function createWaitingProbe(redis: RedisClient, names: QueueNames) {
   probeRedis.on("error", () => {});
   const probe = new Queue(names.name, { connection: probeRedis, prefix: names.prefix });
   probe.on("error", () => {});
+  async function renewing<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      // Unanswered: the probe's own connection may be the dead kind. A new one.
+      if (isCommandTimeout(err)) probeRedis.disconnect(true);
+      throw err;
+    }
+  }
   return {
     /** Jobs waiting for any worker. */
-    async waiting(): Promise<number> {
-      try {
-        return await probe.getWaitingCount();
-      } catch (err) {
-        // Unanswered: the probe's own connection may be the dead kind. A new one.
-        if (isCommandTimeout(err)) probeRedis.disconnect(true);
-        throw err;
-      }
-    },
+    waiting: () => renewing(() => probe.getWaitingCount()),
+    /** When the job that has waited longest was queued (ms), or null when none waits. */
+    oldestWaitingAt: () =>
+      renewing(async () => {
+        const [oldest] = await probe.getJobs(["wait"], 0, 0, true);
+        return oldest ? oldest.timestamp : null;
+      }),
     async close(): Promise<void> {
       await probe.close();
       probeRedis.disconnect();

@@ -26,18 +26,32 @@ export interface WorkerRuntimeOptions<Data> {
   process: (job: Job<Data>, lockToken: string) => Promise<void>;
 }
 
+export interface WorkerActivity {
+  held: number;
+  /** When the oldest job in hand was queued (ms), or null when none is held. */
+  oldestHeldAt: number | null;
+  /** Time with jobs in hand and none finished: grows while work is stuck (e.g. ClickHouse down). */
+  stuckMs: number;
+}
+
 export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>) {
   const { logger, names } = opts;
   // For the stall watchdog: jobs started or finished so far, and jobs in hand now.
   let progress = 0;
   let held = 0;
   let closing = false;
+  // For health and lag: when each job in hand was queued, and when this worker last got anywhere.
+  const heldSince = new Map<Job<Data>, number>();
+  let busySince = 0;
+  let lastFinishAt = 0;
 
   const worker = new Worker<Data, void, string>(
     names.name,
     async (job: Job<Data>, token?: string) => {
       progress += 1;
       held += 1;
+      if (held === 1) busySince = Date.now();
+      heldSince.set(job, job.timestamp);
       try {
         await opts.process(job, token ?? "");
       } catch (err) {
@@ -50,6 +64,8 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>) {
       } finally {
         progress += 1;
         held -= 1;
+        heldSince.delete(job);
+        lastFinishAt = Date.now();
       }
     },
     {
@@ -97,6 +113,19 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>) {
   return {
     worker,
     watchdog,
+    /** Jobs waiting in this worker's queue (over the watchdog's connection). */
+    waiting: () => probe.waiting(),
+    oldestWaitingAt: () => probe.oldestWaitingAt(),
+    /** What this worker holds now, and for how long it has held work without finishing a job. */
+    activity(now = Date.now()): WorkerActivity {
+      let oldestHeldAt: number | null = null;
+      for (const at of heldSince.values()) oldestHeldAt = Math.min(oldestHeldAt ?? at, at);
+      return {
+        held,
+        oldestHeldAt,
+        stuckMs: held > 0 ? now - Math.max(busySince, lastFinishAt) : 0,
+      };
+    },
     start() {
       run();
       watchdog.start();

@@ -35,6 +35,7 @@ export interface IngestWorkerDeps {
     | "WORKER_STALLED_INTERVAL_MS"
     | "ALERTS_ENABLED"
     | "ALERTS_RULES_TTL_MS"
+    | "ALERTS_QUEUE_MAX_JOBS"
     | "REDIS_ACK_REPLICAS"
     | "REDIS_ACK_TIMEOUT_MS"
     | "DLQ_RETENTION_DAYS"
@@ -80,6 +81,11 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
           config.ALERTS_RULES_TTL_MS,
         ),
         queue: evalQueue,
+        maxJobs: config.ALERTS_QUEUE_MAX_JOBS,
+        onShed: (rows) => {
+          deps.metrics.alertsShedBatches.inc();
+          deps.metrics.alertsShedRows.inc(rows);
+        },
       })
     : undefined;
   const processor = createIngestProcessor({
@@ -117,6 +123,12 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     },
   });
   const { worker } = runtime;
+  const watched = {
+    queue: keyPrefix,
+    activity: runtime.activity,
+    oldestWaitingAt: runtime.oldestWaitingAt,
+  };
+  deps.metrics.watched.push(watched);
   worker.on("stalled", () => deps.metrics.stalls.inc());
   const releaser = createManifestReleaser({
     store: manifests,
@@ -151,6 +163,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     /** Stop taking jobs, flush what is in hand, ack it, close. */
     async close(graceMs = 20_000) {
       await runtime.close(() => processor.close(graceMs));
+      deps.metrics.watched.splice(deps.metrics.watched.indexOf(watched), 1);
       await releaser.stop();
       await queue.close();
       await evalQueue?.close();

@@ -105,7 +105,7 @@ export function createIngestProcessor(opts: IngestOptions) {
       const at = entry.rows[0] ? receivedAtMsOf(entry.rows[0]) : Number.NaN;
       if (Number.isFinite(at)) oldest = Math.min(oldest, at);
     }
-    if (Number.isFinite(oldest)) metrics.lagSeconds.set(Math.max(0, (Date.now() - oldest) / 1000));
+    if (Number.isFinite(oldest)) metrics.recordLag(Math.max(0, (Date.now() - oldest) / 1000));
   }
 
   const batcher = createBatcher<Entry>({

@@ -189,6 +189,7 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
         : [];
     metrics.batchRows.observe(items.length);
     metrics.rowsInserted.inc(items.length - refused.length);
+    metrics.markInserted();
     if (deps.onStored) {
       await notifyStored(deps.onStored, manifest, refused.length > 0 ? refused : null);
     }

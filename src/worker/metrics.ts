@@ -1,12 +1,37 @@
-import { createServer, type Server } from "node:http";
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { registerWorkerGauges, type WatchedWorker } from "../queue/worker-health.js";
 
-// Prometheus metrics of one worker process, served on a port of its own.
+// Prometheus metrics of one ingest worker process, served on a port of its own
+// (src/lib/metrics-server.ts), with the process's own (event-loop lag, heap, CPU).
 
 export function createWorkerMetrics() {
   const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const watched: WatchedWorker[] = [];
+  registerWorkerGauges(registry, "headroom_worker", () => watched);
+  const startedAt = Date.now();
+  let lastInsertAt: number | null = null;
+  let lastLagS = 0;
   return {
     registry,
+    /** The workers whose jobs the gauges, the lag and the health look at. */
+    watched,
+    /** ClickHouse acknowledged an insert. */
+    markInserted() {
+      lastInsertAt = Date.now();
+    },
+    /** The age of the oldest report of a batch being inserted. */
+    recordLag(seconds: number) {
+      lastLagS = seconds;
+    },
+    sinceLastInsert: new Gauge({
+      name: "headroom_worker_seconds_since_last_insert",
+      help: "Seconds since ClickHouse last acknowledged an insert of this process (since its start if none)",
+      registers: [registry],
+      collect() {
+        this.set((Date.now() - (lastInsertAt ?? startedAt)) / 1000);
+      },
+    }),
     batchRows: new Histogram({
       name: "headroom_worker_batch_rows",
       help: "Rows per ClickHouse insert batch",
@@ -81,46 +106,33 @@ export function createWorkerMetrics() {
       help: "Jobs this worker's stall check found without a live lock and put back in the queue",
       registers: [registry],
     }),
+    alertsShedBatches: new Counter({
+      name: "headroom_worker_alerts_shed_batches_total",
+      help: "Stored batches whose alert rows were not queued: the alerts queue was at ALERTS_QUEUE_MAX_JOBS",
+      registers: [registry],
+    }),
+    alertsShedRows: new Counter({
+      name: "headroom_worker_alerts_shed_rows_total",
+      help: "Watched rows never evaluated for alerts because the alerts queue was full",
+      registers: [registry],
+    }),
     lagSeconds: new Gauge({
       name: "headroom_worker_queue_lag_seconds",
-      help: "Age of the oldest report in the last batch when it was inserted",
+      help: "How far behind this worker is: the age of the oldest job it holds or that waits, else of the oldest report of its last insert",
       registers: [registry],
+      // Read at scrape: when inserts stop while work is pending, the lag keeps growing.
+      async collect() {
+        const now = Date.now();
+        let oldest: number | null = null;
+        for (const w of watched) {
+          const held = w.activity(now).oldestHeldAt;
+          const waiting = await w.oldestWaitingAt().catch(() => null);
+          for (const at of [held, waiting]) if (at !== null) oldest = Math.min(oldest ?? at, at);
+        }
+        this.set(oldest === null ? lastLagS : Math.max(lastLagS, (now - oldest) / 1000));
+      },
     }),
   };
 }
 
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
-
-/** Serves /metrics and /healthz; port 0 picks a free port. */
-export async function serveWorkerMetrics(
-  metrics: Pick<WorkerMetrics, "registry">,
-  host: string,
-  port: number,
-): Promise<{ server: Server; port: number }> {
-  const server = createServer((req, res) => {
-    if (req.url === "/metrics") {
-      metrics.registry.metrics().then(
-        (text) => {
-          res.writeHead(200, { "content-type": metrics.registry.contentType });
-          res.end(text);
-        },
-        () => {
-          res.writeHead(500);
-          res.end();
-        },
-      );
-    } else if (req.url === "/healthz") {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end('{"status":"ok"}');
-    } else {
-      res.writeHead(404);
-      res.end();
-    }
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => resolve());
-  });
-  const address = server.address();
-  return { server, port: typeof address === "object" && address ? address.port : port };
-}

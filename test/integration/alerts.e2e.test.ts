@@ -123,10 +123,29 @@ it("receiver down for a while: retried with backoff, delivered once", async () =
   expect(await fx.webhooks.getJobState(job.id as string)).toBe("completed");
 });
 
+/** A sample of the alerts worker's metrics (as its /metrics serves them). */
+async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
+  const m = await alerts.metrics.registry.getSingleMetric(name)?.get();
+  const sample = m?.values.find((v) =>
+    Object.entries(labels).every(([k, want]) => String(v.labels[k]) === want),
+  );
+  return sample?.value ?? 0;
+}
+
 it("receiver down for good: dead-lettered after every attempt, replayable", async () => {
   const { receiver } = await ruleFor("p-dead");
   receiver.answer(503);
+  const failed = { queue: "alerts-webhooks", state: "failed" };
+  const before = {
+    dead: await metric("headroom_alerts_webhooks_dead_lettered_total"),
+    failures: await metric("headroom_alerts_webhook_failures_total"),
+    failedJobs: await metric("headroom_alerts_queue_jobs", failed),
+  };
   await fx.send("p-dead", [99]);
+  // What an operator's alert rules see: the failures, the dead letter, the failed set's depth.
+  expect(await metric("headroom_alerts_webhooks_dead_lettered_total")).toBe(before.dead + 1);
+  expect(await metric("headroom_alerts_webhook_failures_total")).toBe(before.failures + 6);
+  expect(await metric("headroom_alerts_queue_jobs", failed)).toBe(before.failedJobs + 1);
   const [dead] = await fx.webhooks.getFailed();
   expect(dead?.attemptsMade).toBe(6);
   expect(dead?.failedReason).toMatch(/receiver answered 503/);
@@ -146,7 +165,11 @@ it("a batch stored twice (a redelivered job) evaluates once", async () => {
   const { receiver } = await ruleFor("p-twice");
   const rows = [usageRow("p-twice", 80), usageRow("p-twice", 96)];
   const manifest = { token: "0197d2a8-0000-7000-8000-000000000001", rows, jobs: [] };
-  const hook = createAlertsHook({ rules: createRuleCache(fx.rules, 0), queue: fx.evalQueue });
+  const hook = createAlertsHook({
+    rules: createRuleCache(fx.rules, 0),
+    queue: fx.evalQueue,
+    maxJobs: 1_000,
+  });
   // As a redelivery does: the same manifest handed over again, before and after evaluation.
   await hook(manifest);
   await hook(manifest);

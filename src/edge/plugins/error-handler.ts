@@ -2,16 +2,18 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { EnqueueError } from "../../queue/enqueuer.js";
 import { HttpError, unavailable } from "../errors.js";
+import type { EdgeMetrics } from "../metrics.js";
 import { redactPath } from "../request-log.js";
 
 // The one error handler: every error becomes one of the contract's codes and bodies; anything
 // unexpected is a 500 whose body carries no internals (the log has them).
 
-export const errorHandler = fp(
-  async (app) => {
+export const errorHandler = fp<{ metrics?: Pick<EdgeMetrics, "unavailable"> }>(
+  async (app, opts) => {
     app.setErrorHandler((err, req, reply) => {
       const httpError = toHttpError(err, req);
       if (keepsConnection(err, httpError, req)) reply.removeHeader("connection");
+      if (httpError.extra.reason) opts.metrics?.unavailable.inc({ reason: httpError.extra.reason });
       return sendError(req, reply, httpError);
     });
     // The path is echoed to help whoever mistyped it, but never a key sent in it by mistake.
@@ -27,7 +29,9 @@ export const errorHandler = fp(
 );
 
 function sendError(req: FastifyRequest, reply: FastifyReply, err: HttpError) {
-  if (err.status >= 500) req.log.error({ code: err.code, err: err.cause }, err.message);
+  if (err.status >= 500) {
+    req.log.error({ code: err.code, reason: err.extra.reason, err: err.cause }, err.message);
+  }
   for (const [name, value] of Object.entries(err.extra.headers ?? {})) reply.header(name, value);
   return reply.code(err.status).send(err.toBody());
 }
@@ -49,7 +53,9 @@ function keepsConnection(err: unknown, httpError: HttpError, req: FastifyRequest
 /** Our own and Fastify's errors mapped onto the contract's codes; anything else is a bug. */
 export function toHttpError(err: unknown, req: FastifyRequest): HttpError {
   if (err instanceof HttpError) return err;
-  if (err instanceof EnqueueError) return unavailable("the queue cannot take reports right now");
+  if (err instanceof EnqueueError) {
+    return unavailable("the queue cannot take reports right now", "enqueue");
+  }
   // `throw null` (or a rejection with undefined) must become a 500 too, not crash this handler.
   const fields = (err ?? {}) as { code?: string; statusCode?: number };
   const code = fields.code;

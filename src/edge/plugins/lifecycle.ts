@@ -36,7 +36,7 @@ export const lifecycle = fp<{ metrics: EdgeMetrics }>(
     });
     app.addHook("onRequest", (req, _reply, done) => {
       requestStarted(req.raw);
-      done(closing ? unavailable("the service is shutting down") : undefined);
+      done(closing ? unavailable("the service is shutting down", "shutting_down") : undefined);
     });
     app.addHook("onResponse", (req, reply, done) => {
       requestAnswered(req.raw);

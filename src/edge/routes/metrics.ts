@@ -43,8 +43,12 @@ export const metricsRoutes: FastifyPluginAsync<MetricsDeps> = async (app, deps) 
         headers: { "www-authenticate": "Bearer" },
       });
     }
-    metrics.backlogJobs.set(backlog.state().backlogJobs ?? 0);
-    metrics.primariesShortOfReplicas.set(backlog.state().replicasShort.length);
+    const state = backlog.state();
+    metrics.backlogJobs.set(state.backlogJobs ?? 0);
+    metrics.backlogMaxJobs.set(backlog.maxJobs);
+    if (state.memoryRatio === null) metrics.redisMemoryRatio.reset();
+    else metrics.redisMemoryRatio.set(state.memoryRatio);
+    metrics.primariesShortOfReplicas.set(state.replicasShort.length);
     reply.header("content-type", metrics.registry.contentType);
     return metrics.registry.metrics();
   });
