@@ -2,12 +2,18 @@ import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
 import { evaluateBatch, type RefusedSeries } from "../../src/alerts/evaluate-batch.js";
 import { alertKeys } from "../../src/alerts/keys.js";
+import { createAlertsMetrics } from "../../src/alerts/metrics.js";
+import { EVAL_JOB } from "../../src/alerts/queues.js";
 import type { AlertRule } from "../../src/alerts/rule.js";
 import { createRuleStore } from "../../src/alerts/rule-store.js";
 import { createStateStore } from "../../src/alerts/state-store.js";
+import { createLogger } from "../../src/lib/logger.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
+import { alertsFixture } from "../helpers/alerts-fixture.js";
+import { startPipeline } from "../helpers/pipeline.js";
 
 // A project's clients choose their `app` names, and each name is a series of every project-wide
 // rule. Whatever names arrive, the alert state a rule and a project hold in Redis stays under
@@ -146,5 +152,50 @@ describe("alert series caps", () => {
     const k = alertKeys(prefix);
     const fields = (await redis.hkeys(k.state(r.id))).map((f) => (JSON.parse(f) as string[])[2]);
     expect(fields.sort()).toEqual(["c", "d", "e"]);
+  });
+});
+
+describe("the alerts worker at the cap", () => {
+  it("counts the refused series in its metrics and logs the rule, once per interval", {
+    timeout: 60_000,
+  }, async () => {
+    const p = await startPipeline({ ALERTS_MAX_SERIES_PER_RULE: "2", ALERTS_RULES_TTL_MS: "0" });
+    const fx = alertsFixture(p);
+    const lines: string[] = [];
+    const metrics = createAlertsMetrics();
+    const worker = createAlertsWorker({
+      config: p.config,
+      redis: p.redis,
+      clickhouse: p.client,
+      logger: createLogger("warn", "test", { write: (l: string) => lines.push(l) }),
+      metrics,
+    });
+    worker.start();
+    try {
+      const { rule } = await fx.rules.create({
+        project: "p-cap4",
+        metric: "requests" as const,
+        warn_pct: 70,
+        critical_pct: 90,
+        webhook: "http://127.0.0.1:1/hook",
+      });
+      for (let i = 0; i < 6; i++) {
+        await fx.evalQueue.add(EVAL_JOB, {
+          v: 1,
+          token: `cap4-${i}`,
+          rules: [rule],
+          rows: [row("p-cap4", `app-${i}`, 10)],
+        });
+      }
+      await fx.settled();
+      expect((await metrics.seriesRefused.get()).values[0]?.value).toBe(4);
+      const logged = lines.filter((l) => l.includes("alert series over the cap"));
+      expect(logged).toHaveLength(1);
+      expect(logged[0]).toContain(rule.id);
+    } finally {
+      await worker.close();
+      await fx.close();
+      await p.close();
+    }
   });
 });
