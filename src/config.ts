@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { join } from "node:path";
 import { z } from "zod";
 
@@ -30,6 +31,38 @@ const redisNodes = z
       )
       .min(1),
   );
+
+// proxy-addr's names for address ranges, accepted as Fastify's trustProxy does.
+const PROXY_RANGES = new Set(["loopback", "linklocal", "uniquelocal"]);
+const isProxyAddress = (entry: string) => {
+  if (PROXY_RANGES.has(entry)) return true;
+  const [addr = "", bits, ...rest] = entry.split("/");
+  const family = isIP(addr);
+  if (family === 0 || rest.length > 0) return false;
+  if (bits === undefined) return true;
+  return /^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
+};
+
+/**
+ * Which proxies in front of the edge may name the client (X-Forwarded-For): none, a hop count,
+ * or their addresses and CIDRs. Never "trust all": the leftmost entry is the client's to forge.
+ */
+const trustProxy = z.string().transform((text, ctx): false | number | string[] => {
+  const value = text.trim().toLowerCase();
+  if (["0", "false", "no", "off"].includes(value)) return false;
+  if (/^\d+$/.test(value) && Number(value) <= 16) return Number(value);
+  const entries = value
+    .split(",")
+    .map((part) => part.trim())
+    .filter(Boolean);
+  if (entries.length > 0 && entries.every(isProxyAddress)) return entries;
+  ctx.addIssue({
+    code: "custom",
+    message:
+      "must be false, a hop count (1-16: proxies in front of the edge) or the proxies' addresses and CIDRs; trusting every sender would let clients forge their IP",
+  });
+  return z.NEVER;
+});
 
 const shardList = z
   .string()
@@ -85,7 +118,8 @@ export const configSchema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** One log line per request is costly at full rate; errors are always logged. */
   LOG_REQUESTS: bool.default(false),
-  TRUST_PROXY: bool.default(false),
+  /** Proxies that may name the client in X-Forwarded-For: a hop count or addresses/CIDRs. */
+  TRUST_PROXY: trustProxy.default(false),
 
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).default("redis://127.0.0.1:6379"),
   /** Seed nodes of a Redis Cluster (`host:port,…`, or redis[s]:// URLs carrying auth and TLS). */
@@ -126,6 +160,8 @@ export const configSchema = z.object({
   KEY_CACHE_TTL_MS: int(0, 1_000).default(500),
   AUTH_FAILURES_PER_IP: int(1).default(30),
   AUTH_FAILURE_WINDOW_S: int(1).default(60),
+  /** IPs (IPv6 grouped by /64) whose failed authentications an edge tracks at once. */
+  AUTH_FAILURE_MAX_CLIENTS: int(1).default(100_000),
   PLANS: plansSchema.default(DEFAULT_PLANS),
   DEFAULT_PLAN: z.string().default("unlimited"),
 
@@ -178,6 +214,8 @@ export const configSchema = z.object({
    */
   MIGRATE_ON_START: bool.optional(),
   RETRY_MAX_DELAY_MS: int(100).default(30_000),
+  /** Days a failed job (the dead-letter set) is kept, with its rows, before it is removed. */
+  DLQ_RETENTION_DAYS: int(1, 3_650).default(14),
 
   /** Ingest workers hand stored rows that alert rules watch to the alerts worker. */
   ALERTS_ENABLED: bool.default(true),
@@ -197,12 +235,21 @@ export const configSchema = z.object({
   /** First retry delay of a webhook; doubled at each attempt. */
   ALERTS_WEBHOOK_BACKOFF_MS: int(10).default(5_000),
   ALERTS_WEBHOOK_TIMEOUT_MS: int(100).default(10_000),
+  /** Series (provider × model × app) one alert rule tracks; new ones beyond are not evaluated. */
+  ALERTS_MAX_SERIES_PER_RULE: int(1).default(1_000),
+  /** Series all alert rules of one project track together. */
+  ALERTS_MAX_SERIES_PER_PROJECT: int(1).default(10_000),
 
   /** The local stack's data (`npm start`): Redis, embedded ClickHouse, stack.json, local key. */
   HEADROOM_DATA_DIR: z.string().min(1).default("./.data"),
   /** Fixed ports for the local stack's own Redis and ClickHouse server; any free port if unset. */
   STACK_REDIS_PORT: int(1, 65535).optional(),
   STACK_CLICKHOUSE_PORT: int(1, 65535).optional(),
+  /** The local stack's own Redis `maxmemory` (with noeviction): what the memory gate measures. */
+  STACK_REDIS_MAXMEMORY: z
+    .string()
+    .regex(/^[1-9]\d*(kb|mb|gb)?$/i, "must be a size such as 512mb or 2gb")
+    .default("512mb"),
 });
 
 export type Config = z.infer<typeof configSchema>;

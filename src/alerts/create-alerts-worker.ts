@@ -7,7 +7,7 @@ import { retryUntilDone, shutdownSignal } from "../lib/retry.js";
 import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
-import { evaluateBatch } from "./evaluate-batch.js";
+import { evaluateBatch, type RefusedSeries } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
 import { type AlertsMetrics, createAlertsMetrics } from "./metrics.js";
 import {
@@ -45,6 +45,8 @@ export interface AlertsWorkerDeps {
     | "ALERTS_WEBHOOK_TIMEOUT_MS"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
+    | "ALERTS_MAX_SERIES_PER_RULE"
+    | "ALERTS_MAX_SERIES_PER_PROJECT"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: RedisClient;
@@ -53,10 +55,38 @@ export interface AlertsWorkerDeps {
   metrics?: AlertsMetrics;
 }
 
+/** A rule's refused series are logged at most this often. */
+const REFUSAL_LOG_INTERVAL_MS = 60_000;
+
 export function createAlertsWorker(deps: AlertsWorkerDeps) {
   const { config, logger, redis } = deps;
   const prefix = config.QUEUE_PREFIX;
-  const states = createStateStore(redis, prefix);
+  const metrics = deps.metrics ?? createAlertsMetrics();
+  const states = createStateStore(redis, prefix, {
+    maxSeriesPerRule: config.ALERTS_MAX_SERIES_PER_RULE,
+    maxSeriesPerProject: config.ALERTS_MAX_SERIES_PER_PROJECT,
+  });
+  const refusalLoggedAt = new Map<string, number>();
+  const onRefused = (refused: RefusedSeries[]) => {
+    metrics.seriesRefused.inc(refused.length);
+    const now = Date.now();
+    for (const { rule, series } of refused) {
+      if (now - (refusalLoggedAt.get(rule.id) ?? 0) < REFUSAL_LOG_INTERVAL_MS) continue;
+      refusalLoggedAt.set(rule.id, now);
+      logger.warn(
+        {
+          rule: rule.id,
+          project: rule.project,
+          series,
+          maxPerRule: config.ALERTS_MAX_SERIES_PER_RULE,
+          maxPerProject: config.ALERTS_MAX_SERIES_PER_PROJECT,
+        },
+        "alert series over the cap: not evaluated",
+      );
+    }
+    // Bounded like the series: rules that refused nothing for a while are forgotten.
+    if (refusalLoggedAt.size > 10_000) refusalLoggedAt.clear();
+  };
   const rules = createRuleStore(redis, prefix);
   const sink = createEventSink(
     deps.clickhouse,
@@ -87,7 +117,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
 
   async function evaluate(job: Job<EvalJobData>): Promise<void> {
     const { token, rules: ruleSet, rows } = job.data;
-    const events = await evaluateBatch(states, token, ruleSet, rows);
+    const events = await evaluateBatch(states, token, ruleSet, rows, onRefused);
     if (events.length > 0) {
       await retryUntilDone(() => sink.insert(events, token), {
         isFinal: (e) => classifyInsertError(e) === "data",
@@ -148,7 +178,6 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
   const webhookRuntime = runtime(WEBHOOK_QUEUE, config.ALERTS_WEBHOOK_CONCURRENCY, deliver);
   const evalWorker = evalRuntime.worker;
   const webhookWorker = webhookRuntime.worker;
-  const metrics = deps.metrics ?? createAlertsMetrics();
   const evalQueue = createEvalQueue(redis, prefix);
   evalQueue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
   metrics.queues.push(evalQueue, webhooks);

@@ -1,6 +1,6 @@
 import type { ReportRow } from "../report/report-schema.js";
 import type { AlertEvent } from "./alert-event.js";
-import { evaluateSeries, type SeriesState } from "./evaluate-series.js";
+import { evaluateSeries, readState } from "./evaluate-series.js";
 import type { AlertRule } from "./rule.js";
 import type { StateStore, StateWrite } from "./state-store.js";
 import { matches, projectOf, type Sample, type Series, sampleOf, seriesOf } from "./usage.js";
@@ -18,6 +18,12 @@ interface SeriesInput {
 }
 
 const MAX_CONFLICTS = 50;
+
+/** A new series the store would not track: its rule or project is at its cap. */
+export interface RefusedSeries {
+  rule: AlertRule;
+  series: Series;
+}
 
 export function groupSeries(rules: AlertRule[], rows: ReportRow[]): SeriesInput[] {
   const byProject = new Map<string, ReportRow[]>();
@@ -52,31 +58,42 @@ export async function evaluateBatch(
   token: string,
   rules: AlertRule[],
   rows: ReportRow[],
+  onRefused: (refused: RefusedSeries[]) => void = () => {},
 ): Promise<AlertEvent[]> {
   const inputs = groupSeries(rules, rows);
   if (inputs.length === 0) return [];
-  const refs = inputs.map((i) => ({ ruleId: i.rule.id, field: i.field }));
+  const refs = inputs.map((i) => ({ ruleId: i.rule.id, project: i.rule.project, field: i.field }));
   for (let attempt = 0; attempt < MAX_CONFLICTS; attempt++) {
-    const { outbox, states } = await store.read(token, refs);
+    const { outbox, states, refused } = await store.read(token, refs);
     if (outbox !== null) return JSON.parse(outbox) as AlertEvent[];
     const events: AlertEvent[] = [];
     const writes: StateWrite[] = [];
+    const left: RefusedSeries[] = [];
     inputs.forEach((input, i) => {
+      if (refused[i]) {
+        left.push({ rule: input.rule, series: input.series });
+        return;
+      }
       const prev = states[i] ?? null;
-      const state = prev === null ? null : (JSON.parse(prev) as SeriesState);
+      const state = prev === null ? null : readState(prev);
       const { next, events: e } = evaluateSeries(input.rule, input.series, input.samples, state);
       const text = JSON.stringify(next);
       if (text !== prev) writes.push({ ...refs[i], prev, next: text } as StateWrite);
       events.push(...e);
     });
+    // Refusals are told once, by the attempt whose outcome stands.
+    const done = () => {
+      if (left.length > 0) onRefused(left);
+      return events;
+    };
     // Nothing new (every row evaluated before): nothing to write.
-    if (writes.length === 0) return events;
+    if (writes.length === 0) return done();
     const res = await store.commit(
       token,
       writes,
       events.length > 0 ? JSON.stringify(events) : null,
     );
-    if (res.ok) return events;
+    if (res.ok) return done();
     if ("outbox" in res) return JSON.parse(res.outbox) as AlertEvent[];
   }
   throw new Error(`alert state kept changing under batch ${token}: giving up for now`);

@@ -7,15 +7,26 @@ import type { Sample, Series } from "./usage.js";
 // A rule's samples for one series, in report order, through the state machine. Pure: the same
 // state and samples always give the same next state and the same events (ids included).
 //
-// The watermark (the last sample applied: timestamp, then report id) makes this idempotent and
-// ordered: a sample at or before it — a row evaluated before (a redelivered batch), or a report
-// that arrived late — changes nothing.
+// Time here is the server's (when the edge received each report): order, cooldowns and burn rates
+// never follow a client's clock. The watermark (the last sample applied: receive time, then
+// report id) makes this idempotent and ordered: a sample at or before it — a row evaluated before
+// (a redelivered batch) — changes nothing.
 
 export interface SeriesState {
   m: MachineState;
-  /** The last sample applied: [timestamp ms, report id]. */
-  wm: [number, string] | null;
+  /** The last sample applied: [received ms, report id]. */
+  seen: [number, string] | null;
   h: Point[];
+}
+
+/**
+ * A stored state; one written before times were the server's (`wm`, in client time) keeps its
+ * level and what was sent, not its times, which a client's clock may have put ahead.
+ */
+export function readState(text: string): SeriesState {
+  const stored = JSON.parse(text) as SeriesState & { wm?: unknown };
+  if (stored.seen !== undefined) return stored;
+  return { m: { ...stored.m, sentAt: {} }, seen: null, h: [] };
 }
 
 export const thresholdsOf = (rule: AlertRule): Thresholds => ({
@@ -28,8 +39,8 @@ export const thresholdsOf = (rule: AlertRule): Thresholds => ({
 export const compareSamples = (a: Sample, b: Sample) =>
   a.t - b.t || (a.reportId < b.reportId ? -1 : a.reportId > b.reportId ? 1 : 0);
 
-const after = (s: Sample, wm: [number, string] | null) =>
-  wm === null || s.t > wm[0] || (s.t === wm[0] && s.reportId > wm[1]);
+const after = (s: Sample, seen: [number, string] | null) =>
+  seen === null || s.t > seen[0] || (s.t === seen[0] && s.reportId > seen[1]);
 
 const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
 
@@ -40,13 +51,13 @@ export function evaluateSeries(
   prev: SeriesState | null,
 ): { next: SeriesState; events: AlertEvent[] } {
   const th = thresholdsOf(rule);
-  let state: SeriesState = prev ?? { m: INITIAL, wm: null, h: [] };
+  let state: SeriesState = prev ?? { m: INITIAL, seen: null, h: [] };
   const events: AlertEvent[] = [];
   for (const s of [...samples].sort(compareSamples)) {
-    if (!after(s, state.wm)) continue;
+    if (!after(s, state.seen)) continue;
     const h = addPoint(state.h, [s.t, s.remaining]);
     const { state: m, fire } = step(state.m, s.pct, s.t, th);
-    state = { m, wm: [s.t, s.reportId], h };
+    state = { m, seen: [s.t, s.reportId], h };
     if (!fire) continue;
     const burn = burnPerSecond(h);
     events.push({

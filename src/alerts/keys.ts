@@ -11,6 +11,10 @@ export function alertKeys(prefix: string) {
     secrets: `${prefix}:alert-secrets`,
     /** Hash per rule: series → state JSON. */
     state: (ruleId: string) => `${prefix}:alert-state:${ruleId}`,
+    /** Sorted set per rule: series → when it was last written (ms); bounds and expires them. */
+    series: (ruleId: string) => `${prefix}:alert-series:${ruleId}`,
+    /** Sorted set per project: `<rule id> <series>` → when it was last written (ms). */
+    projectSeries: (project: string) => `${prefix}:alert-project-series:${project}`,
     /** Events of one evaluated batch not yet stored and queued. */
     outbox: (token: string) => `${prefix}:alert-outbox:${token}`,
   };

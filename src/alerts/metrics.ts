@@ -34,6 +34,11 @@ export function createAlertsMetrics() {
         );
       },
     }),
+    seriesRefused: new Counter({
+      name: "headroom_alerts_series_refused_total",
+      help: "Samples of new series not evaluated: their rule or project tracks as many series as allowed",
+      registers: [registry],
+    }),
     evaluationFailures: new Counter({
       name: "headroom_alerts_evaluation_failures_total",
       help: "Alert evaluations that failed (retried with backoff, then kept in the failed set)",

@@ -91,13 +91,16 @@ export function createRuleStore(redis: RedisClient, prefix: string): RuleStore {
     async remove(id) {
       const project = await redis.hget(k.ruleIndex, id);
       if (project === null) return false;
-      await redis
+      // Its series no longer count against the project's cap.
+      const series = await redis.zrange(k.series(id), 0, -1);
+      const tx = redis
         .multi()
         .hdel(k.rules(project), id)
         .hdel(k.ruleIndex, id)
         .hdel(k.secrets, id)
-        .del(k.state(id))
-        .exec();
+        .del(k.state(id), k.series(id));
+      if (series.length > 0) tx.zrem(k.projectSeries(project), ...series.map((f) => `${id} ${f}`));
+      await tx.exec();
       return true;
     },
   };

@@ -12,10 +12,16 @@ import { alertKeys } from "./keys.js";
 // the batch's outbox. An evaluation of the same batch that finds the outbox (a redelivered job)
 // takes those events as they are instead of evaluating again: the events are never lost between
 // the state change and their delivery, and never produced twice.
+//
+// Series are bounded: the clients choose `app` names, and every new name is a new series. The
+// read admits a series the rule does not track yet only while the rule and its project are under
+// their caps (a sorted set of series by last write, each); a series not written for the TTL is
+// dropped, at the next read of its project. A refused series is not evaluated at all.
 
 /** A state hash field: the rule's state key and the series' field in it. */
 export interface StateRef {
   ruleId: string;
+  project: string;
   field: string;
 }
 
@@ -30,19 +36,81 @@ export type CommitResult =
   | { ok: false; conflict: true }
   | { ok: false; outbox: string };
 
-// KEYS: outbox, then one state hash per write. ARGV: outbox text ('' for none), state TTL (s),
-// then per write: field, previous text ('' for none), next text.
+export interface StateStoreOptions {
+  /** Series one rule tracks at most. */
+  maxSeriesPerRule: number;
+  /** Series all rules of one project track at most. */
+  maxSeriesPerProject: number;
+  /** A series not written for this long starts afresh and frees its place. */
+  ttlMs?: number;
+  now?: () => number;
+}
+
+/** A series nobody reported on for this long starts afresh. */
+export const SERIES_TTL_MS = 30 * 86_400_000;
+/** Expired series dropped per project per read: bounded work; the rest go at later reads. */
+const PRUNE_PER_READ = 100;
+
+// KEYS: outbox. ARGV: now, TTL (ms), cap per rule, cap per project, state/series/project-series
+// key prefixes, prune limit, then per series: rule id, project, field. Returns the outbox (then
+// nothing else), or nil followed by one entry per series: its state (nil: none) or 0 (refused).
+const READ = `
+local existing = redis.call('GET', KEYS[1])
+if existing then return {existing} end
+local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+local perRule, perProject = tonumber(ARGV[3]), tonumber(ARGV[4])
+local sp, rp, pp, limit = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
+local pruned = {}
+local out = {false}
+for i = 9, #ARGV, 3 do
+  local rule, project, field = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local rkey, pkey = rp .. rule, pp .. project
+  if not pruned[project] then
+    pruned[project] = true
+    local old = redis.call('ZRANGEBYSCORE', pkey, '-inf', '(' .. (now - ttl), 'LIMIT', 0, limit)
+    for _, member in ipairs(old) do
+      local sep = string.find(member, ' ', 1, true)
+      local r, f = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
+      redis.call('HDEL', sp .. r, f)
+      redis.call('ZREM', rp .. r, f)
+      redis.call('ZREM', pkey, member)
+    end
+  end
+  if redis.call('ZSCORE', rkey, field) then
+    out[#out + 1] = redis.call('HGET', sp .. rule, field) or false
+  elseif redis.call('ZCARD', rkey) < perRule and redis.call('ZCARD', pkey) < perProject then
+    redis.call('ZADD', rkey, now, field)
+    redis.call('ZADD', pkey, now, rule .. ' ' .. field)
+    redis.call('PEXPIRE', rkey, ttl)
+    redis.call('PEXPIRE', pkey, ttl)
+    out[#out + 1] = redis.call('HGET', sp .. rule, field) or false
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`;
+
+// KEYS: outbox, then one state hash per write. ARGV: outbox text ('' for none), now, TTL (ms),
+// series/project-series key prefixes, then per write: field, previous text ('' for none), next
+// text, rule id, project.
 const COMMIT = `
 local existing = redis.call('GET', KEYS[1])
 if existing then return {2, existing} end
 for i = 2, #KEYS do
-  local a = 3 + (i - 2) * 3
+  local a = 6 + (i - 2) * 5
   if (redis.call('HGET', KEYS[i], ARGV[a]) or '') ~= ARGV[a + 1] then return {0} end
 end
+local now, ttl, rp, pp = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 for i = 2, #KEYS do
-  local a = 3 + (i - 2) * 3
-  redis.call('HSET', KEYS[i], ARGV[a], ARGV[a + 2])
-  redis.call('EXPIRE', KEYS[i], ARGV[2])
+  local a = 6 + (i - 2) * 5
+  local field, rule, project = ARGV[a], ARGV[a + 3], ARGV[a + 4]
+  redis.call('HSET', KEYS[i], field, ARGV[a + 2])
+  redis.call('PEXPIRE', KEYS[i], ttl)
+  redis.call('ZADD', rp .. rule, now, field)
+  redis.call('ZADD', pp .. project, now, rule .. ' ' .. field)
+  redis.call('PEXPIRE', rp .. rule, ttl)
+  redis.call('PEXPIRE', pp .. project, ttl)
 end
 if ARGV[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'EX', 86400) end
 return {1}
@@ -50,27 +118,46 @@ return {1}
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
+    headroomAlertsRead(...args: (string | number)[]): Result<(string | number | null)[], Context>;
     headroomAlertsCommit(...args: (string | number)[]): Result<[number, string?], Context>;
   }
 }
 
-/** A series nobody reported on for this long starts afresh. */
-const STATE_TTL_S = 30 * 86_400;
-
-export function createStateStore(redis: RedisClient, prefix: string) {
+export function createStateStore(redis: RedisClient, prefix: string, opts: StateStoreOptions) {
   if (!redis.headroomAlertsCommit) redis.defineCommand("headroomAlertsCommit", { lua: COMMIT });
+  if (!redis.headroomAlertsRead) redis.defineCommand("headroomAlertsRead", { lua: READ });
   const k = alertKeys(prefix);
+  const ttlMs = opts.ttlMs ?? SERIES_TTL_MS;
+  const now = opts.now ?? Date.now;
+  const statePrefix = k.state("");
+  const seriesPrefix = k.series("");
+  const projectPrefix = k.projectSeries("");
   return {
-    /** The batch's outbox (if a previous evaluation left one) and the states, in one round trip. */
+    /**
+     * The batch's outbox (if a previous evaluation left one), or the states of its series, in
+     * one round trip. A series over its rule's or project's cap is refused (not tracked).
+     */
     async read(token: string, refs: StateRef[]) {
-      const pipeline = redis.pipeline().get(k.outbox(token));
-      for (const r of refs) pipeline.hget(k.state(r.ruleId), r.field);
-      const results = (await pipeline.exec()) ?? [];
-      const values = results.map(([err, v]) => {
-        if (err) throw err;
-        return (v as string | null) ?? null;
-      });
-      return { outbox: values[0] ?? null, states: values.slice(1) };
+      const reply = await redis.headroomAlertsRead(
+        1,
+        k.outbox(token),
+        now(),
+        ttlMs,
+        opts.maxSeriesPerRule,
+        opts.maxSeriesPerProject,
+        statePrefix,
+        seriesPrefix,
+        projectPrefix,
+        PRUNE_PER_READ,
+        ...refs.flatMap((r) => [r.ruleId, r.project, r.field]),
+      );
+      const outbox = (reply[0] as string | null) ?? null;
+      const rest = outbox === null ? reply.slice(1) : [];
+      return {
+        outbox,
+        states: rest.map((v) => (typeof v === "string" ? v : null)),
+        refused: rest.map((v) => v === 0),
+      };
     },
 
     async commit(
@@ -81,8 +168,11 @@ export function createStateStore(redis: RedisClient, prefix: string) {
       const keys = [k.outbox(token), ...writes.map((w) => k.state(w.ruleId))];
       const args = [
         outbox ?? "",
-        STATE_TTL_S,
-        ...writes.flatMap((w) => [w.field, w.prev ?? "", w.next]),
+        now(),
+        ttlMs,
+        seriesPrefix,
+        projectPrefix,
+        ...writes.flatMap((w) => [w.field, w.prev ?? "", w.next, w.ruleId, w.project]),
       ];
       const [code, existing] = await redis.headroomAlertsCommit(keys.length, ...keys, ...args);
       if (code === 1) return { ok: true };

@@ -12,7 +12,7 @@ const I = {
   app: at("app"),
   provider: at("provider"),
   model: at("model"),
-  timestamp: at("timestamp"),
+  receivedAt: at("received_at"),
 };
 
 const FIGURES: Record<Metric, { limit: number; remaining: number; reset: number | null }> = {
@@ -31,7 +31,10 @@ const FIGURES: Record<Metric, { limit: number; remaining: number; reset: number 
 };
 
 export interface Sample {
-  /** The report's own timestamp, Unix ms. */
+  /**
+   * When the edge received the report, Unix ms: the server's clock, never the client's, so that
+   * a report dated ahead cannot hold a series' later reports back.
+   */
   t: number;
   reportId: string;
   limit: number;
@@ -49,9 +52,9 @@ export interface Series {
 
 export const projectOf = (row: ReportRow) => String(row[I.project]);
 
-/** ClickHouse DateTime64(3) text `2024-05-01 10:00:00.123` (UTC) → Unix ms. */
-export const timestampMsOf = (row: ReportRow) =>
-  Date.parse(`${String(row[I.timestamp]).replace(" ", "T")}Z`);
+/** The row's received_at (ClickHouse DateTime64(3) text, UTC) → Unix ms. */
+export const receivedMsOf = (row: ReportRow) =>
+  Date.parse(`${String(row[I.receivedAt]).replace(" ", "T")}Z`);
 
 export function seriesOf(row: ReportRow): Series {
   return {
@@ -81,7 +84,7 @@ export function sampleOf(row: ReportRow, metric: Metric): Sample | null {
   if (limit === null || remaining === null || !(limit > 0) || !Number.isFinite(remaining)) {
     return null;
   }
-  const t = timestampMsOf(row);
+  const t = receivedMsOf(row);
   if (!Number.isFinite(t)) return null;
   return {
     t,

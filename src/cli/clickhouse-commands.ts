@@ -36,13 +36,23 @@ export async function inDatabase(
   return {};
 }
 
-export async function queryCommand(sql: string, opts: { format: string }): Promise<void> {
+/**
+ * ClickHouse's `readonly` for `headroom query`: 2 reads and sets the query's own settings (the
+ * output format) but refuses writes and DDL, and cannot be lifted from within the query.
+ */
+const READ_ONLY = "2";
+
+export async function queryCommand(
+  sql: string,
+  opts: { format: string; write?: boolean },
+): Promise<void> {
   const config = cliConfig();
   const client = createClickHouse(config);
   try {
     const result = await client.exec({
       query: sql,
       clickhouse_settings: {
+        ...(opts.write ? {} : { readonly: READ_ONLY }),
         default_format: opts.format as DataFormat,
         // Pretty formats colour their output for a terminal only, as clickhouse-client does.
         output_format_pretty_color: process.stdout.isTTY ? 1 : 0,

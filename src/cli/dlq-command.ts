@@ -5,6 +5,7 @@ import { createReportsQueue, type ReportJobData } from "../queue/reports-queue.j
 import { knownShards, shardNames } from "../queue/shards.js";
 import { fromRow, reportRecordSchema, toRow } from "../report/report-schema.js";
 import { ROW_SHAPES } from "../report/row-shapes.js";
+import type { RedisClient } from "../redis/connections.js";
 import { cliConfig, print, table } from "./context.js";
 import { UsageError } from "./errors.js";
 import { closeRedis, connectRedis } from "./redis.js";
@@ -16,6 +17,8 @@ import { closeRedis, connectRedis } from "./redis.js";
 interface Shard {
   /** Empty for the base queue; `<prefix>/` before the job ids of other shards. */
   ref: string;
+  /** BullMQ's key prefix of the shard's queue: `prefix:name`. */
+  keyPrefix: string;
   queue: Queue<ReportJobData>;
 }
 
@@ -30,17 +33,20 @@ function summary(shard: Shard, job: Job<ReportJobData>) {
 }
 
 /** Every queue shard an edge has written to (src/queue/shards.ts): each has its failed set. */
-async function withShards(run: (shards: Shard[]) => Promise<void>): Promise<void> {
+async function withShards(
+  run: (shards: Shard[], ctx: { redis: RedisClient; retentionDays: number }) => Promise<void>,
+): Promise<void> {
   const config = cliConfig();
   const redis = await connectRedis(config);
   const base = { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
   const names = await knownShards(redis, base, shardNames(base, config.QUEUE_SHARDS));
   const shards = names.map((n) => ({
     ref: n.prefix === base.prefix ? "" : `${n.prefix}/`,
+    keyPrefix: `${n.prefix}:${n.name}`,
     queue: createReportsQueue(redis, n),
   }));
   try {
-    await run(shards);
+    await run(shards, { redis, retentionDays: config.DLQ_RETENTION_DAYS });
   } finally {
     await Promise.all(shards.map((s) => s.queue.close()));
     await closeRedis(redis);
@@ -84,6 +90,55 @@ export const dlqList = (opts: { json: boolean }) =>
     );
   });
 
+/** What the dead-letter set and the manifests hold now, and when the oldest failed job goes. */
+export const dlqStatus = (opts: { json: boolean }) =>
+  withShards(async (shards, { redis, retentionDays }) => {
+    const rows = await Promise.all(
+      shards.map(async (shard) => {
+        const [failed, oldest, owners] = await Promise.all([
+          redis.zcard(`${shard.keyPrefix}:failed`),
+          redis.zrange(`${shard.keyPrefix}:failed`, 0, 0, "WITHSCORES"),
+          redis.hvals(`${shard.keyPrefix}:manifest-owners`),
+        ]);
+        const oldestAt = oldest[1] === undefined ? null : Number(oldest[1]);
+        return {
+          shard: shard.ref || "(base)",
+          failed_jobs: failed,
+          oldest_failed_at: oldestAt === null ? null : new Date(oldestAt).toISOString(),
+          oldest_expires_at:
+            oldestAt === null
+              ? null
+              : new Date(oldestAt + retentionDays * 86_400_000).toISOString(),
+          manifest_jobs: owners.length,
+          manifests: new Set(owners).size,
+        };
+      }),
+    );
+    print(opts.json, { retention_days: retentionDays, shards: rows }, () =>
+      [
+        `failed jobs are kept ${retentionDays} days (DLQ_RETENTION_DAYS), then removed with their manifests`,
+        table(
+          [
+            "SHARD",
+            "FAILED JOBS",
+            "OLDEST FAILED AT",
+            "IT EXPIRES AT",
+            "MANIFESTS",
+            "JOBS IN THEM",
+          ],
+          rows.map((r) => [
+            r.shard,
+            r.failed_jobs,
+            r.oldest_failed_at,
+            r.oldest_expires_at,
+            r.manifests,
+            r.manifest_jobs,
+          ]),
+        ),
+      ].join("\n"),
+    );
+  });
+
 export const dlqShow = (id: string) =>
   withShards(async (shards) => {
     const { shard, job } = await failedJob(shards, id);
@@ -117,8 +172,8 @@ export const dlqReplay = (target: { id: string; rows?: string } | { all: true })
     const corrected = "rows" in target && target.rows ? readRows(target.rows) : undefined;
     for (const { shard, job } of jobs) {
       // Corrected rows replace rows ClickHouse refused, which never landed. Any other failed job
-      // may have landed already: it goes again as it was, so its batch is inserted byte for byte
-      // (see manifest-store.ts) and ClickHouse keeps one copy.
+      // may have landed already, long ago: the worker inserts only its rows that `reports` does
+      // not hold yet (manifest-delivery.ts), never its whole first batch again.
       if (corrected && !job.data.dead) {
         throw new UsageError(
           `job ${shard.ref}${job.id} holds no refused rows: replay it without --rows (it goes in as it was)`,
@@ -127,8 +182,8 @@ export const dlqReplay = (target: { id: string; rows?: string } | { all: true })
       // Corrected rows are in this release's shape; a job goes again in the shape it was.
       const data = corrected ? { v: ROW_SHAPES.current, rows: corrected } : job.data;
       const rows = data.rows;
-      // Without the dead-letter mark the job is ingested like any other.
-      await job.updateData({ v: data.v ?? 1, rows });
+      // Without the dead-letter mark, and marked as a replay.
+      await job.updateData({ v: data.v ?? 1, rows, replay: true });
       await job.retry("failed");
       process.stdout.write(`replayed ${shard.ref}${job.id} (${rows.length} rows)\n`);
     }

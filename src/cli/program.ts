@@ -21,6 +21,7 @@ Examples:
 const DLQ_EXAMPLES = `
 Examples:
   headroom dlq list [--json]
+  headroom dlq status [--json]                     # failed jobs, retention, manifests held
   headroom dlq show JOB_ID
   headroom dlq replay JOB_ID [--rows fixed.json]   # fixed.json: reports as 'show' prints them
   headroom dlq replay --all`;
@@ -76,8 +77,11 @@ export function buildProgram(output?: OutputConfiguration): Command {
 
   program
     .command("query")
-    .description("run SQL in Headroom's ClickHouse database (CLICKHOUSE_DATABASE)")
+    .description(
+      "run SQL in Headroom's ClickHouse database (CLICKHOUSE_DATABASE), read-only unless --write",
+    )
     .argument("<sql...>", "the query; several arguments are joined with spaces")
+    .option("--write", "allow writes and schema changes (INSERT, ALTER, DROP …)", false)
     .option(
       "--format <format>",
       "output format when the query names none",
@@ -87,7 +91,7 @@ export function buildProgram(output?: OutputConfiguration): Command {
       "after",
       '\nExample:\n  headroom query "SELECT provider, count() FROM reports GROUP BY provider"',
     )
-    .action(async (sql: string[], opts: { format: string }) =>
+    .action(async (sql: string[], opts: { format: string; write: boolean }) =>
       (await import("./clickhouse-commands.js")).queryCommand(sql.join(" "), opts),
     );
 
@@ -197,6 +201,14 @@ function addDlq(program: Command): void {
     .description("list failed jobs with their reason")
     .option("--json", "print JSON", false)
     .action(async (opts: JsonOption) => (await run()).dlqList(opts));
+
+  dlq
+    .command("status")
+    .description(
+      "per shard: failed jobs, the oldest, when it expires (DLQ_RETENTION_DAYS), and manifests held",
+    )
+    .option("--json", "print JSON", false)
+    .action(async (opts: JsonOption) => (await run()).dlqStatus(opts));
 
   dlq
     .command("show")

@@ -8,7 +8,11 @@ import { ROW_SHAPES } from "../report/row-shapes.js";
 export interface ReportSink {
   /** Every insert of one batch passes the same rows and token, so ClickHouse keeps one copy. */
   insert(rows: ReportRow[], dedupToken: string): Promise<void>;
+  /** Which of these rows' report ids `reports` holds already (a replayed job's check). */
+  stored(rows: ReportRow[]): Promise<Set<string>>;
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * On a cluster (CLICKHOUSE_CLUSTER) `reports` and `alert_events` are Distributed tables, and an
@@ -62,6 +66,8 @@ export function createReportSink(
   /** The rows' columns, in order: the current row shape's. */
   columns: readonly string[] = ROW_SHAPES.columns,
 ): ReportSink {
+  const projectIndex = columns.indexOf("project_id");
+  const idIndex = columns.indexOf("report_id");
   return {
     async insert(rows, dedupToken) {
       await client.insert({
@@ -71,6 +77,22 @@ export function createReportSink(
         format: "JSONCompactEachRow",
         clickhouse_settings: exactInsertSettings(dedupToken, cluster),
       });
+    },
+
+    async stored(rows) {
+      // An id that is not a UUID (a row ClickHouse refused) cannot be stored.
+      const ids = [...new Set(rows.map((r) => String(r[idIndex])))].filter((id) => UUID.test(id));
+      if (ids.length === 0) return new Set();
+      const projects = [...new Set(rows.map((r) => String(r[projectIndex])))];
+      const rs = await client.query({
+        // The project narrows the search to the sort key's prefix; the id's bloom filter does
+        // the rest.
+        query: `SELECT DISTINCT toString(report_id) FROM ${db}.reports
+          WHERE project_id IN {projects:Array(String)} AND report_id IN {ids:Array(UUID)}`,
+        query_params: { projects, ids },
+        format: "JSONCompactEachRow",
+      });
+      return new Set((await rs.json<[string]>()).map(([id]) => id));
     },
   };
 }

@@ -10,7 +10,7 @@ import { errorHandler } from "./plugins/error-handler.js";
 import { jsonBody } from "./plugins/json-body.js";
 import { lifecycle } from "./plugins/lifecycle.js";
 import { healthRoutes } from "./routes/health.js";
-import { metricsRoutes } from "./routes/metrics.js";
+import { carriesMetricsToken, metricsRoutes } from "./routes/metrics.js";
 import { reportRoutes } from "./routes/report.js";
 import { type ServerConfig, serverOptions } from "./server-options.js";
 
@@ -40,7 +40,12 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     bodyLimit: config.BODY_LIMIT_BYTES,
     retentionDays: config.RETENTION_DAYS,
   });
-  app.register(healthRoutes, { backlog });
+  // The public /readyz tells its figures only to the metrics token's holder (none without one).
+  const hasToken = carriesMetricsToken(config);
+  app.register(healthRoutes, {
+    backlog,
+    details: (req) => config.METRICS_TOKEN !== undefined && hasToken(req),
+  });
   // With METRICS_PORT set, /metrics is on a listener of its own (create-edge.ts), not here.
   if (config.METRICS_PORT === undefined) app.register(metricsRoutes, { config, backlog, metrics });
   const openapi = buildOpenApi();

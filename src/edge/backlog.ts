@@ -13,8 +13,16 @@ export interface BacklogState {
   redisOk: boolean;
   backlogJobs: number | null;
   memoryRatio: number | null;
+  /**
+   * With REDIS_ACK_REPLICAS: primaries (`host:port`) with fewer connected replicas. Their jobs'
+   * batches wait in Redis, held from ClickHouse, until a replica is back (manifest-delivery.ts).
+   */
+  replicasShort: string[];
   checkedAt: number;
 }
+
+/** Warned once when the memory gate is on but Redis has no maxmemory (it then checks nothing). */
+export type GateWarning = (message: string) => void;
 
 export interface BacklogOptions {
   /** The connection the queue writes on. */
@@ -26,6 +34,9 @@ export interface BacklogOptions {
   maxJobs: number;
   maxMemoryRatio: number;
   intervalMs: number;
+  /** REDIS_ACK_REPLICAS: primaries with fewer replicas are reported (not a reason to refuse). */
+  ackReplicas?: number;
+  onWarning?: GateWarning;
 }
 
 function parseMemory(info: string): number | null {
@@ -47,6 +58,20 @@ async function highestMemoryRatio(redis: RedisClient): Promise<number | null> {
   return known.length === 0 ? null : Math.max(...known);
 }
 
+/** Primaries that answer with fewer than `needed` connected replicas, as `host:port`. */
+async function primariesShortOfReplicas(redis: RedisClient, needed: number): Promise<string[]> {
+  const nodes = primaries(redis);
+  const counts = await answered(
+    nodes.map(async (r) => Number(/connected_slaves:(\d+)/.exec(await r.info("replication"))?.[1])),
+  );
+  return nodes
+    .filter((_, i) => {
+      const n = counts[i];
+      return n !== null && n !== undefined && !(n >= needed);
+    })
+    .map((r) => `${r.options.host}:${r.options.port}`);
+}
+
 /** Runs `fn`; if its command went unanswered, the connection may be dead unknowingly: a new one. */
 async function renewing<T>(client: RedisClient, fn: () => Promise<T>): Promise<T> {
   try {
@@ -58,23 +83,51 @@ async function renewing<T>(client: RedisClient, fn: () => Promise<T>): Promise<T
 }
 
 export function createBacklogGate(opts: BacklogOptions) {
-  let state: BacklogState = { redisOk: true, backlogJobs: 0, memoryRatio: null, checkedAt: 0 };
+  let state: BacklogState = {
+    redisOk: true,
+    backlogJobs: 0,
+    memoryRatio: null,
+    replicasShort: [],
+    checkedAt: 0,
+  };
+  const ackReplicas = opts.ackReplicas ?? 0;
   let timer: NodeJS.Timeout | null = null;
   let polling: Promise<void> | null = null;
+  let warned = false;
 
   async function poll(): Promise<void> {
     try {
-      const [counts, memoryRatio] = await Promise.all([
+      const [counts, memoryRatio, replicasShort] = await Promise.all([
         renewing(opts.redis, () => opts.queue.getJobCounts("wait", "prioritized", "delayed")),
         opts.maxMemoryRatio > 0
           ? renewing(opts.redis, () => highestMemoryRatio(opts.redis))
           : Promise.resolve(null),
+        ackReplicas > 0
+          ? renewing(opts.redis, () => primariesShortOfReplicas(opts.redis, ackReplicas))
+          : Promise.resolve([]),
         ...(opts.others ?? []).map((other) => renewing(other, () => other.ping())),
       ]);
       const backlogJobs = Object.values(counts).reduce((a, b) => a + b, 0);
-      state = { redisOk: true, backlogJobs, memoryRatio, checkedAt: Date.now() };
+      if (replicasShort.length > 0 && state.replicasShort.join() !== replicasShort.join()) {
+        opts.onWarning?.(
+          `redis primaries with fewer than REDIS_ACK_REPLICAS=${ackReplicas} replicas: ${replicasShort.join(", ")}; reports acknowledged there wait in Redis, not yet in ClickHouse, until a replica is back`,
+        );
+      }
+      state = { redisOk: true, backlogJobs, memoryRatio, replicasShort, checkedAt: Date.now() };
+      if (opts.maxMemoryRatio > 0 && memoryRatio === null && !warned) {
+        warned = true;
+        opts.onWarning?.(
+          "redis has no maxmemory: the memory gate (REDIS_MEMORY_MAX_RATIO) checks nothing; set maxmemory and maxmemory-policy noeviction",
+        );
+      }
     } catch {
-      state = { redisOk: false, backlogJobs: null, memoryRatio: null, checkedAt: Date.now() };
+      state = {
+        redisOk: false,
+        backlogJobs: null,
+        memoryRatio: null,
+        replicasShort: state.replicasShort,
+        checkedAt: Date.now(),
+      };
     }
   }
 
@@ -96,6 +149,8 @@ export function createBacklogGate(opts: BacklogOptions) {
       await polling;
     },
     state: () => state,
+    /** Whether Redis memory can close intake now: enabled, and Redis has a maxmemory. */
+    memoryGateOn: () => opts.maxMemoryRatio > 0 && state.memoryRatio !== null,
     maxJobs: opts.maxJobs,
     /** Why the edge should refuse reports now, or null. */
     problem(): string | null {

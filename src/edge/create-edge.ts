@@ -2,8 +2,8 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Config } from "../config.js";
 import { createKeyCache } from "../keys/key-cache.js";
 import { createKeyStore } from "../keys/key-store.js";
-import { createEnqueuer } from "../queue/enqueuer.js";
 import { createEdgeQueues } from "../queue/edge-queues.js";
+import { createEnqueuer } from "../queue/enqueuer.js";
 import type { ReportsQueue } from "../queue/reports-queue.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
@@ -48,6 +48,8 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     maxJobs: config.BACKLOG_MAX_JOBS,
     maxMemoryRatio: config.REDIS_MEMORY_MAX_RATIO,
     intervalMs: config.BACKLOG_CHECK_INTERVAL_MS,
+    ackReplicas: config.REDIS_ACK_REPLICAS,
+    onWarning: (message) => logger.warn(message),
   });
   await backlog.start();
   const keyStore = createKeyStore(redis);
@@ -56,6 +58,7 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     plans: config.PLANS,
     authFailuresPerIp: config.AUTH_FAILURES_PER_IP,
     authFailureWindowS: config.AUTH_FAILURE_WINDOW_S,
+    authFailureMaxClients: config.AUTH_FAILURE_MAX_CLIENTS,
   });
   const metricsApp =
     config.METRICS_PORT === undefined

@@ -1,9 +1,9 @@
-import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
 import { type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
 import { HttpError, unavailable } from "./errors.js";
+import { createFailedAuthLimiter } from "./failed-auth-limiter.js";
 import { createQuotaAllowance, type QuotaAllowanceOptions } from "./quota-allowance.js";
 import { redisQuotaStore } from "./quota-counter.js";
 import { redisTokenBucket } from "./token-bucket.js";
@@ -22,6 +22,8 @@ export interface LimitsOptions {
   prefix?: string;
   authFailuresPerIp: number;
   authFailureWindowS: number;
+  /** Clients whose failures are tracked at once (see failed-auth-limiter.ts). */
+  authFailureMaxClients?: number;
   /** Share of a project's burst an edge reserves from Redis at once (see burst-allowance.ts). */
   burstShare?: number;
   /** How the monthly quota is reserved (see quota-allowance.ts). */
@@ -68,12 +70,6 @@ function limitBody(limit: number, state: LimitState) {
     reset_at: new Date(Date.now() + state.msToReset).toISOString(),
   };
 }
-
-/** The in-process limiter's result, as a limit state. */
-const stateOf = (res: RateLimiterRes): LimitState => ({
-  remaining: res.remainingPoints,
-  msToReset: res.msBeforeNext,
-});
 
 /** The month (`YYYY-MM`, UTC) of an instant. */
 export const monthOf = (ms: number): string => new Date(ms).toISOString().slice(0, 7);
@@ -125,27 +121,27 @@ export function createLimits(opts: LimitsOptions) {
     store: redisQuotaStore(opts.redis, `${prefix}:quota`),
   });
 
-  const authFailures = new RateLimiterMemory({
-    keyPrefix: "auth-failures",
+  const authFailures = createFailedAuthLimiter({
     points: opts.authFailuresPerIp,
-    duration: opts.authFailureWindowS,
+    windowMs: opts.authFailureWindowS * 1000,
+    maxClients: opts.authFailureMaxClients ?? 100_000,
   });
 
-  const tooManyFailures = (res: RateLimiterRes) =>
+  const tooManyFailures = (state: LimitState) =>
     new HttpError("rate_limited", "too many failed authentication attempts", {
-      body: limitBody(opts.authFailuresPerIp, stateOf(res)),
-      headers: limitHeaders(opts.authFailuresPerIp, stateOf(res)),
+      body: limitBody(opts.authFailuresPerIp, state),
+      headers: limitHeaders(opts.authFailuresPerIp, state),
     });
 
   return {
     /** 429 when this IP has failed authentication too often recently. */
     async checkAuthFailures(ip: string): Promise<void> {
-      const res = await authFailures.get(ip);
-      if (res && res.remainingPoints <= 0) throw tooManyFailures(res);
+      const res = authFailures.get(ip);
+      if (res && res.remaining <= 0) throw tooManyFailures(res);
     },
 
     recordAuthFailure(ip: string): void {
-      authFailures.penalty(ip, 1).catch(() => {});
+      authFailures.add(ip);
     },
 
     /**
@@ -154,18 +150,18 @@ export function createLimits(opts: LimitsOptions) {
      * `releaseAuthAttempt` if the attempt succeeds.
      */
     async reserveAuthAttempt(ip: string): Promise<void> {
-      try {
-        await authFailures.consume(ip, 1);
-      } catch (err) {
-        if (!(err instanceof RateLimiterRes)) throw err;
-        // The refused attempt is answered 429 without a look-up: it costs nothing.
-        authFailures.reward(ip, 1).catch(() => {});
-        throw tooManyFailures(err);
-      }
+      // A refused attempt is answered 429 without a look-up, and takes nothing.
+      const refused = authFailures.take(ip);
+      if (refused) throw tooManyFailures(refused);
     },
 
     releaseAuthAttempt(ip: string): void {
-      authFailures.reward(ip, 1).catch(() => {});
+      authFailures.give(ip);
+    },
+
+    /** Clients whose failed authentications this edge holds now. */
+    authFailureClients(): number {
+      return authFailures.size;
     },
 
     async consumeBurst(lookup: KeyLookup): Promise<void> {

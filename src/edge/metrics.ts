@@ -37,6 +37,11 @@ export function createEdgeMetrics() {
       help: "addBulk calls that Redis did not acknowledge",
       registers: [registry],
     }),
+    primariesShortOfReplicas: new Gauge({
+      name: "headroom_redis_primaries_short_of_replicas",
+      help: "Redis primaries with fewer replicas than REDIS_ACK_REPLICAS: their batches wait, held from ClickHouse",
+      registers: [registry],
+    }),
     unavailable: new Counter({
       name: "headroom_unavailable_total",
       help: "503 answers by reason (redis, backlog, redis_memory, enqueue, key_store, shutting_down)",

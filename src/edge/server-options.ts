@@ -26,7 +26,7 @@ export function serverOptions(config: ServerConfig, logger: FastifyBaseLogger) {
     loggerInstance: logger.child({}, { serializers: { req: serializeRequest } }),
     logController: new LogController({ disableRequestLogging: !config.LOG_REQUESTS }),
     requestIdHeader: "x-request-id",
-    trustProxy: config.TRUST_PROXY,
+    trustProxy: trustProxyOf(config.TRUST_PROXY),
     bodyLimit: config.BODY_LIMIT_BYTES,
     requestTimeout: config.REQUEST_TIMEOUT_MS,
     // Node enforces the two timeouts above only when it sweeps its connections, every 30 s by
@@ -44,6 +44,17 @@ export function serverOptions(config: ServerConfig, logger: FastifyBaseLogger) {
     // Fastify's own 503 while closing has a body of its own; ours follows the contract.
     return503OnClosing: false,
   };
+}
+
+/**
+ * Fastify's trustProxy for TRUST_PROXY: a hop count trusts that many addresses from the socket's
+ * end of X-Forwarded-For (Fastify reads a bare number as "trust none"); a list, those proxies.
+ */
+export function trustProxyOf(
+  setting: Config["TRUST_PROXY"],
+): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof setting === "number") return setting === 0 ? false : (_, hop) => hop < setting;
+  return setting;
 }
 
 /** How often Node checks for requests over their time: a quarter of the shorter timeout, ≤ 1 s. */

@@ -9,12 +9,12 @@ import { closeRedis, createWorkerRedis } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { spawnEmbeddedClickHouse } from "./clickhouse/process.js";
 import { currentRuntime } from "./entry-command.js";
-import { startRedisServer } from "./redis-server.js";
+import { type RedisServerOptions, startRedisServer } from "./redis-server.js";
 import { removeStackFile, writeStackFile } from "./stack-file.js";
 import { createSupervisor } from "./supervisor.js";
 
 // The whole service on one machine on embedded defaults: its own redis-server (AOF on,
-// noeviction) unless REDIS_URL is set, the embedded ClickHouse server (on CLICKHOUSE_PATH) unless
+// noeviction, STACK_REDIS_MAXMEMORY) unless REDIS_URL is set, the embedded ClickHouse server (on CLICKHOUSE_PATH) unless
 // CLICKHOUSE_URL is set, migrations, then the edge, one worker and the alerts worker under a
 // supervisor. Data lives in HEADROOM_DATA_DIR (./.data) and survives restarts; so does the local
 // project key.
@@ -43,13 +43,7 @@ export async function startLocalStack(
   const stops: (() => Promise<void>)[] = [];
 
   try {
-    const redis = ownRedis
-      ? await startRedisServer({
-          dir: join(dataDir, "redis"),
-          port: base.STACK_REDIS_PORT,
-          detached: true,
-        })
-      : null;
+    const redis = ownRedis ? await startRedisServer(localRedisOptions(base, dataDir)) : null;
     if (redis) stops.push(() => redis.stop());
     const clickhouse = base.CLICKHOUSE_URL
       ? null
@@ -106,6 +100,19 @@ export async function startLocalStack(
     for (const stop of stops.reverse()) await stop().catch(() => {});
     throw err;
   }
+}
+
+/** The local stack's own redis-server: bounded, so that the edge's memory gate has a bound. */
+export function localRedisOptions(
+  config: Pick<Config, "STACK_REDIS_PORT" | "STACK_REDIS_MAXMEMORY">,
+  dataDir: string,
+): RedisServerOptions {
+  return {
+    dir: join(dataDir, "redis"),
+    port: config.STACK_REDIS_PORT,
+    maxmemory: config.STACK_REDIS_MAXMEMORY,
+    detached: true,
+  };
 }
 
 /** First start: create the local project and key; later starts reuse them. */

@@ -14,6 +14,11 @@ export interface ReportJobData {
   rows: ReportRow[];
   /** Set on a job of rows that ClickHouse refused: it fails at once and waits in the DLQ. */
   dead?: { reason: string; from: string };
+  /**
+   * Put back by `dlq replay`: only its rows not yet in `reports` are inserted, under a token of
+   * their own, whatever became of the batch it was first part of.
+   */
+  replay?: true;
 }
 
 export interface QueueNames {

@@ -13,6 +13,7 @@ import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 import { createDeadLetterWriter } from "./dead-letter-writer.js";
+import { expireFailedJobs } from "./failed-job-retention.js";
 import { createIngestProcessor } from "./ingest-processor.js";
 import { createManifestReleaser } from "./manifest-releaser.js";
 import { createRedisManifestStore } from "./manifest-store.js";
@@ -38,6 +39,7 @@ export interface IngestWorkerDeps {
     | "ALERTS_QUEUE_MAX_JOBS"
     | "REDIS_ACK_REPLICAS"
     | "REDIS_ACK_TIMEOUT_MS"
+    | "DLQ_RETENTION_DAYS"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: RedisClient;
@@ -114,6 +116,8 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     metrics: deps.metrics,
     onStored,
     deadLetter: createDeadLetterWriter(queue, shapes.current),
+    // Ten confirmations missed in a row: no longer a slow replica, but none there.
+    replicaWaitWarnMs: 10 * config.REDIS_ACK_TIMEOUT_MS,
   });
 
   const runtime = createWorkerRuntime<ReportJobData>({
@@ -146,6 +150,9 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     redis: deps.redis,
     keyPrefix,
     sweepMs: MANIFEST_SWEEP_MS,
+    beforeSweep: () =>
+      expireFailedJobs(queue, config.DLQ_RETENTION_DAYS * 86_400_000, deps.metrics),
+    onSwept: (held) => deps.metrics.manifestJobs.set(held),
     onError: (what, err) => logger.warn({ err: describeError(err) }, `manifest ${what} failed`),
   });
   worker.on("completed", (job) => {

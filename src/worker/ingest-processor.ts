@@ -49,6 +49,8 @@ export interface IngestOptions {
   onStored?: (manifest: Manifest) => Promise<void>;
   /** Row shapes this release reads; each job's rows are mapped to the current one. */
   rowShapes?: RowShapes;
+  /** How long a batch waits for replicas (REDIS_ACK_REPLICAS) before an error is logged. */
+  replicaWaitWarnMs?: number;
 }
 
 export function wasRedelivered(job: Job): boolean {
@@ -91,9 +93,11 @@ export function createIngestProcessor(opts: IngestOptions) {
   const deliverManifests = createManifestDelivery<Job<ReportJobData>>({
     manifests: opts.manifests,
     insert,
+    stored: (rows) => sink.stored(rows),
     retry,
     deadLetter: opts.deadLetter,
     onStored: opts.onStored,
+    replicaWaitWarnMs: opts.replicaWaitWarnMs,
     logger,
     metrics,
   });
@@ -135,7 +139,8 @@ export function createIngestProcessor(opts: IngestOptions) {
         } catch (err) {
           return reject(err as Error);
         }
-        batcher.add({ job, id: String(job.id), lockToken, rows, resolve, reject });
+        const replay = job.data.replay === true;
+        batcher.add({ job, id: String(job.id), lockToken, rows, replay, resolve, reject });
       });
     },
 

@@ -1,21 +1,30 @@
+import { createHash } from "node:crypto";
 import { ReplyError } from "ioredis";
 import type { Logger } from "pino";
 import { v7 as uuidv7 } from "uuid";
 import { describeError } from "../clickhouse/classify-error.js";
-import type { ReportRow } from "../report/report-schema.js";
+import { type ReportRow, reportIdOf } from "../report/report-schema.js";
 import { DataError, insertIsolating } from "./bisecting-insert.js";
 import type { HeldJob, Manifest, ManifestStore } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
 
 // Delivering a batch of jobs through manifests (manifest-store.ts): jobs that already belong to a
 // manifest go in again with it, byte for byte; the others are claimed as a new manifest, then
-// inserted. A job this worker no longer holds is let go; rows ClickHouse refuses are isolated and
+// inserted. A job this worker no longer holds is let go; rows ClickHouse refused are isolated and
 // dead-lettered; the jobs it holds are settled once their manifest is stored.
+//
+// A job put back from the failed set (`dlq replay`) is not: its first batch may have landed
+// long ago, beyond ClickHouse's deduplication window, and holds other jobs' rows. Its own rows
+// that `reports` does not hold yet go in under a token made of their ids, so that a replay
+// stores each report at most once whenever it runs, and a replay redelivered mid-insert
+// repeats the same insert.
 
 /** One job in hand, with how to settle the BullMQ processor's promise for it. */
 export interface Entry<J = unknown> extends HeldJob {
   job: J;
   rows: ReportRow[];
+  /** Put back by `dlq replay`: delivered on its own (see above). */
+  replay?: boolean;
   resolve: () => void;
   reject: (err: Error) => void;
 }
@@ -40,9 +49,13 @@ export interface ManifestDeliveryDeps<J> {
   manifests: ManifestStore;
   /** One insert of rows with a token, retried until done; throws DataError when refused. */
   insert: (rows: ReportRow[], token: string) => Promise<void>;
+  /** Which of these rows' report ids ClickHouse holds already. */
+  stored: (rows: ReportRow[]) => Promise<Set<string>>;
   retry: Retry;
   deadLetter: (job: J, rows: ReportRow[], reason: string) => Promise<void>;
   onStored?: (manifest: Manifest) => Promise<void>;
+  /** How long a batch waits for replicas before an error is logged (default 30 s). */
+  replicaWaitWarnMs?: number;
   logger: Logger;
   metrics: WorkerMetrics;
 }
@@ -71,15 +84,34 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
    * failover took the claim away: the jobs are let go, to come back from the queue.
    */
   async function replicated(token: string, held: E[]): Promise<boolean> {
-    const gone = await retry(
-      "manifest replication",
+    // A primary without replicas (its replica promoted in its place, none back yet) holds the
+    // batch for as long as that lasts: inserting it unreplicated would count it twice if this
+    // primary failed too. Said loudly: a gauge while it waits, an error after a while.
+    metrics.awaitingReplicas.inc();
+    const loud = setTimeout(
       () =>
-        deps.manifests.replicated(
-          token,
-          held.map((e) => e.id),
+        logger.error(
+          { token, jobs: held.length, waitedMs: deps.replicaWaitWarnMs },
+          "batch held from ClickHouse: its manifest is on fewer replicas than REDIS_ACK_REPLICAS; it goes in once a replica is back (see README: a shard without a replica)",
         ),
-      cannotPass,
+      deps.replicaWaitWarnMs ?? 30_000,
     );
+    loud.unref();
+    let gone: string[];
+    try {
+      gone = await retry(
+        "manifest replication",
+        () =>
+          deps.manifests.replicated(
+            token,
+            held.map((e) => e.id),
+          ),
+        cannotPass,
+      );
+    } finally {
+      clearTimeout(loud);
+      metrics.awaitingReplicas.dec();
+    }
     if (gone.length === 0) return true;
     for (const e of held) loseJob(e);
     return false;
@@ -187,8 +219,33 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
     }
   }
 
+  /** A replayed job: its rows not yet stored, under a token of their own. */
+  async function replay(entry: E): Promise<void> {
+    const stored = await retry(
+      "stored check",
+      () => deps.stored(entry.rows),
+      () => false,
+    );
+    const missing = entry.rows.filter((r) => !stored.has(reportIdOf(r)));
+    metrics.replayedRows.inc({ outcome: "stored" }, missing.length);
+    metrics.replayedRows.inc({ outcome: "already_stored" }, entry.rows.length - missing.length);
+    logger.info(
+      { jobId: entry.id, rows: entry.rows.length, missing: missing.length },
+      "replayed job: inserting the rows not yet stored",
+    );
+    if (missing.length === 0) return entry.resolve();
+    const digest = createHash("sha256").update(missing.map(reportIdOf).join(",")).digest("hex");
+    const manifest: Manifest = {
+      token: `replay-${digest.slice(0, 32)}`,
+      rows: missing,
+      jobs: [[entry.id, missing.length]],
+    };
+    await insertManifest(manifest, [{ ...entry, rows: missing }]);
+  }
+
   return async function deliver(batch: E[]): Promise<void> {
-    let left = newestOfEach(batch);
+    for (const e of batch) if (e.replay) await replay(e);
+    let left = newestOfEach(batch.filter((e) => !e.replay));
     while (left.length > 0) {
       // Jobs that already belong to a manifest go in again with it; the others get a new one.
       const ids = left.map((e) => e.id);

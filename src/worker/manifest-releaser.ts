@@ -11,6 +11,10 @@ export function createManifestReleaser(opts: {
   redis: RedisClient;
   keyPrefix: string;
   sweepMs: number;
+  /** Runs before each sweep (the failed set's retention), so that it frees manifests at once. */
+  beforeSweep?: () => Promise<unknown>;
+  /** Jobs that still hold a manifest after a sweep. */
+  onSwept?: (held: number) => void;
   onError: (what: "release" | "sweep", err: unknown) => void;
 }) {
   let completed: string[] = [];
@@ -24,10 +28,14 @@ export function createManifestReleaser(opts: {
       .catch((err: unknown) => opts.onError("release", err));
     return releasing;
   };
-  const sweep = () =>
-    sweepManifests(opts.redis, opts.keyPrefix, opts.store).catch((err: unknown) =>
-      opts.onError("sweep", err),
-    );
+  const sweep = async () => {
+    try {
+      await opts.beforeSweep?.();
+      opts.onSwept?.(await sweepManifests(opts.redis, opts.keyPrefix, opts.store));
+    } catch (err) {
+      opts.onError("sweep", err);
+    }
+  };
   return {
     completed(jobId: string) {
       if (completed.push(jobId) === 1) setImmediate(release);

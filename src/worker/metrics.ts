@@ -70,6 +70,32 @@ export function createWorkerMetrics() {
       help: "Batches inserted again, byte for byte, for a redelivered job (ClickHouse drops the repeat)",
       registers: [registry],
     }),
+    replayedRows: new Counter({
+      name: "headroom_worker_replayed_rows_total",
+      help: "Rows of jobs put back by dlq replay: stored now, or found already stored and skipped",
+      labelNames: ["outcome"] as const,
+      registers: [registry],
+    }),
+    failedJobs: new Gauge({
+      name: "headroom_worker_failed_jobs",
+      help: "Jobs in the dead-letter (failed) set of the shard, at the last sweep",
+      registers: [registry],
+    }),
+    failedJobsExpired: new Counter({
+      name: "headroom_worker_failed_jobs_expired_total",
+      help: "Failed jobs removed after DLQ_RETENTION_DAYS, with their manifests",
+      registers: [registry],
+    }),
+    manifestJobs: new Gauge({
+      name: "headroom_worker_manifest_jobs",
+      help: "Jobs that still hold a batch manifest in Redis, at the last sweep",
+      registers: [registry],
+    }),
+    awaitingReplicas: new Gauge({
+      name: "headroom_worker_batches_awaiting_replicas",
+      help: "Batches held from ClickHouse because their manifest is on fewer replicas than REDIS_ACK_REPLICAS",
+      registers: [registry],
+    }),
     jobsLost: new Counter({
       name: "headroom_worker_jobs_lost_to_another_worker_total",
       help: "Jobs this worker let go because another worker holds them now (after a stall)",

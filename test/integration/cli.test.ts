@@ -106,6 +106,31 @@ describe("headroom query", () => {
     for (const r of [unknown, syntax]) expect(r.stderr).not.toMatch(NO_STACK_TRACE);
   });
 
+  it("is read-only unless --write: a DROP is refused and the table stays", async () => {
+    const drop = await headroom(["query", "DROP TABLE reports_v"]);
+    expect(drop.code).toBe(1);
+    expect(drop.stderr).toMatch(/^headroom: Code: 164\. .*\(READONLY\)\n$/);
+    const insert = await headroom(["query", "CREATE TABLE scratch (x UInt8) ENGINE = Memory"]);
+    expect(insert.code).toBe(1);
+    const still = await headroom(["query", "SELECT count() FROM reports_v", "--format", "TSV"]);
+    expect(still, still.stderr).toMatchObject({ code: 0, stdout: "3\n" });
+    // Its own settings cannot lift it.
+    const lifted = await headroom(["query", "SELECT 1 SETTINGS readonly = 0"]);
+    expect(lifted.code).toBe(1);
+    expect(lifted.stderr).toMatch(/\(READONLY\)\n$/);
+  });
+
+  it("writes with --write", async () => {
+    const made = await headroom([
+      "query",
+      "--write",
+      "CREATE TABLE scratch (x UInt8) ENGINE = Memory",
+    ]);
+    expect(made, made.stderr).toMatchObject({ code: 0 });
+    const dropped = await headroom(["query", "--write", "DROP TABLE scratch"]);
+    expect(dropped, dropped.stderr).toMatchObject({ code: 0 });
+  });
+
   it("works the same on the in-process engine (no CLICKHOUSE_URL)", {
     timeout: 180_000,
   }, async () => {
@@ -124,6 +149,9 @@ describe("headroom query", () => {
     const bad = await headroom(["query", "SELECT * FROM no_such_table"], env);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/^headroom: Code: 60\. .*\(UNKNOWN_TABLE\)\n$/);
+    const drop = await headroom(["query", "DROP TABLE reports"], env);
+    expect(drop.code).toBe(1);
+    expect(drop.stderr).toMatch(/\(READONLY\)\n$/);
   });
 });
 

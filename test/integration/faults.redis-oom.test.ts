@@ -76,14 +76,18 @@ it("Redis full: 503 from the gate and from OOM, never 200; recovers when memory 
     load.outcomes.map((o) => ({ ...o, seq: base + o.seq }));
 
   // 1. The gate: 90% of maxmemory.
-  const gated = await s.startEdge({ REDIS_MEMORY_MAX_RATIO: "0.9" });
+  // The token lets /readyz say why it refuses (security.readyz.test.ts).
+  const token = "oom-test-metrics-token-0123";
+  const gated = await s.startEdge({ REDIS_MEMORY_MAX_RATIO: "0.9", METRICS_TOKEN: token });
   let load = loadOn(gated.url);
   let base = seqBase - 1_000_000;
   await eventually(() => expect(load.ok().length).toBeGreaterThan(100), { timeoutMs: 20_000 });
   await fillTo(s.admin, MAXMEMORY * 0.95);
   const gateClosed = await eventually(
     async () => {
-      const res = await fetch(`${gated.url}/readyz`);
+      const res = await fetch(`${gated.url}/readyz`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
       expect(res.status).toBe(503);
       expect(await res.json()).toMatchObject({ reason: "redis memory is over its bound" });
       return performance.now();

@@ -598,6 +598,7 @@ describe("other endpoints", () => {
     expect(health.statusCode).toBe(200);
     const ready = await fx.edge.app.inject({ method: "GET", url: "/readyz" });
     expect(ready.statusCode).toBe(200);
-    expect(ready.json()).toMatchObject({ status: "ok", checks: { redis: { ok: true } } });
+    // Anyone learns ok or not; the figures need the metrics token (security.readyz.test.ts).
+    expect(ready.json()).toStrictEqual({ status: "ok" });
   });
 });

@@ -96,7 +96,7 @@ describe("on METRICS_PORT", () => {
       expect(await res.json()).toMatchObject({ error: "not_found" });
     }
 
-    // The metrics listener: metrics behind the token, and nothing else.
+    // The metrics listener: metrics and readiness's figures behind the token, and nothing else.
     expect((await fetch(`${metricsUrl}/metrics`)).status).toBe(401);
     const metrics = await fetch(`${metricsUrl}/metrics`, {
       headers: { authorization: `Bearer ${TOKEN}` },
@@ -105,7 +105,16 @@ describe("on METRICS_PORT", () => {
     const text = await metrics.text();
     // It counts the public listener's traffic.
     expect(text).toMatch(/headroom_http_requests_total\{route="\/api\/report",status="200"\} 1/);
-    for (const path of ["/api/report", "/healthz", "/readyz", "/openapi.json"]) {
+    // Readiness with its figures, behind the same token.
+    expect(await (await fetch(`${metricsUrl}/readyz`)).json()).toStrictEqual({ status: "ok" });
+    const ready = await fetch(`${metricsUrl}/readyz`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(await ready.json()).toMatchObject({
+      status: "ok",
+      checks: { backlog: { jobs: expect.any(Number) } },
+    });
+    for (const path of ["/api/report", "/openapi.json"]) {
       const res = await fetch(`${metricsUrl}${path}`, {
         headers: { authorization: `Bearer ${TOKEN}` },
       });

@@ -49,7 +49,12 @@ function row(usedPct: number, i: number, extra: Partial<Record<string, unknown>>
         credits: null,
         ...extra,
       } as Parameters<typeof toRecord>[0],
-      { reportId: uuidv7({ msecs: T0 + i }), projectId: "acme", keyId: "k", receivedAt: T0 + i },
+      {
+        reportId: uuidv7({ msecs: T0 + i * 1_000 }),
+        projectId: "acme",
+        keyId: "k",
+        receivedAt: T0 + i * 1_000,
+      },
     ),
   );
 }
@@ -64,6 +69,7 @@ function memoryStore() {
       return {
         outbox: outboxes.get(token) ?? null,
         states: refs.map((r) => states.get(key(r)) ?? null),
+        refused: refs.map(() => false),
       };
     },
     async commit(token, writes: StateWrite[], outbox): Promise<CommitResult> {
@@ -146,6 +152,41 @@ describe("batch evaluation", () => {
     const m = memoryStore();
     await evaluateBatch(m.store, "t1", [rule], [row(50, 10)]);
     expect(await evaluateBatch(m.store, "t2", [rule], [row(99, 5)])).toEqual([]);
+  });
+
+  it("a report dated a day ahead by the client holds no later report back", async () => {
+    const m = memoryStore();
+    const ahead = row(10, 1, { timestamp: T0 + 23 * 3_600_000 });
+    await evaluateBatch(m.store, "t1", [rule], [ahead]);
+    const events = await evaluateBatch(m.store, "t2", [rule], [row(95, 2)]);
+    expect(levels(events)).toEqual(["critical"]);
+    expect(events[0]?.at).toBe(new Date(T0 + 2_000).toISOString());
+  });
+
+  it("a state stored with the client's times keeps its level but not its times", async () => {
+    const m = memoryStore();
+    const future = T0 + 23 * 3_600_000;
+    const legacy = {
+      m: { level: "warning", notified: "warning", sentAt: { warning: future }, seq: 1 },
+      wm: [future, "ffffffff-ffff-7fff-bfff-ffffffffffff"],
+      h: [[future, 250]],
+    };
+    m.states.set(
+      `${rule.id} ${JSON.stringify(["openai", "gpt-4o", "chat"])}`,
+      JSON.stringify(legacy),
+    );
+    const events = await evaluateBatch(m.store, "t1", [rule], [row(40, 1), row(95, 2)]);
+    expect(levels(events)).toEqual(["resolved", "critical"]);
+  });
+
+  it("orders a batch by when the edge received its reports, not by their timestamps", async () => {
+    const m = memoryStore();
+    // Received in this order; the clients' clocks say the opposite.
+    const rows = [95, 40].map((p, i) => row(p, i, { timestamp: T0 + (1 - i) * 60_000 }));
+    expect(levels(await evaluateBatch(m.store, "t1", [rule], rows))).toEqual([
+      "critical",
+      "resolved",
+    ]);
   });
 
   it("provider hints and rows of other providers, projects or metrics are ignored", async () => {

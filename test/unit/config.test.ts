@@ -45,7 +45,7 @@ describe("loadConfig", () => {
     expect(c.PORT).toBe(8080);
     expect(c.REDIS_MEMORY_MAX_RATIO).toBe(0.5);
     expect(c.LOG_REQUESTS).toBe(true);
-    expect(c.TRUST_PROXY).toBe(true);
+    expect(c.TRUST_PROXY).toBe(1);
     expect(c.MIGRATE_ON_START).toBe(false);
     expect(c.STACK_CLICKHOUSE_PORT).toBe(18123);
   });
@@ -56,6 +56,17 @@ describe("loadConfig", () => {
     expect(migratesOnStart(loadConfig({ MIGRATE_ON_START: "false" }))).toBe(false);
     expect(migratesOnStart(loadConfig(cluster))).toBe(false);
     expect(migratesOnStart(loadConfig({ ...cluster, MIGRATE_ON_START: "true" }))).toBe(true);
+  });
+
+  it("takes TRUST_PROXY as a hop count or proxies' addresses, never as trust-all", () => {
+    expect(loadConfig({ TRUST_PROXY: "false" }).TRUST_PROXY).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: "2" }).TRUST_PROXY).toBe(2);
+    expect(
+      loadConfig({ TRUST_PROXY: "10.0.0.0/8, 192.0.2.7,fd00::/8,loopback" }).TRUST_PROXY,
+    ).toEqual(["10.0.0.0/8", "192.0.2.7", "fd00::/8", "loopback"]);
+    for (const bad of ["true", "yes", "on", "10.0.0.0/33", "proxy.example.com", "99"]) {
+      expect(() => loadConfig({ TRUST_PROXY: bad }), bad).toThrow(/TRUST_PROXY/);
+    }
   });
 
   it("takes an empty value as unset", () => {

@@ -25,6 +25,9 @@ function fakeSink(fail: (rows: ReportRow[], attempt: number) => Error | null = (
       inserts.push({ rows, token });
       for (const r of rows) stored.add(String(r[0]));
     },
+    async stored(rows) {
+      return new Set(rows.map((r) => String(r[0])).filter((id) => stored.has(id)));
+    },
   };
   return { sink, inserts, stored };
 }
