@@ -3,7 +3,7 @@ import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
 import { type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
-import { HttpError, unavailable } from "./errors.js";
+import { HttpError, unavailable } from "../http/errors.js";
 import { createQuotaAllowance, type QuotaAllowanceOptions } from "./quota-allowance.js";
 import { redisQuotaStore } from "./quota-counter.js";
 import { redisTokenBucket } from "./token-bucket.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { HttpError } from "../../src/edge/errors.js";
+import { HttpError } from "../../src/http/errors.js";
 import { MAX_JSON_DEPTH, parseJsonBody, validateReport } from "../../src/edge/parse-report.js";
 
 // Body bytes → JSON value → normalised record, with the contract's error codes and issue paths.

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
-import { EnqueueError } from "../../queue/enqueuer.js";
-import { HttpError, unavailable } from "../errors.js";
-import { redactPath } from "../request-log.js";
+import { EnqueueError } from "../queue/enqueuer.js";
+import { HttpError, unavailable } from "./errors.js";
+import { redactPath } from "./request-log.js";
 
 // The one error handler: every error becomes one of the contract's codes and bodies; anything
 // unexpected is a 500 whose body carries no internals (the log has them).
