@@ -1,9 +1,9 @@
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
+import { HttpError, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
 import { type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
-import { HttpError, unavailable } from "../http/errors.js";
 import { createQuotaAllowance, type QuotaAllowanceOptions } from "./quota-allowance.js";
 import { redisQuotaStore } from "./quota-counter.js";
 import { redisTokenBucket } from "./token-bucket.js";
@@ -43,7 +43,7 @@ export function effectivePlan(
   return { ...plan, capacity: Math.max(capacity, plan.burst) };
 }
 
-function limitHeaders(limit: number, res: RateLimiterRes) {
+export function limitHeaders(limit: number, res: RateLimiterRes) {
   const resetS = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
   return {
     "retry-after": resetS,
@@ -53,7 +53,7 @@ function limitHeaders(limit: number, res: RateLimiterRes) {
   };
 }
 
-function limitBody(limit: number, res: RateLimiterRes) {
+export function limitBody(limit: number, res: RateLimiterRes) {
   return {
     limit,
     remaining: Math.max(0, res.remainingPoints),

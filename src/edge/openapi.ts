@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { reportBodySchema } from "../report/report-schema.js";
 import { ERROR_STATUS } from "../http/errors.js";
+import { reportBodySchema } from "../report/report-schema.js";
 
 // OpenAPI 3.1 for the report endpoint, generated from the same zod schemas the edge validates
 // with, so the description cannot drift from the code.

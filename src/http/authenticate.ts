@@ -10,6 +10,13 @@ import { HttpError, unavailable } from "./errors.js";
 // back if the key is good), so that guesses sent at once cannot outrun the limit.
 
 /** Failed authentication counted per client IP (the edge's limits.ts provides it). */
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The authenticated key: its project, plan and scope. */
+    project?: KeyLookup;
+  }
+}
+
 export interface AuthFailureLimits {
   checkAuthFailures(ip: string): Promise<void>;
   recordAuthFailure(ip: string): void;

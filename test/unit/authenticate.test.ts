@@ -2,10 +2,10 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_PLANS } from "../../src/config.js";
-import { type AuthDeps, createAuthenticate } from "../../src/http/authenticate.js";
-import { HttpError } from "../../src/http/errors.js";
 import { createLimits } from "../../src/edge/limits.js";
+import { type AuthDeps, createAuthenticate } from "../../src/http/authenticate.js";
 import { errorHandler } from "../../src/http/error-handler.js";
+import { HttpError } from "../../src/http/errors.js";
 import { generateKey } from "../../src/keys/key-format.js";
 import type { KeyLookup } from "../../src/keys/key-store.js";
 

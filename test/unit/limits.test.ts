@@ -1,8 +1,8 @@
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { DEFAULT_PLANS } from "../../src/config.js";
-import { HttpError } from "../../src/http/errors.js";
 import { createLimits, effectivePlan, secondsToMonthEnd } from "../../src/edge/limits.js";
+import { HttpError } from "../../src/http/errors.js";
 import type { KeyLookup } from "../../src/keys/key-store.js";
 
 // Plan resolution, the monthly reset, and the in-process limiter of failed authentications (the

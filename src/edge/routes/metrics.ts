@@ -1,10 +1,10 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyBaseLogger, type FastifyPluginAsync } from "fastify";
 import type { Config } from "../../config.js";
-import type { BacklogGate } from "../backlog.js";
-import { HttpError } from "../../http/errors.js";
-import type { EdgeMetrics } from "../metrics.js";
 import { errorHandler } from "../../http/error-handler.js";
+import { HttpError } from "../../http/errors.js";
+import type { BacklogGate } from "../backlog.js";
+import type { EdgeMetrics } from "../metrics.js";
 
 // GET /metrics: Prometheus text of one edge. On the public listener by default; on a listener
 // of its own when METRICS_PORT is set (then the public one has no /metrics at all). Either way,

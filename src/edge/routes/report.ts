@@ -1,13 +1,13 @@
 import type { FastifyPluginAsync } from "fastify";
+import type { AuthDeps } from "../../http/authenticate.js";
+import { createAuthenticate } from "../../http/authenticate.js";
+import { HttpError } from "../../http/errors.js";
+import { requireScope } from "../../http/scope.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import type { Enqueuer } from "../../queue/enqueuer.js";
 import { newReportId } from "../../report/report-id.js";
 import { toRow } from "../../report/report-schema.js";
-import type { AuthDeps } from "../../http/authenticate.js";
-import { createAuthenticate } from "../../http/authenticate.js";
 import type { BacklogGate } from "../backlog.js";
-import { HttpError } from "../../http/errors.js";
-import { requireScope } from "../../http/scope.js";
 import type { Limits } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
 import { validateReport } from "../parse-report.js";
@@ -22,12 +22,6 @@ export interface ReportRouteDeps extends AuthDeps {
   backlog: Pick<BacklogGate, "check">;
   enqueuer: Pick<Enqueuer, "enqueue">;
   metrics: Pick<EdgeMetrics, "reportWarnings">;
-}
-
-declare module "fastify" {
-  interface FastifyRequest {
-    project?: KeyLookup;
-  }
 }
 
 export const REPORT_PATH = "/api/report";
