@@ -79,7 +79,7 @@ export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.ou
   const issues: Issue[] = parsed.error.issues.flatMap((i) =>
     i.code === "unrecognized_keys"
       ? i.keys.map((k) => ({ path: k, message: "unknown parameter" }))
-      : [{ path: i.path.map(String).join(".") || "query", message: i.message }],
+      : [{ path: String(i.path[0] ?? "query"), message: i.message }],
   );
   const named = issues.map((i) => `${i.path}: ${i.message}`).join("; ");
   throw invalidQuery(named, issues);
