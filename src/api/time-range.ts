@@ -22,9 +22,9 @@ export interface Range {
   to: number;
 }
 
-/** `from`/`to` as given, or the 24 hours before `now`; 400 unless from < to. */
+/** `from`/`to` as given; `to` defaults to now, `from` to 24 hours before `to`; from < to. */
 export function resolveRange(q: { from?: number; to?: number }, now: number): Range {
-  const to = q.to ?? (q.from === undefined ? now : q.from + DEFAULT_SPAN_MS);
+  const to = q.to ?? now;
   const from = q.from ?? to - DEFAULT_SPAN_MS;
   if (!(from < to)) throw invalidQuery("from: must be before to");
   return { from, to };

@@ -6,8 +6,8 @@ import { filterSql, invalidQuery, limit, parseQuery, seriesFilters, time } from 
 import { num, type ReadStore } from "../read-store.js";
 import { chTime, MAX_RANGE_MS, resolveRange } from "../time-range.js";
 
-// GET /api/v1/reports: the project's reports, newest first (timestamp, then id), a page at a
-// time. Read from `reports` FINAL, as reports_v does: a redelivered report is listed once.
+// GET /api/v1/reports: the project's reports, newest first (timestamp, then id as text: a
+// UUID's own order in ClickHouse is not its text's), a page at a time. Read from `reports` FINAL, as reports_v does: a redelivered report is listed once.
 
 export const reportsQuery = z.strictObject({
   from: time.optional(),
@@ -82,9 +82,9 @@ function reportsSql(db: string, filters: string, after: boolean) {
   FROM ${db}.reports FINAL
   WHERE project_id = {project:String}
     AND timestamp >= {from:DateTime64(3)} AND timestamp < {to:DateTime64(3)}${filters}${
-      after ? " AND (timestamp, report_id) < ({ct:DateTime64(3)}, {cid:UUID})" : ""
+      after ? " AND (timestamp, toString(report_id)) < ({ct:DateTime64(3)}, {cid:String})" : ""
     }
-  ORDER BY timestamp DESC, report_id DESC
+  ORDER BY timestamp DESC, id DESC
   LIMIT {limit:UInt32}`;
 }
 
