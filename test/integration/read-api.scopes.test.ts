@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApi } from "../../src/api/create-api.js";
+import { buildApiOpenApi } from "../../src/api/openapi.js";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { queuedRecords } from "../helpers/edge-fixture.js";
@@ -48,6 +49,13 @@ afterAll(async () => {
 });
 
 describe("scopes", () => {
+  it("serves /healthz and its OpenAPI document without a key", async () => {
+    expect((await s.get("/healthz")).statusCode).toBe(200);
+    const doc = await s.get("/api/v1/openapi.json");
+    expect(doc.statusCode).toBe(200);
+    expect(doc.json()).toEqual(JSON.parse(JSON.stringify(buildApiOpenApi())));
+  });
+
   it.each(ENDPOINTS)("a report key gets 403 insufficient_scope on %s", async (url) => {
     const res = await s.get(url, a.report);
     expect(res.statusCode).toBe(403);
