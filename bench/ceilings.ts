@@ -1,6 +1,6 @@
 import { Redis } from "ioredis";
-import { v7 as uuidv7 } from "uuid";
 import { createReportSink } from "../src/clickhouse/report-sink.js";
+import { v7 as uuidv7 } from "uuid";
 import { createReportsQueue, REPORT_JOB } from "../src/queue/reports-queue.js";
 import type { ReportRow } from "../src/report/report-schema.js";
 import { sampleRow } from "../test/helpers/sample-reports.js";

@@ -7,15 +7,15 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from "@clickhouse/client";
 import { Redis } from "ioredis";
-import { migrate } from "../src/clickhouse/migrations.js";
-import { createKeyStore } from "../src/keys/key-store.js";
 import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
 } from "../src/local/clickhouse/process.js";
+import { migrate } from "../src/clickhouse/migrations.js";
 import { ensureBuilt, entryArgs } from "../src/local/entry-command.js";
-import { freePort, type RedisServer, startRedisServer } from "../src/local/redis-server.js";
+import { createKeyStore } from "../src/keys/key-store.js";
 import { createReportsQueue } from "../src/queue/reports-queue.js";
+import { freePort, type RedisServer, startRedisServer } from "../src/local/redis-server.js";
 
 // `npm run soak`: the whole stack on this machine (redis-server, embedded ClickHouse server, an
 // edge, N workers, each its own process) under a moderate, steady load for ten minutes. Every
