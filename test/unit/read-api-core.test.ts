@@ -4,6 +4,7 @@ import { toCsv } from "../../src/api/csv.js";
 import { decodeCursor, encodeCursor, page } from "../../src/api/cursor.js";
 import { type LatestFigures, seriesView, thresholdsFor } from "../../src/api/headroom-view.js";
 import { createQueryCache } from "../../src/api/query-cache.js";
+import { createReadLimit } from "../../src/api/read-limit.js";
 import { alignRange, defaultWindow, resolveRange } from "../../src/api/time-range.js";
 import { HttpError } from "../../src/http/errors.js";
 
@@ -169,5 +170,49 @@ describe("a series' headroom", () => {
     );
     expect(v.requests.burn_per_s).toBe(1);
     expect(v.requests.exhaustion_eta_s).toBe(50);
+  });
+});
+
+describe("the read limit", () => {
+  const lookup = {
+    keyId: "key_r",
+    projectId: "p",
+    scope: "read" as const,
+    plan: "free",
+    overrides: {},
+  };
+
+  it("takes one token per request from the key's bucket; an empty bucket is the edge's 429", async () => {
+    const asked: unknown[] = [];
+    let left = 2;
+    const limit = createReadLimit({
+      ratePerS: 20,
+      burst: 100,
+      take: async (...args) => {
+        asked.push(args);
+        const granted = left > 0 ? 1 : 0;
+        left -= granted;
+        return { granted, remaining: Math.max(0, left), msToNext: granted ? 0 : 50 };
+      },
+    });
+    await limit(lookup);
+    await limit(lookup);
+    const refused = await limit(lookup).catch((e: unknown) => e);
+    expect(asked[0]).toEqual(["key_r", 20, 100, 1]);
+    expect(refused).toBeInstanceOf(HttpError);
+    const err = refused as HttpError;
+    expect(err.status).toBe(429);
+    expect(err.toBody()).toMatchObject({ error: "rate_limited", limit: 20, remaining: 0 });
+    expect(err.extra.headers).toMatchObject({ "retry-after": 1, "ratelimit-limit": 20 });
+  });
+
+  it("is a 503, not a pass, when the bucket cannot be reached", async () => {
+    const limit = createReadLimit({
+      ratePerS: 20,
+      burst: 100,
+      take: async () => Promise.reject(new Error("redis down")),
+    });
+    const err = (await limit(lookup).catch((e: unknown) => e)) as HttpError;
+    expect(err.status).toBe(503);
   });
 });
