@@ -170,6 +170,19 @@ export const configSchema = z.object({
   /** When set, the edge serves /metrics on this port (on HOST), and not on the public one. */
   METRICS_PORT: int(0, 65535).optional(),
 
+  /** The read API (`npm run api`) listens on this port, on HOST. */
+  API_PORT: int(0, 65535).default(3001),
+  /** Read API requests per second per read key (a token bucket's refill) ... */
+  READ_RATE_PER_S: int(1, 100_000).default(20),
+  /** ... and the bucket's size: a dashboard opening several panels at once passes. */
+  READ_BURST: int(1, 1_000_000).default(100),
+  /** A usage query that would return more points is a 400 that says how to narrow it. */
+  READ_MAX_POINTS: int(1, 1_000_000).default(10_000),
+  /** Identical read queries within this time share one ClickHouse query (0: none). */
+  READ_CACHE_TTL_MS: int(0, 60_000).default(1_000),
+  /** A series with no report for this long is `stale` in /api/v1/headroom. */
+  READ_STALE_AFTER_S: int(1).default(900),
+
   CLICKHOUSE_URL: z.url({ protocol: /^https?$/ }).optional(),
   CLICKHOUSE_USER: z.string().default("default"),
   CLICKHOUSE_PASSWORD: z.string().default(""),

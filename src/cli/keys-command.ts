@@ -1,4 +1,5 @@
 import type { Config, Plan } from "../config.js";
+import type { Scope } from "../keys/key-format.js";
 import { createKeyStore, type KeyStore } from "../keys/key-store.js";
 import { cliConfig, print, table } from "./context.js";
 import { UsageError } from "./errors.js";
@@ -9,6 +10,7 @@ import { closeRedis, connectRedis } from "./redis.js";
 export interface KeyOptions {
   project?: string;
   plan?: string;
+  scope?: Scope;
   key?: string;
   /** A monthly quota, or none. */
   monthly?: number | "none";
@@ -38,11 +40,16 @@ async function withStore<T>(
 
 export const keysCreate = (project: string, opts: KeyOptions) =>
   withStore(opts, async (store, config) => {
-    const k = await store.create(project, { plan: opts.plan, defaultPlan: config.DEFAULT_PLAN });
+    const k = await store.create(project, {
+      plan: opts.plan,
+      defaultPlan: config.DEFAULT_PLAN,
+      scope: opts.scope,
+    });
     const out = {
       key: k.key,
       key_id: k.keyId,
       project: k.projectId,
+      scope: k.scope,
       plan: k.plan,
       created_at: k.createdAt,
     };
@@ -51,6 +58,7 @@ export const keysCreate = (project: string, opts: KeyOptions) =>
         `key:     ${k.key}`,
         `key id:  ${k.keyId}`,
         `project: ${k.projectId}`,
+        `scope:   ${k.scope}`,
         `plan:    ${k.plan}`,
         "",
         "The key is shown only now: store it safely.",
@@ -78,14 +86,22 @@ export const keysList = (opts: KeyOptions) =>
     const out = keys.map((k) => ({
       key_id: k.keyId,
       project: k.projectId,
+      scope: k.scope,
       plan: k.plan,
       created_at: k.createdAt,
       revoked: k.revoked,
     }));
     print(opts.json, out, () =>
       table(
-        ["KEY ID", "PROJECT", "PLAN", "CREATED", "REVOKED"],
-        keys.map((k) => [k.keyId, k.projectId, k.plan, k.createdAt, k.revoked ? "yes" : "no"]),
+        ["KEY ID", "PROJECT", "SCOPE", "PLAN", "CREATED", "REVOKED"],
+        keys.map((k) => [
+          k.keyId,
+          k.projectId,
+          k.scope,
+          k.plan,
+          k.createdAt,
+          k.revoked ? "yes" : "no",
+        ]),
       ),
     );
   });

@@ -1,4 +1,5 @@
 import { Command, Option, type OutputConfiguration } from "commander";
+import { SCOPES, type Scope } from "../keys/key-format.js";
 import * as parse from "./arg-parsers.js";
 import { UsageError } from "./errors.js";
 
@@ -13,6 +14,7 @@ Exit codes: 0 done, 1 failed (e.g. a ClickHouse error), 2 usage or configuration
 const KEYS_EXAMPLES = `
 Examples:
   headroom keys create --project acme --plan pro --json   # prints the key once
+  headroom keys create --project acme --scope read        # a read API key (hrr_…)
   headroom keys import --project acme --key dlm_…         # keep a key from the hosted service
   headroom keys list [--project acme] [--json]
   headroom keys revoke key_…
@@ -137,8 +139,13 @@ function addKeys(program: Command): void {
     .description("create a key for a project; the key is printed once")
     .requiredOption("--project <id>", "project id")
     .option("--plan <plan>", "free, pro, unlimited or a plan from PLANS (default: DEFAULT_PLAN)")
+    .addOption(
+      new Option("--scope <scope>", "report: POST /api/report; read: the read API")
+        .choices(SCOPES)
+        .default("report"),
+    )
     .option("--json", "print JSON", false)
-    .action(async (opts: { project: string; plan?: string } & JsonOption) =>
+    .action(async (opts: { project: string; plan?: string; scope: Scope } & JsonOption) =>
       (await run()).keysCreate(opts.project, opts),
     );
 

@@ -1,18 +1,18 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Config } from "../config.js";
+import { errorHandler } from "../http/error-handler.js";
+import { type ServerConfig, serverOptions } from "../http/server-options.js";
 import type { LookupKey } from "../keys/key-cache.js";
 import type { Enqueuer } from "../queue/enqueuer.js";
 import type { BacklogGate } from "./backlog.js";
 import type { Limits } from "./limits.js";
 import type { EdgeMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
-import { errorHandler } from "./plugins/error-handler.js";
 import { jsonBody } from "./plugins/json-body.js";
 import { lifecycle } from "./plugins/lifecycle.js";
 import { healthRoutes } from "./routes/health.js";
 import { carriesMetricsToken, metricsRoutes } from "./routes/metrics.js";
 import { reportRoutes } from "./routes/report.js";
-import { type ServerConfig, serverOptions } from "./server-options.js";
 
 // The edge as a function of its dependencies: server options, shared plugins, then the routes.
 // Clients are created by the caller (create-edge.ts, or a test) and passed in.
@@ -31,7 +31,7 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
   const { config, backlog, metrics } = deps;
   const app = Fastify(serverOptions(config, deps.logger));
 
-  app.register(errorHandler, { metrics });
+  app.register(errorHandler, { unavailable: metrics.unavailable });
   app.register(jsonBody, { bodyLimit: config.BODY_LIMIT_BYTES });
   app.register(lifecycle, { metrics });
 

@@ -1,7 +1,7 @@
 import { answered } from "../lib/answered.js";
 import type { ReportsQueue } from "../queue/reports-queue.js";
 import { isCommandTimeout, primaries, type RedisClient } from "../redis/connections.js";
-import { type UnavailableReason, unavailable } from "./errors.js";
+import { type UnavailableReason, unavailable } from "../http/errors.js";
 
 // Backpressure: the edge polls the queue's backlog and Redis memory a few times a second and
 // answers 503 while either is over its bound, instead of letting Redis run out of memory. Polling

@@ -1,8 +1,8 @@
 import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
+import { HttpError, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
 import { type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
-import { HttpError, unavailable } from "./errors.js";
 import { createFailedAuthLimiter } from "./failed-auth-limiter.js";
 import { createQuotaAllowance, type QuotaAllowanceOptions } from "./quota-allowance.js";
 import { redisQuotaStore } from "./quota-counter.js";
@@ -53,7 +53,7 @@ export interface LimitState {
   msToReset: number;
 }
 
-function limitHeaders(limit: number, state: LimitState) {
+export function limitHeaders(limit: number, state: LimitState) {
   const resetS = Math.max(1, Math.ceil(state.msToReset / 1000));
   return {
     "retry-after": resetS,
@@ -63,7 +63,7 @@ function limitHeaders(limit: number, state: LimitState) {
   };
 }
 
-function limitBody(limit: number, state: LimitState) {
+export function limitBody(limit: number, state: LimitState) {
   return {
     limit,
     remaining: Math.max(0, state.remaining),

@@ -1,6 +1,6 @@
 import { z } from "zod";
+import { ERROR_STATUS } from "../http/errors.js";
 import { reportBodySchema } from "../report/report-schema.js";
-import { ERROR_STATUS } from "./errors.js";
 
 // OpenAPI 3.1 for the report endpoint, generated from the same zod schemas the edge validates
 // with, so the description cannot drift from the code.
@@ -57,6 +57,7 @@ export function buildOpenApi() {
               "invalid_json or invalid_report (the body); invalid_request (two Authorization headers)",
             ),
             "401": error("missing_project_key or invalid_project_key"),
+            "403": error("insufficient_scope: a read key (hrr_…) cannot report"),
             "405": error("method_not_allowed"),
             "413": error("payload_too_large"),
             "415": error("unsupported_media_type"),

@@ -1,4 +1,5 @@
 import { isUtf8 } from "node:buffer";
+import { HttpError, type Issue } from "../http/errors.js";
 import {
   type ReportRecord,
   reportBodySchema,
@@ -6,7 +7,6 @@ import {
   toRecord,
   unusableValue,
 } from "../report/report-schema.js";
-import { HttpError, type Issue } from "./errors.js";
 
 const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
 /** A report is three levels deep; anything far deeper is junk, whatever field it is in. */

@@ -1,14 +1,21 @@
 import { createHash, randomBytes } from "node:crypto";
 import { crc32 } from "node:zlib";
 
-// Keys issued here: `hr_` + 27 base62 characters (≥ 160 random bits) + a 6-character base62
+// Keys issued here: a prefix + 27 base62 characters (≥ 160 random bits) + a 6-character base62
 // CRC32 of everything before it, so a mistyped or made-up key is refused without a Redis call.
-// Keys from elsewhere (e.g. `dlm_…` from the original hosted service) are imported as they are.
+// The prefix tells the scope: `hr_` reports, `hrr_` reads, so that a person or a secret scanner
+// can tell them apart. Keys from elsewhere (e.g. `dlm_…` from the original hosted service) are
+// imported as they are.
+
+export const SCOPES = ["report", "read"] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export const KEY_PREFIX: Record<Scope, string> = { report: "hr_", read: "hrr_" };
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const BODY_LENGTH = 27;
 const CHECK_LENGTH = 6;
-const ISSUED = /^hr_[0-9A-Za-z]{33}$/;
+const ISSUED = /^hrr?_[0-9A-Za-z]{33}$/;
 const IMPORTED = /^[A-Za-z0-9._~+/=-]{16,256}$/;
 
 function randomBase62(length: number): string {
@@ -32,8 +39,8 @@ function checksum(text: string): string {
   return out;
 }
 
-export function generateKey(): string {
-  const head = `hr_${randomBase62(BODY_LENGTH)}`;
+export function generateKey(scope: Scope = "report"): string {
+  const head = `${KEY_PREFIX[scope]}${randomBase62(BODY_LENGTH)}`;
   return head + checksum(head);
 }
 
@@ -43,7 +50,7 @@ export function generateId(prefix: string): string {
 
 /** True when the key could exist: right shape, and for issued keys the right checksum. */
 export function isWellFormedKey(key: string): boolean {
-  if (key.startsWith("hr_")) {
+  if (key.startsWith("hr_") || key.startsWith("hrr_")) {
     if (!ISSUED.test(key)) return false;
     const split = key.length - CHECK_LENGTH;
     return checksum(key.slice(0, split)) === key.slice(split);

@@ -1,10 +1,10 @@
 import { z } from "zod";
 import type { Plan } from "../config.js";
 import type { RedisClient } from "../redis/connections.js";
-import { generateId, generateKey, hashKey, isWellFormedKey } from "./key-format.js";
+import { generateId, generateKey, hashKey, isWellFormedKey, type Scope } from "./key-format.js";
 
 // Projects and their keys in Redis. Only SHA-256 hashes of keys are stored.
-//   {p}:key:<sha256>          hash  key_id, project_id, created_at, revoked
+//   {p}:key:<sha256>          hash  key_id, project_id, created_at, revoked, scope?
 //   {p}:key-id:<key_id>       string <sha256>
 //   {p}:project:<project_id>  hash  plan, monthly?, burst?, capacity?, created_at
 //   {p}:project-keys:<id>     set   key ids
@@ -15,6 +15,7 @@ export interface KeyInfo {
   projectId: string;
   createdAt: string;
   revoked: boolean;
+  scope: Scope;
 }
 
 export interface ProjectInfo {
@@ -28,6 +29,7 @@ export interface ProjectInfo {
 export interface KeyLookup {
   keyId: string;
   projectId: string;
+  scope: Scope;
   plan: string;
   overrides: Partial<Plan>;
 }
@@ -102,19 +104,25 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
     await redis.sadd(k.projects, projectId);
   }
 
-  async function store(key: string, projectId: string): Promise<KeyInfo> {
+  async function store(key: string, projectId: string, scope: Scope): Promise<KeyInfo> {
     const hash = hashKey(key);
     const info: KeyInfo = {
       keyId: generateId("key"),
       projectId,
       createdAt: new Date().toISOString(),
       revoked: false,
+      scope,
     };
     const added = await redis.hsetnx(k.key(hash), "key_id", info.keyId);
     if (!added) throw new KeyStoreError("this key is already registered");
     // Sent together, not as MULTI or one pipeline: these keys live in different Cluster slots.
     await Promise.all([
-      redis.hset(k.key(hash), { project_id: projectId, created_at: info.createdAt, revoked: "0" }),
+      redis.hset(k.key(hash), {
+        project_id: projectId,
+        created_at: info.createdAt,
+        revoked: "0",
+        scope,
+      }),
       redis.set(k.keyId(info.keyId), hash),
       redis.sadd(k.projectKeys(projectId), info.keyId),
     ]);
@@ -129,15 +137,18 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
       projectId: h.project_id,
       createdAt: h.created_at ?? "",
       revoked: h.revoked === "1",
+      // Keys stored before scopes existed have none: they are report keys.
+      scope: h.scope === "read" ? "read" : "report",
     };
   }
 
   return {
     /** Creates a key for a project (creating the project if needed); the plaintext is returned once. */
-    async create(projectId: string, opts: { plan?: string; defaultPlan: string }) {
+    async create(projectId: string, opts: { plan?: string; defaultPlan: string; scope?: Scope }) {
       await ensureProject(projectId, opts.plan, opts.defaultPlan);
-      const key = generateKey();
-      const info = await store(key, projectId);
+      const scope = opts.scope ?? "report";
+      const key = generateKey(scope);
+      const info = await store(key, projectId, scope);
       const project = await getProject(projectId);
       return { key, ...info, plan: project?.plan ?? opts.defaultPlan };
     },
@@ -146,7 +157,7 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
     async import(projectId: string, key: string, opts: { plan?: string; defaultPlan: string }) {
       if (!isWellFormedKey(key)) throw new KeyStoreError("the key is not well formed");
       await ensureProject(projectId, opts.plan, opts.defaultPlan);
-      const info = await store(key, projectId);
+      const info = await store(key, projectId, "report");
       const project = await getProject(projectId);
       return { ...info, plan: project?.plan ?? opts.defaultPlan };
     },
@@ -215,6 +226,7 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
       return {
         keyId: info.keyId,
         projectId: info.projectId,
+        scope: info.scope,
         plan: project.plan,
         overrides: project.overrides,
       };

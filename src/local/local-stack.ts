@@ -14,10 +14,10 @@ import { removeStackFile, writeStackFile } from "./stack-file.js";
 import { createSupervisor } from "./supervisor.js";
 
 // The whole service on one machine on embedded defaults: its own redis-server (AOF on,
-// noeviction, STACK_REDIS_MAXMEMORY) unless REDIS_URL is set, the embedded ClickHouse server (on CLICKHOUSE_PATH) unless
-// CLICKHOUSE_URL is set, migrations, then the edge, one worker and the alerts worker under a
-// supervisor. Data lives in HEADROOM_DATA_DIR (./.data) and survives restarts; so does the local
-// project key.
+// noeviction, STACK_REDIS_MAXMEMORY) unless REDIS_URL is set, the embedded ClickHouse server (on
+// CLICKHOUSE_PATH) unless CLICKHOUSE_URL is set, migrations, then the edge, the read API, one
+// worker and the alerts worker under a supervisor. Data lives in HEADROOM_DATA_DIR (./.data) and
+// survives restarts; so do the local project's keys (one to report, one to read).
 
 const LOCAL_PROJECT = "local";
 
@@ -25,6 +25,8 @@ interface LocalKey {
   key: string;
   key_id: string;
   project: string;
+  /** The read API's key for the same project. */
+  read_key: string;
 }
 
 export interface LocalStackOptions {
@@ -82,15 +84,17 @@ export async function startLocalStack(
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
     supervisor.start({ name: "alerts", entry: "workers/alerts.ts", env: childEnv });
     supervisor.start({ name: "edge", entry: "src/main/edge.ts", env: childEnv });
+    supervisor.start({ name: "api", entry: "src/main/api.ts", env: childEnv });
 
     const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
     return {
       config,
       endpoint: `http://${host}:${config.PORT}/api/report`,
+      readApi: `http://${host}:${config.API_PORT}/api/v1`,
       local,
       async stop() {
         // Intake first, then the worker flushes, then the stores.
-        await supervisor.stop(["edge", "worker", "alerts"]);
+        await supervisor.stop(["edge", "api", "worker", "alerts"]);
         for (const stop of stops.reverse()) await stop();
         removeStackFile(dataDir);
       },
@@ -120,12 +124,25 @@ async function ensureLocalKey(config: Config, keyFile: string): Promise<LocalKey
   const redis = createWorkerRedis(redisTopology(config));
   try {
     const store = createKeyStore(redis);
+    const readKey = async () =>
+      (await store.create(LOCAL_PROJECT, { defaultPlan: "unlimited", scope: "read" })).key;
     if (existsSync(keyFile)) {
-      const saved = JSON.parse(readFileSync(keyFile, "utf8")) as LocalKey;
-      if (await store.lookup(saved.key)) return saved;
+      const saved = JSON.parse(readFileSync(keyFile, "utf8")) as Partial<LocalKey>;
+      if (saved.key && (await store.lookup(saved.key))) {
+        // A key file from before the read API gets its read key now.
+        if (saved.read_key && (await store.lookup(saved.read_key))) return saved as LocalKey;
+        const local = { ...(saved as LocalKey), read_key: await readKey() };
+        writeFileSync(keyFile, JSON.stringify(local, null, 2), { mode: 0o600 });
+        return local;
+      }
     }
     const created = await store.create(LOCAL_PROJECT, { defaultPlan: "unlimited" });
-    const local = { key: created.key, key_id: created.keyId, project: created.projectId };
+    const local = {
+      key: created.key,
+      key_id: created.keyId,
+      project: created.projectId,
+      read_key: await readKey(),
+    };
     // The plaintext is kept on this machine only, readable by its owner, for the local stack.
     writeFileSync(keyFile, JSON.stringify(local, null, 2), { mode: 0o600 });
     return local;

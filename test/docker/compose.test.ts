@@ -231,7 +231,7 @@ describe("docker compose", () => {
     )
       .split("\n")
       .filter(Boolean);
-    expect(all.length).toBe(8); // redis, clickhouse, migrate, edge, 3 workers, alerts
+    expect(all.length).toBe(9); // redis, clickhouse, migrate, edge, api, 3 workers, alerts
     const states = await docker([
       "inspect",
       "--format",

@@ -68,7 +68,13 @@ describe("the quota's month is Redis's", () => {
         authFailuresPerIp: 10,
         authFailureWindowS: 60,
       });
-      const lookup: KeyLookup = { keyId: "k", projectId: "p", plan: "free", overrides: {} };
+      const lookup: KeyLookup = {
+        keyId: "k",
+        projectId: "p",
+        scope: "report",
+        plan: "free",
+        overrides: {},
+      };
       try {
         for (let i = 0; i < 3; i++) await limits.consumeQuota(lookup);
         const now = await redisNow();

@@ -2,17 +2,23 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_PLANS } from "../../src/config.js";
-import { type AuthDeps, createAuthenticate } from "../../src/edge/authenticate.js";
-import { HttpError } from "../../src/edge/errors.js";
 import { createLimits } from "../../src/edge/limits.js";
-import { errorHandler } from "../../src/edge/plugins/error-handler.js";
+import { type AuthDeps, createAuthenticate } from "../../src/http/authenticate.js";
+import { errorHandler } from "../../src/http/error-handler.js";
+import { HttpError } from "../../src/http/errors.js";
 import { generateKey } from "../../src/keys/key-format.js";
 import type { KeyLookup } from "../../src/keys/key-store.js";
 
 // Who is sending: `Authorization: Bearer <key>`, checked with a fake key lookup behind the same
 // function interface as the real cache, through a tiny app with the real error handler.
 
-const project: KeyLookup = { keyId: "key_1", projectId: "prj_1", plan: "free", overrides: {} };
+const project: KeyLookup = {
+  keyId: "key_1",
+  projectId: "prj_1",
+  scope: "report",
+  plan: "free",
+  overrides: {},
+};
 const goodKey = generateKey();
 
 let app: FastifyInstance | undefined;

@@ -38,12 +38,13 @@ function load(file: string) {
 
 const compose = load("docker-compose.yml");
 const services = compose.services;
-const headroomServices = ["migrate", "edge", "worker", "alerts"];
+const headroomServices = ["migrate", "edge", "api", "worker", "alerts"];
 
 describe("docker-compose.yml", () => {
   it("has the services of the deployment", () => {
     expect(Object.keys(services).sort()).toEqual([
       "alerts",
+      "api",
       "clickhouse",
       "edge",
       "migrate",
@@ -63,6 +64,7 @@ describe("docker-compose.yml", () => {
   it("runs Headroom's entry points from the built image", () => {
     expect(services.migrate?.build).toBeDefined();
     expect(services.edge?.command).toEqual(["node", "dist/src/main/edge.js"]);
+    expect(services.api?.command).toEqual(["node", "dist/src/main/api.js"]);
     expect(services.worker?.command).toEqual(["node", "dist/workers/ingest.js"]);
     expect(services.alerts?.command).toEqual(["node", "dist/workers/alerts.js"]);
     expect(services.migrate?.command).toEqual(["node", "dist/src/main/cli.js", "migrate"]);
@@ -81,13 +83,14 @@ describe("docker-compose.yml", () => {
 
   it("starts Headroom only after its stores are healthy and the schema migrated", () => {
     expect(services.migrate?.depends_on?.clickhouse?.condition).toBe("service_healthy");
-    for (const name of ["edge", "worker"]) {
+    for (const name of ["edge", "api", "worker"]) {
       const deps = services[name]?.depends_on ?? {};
       expect(deps.redis?.condition, name).toBe("service_healthy");
       expect(deps.migrate?.condition, name).toBe("service_completed_successfully");
       expect(services[name]?.healthcheck, name).toBeDefined();
     }
     expect(services.worker?.depends_on?.clickhouse?.condition).toBe("service_healthy");
+    expect(services.api?.depends_on?.clickhouse?.condition).toBe("service_healthy");
   });
 
   it("binds published ports to 127.0.0.1 and lets edge and worker scale", () => {
@@ -96,6 +99,7 @@ describe("docker-compose.yml", () => {
     }
     // A fixed host port would stop `--scale`; the edge publishes a range, the worker nothing.
     expect(services.edge?.ports?.[0]).toMatch(/-\d+:3000$/);
+    expect(services.api?.ports?.[0]).toMatch(/-\d+:3001$/);
     expect(services.worker?.ports).toBeUndefined();
   });
 });
@@ -208,8 +212,13 @@ describe("docker-compose.test.yml", () => {
 
   it("leaves Headroom's images to the base file, which publishes no fixed port in tests", () => {
     const text = readFileSync("docker-compose.yml", "utf8");
-    expect(text.match(/image: \$\{HEADROOM_IMAGE:-headroom:local\}/g)).toHaveLength(4);
-    for (const v of ["REDIS_HOST_PORT", "CLICKHOUSE_HOST_PORT", "EDGE_HOST_PORTS"]) {
+    expect(text.match(/image: \$\{HEADROOM_IMAGE:-headroom:local\}/g)).toHaveLength(5);
+    for (const v of [
+      "REDIS_HOST_PORT",
+      "CLICKHOUSE_HOST_PORT",
+      "EDGE_HOST_PORTS",
+      "API_HOST_PORTS",
+    ]) {
       expect(text).toContain(`\${${v}-`);
     }
   });

@@ -1,9 +1,9 @@
 import { Writable } from "node:stream";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { HttpError } from "../../src/edge/errors.js";
-import { errorHandler } from "../../src/edge/plugins/error-handler.js";
 import { jsonBody } from "../../src/edge/plugins/json-body.js";
+import { errorHandler } from "../../src/http/error-handler.js";
+import { HttpError } from "../../src/http/errors.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { EnqueueError } from "../../src/queue/enqueuer.js";
 

@@ -9,6 +9,15 @@ describe("key format", () => {
     expect(generateKey()).not.toBe(key);
   });
 
+  it("issues read keys with a prefix of their own, checksummed like the others", () => {
+    const key = generateKey("read");
+    expect(key).toMatch(/^hrr_[0-9A-Za-z]{33}$/);
+    expect(isWellFormedKey(key)).toBe(true);
+    // A report key relabelled as a read key (or back) fails its checksum.
+    expect(isWellFormedKey(`hrr_${generateKey().slice(3)}`)).toBe(false);
+    expect(isWellFormedKey(`hr_${key.slice(4)}`)).toBe(false);
+  });
+
   it("refuses a key with one character changed, without any lookup", () => {
     const key = generateKey();
     const i = 10;

@@ -1,8 +1,8 @@
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { DEFAULT_PLANS } from "../../src/config.js";
-import { HttpError } from "../../src/edge/errors.js";
 import { createLimits, effectivePlan, monthOf, nextMonthStart } from "../../src/edge/limits.js";
+import { HttpError } from "../../src/http/errors.js";
 import type { KeyLookup } from "../../src/keys/key-store.js";
 
 // Plan resolution, the monthly reset, and the in-process limiter of failed authentications (the
@@ -13,6 +13,7 @@ const DAY_S = 24 * 60 * 60;
 const lookup = (plan: string, overrides: KeyLookup["overrides"] = {}): KeyLookup => ({
   keyId: "key_1",
   projectId: "prj_1",
+  scope: "report",
   plan,
   overrides,
 });

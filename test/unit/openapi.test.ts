@@ -23,7 +23,7 @@ describe("OpenAPI 3.1 document", () => {
     expect(doc.openapi).toBe("3.1.0");
     expect(doc.components.securitySchemes.projectKey).toEqual({ type: "http", scheme: "bearer" });
     expect(Object.keys(post.responses).sort()).toEqual(
-      ["200", "400", "401", "405", "413", "415", "429", "503"].sort(),
+      ["200", "400", "401", "403", "405", "413", "415", "429", "503"].sort(),
     );
   });
 

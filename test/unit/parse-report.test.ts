@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { HttpError } from "../../src/edge/errors.js";
 import { MAX_JSON_DEPTH, parseJsonBody, validateReport } from "../../src/edge/parse-report.js";
+import { HttpError } from "../../src/http/errors.js";
 
 // Body bytes → JSON value → normalised record, with the contract's error codes and issue paths.
 

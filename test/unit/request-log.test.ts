@@ -1,13 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { repeatsAuthorization } from "../../src/edge/authenticate.js";
-import { redactPath, redactUrl } from "../../src/edge/request-log.js";
+import { repeatsAuthorization } from "../../src/http/authenticate.js";
+import { redactPath, redactUrl } from "../../src/http/request-log.js";
 import { generateKey } from "../../src/keys/key-format.js";
 
 // What the edge may write about a URL, and how it tells a second Authorization header.
 
 describe("redactUrl / redactPath", () => {
   const key = generateKey();
+  const readKey = generateKey("read");
   it.each([
+    [`/api/v1/usage?key=${readKey}`, "/api/v1/usage?[redacted]", "/api/v1/usage"],
+    [`/x/${readKey.slice(0, 9)}`, "/x/[redacted]", "/x/[redacted]"],
     ["/api/report", "/api/report", "/api/report"],
     ["/healthz?verbose=1", "/healthz?[redacted]", "/healthz"],
     [`/api/report?key=${key}`, "/api/report?[redacted]", "/api/report"],

@@ -1,5 +1,5 @@
 import fp from "fastify-plugin";
-import { HttpError } from "../errors.js";
+import { HttpError } from "../../http/errors.js";
 import { parseJsonBody } from "../parse-report.js";
 
 // Our own JSON parser: raw bytes in, so that invalid UTF-8, empty bodies and prototype keys get

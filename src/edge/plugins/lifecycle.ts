@@ -1,7 +1,7 @@
 import fp from "fastify-plugin";
 import type { Counter } from "prom-client";
-import { unavailable } from "../errors.js";
-import { requestAnswered, requestStarted } from "../in-flight.js";
+import { unavailable } from "../../http/errors.js";
+import { requestAnswered, requestStarted } from "../../http/in-flight.js";
 import type { EdgeMetrics } from "../metrics.js";
 
 // Per-request work every route shares: the contract's 503 for requests that still arrive on open

@@ -5,10 +5,10 @@ import Fastify, {
   type FastifyRequest,
 } from "fastify";
 import type { Config } from "../../config.js";
+import { errorHandler } from "../../http/error-handler.js";
+import { HttpError } from "../../http/errors.js";
 import type { BacklogGate } from "../backlog.js";
-import { HttpError } from "../errors.js";
 import type { EdgeMetrics } from "../metrics.js";
-import { errorHandler } from "../plugins/error-handler.js";
 import { healthRoutes } from "./health.js";
 
 // GET /metrics: Prometheus text of one edge. On the public listener by default; on a listener

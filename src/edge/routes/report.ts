@@ -1,17 +1,18 @@
 import type { FastifyPluginAsync } from "fastify";
+import type { AuthDeps } from "../../http/authenticate.js";
+import { createAuthenticate } from "../../http/authenticate.js";
+import { HttpError } from "../../http/errors.js";
+import { requireScope } from "../../http/scope.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { EnqueueError, type Enqueuer } from "../../queue/enqueuer.js";
 import { newReportId } from "../../report/report-id.js";
 import { toRow } from "../../report/report-schema.js";
-import type { AuthDeps } from "../authenticate.js";
-import { createAuthenticate } from "../authenticate.js";
 import type { BacklogGate } from "../backlog.js";
-import { HttpError } from "../errors.js";
 import type { Limits } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
 import { validateReport } from "../parse-report.js";
 
-// POST /api/report, in the contract's order: key, burst limit (both before the body is read),
+// POST /api/report, in the contract's order: key (and its scope), burst limit (both before the body is read),
 // body size, media type, JSON and report validation, backlog bound, quota, durable enqueue. The
 // 200 goes out only after Redis acknowledged the job holding the report.
 
@@ -22,12 +23,6 @@ export interface ReportRouteDeps extends AuthDeps {
   backlog: Pick<BacklogGate, "check">;
   enqueuer: Pick<Enqueuer, "enqueue">;
   metrics: Pick<EdgeMetrics, "reportWarnings">;
-}
-
-declare module "fastify" {
-  interface FastifyRequest {
-    project?: KeyLookup;
-  }
 }
 
 export const REPORT_PATH = "/api/report";
@@ -42,6 +37,8 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
     onRequest: async (req, reply) => {
       reply.header("x-request-id", req.id);
       const project = await authenticate(req);
+      // A read key never stores a report, nor spends the project's burst.
+      requireScope(project, "report");
       await limits.consumeBurst(project);
       req.project = project;
     },

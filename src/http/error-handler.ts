@@ -1,19 +1,23 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
-import { EnqueueError } from "../../queue/enqueuer.js";
-import { HttpError, unavailable } from "../errors.js";
-import type { EdgeMetrics } from "../metrics.js";
-import { redactPath } from "../request-log.js";
+import { EnqueueError } from "../queue/enqueuer.js";
+import { HttpError, unavailable } from "./errors.js";
+import { redactPath } from "./request-log.js";
 
 // The one error handler: every error becomes one of the contract's codes and bodies; anything
 // unexpected is a 500 whose body carries no internals (the log has them).
 
-export const errorHandler = fp<{ metrics?: Pick<EdgeMetrics, "unavailable"> }>(
+export interface ErrorHandlerOptions {
+  /** Counts 503s by reason (the edge's headroom_unavailable_total). */
+  unavailable?: { inc(labels: { reason: string }): void };
+}
+
+export const errorHandler = fp<ErrorHandlerOptions>(
   async (app, opts) => {
     app.setErrorHandler((err, req, reply) => {
       const httpError = toHttpError(err, req);
       if (keepsConnection(err, httpError, req)) reply.removeHeader("connection");
-      if (httpError.extra.reason) opts.metrics?.unavailable.inc({ reason: httpError.extra.reason });
+      if (httpError.extra.reason) opts.unavailable?.inc({ reason: httpError.extra.reason });
       return sendError(req, reply, httpError);
     });
     // The path is echoed to help whoever mistyped it, but never a key sent in it by mistake.

@@ -5,8 +5,12 @@ export const ERROR_STATUS = {
   invalid_report: 400,
   // RFC 6750's code for a request that "repeats the same parameter": two Authorization headers.
   invalid_request: 400,
+  /** A read API query parameter that is unknown, repeated or out of range. */
+  invalid_query: 400,
   missing_project_key: 401,
   invalid_project_key: 401,
+  /** A key used outside its scope (a read key on /api/report, a report key on the read API). */
+  insufficient_scope: 403,
   not_found: 404,
   method_not_allowed: 405,
   request_timeout: 408,

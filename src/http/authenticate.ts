@@ -3,19 +3,30 @@ import type { LookupKey } from "../keys/key-cache.js";
 import { isWellFormedKey } from "../keys/key-format.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import { HttpError, unavailable } from "./errors.js";
-import type { Limits } from "./limits.js";
 
 // Who is sending: the project key of `Authorization: Bearer <key>`, checked before the body is
 // read. Malformed keys are refused without a Redis call; every failure counts against the
 // client's IP, and an attempt that needs a look-up takes its failure before the look-up (given
 // back if the key is good), so that guesses sent at once cannot outrun the limit.
 
+/** Failed authentication counted per client IP (the edge's limits.ts provides it). */
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The authenticated key: its project, plan and scope. */
+    project?: KeyLookup;
+  }
+}
+
+export interface AuthFailureLimits {
+  checkAuthFailures(ip: string): Promise<void>;
+  recordAuthFailure(ip: string): void;
+  reserveAuthAttempt(ip: string): Promise<void>;
+  releaseAuthAttempt(ip: string): void;
+}
+
 export interface AuthDeps {
   lookupKey: LookupKey;
-  limits: Pick<
-    Limits,
-    "checkAuthFailures" | "recordAuthFailure" | "reserveAuthAttempt" | "releaseAuthAttempt"
-  >;
+  limits: AuthFailureLimits;
 }
 
 // Anything after "Bearer " is the presented key: a malformed one is invalid, not missing.

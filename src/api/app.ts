@@ -1,0 +1,60 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { AlertRule } from "../alerts/rule.js";
+import type { Config } from "../config.js";
+import type { AuthFailureLimits } from "../http/authenticate.js";
+import { errorHandler } from "../http/error-handler.js";
+import { type ServerConfig, serverOptions } from "../http/server-options.js";
+import type { LookupKey } from "../keys/key-cache.js";
+import { buildApiOpenApi } from "./openapi.js";
+import { readAuth } from "./plugins/read-auth.js";
+import type { ReadLimit } from "./read-limit.js";
+import type { ReadStore } from "./read-store.js";
+import { alertEventsRoutes } from "./routes/alert-events.js";
+import { headroomRoutes } from "./routes/headroom.js";
+import { reportsRoutes } from "./routes/reports.js";
+import { spendRoutes } from "./routes/spend.js";
+import { usageRoutes } from "./routes/usage.js";
+
+// The read API as a function of its dependencies: the edge's server options and error handler,
+// open health and OpenAPI routes, and the /api/v1 routes behind read keys.
+
+export interface ApiDeps {
+  config: ServerConfig & Pick<Config, "READ_MAX_POINTS" | "READ_STALE_AFTER_S">;
+  logger: FastifyBaseLogger;
+  lookupKey: LookupKey;
+  authLimits: AuthFailureLimits;
+  readLimit: ReadLimit;
+  store: ReadStore;
+  rulesFor(project: string): Promise<AlertRule[]>;
+  now?: () => number;
+}
+
+export function buildApiApp(deps: ApiDeps): FastifyInstance {
+  const { config, store, now } = deps;
+  const app = Fastify(serverOptions(config, deps.logger));
+  app.register(errorHandler);
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+  const openapi = buildApiOpenApi();
+  app.get("/api/v1/openapi.json", async () => openapi);
+
+  app.register(async (v1) => {
+    v1.register(readAuth, {
+      lookupKey: deps.lookupKey,
+      limits: deps.authLimits,
+      readLimit: deps.readLimit,
+    });
+    v1.register(headroomRoutes, {
+      store,
+      rulesFor: deps.rulesFor,
+      staleAfterMs: config.READ_STALE_AFTER_S * 1000,
+      now,
+    });
+    v1.register(usageRoutes, { store, maxPoints: config.READ_MAX_POINTS, now });
+    v1.register(reportsRoutes, { store, now });
+    v1.register(alertEventsRoutes, { store, now });
+    v1.register(spendRoutes, { store, now });
+  });
+
+  return app;
+}

@@ -1,0 +1,77 @@
+import type { ClickHouseClient } from "@clickhouse/client";
+import type { FastifyBaseLogger } from "fastify";
+import { createRuleCache } from "../alerts/rule-cache.js";
+import { createRuleStore } from "../alerts/rule-store.js";
+import { createClickHouse } from "../clickhouse/client.js";
+import type { Config } from "../config.js";
+import { createLimits } from "../edge/limits.js";
+import { redisTokenBucket } from "../edge/token-bucket.js";
+import { createKeyCache } from "../keys/key-cache.js";
+import { createKeyStore } from "../keys/key-store.js";
+import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
+import { redisTopology } from "../redis/topology.js";
+import { buildApiApp } from "./app.js";
+import { createQueryCache } from "./query-cache.js";
+import { createReadLimit } from "./read-limit.js";
+import { createReadStore } from "./read-store.js";
+
+// Wires one read API process from configuration: clients are created here, once, and passed
+// down. It shares the key store, the limits' Redis scripts and the config with the edge.
+
+export async function createApi(
+  config: Config,
+  logger: FastifyBaseLogger,
+  opts: { clickhouse?: ClickHouseClient; now?: () => number } = {},
+) {
+  const redis = createProducerRedis(redisTopology(config));
+  redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
+  await waitForReady(redis);
+  const clickhouse = opts.clickhouse ?? createClickHouse(config);
+  const ownsClickHouse = opts.clickhouse === undefined;
+
+  const keyStore = createKeyStore(redis);
+  // Only the failed-authentication limit of the edge's limits is used here.
+  const limits = createLimits({
+    redis,
+    plans: config.PLANS,
+    authFailuresPerIp: config.AUTH_FAILURES_PER_IP,
+    authFailureWindowS: config.AUTH_FAILURE_WINDOW_S,
+  });
+  const rules = createRuleCache(
+    createRuleStore(redis, config.QUEUE_PREFIX),
+    config.ALERTS_RULES_TTL_MS,
+  );
+  const app = buildApiApp({
+    config,
+    logger,
+    lookupKey: createKeyCache(keyStore.lookup, { ttlMs: config.KEY_CACHE_TTL_MS }),
+    authLimits: limits,
+    readLimit: createReadLimit({
+      take: redisTokenBucket(redis, "headroom:read"),
+      ratePerS: config.READ_RATE_PER_S,
+      burst: config.READ_BURST,
+    }),
+    store: createReadStore({
+      clickhouse,
+      db: config.CLICKHOUSE_DATABASE,
+      cache: createQueryCache({ ttlMs: config.READ_CACHE_TTL_MS }),
+    }),
+    rulesFor: async (project) => (await rules.rulesFor([project])).get(project) ?? [],
+    now: opts.now,
+  });
+
+  return {
+    app,
+    redis,
+    keyStore,
+    /** Stop intake, let in-flight requests finish, close Redis and ClickHouse. */
+    async close() {
+      await app.close();
+      await limits.close();
+      await closeRedis(redis);
+      if (ownsClickHouse) await clickhouse.close();
+    },
+  };
+}
+
+export type Api = Awaited<ReturnType<typeof createApi>>;

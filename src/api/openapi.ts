@@ -1,0 +1,116 @@
+import { z } from "zod";
+import { ERROR_STATUS } from "../http/errors.js";
+import { alertEventsQuery, alertEventsResponse } from "./routes/alert-events.js";
+import { headroomQuery, headroomResponse } from "./routes/headroom.js";
+import { reportsQuery, reportsResponse } from "./routes/reports.js";
+import { spendQuery, spendResponse } from "./routes/spend.js";
+import { usageQuery, usageResponse } from "./routes/usage.js";
+
+// OpenAPI 3.1 for the read API, generated from the zod schemas that validate each route's query
+// and describe its answer, so the description cannot drift from the code.
+
+const schemaOf = (schema: z.ZodType, io: "input" | "output") =>
+  z.toJSONSchema(schema, { io, unrepresentable: "any", target: "draft-2020-12" }) as {
+    properties?: Record<string, unknown>;
+  };
+
+function parameters(query: z.ZodObject) {
+  const props = schemaOf(query, "input").properties ?? {};
+  return Object.entries(props).map(([name, schema]) => ({
+    name,
+    in: "query",
+    required: false,
+    schema,
+    // Filters and group_by may be repeated; every other parameter is given once.
+    ...(["provider", "model", "app", "group_by", "level"].includes(name)
+      ? { style: "form", explode: true }
+      : {}),
+  }));
+}
+
+const errorBody = z.object({
+  error: z.enum(Object.keys(ERROR_STATUS) as [keyof typeof ERROR_STATUS]),
+  message: z.string(),
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+});
+
+const error = (description: string) => ({
+  description,
+  content: { "application/json": { schema: schemaOf(errorBody, "output") } },
+});
+
+function operation(
+  operationId: string,
+  summary: string,
+  query: z.ZodObject,
+  response: z.ZodType,
+  csv = false,
+) {
+  return {
+    get: {
+      operationId,
+      summary,
+      parameters: parameters(query),
+      responses: {
+        "200": {
+          description: "OK",
+          content: {
+            "application/json": { schema: schemaOf(response, "output") },
+            ...(csv ? { "text/csv": { schema: { type: "string" } } } : {}),
+          },
+        },
+        "400": error("invalid_query: a parameter is unknown, repeated or out of range"),
+        "401": error("missing_project_key or invalid_project_key"),
+        "403": error("insufficient_scope: the key is not a read key"),
+        "429": error("rate_limited: the key's read limit"),
+        "503": error("unavailable"),
+      },
+    },
+  };
+}
+
+export function buildApiOpenApi() {
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Headroom read API",
+      version: "1.0.0",
+      description: "A project's headroom, usage, reports, alert events and spend, for read keys.",
+    },
+    components: { securitySchemes: { readKey: { type: "http", scheme: "bearer" } } },
+    security: [{ readKey: [] }],
+    paths: {
+      "/api/v1/headroom": operation(
+        "getHeadroom",
+        "Current headroom per provider, model and app",
+        headroomQuery,
+        headroomResponse,
+      ),
+      "/api/v1/usage": operation(
+        "getUsage",
+        "Usage per window from the rollups (JSON, or CSV with Accept: text/csv or format=csv)",
+        usageQuery,
+        usageResponse,
+        true,
+      ),
+      "/api/v1/reports": operation(
+        "listReports",
+        "Reports, newest first",
+        reportsQuery,
+        reportsResponse,
+      ),
+      "/api/v1/alerts/events": operation(
+        "listAlertEvents",
+        "Alert events, newest first",
+        alertEventsQuery,
+        alertEventsResponse,
+      ),
+      "/api/v1/spend": operation(
+        "getSpend",
+        "Spend per provider over a range",
+        spendQuery,
+        spendResponse,
+      ),
+    },
+  };
+}

@@ -1,0 +1,46 @@
+import type { ClickHouseClient } from "@clickhouse/client";
+import { isClickHouseError } from "../clickhouse/classify-error.js";
+import { unavailable } from "../http/errors.js";
+import type { QueryCache } from "./query-cache.js";
+
+// The read API's only way to ClickHouse: parameterised queries (`{name:Type}`), each shared by
+// identical requests through the cache. ClickHouse unreachable is a 503; ClickHouse refusing a
+// query is our bug, and stays a 500.
+
+export interface ReadStore {
+  /** The database every table name is qualified with. */
+  db: string;
+  rows<T>(query: string, params: Record<string, unknown>): Promise<T[]>;
+}
+
+export function createReadStore(opts: {
+  clickhouse: ClickHouseClient;
+  db: string;
+  cache: QueryCache;
+}): ReadStore {
+  const { clickhouse, cache } = opts;
+  return {
+    db: opts.db,
+    rows<T>(query: string, params: Record<string, unknown>): Promise<T[]> {
+      return cache.get(JSON.stringify([query, params]), async () => {
+        try {
+          const rs = await clickhouse.query({
+            query,
+            query_params: params,
+            format: "JSONEachRow",
+          });
+          return await rs.json<T>();
+        } catch (err) {
+          if (isClickHouseError(err)) throw err;
+          const e = unavailable("the store cannot answer right now");
+          e.cause = err;
+          throw e;
+        }
+      });
+    },
+  };
+}
+
+/** A ClickHouse number (Int64 arrives as text, Decimal as a number), or null. */
+export const num = (v: unknown): number | null =>
+  v === null || v === undefined || v === "" ? null : Number(v);

@@ -1,0 +1,119 @@
+import type { FastifyPluginAsync } from "fastify";
+import { z } from "zod";
+import { METRICS } from "../../alerts/rule.js";
+import type { KeyLookup } from "../../keys/key-store.js";
+import { cursorParam, decodeCursor, page } from "../cursor.js";
+import { filterSql, invalidQuery, limit, parseQuery, seriesFilters, time } from "../params.js";
+import { num, type ReadStore } from "../read-store.js";
+import { chTime, MAX_RANGE_MS, resolveRange } from "../time-range.js";
+
+// GET /api/v1/alerts/events: the project's alert events, newest first (time, then id), a page
+// at a time, from `alert_events` FINAL (an event stored twice is listed once).
+
+export const LEVELS = ["warning", "critical", "resolved"] as const;
+
+export const alertEventsQuery = z.strictObject({
+  from: time.optional(),
+  to: time.optional(),
+  limit: limit(100, 50),
+  cursor: cursorParam.optional(),
+  level: z
+    .union([z.string(), z.array(z.string())])
+    .transform((v) => (Array.isArray(v) ? v : [v]))
+    .pipe(z.array(z.enum(LEVELS, { error: "expected warning, critical or resolved" })).max(3))
+    .optional(),
+  provider: seriesFilters.provider,
+});
+
+const EVENT_ID = /^evt_[0-9a-f]{32}$/;
+
+export const alertEventItem = z.object({
+  id: z.string(),
+  rule_id: z.string(),
+  provider: z.string(),
+  model: z.string().nullable(),
+  app: z.string(),
+  metric: z.enum(METRICS),
+  level: z.enum(LEVELS),
+  used_pct: z.number(),
+  limit: z.number(),
+  remaining: z.number(),
+  reset_ms: z.number().nullable(),
+  burn_per_s: z.number().nullable(),
+  exhaustion_eta_s: z.number().nullable(),
+  warn_pct: z.number(),
+  critical_pct: z.number(),
+  report_id: z.uuid(),
+  at: z.string(),
+});
+
+export const alertEventsResponse = z.object({
+  items: z.array(alertEventItem),
+  next_cursor: z.string().nullable(),
+});
+
+export interface AlertEventsDeps {
+  store: ReadStore;
+  now?: () => number;
+}
+
+type EventRow = Omit<z.infer<typeof alertEventItem>, "reset_ms" | "at" | "model"> & {
+  model: string;
+  reset_ms: string | null;
+  t: string;
+};
+
+function eventsSql(db: string, filters: string, after: boolean) {
+  return `SELECT event_id AS id, rule_id, provider, model, app, metric, toString(level) AS level,
+    used_pct, \`limit\`, remaining, reset_ms, burn_per_s, exhaustion_eta_s, warn_pct, critical_pct,
+    toString(report_id) AS report_id, toUnixTimestamp64Milli(at) AS t
+  FROM ${db}.alert_events FINAL
+  WHERE project_id = {project:String}
+    AND at >= {from:DateTime64(3)} AND at < {to:DateTime64(3)}${filters}${
+      after ? " AND (at, event_id) < ({ct:DateTime64(3)}, {cid:String})" : ""
+    }
+  ORDER BY at DESC, event_id DESC
+  LIMIT {limit:UInt32}`;
+}
+
+export async function readAlertEvents(
+  deps: AlertEventsDeps,
+  project: KeyLookup,
+  q: z.output<typeof alertEventsQuery>,
+): Promise<z.infer<typeof alertEventsResponse>> {
+  const range = resolveRange(q, Math.ceil((deps.now ?? Date.now)() / 1000) * 1000);
+  if (range.to - range.from > MAX_RANGE_MS.day) {
+    throw invalidQuery("from/to: events are listed over at most 400 days; narrow the range");
+  }
+  const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor, EVENT_ID);
+  let { sql, params } = filterSql({ provider: q.provider });
+  if (q.level) {
+    sql += " AND toString(level) IN {levels:Array(String)}";
+    params = { ...params, levels: q.level };
+  }
+  const rows = await deps.store.rows<EventRow>(eventsSql(deps.store.db, sql, cursor !== null), {
+    project: project.projectId,
+    from: chTime(range.from),
+    to: chTime(range.to),
+    limit: q.limit + 1,
+    ...(cursor ? { ct: chTime(cursor.t), cid: cursor.id } : {}),
+    ...params,
+  });
+  const { items, next_cursor } = page(rows, q.limit, (r) => ({ t: Number(r.t), id: r.id }));
+  return {
+    items: items.map(({ t, ...r }) => ({
+      ...r,
+      model: r.model === "" ? null : r.model,
+      reset_ms: num(r.reset_ms),
+      at: new Date(Number(t)).toISOString(),
+    })),
+    next_cursor,
+  };
+}
+
+export const alertEventsRoutes: FastifyPluginAsync<AlertEventsDeps> = async (app, deps) => {
+  app.get("/api/v1/alerts/events", async (req) => {
+    const q = parseQuery(alertEventsQuery, req.query);
+    return readAlertEvents(deps, req.project as KeyLookup, q);
+  });
+};

@@ -1,0 +1,145 @@
+import type { FastifyPluginAsync } from "fastify";
+import { z } from "zod";
+import type { KeyLookup } from "../../keys/key-store.js";
+import { cursorParam, decodeCursor, page } from "../cursor.js";
+import { filterSql, invalidQuery, limit, parseQuery, seriesFilters, time } from "../params.js";
+import { num, type ReadStore } from "../read-store.js";
+import { chTime, MAX_RANGE_MS, resolveRange } from "../time-range.js";
+
+// GET /api/v1/reports: the project's reports, newest first (timestamp, then id as text: a
+// UUID's own order in ClickHouse is not its text's), a page at a time. Read from `reports` FINAL, as reports_v does: a redelivered report is listed once.
+
+export const reportsQuery = z.strictObject({
+  from: time.optional(),
+  to: time.optional(),
+  limit: limit(100, 50),
+  cursor: cursorParam.optional(),
+  ...seriesFilters,
+});
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+const nullableNumber = z.number().nullable();
+export const reportItem = z.object({
+  id: z.uuid(),
+  app: z.string(),
+  provider: z.string(),
+  model: z.string().nullable(),
+  timestamp: z.string(),
+  received_at: z.string(),
+  limits: z.object({
+    requests_limit: nullableNumber,
+    requests_remaining: nullableNumber,
+    tokens_limit: nullableNumber,
+    tokens_remaining: nullableNumber,
+    reset_requests_ms: nullableNumber,
+    reset_tokens_ms: nullableNumber,
+  }),
+  credits: z
+    .object({
+      credits_limit: nullableNumber,
+      credits_remaining: nullableNumber,
+      request_cost: nullableNumber,
+    })
+    .nullable(),
+});
+
+export const reportsResponse = z.object({
+  items: z.array(reportItem),
+  next_cursor: z.string().nullable(),
+});
+
+export interface ReportsDeps {
+  store: ReadStore;
+  now?: () => number;
+}
+
+interface ReportRow {
+  id: string;
+  app: string;
+  provider: string;
+  model: string;
+  t: string;
+  r: string;
+  requests_limit: string | null;
+  requests_remaining: string | null;
+  tokens_limit: string | null;
+  tokens_remaining: string | null;
+  reset_requests_ms: string | null;
+  reset_tokens_ms: string | null;
+  credits_limit: number | null;
+  credits_remaining: number | null;
+  request_cost: number | null;
+}
+
+function reportsSql(db: string, filters: string, after: boolean) {
+  return `SELECT toString(report_id) AS id, app, provider, model,
+    toUnixTimestamp64Milli(timestamp) AS t, toUnixTimestamp64Milli(received_at) AS r,
+    requests_limit, requests_remaining, tokens_limit, tokens_remaining,
+    reset_requests_ms, reset_tokens_ms,
+    toFloat64(credits_limit) AS credits_limit, toFloat64(credits_remaining) AS credits_remaining,
+    toFloat64(request_cost) AS request_cost
+  FROM ${db}.reports FINAL
+  WHERE project_id = {project:String}
+    AND timestamp >= {from:DateTime64(3)} AND timestamp < {to:DateTime64(3)}${filters}${
+      after ? " AND (timestamp, toString(report_id)) < ({ct:DateTime64(3)}, {cid:String})" : ""
+    }
+  ORDER BY timestamp DESC, id DESC
+  LIMIT {limit:UInt32}`;
+}
+
+function item(r: ReportRow): z.infer<typeof reportItem> {
+  const credits = {
+    credits_limit: num(r.credits_limit),
+    credits_remaining: num(r.credits_remaining),
+    request_cost: num(r.request_cost),
+  };
+  return {
+    id: r.id,
+    app: r.app,
+    provider: r.provider,
+    model: r.model === "" ? null : r.model,
+    timestamp: new Date(Number(r.t)).toISOString(),
+    received_at: new Date(Number(r.r)).toISOString(),
+    limits: {
+      requests_limit: num(r.requests_limit),
+      requests_remaining: num(r.requests_remaining),
+      tokens_limit: num(r.tokens_limit),
+      tokens_remaining: num(r.tokens_remaining),
+      reset_requests_ms: num(r.reset_requests_ms),
+      reset_tokens_ms: num(r.reset_tokens_ms),
+    },
+    // Stored as "no credits" when all three are null (CONTRACT.md).
+    credits: Object.values(credits).every((v) => v === null) ? null : credits,
+  };
+}
+
+export async function readReports(
+  deps: ReportsDeps,
+  project: KeyLookup,
+  q: z.output<typeof reportsQuery>,
+): Promise<z.infer<typeof reportsResponse>> {
+  const range = resolveRange(q, Math.ceil((deps.now ?? Date.now)() / 1000) * 1000);
+  if (range.to - range.from > MAX_RANGE_MS.day) {
+    throw invalidQuery("from/to: reports are listed over at most 400 days; narrow the range");
+  }
+  const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor, UUID);
+  const { sql, params } = filterSql(q);
+  const rows = await deps.store.rows<ReportRow>(reportsSql(deps.store.db, sql, cursor !== null), {
+    project: project.projectId,
+    from: chTime(range.from),
+    to: chTime(range.to),
+    limit: q.limit + 1,
+    ...(cursor ? { ct: chTime(cursor.t), cid: cursor.id } : {}),
+    ...params,
+  });
+  const { items, next_cursor } = page(rows, q.limit, (r) => ({ t: Number(r.t), id: r.id }));
+  return { items: items.map(item), next_cursor };
+}
+
+export const reportsRoutes: FastifyPluginAsync<ReportsDeps> = async (app, deps) => {
+  app.get("/api/v1/reports", async (req) => {
+    const q = parseQuery(reportsQuery, req.query);
+    return readReports(deps, req.project as KeyLookup, q);
+  });
+};

@@ -1,0 +1,195 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { z } from "zod";
+import type { KeyLookup } from "../../keys/key-store.js";
+import { toCsv } from "../csv.js";
+import {
+  filterSql,
+  groupBy,
+  invalidQuery,
+  parseQuery,
+  type SeriesField,
+  seriesFilters,
+  single,
+  time,
+} from "../params.js";
+import { num, type ReadStore } from "../read-store.js";
+import {
+  alignRange,
+  chDate,
+  chSeconds,
+  defaultWindow,
+  isoOf,
+  resolveRange,
+  WINDOWS,
+  type Window,
+} from "../time-range.js";
+
+// GET /api/v1/usage: a time series from the rollups (minute rollups for minute and hour windows,
+// daily ones for days), per window and per group. A query that would return more than
+// READ_MAX_POINTS points is refused with a 400 that says how to narrow it, never cut short.
+
+export const FORMATS = ["json", "csv"] as const;
+
+export const usageQuery = z.strictObject({
+  from: time.optional(),
+  to: time.optional(),
+  window: single(z.enum(WINDOWS, { error: "expected minute, hour or day" })).optional(),
+  group_by: groupBy,
+  format: single(z.enum(FORMATS, { error: "expected json or csv" })).optional(),
+  ...seriesFilters,
+});
+
+export const usagePoint = z.object({
+  bucket: z.string(),
+  provider: z.string().optional(),
+  model: z.string().nullable().optional(),
+  app: z.string().optional(),
+  reports: z.number(),
+  provider_hints: z.number(),
+  requests_remaining_min: z.number().nullable(),
+  tokens_remaining_min: z.number().nullable(),
+  requests_limit_max: z.number().nullable(),
+  tokens_limit_max: z.number().nullable(),
+  used_pct_max: z.number().nullable(),
+  cost: z.number(),
+  credits_remaining_last: z.number().nullable(),
+});
+
+export const usageResponse = z.object({
+  from: z.string(),
+  to: z.string(),
+  window: z.enum(WINDOWS),
+  group_by: z.array(z.string()),
+  points: z.array(usagePoint),
+});
+
+export interface UsageDeps {
+  store: ReadStore;
+  maxPoints: number;
+  now?: () => number;
+}
+
+interface UsageRow {
+  bucket: string;
+  provider?: string;
+  model?: string;
+  app?: string;
+  reports: string;
+  hints: string;
+  rr_min: string | null;
+  tr_min: string | null;
+  rl_max: string | null;
+  tl_max: string | null;
+  used_pct_max: number | null;
+  cost: number;
+  credits_last: number | null;
+}
+
+// % of a series' limit used within a window: from its highest limit and lowest remaining, the
+// worse of requests and tokens; null when neither has both figures.
+const PCT = (limit: string, remaining: string) =>
+  `if(${limit} > 0 AND ${remaining} IS NOT NULL, greatest(0, (${limit} - ${remaining}) / ${limit} * 100), NULL)`;
+const USED_PCT = `multiIf(r_pct IS NULL, t_pct, t_pct IS NULL, r_pct, greatest(r_pct, t_pct))`;
+
+const BUCKET: Record<Window, string> = {
+  minute: "bucket",
+  hour: "toStartOfHour(bucket)",
+  day: "bucket",
+};
+
+export function usageSql(db: string, window: Window, groups: SeriesField[], filters: string) {
+  const table = window === "day" ? `${db}.reports_daily` : `${db}.reports_minute`;
+  const paramType = window === "day" ? "Date" : "DateTime";
+  const outer = groups.map((g) => `${g}, `).join("");
+  return `SELECT ${outer}toString(b) AS bucket,
+    sum(reports) AS reports, sum(hints) AS hints,
+    min(rr_min) AS rr_min, min(tr_min) AS tr_min, max(rl_max) AS rl_max, max(tl_max) AS tl_max,
+    max(${USED_PCT}) AS used_pct_max,
+    toFloat64(sum(cost)) AS cost,
+    toFloat64(argMaxIfMerge(credits)) AS credits_last
+  FROM (
+    SELECT provider, model, app, ${BUCKET[window]} AS b,
+      sum(reports) AS reports, sum(hints) AS hints,
+      min(requests_remaining_min) AS rr_min, min(tokens_remaining_min) AS tr_min,
+      max(requests_limit_max) AS rl_max, max(tokens_limit_max) AS tl_max,
+      ${PCT("rl_max", "rr_min")} AS r_pct, ${PCT("tl_max", "tr_min")} AS t_pct,
+      sum(cost_sum) AS cost,
+      argMaxIfMergeState(credits_remaining_last) AS credits
+    FROM ${table}
+    WHERE project_id = {project:String}
+      AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
+    GROUP BY provider, model, app, b
+  )
+  GROUP BY ${outer}b
+  ORDER BY ${outer}b
+  LIMIT {limit:UInt32}`;
+}
+
+export async function readUsage(
+  deps: UsageDeps,
+  project: KeyLookup,
+  q: z.output<typeof usageQuery>,
+): Promise<z.infer<typeof usageResponse>> {
+  const range = resolveRange(q, (deps.now ?? Date.now)());
+  const window = q.window ?? defaultWindow(range);
+  const aligned = alignRange(range, window);
+  const groups = SERIES_ORDER.filter((f) => q.group_by?.includes(f));
+  const { sql, params } = filterSql(q);
+  const param = window === "day" ? chDate : chSeconds;
+  const rows = await deps.store.rows<UsageRow>(usageSql(deps.store.db, window, groups, sql), {
+    project: project.projectId,
+    from: param(aligned.from),
+    to: param(aligned.to),
+    limit: deps.maxPoints + 1,
+    ...params,
+  });
+  if (rows.length > deps.maxPoints) {
+    throw invalidQuery(
+      `the query would return more than ${deps.maxPoints} points: narrow from/to, use a wider window, group by fewer fields, or filter by provider, model or app`,
+    );
+  }
+  return {
+    from: new Date(aligned.from).toISOString(),
+    to: new Date(aligned.to).toISOString(),
+    window,
+    group_by: groups,
+    points: rows.map((r) => ({
+      bucket: isoOf(r.bucket),
+      ...(r.provider === undefined ? {} : { provider: r.provider }),
+      ...(r.model === undefined ? {} : { model: r.model === "" ? null : r.model }),
+      ...(r.app === undefined ? {} : { app: r.app }),
+      reports: Number(r.reports),
+      provider_hints: Number(r.hints),
+      requests_remaining_min: num(r.rr_min),
+      tokens_remaining_min: num(r.tr_min),
+      requests_limit_max: num(r.rl_max),
+      tokens_limit_max: num(r.tl_max),
+      used_pct_max: r.used_pct_max === null ? null : Math.round(r.used_pct_max * 100) / 100,
+      cost: Number(r.cost),
+      credits_remaining_last: num(r.credits_last),
+    })),
+  };
+}
+
+const SERIES_ORDER: SeriesField[] = ["provider", "model", "app"];
+
+/** CSV when asked for by `format=csv` or by `Accept: text/csv` (and not `format=json`). */
+export function wantsCsv(req: FastifyRequest, format: string | undefined): boolean {
+  if (format !== undefined) return format === "csv";
+  return /\btext\/csv\b/i.test(req.headers.accept ?? "");
+}
+
+export function sendCsv(reply: FastifyReply, rows: Record<string, unknown>[], columns: string[]) {
+  reply.header("content-type", "text/csv; charset=utf-8");
+  return reply.send(toCsv(columns, rows));
+}
+
+export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
+  app.get("/api/v1/usage", async (req, reply) => {
+    const q = parseQuery(usageQuery, req.query);
+    const out = await readUsage(deps, req.project as KeyLookup, q);
+    if (!wantsCsv(req, q.format)) return out;
+    const columns = ["bucket", ...out.group_by, ...Object.keys(usagePoint.shape).slice(4)];
+    return sendCsv(reply, out.points, columns);
+  });
+};

@@ -1,0 +1,14 @@
+import type { AddressInfo } from "node:net";
+import { createApi } from "../api/create-api.js";
+import { loadConfig } from "../config.js";
+import { createLogger } from "../lib/logger.js";
+import { onShutdown } from "../lib/shutdown.js";
+
+// Read API process: read config, build clients, listen, handle signals.
+
+const config = loadConfig();
+const logger = createLogger(config.LOG_LEVEL, "api");
+const api = await createApi(config, logger);
+onShutdown(logger, () => api.close());
+await api.app.listen({ host: config.HOST, port: config.API_PORT });
+logger.info({ port: (api.app.server.address() as AddressInfo).port }, "read api ready");

@@ -1,0 +1,166 @@
+// What the read API should answer, computed in plain TypeScript from the raw rows of `reports_v`
+// (never from the rollups or the latest-limits table the API reads), so that a wrong rollup, a
+// wrong aggregate or a wrong filter in the API shows up as a difference.
+
+export interface RawRow {
+  provider: string;
+  model: string;
+  app: string;
+  t: number;
+  requests_limit: number | null;
+  requests_remaining: number | null;
+  tokens_limit: number | null;
+  tokens_remaining: number | null;
+  reset_requests_ms: number | null;
+  reset_tokens_ms: number | null;
+  credits_limit: number | null;
+  credits_remaining: number | null;
+  cost: number | null;
+  id: string;
+}
+
+export const RAW_ROWS_SQL = (db: string) => `SELECT provider, model, app,
+    toUnixTimestamp64Milli(timestamp) AS t, requests_limit, requests_remaining, tokens_limit,
+    tokens_remaining, reset_requests_ms, reset_tokens_ms, toFloat64(credits_limit) AS credits_limit,
+    toFloat64(credits_remaining) AS credits_remaining, toFloat64(request_cost) AS cost,
+    toString(report_id) AS id
+  FROM ${db}.reports_v WHERE project_id = {project:String}`;
+
+const n = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+
+export function normalise(rows: Record<string, unknown>[]): RawRow[] {
+  return rows.map((r) => ({
+    provider: String(r.provider),
+    model: String(r.model),
+    app: String(r.app),
+    t: Number(r.t),
+    requests_limit: n(r.requests_limit),
+    requests_remaining: n(r.requests_remaining),
+    tokens_limit: n(r.tokens_limit),
+    tokens_remaining: n(r.tokens_remaining),
+    reset_requests_ms: n(r.reset_requests_ms),
+    reset_tokens_ms: n(r.reset_tokens_ms),
+    credits_limit: n(r.credits_limit),
+    credits_remaining: n(r.credits_remaining),
+    cost: n(r.cost),
+    id: String(r.id),
+  }));
+}
+
+const WINDOW_MS = { minute: 60_000, hour: 3_600_000, day: 86_400_000 } as const;
+export type OracleWindow = keyof typeof WINDOW_MS;
+type Field = "provider" | "model" | "app";
+
+const hasLimits = (r: RawRow) =>
+  r.requests_limit !== null ||
+  r.requests_remaining !== null ||
+  r.tokens_limit !== null ||
+  r.tokens_remaining !== null;
+
+const minOf = (xs: (number | null)[]) => {
+  const v = xs.filter((x): x is number => x !== null);
+  return v.length ? Math.min(...v) : null;
+};
+const maxOf = (xs: (number | null)[]) => {
+  const v = xs.filter((x): x is number => x !== null);
+  return v.length ? Math.max(...v) : null;
+};
+const pct = (limit: number | null, remaining: number | null) =>
+  limit !== null && limit > 0 && remaining !== null
+    ? Math.max(0, ((limit - remaining) / limit) * 100)
+    : null;
+const round2 = (x: number | null) => (x === null ? null : Math.round(x * 100) / 100);
+
+function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const it of items) {
+    const k = key(it);
+    out.set(k, [...(out.get(k) ?? []), it]);
+  }
+  return out;
+}
+
+/** The latest credit balance among rows: that of the newest row carrying one. */
+const lastCredits = (rows: RawRow[]) =>
+  [...rows].filter((r) => r.credits_remaining !== null).sort((a, b) => b.t - a.t)[0]
+    ?.credits_remaining ?? null;
+
+export function usageOracle(
+  rows: RawRow[],
+  q: { from: number; to: number; window: OracleWindow; groups: Field[] },
+) {
+  const w = WINDOW_MS[q.window];
+  const from = Math.floor(q.from / w) * w;
+  const to = Math.ceil(q.to / w) * w;
+  const inRange = rows.filter((r) => r.t >= from && r.t < to);
+  const bucketOf = (r: RawRow) => Math.floor(r.t / w) * w;
+  const groups = groupBy(inRange, (r) =>
+    JSON.stringify([...q.groups.map((g) => r[g]), bucketOf(r)]),
+  );
+  const points = [...groups.values()].map((g) => {
+    const first = g[0] as RawRow;
+    const series = groupBy(g, (r) => JSON.stringify([r.provider, r.model, r.app]));
+    const used = [...series.values()].map((s) =>
+      maxOf([
+        pct(maxOf(s.map((r) => r.requests_limit)), minOf(s.map((r) => r.requests_remaining))),
+        pct(maxOf(s.map((r) => r.tokens_limit)), minOf(s.map((r) => r.tokens_remaining))),
+      ]),
+    );
+    const point: Record<string, unknown> = { bucket: new Date(bucketOf(first)).toISOString() };
+    for (const f of q.groups) point[f] = f === "model" && first.model === "" ? null : first[f];
+    return {
+      ...point,
+      reports: g.length,
+      provider_hints: g.filter((r) => !hasLimits(r)).length,
+      requests_remaining_min: minOf(g.map((r) => r.requests_remaining)),
+      tokens_remaining_min: minOf(g.map((r) => r.tokens_remaining)),
+      requests_limit_max: maxOf(g.map((r) => r.requests_limit)),
+      tokens_limit_max: maxOf(g.map((r) => r.tokens_limit)),
+      used_pct_max: round2(maxOf(used)),
+      cost: g.reduce((s, r) => s + (r.cost ?? 0), 0),
+      credits_remaining_last: lastCredits(g),
+    };
+  });
+  const key = (p: Record<string, unknown>) =>
+    JSON.stringify([...q.groups.map((f) => p[f] ?? ""), p.bucket]);
+  return points.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+}
+
+export function spendOracle(rows: RawRow[], from: number, to: number) {
+  const hours = (to - from) / 3_600_000;
+  const inRange = rows.filter((r) => r.t >= from && r.t < to);
+  return [...groupBy(inRange, (r) => r.provider).entries()]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([provider, g]) => {
+      const cost = g.reduce((s, r) => s + (r.cost ?? 0), 0);
+      const burn = cost / hours;
+      const credits = lastCredits(g);
+      return {
+        provider,
+        cost,
+        requests: g.length,
+        burn_per_hour: Math.round(burn * 1e6) / 1e6,
+        credits_remaining: credits,
+        hours_until_depleted:
+          credits === null || !(burn > 0) ? null : Math.round((credits / burn) * 100) / 100,
+      };
+    });
+}
+
+/** Per series: the newest figures (limits and credits apart), and when it was last seen. */
+export function latestOracle(rows: RawRow[]) {
+  const out = new Map<string, { last: RawRow; lastSeen: number; credits: RawRow | undefined }>();
+  for (const [key, g] of groupBy(rows, (r) => JSON.stringify([r.provider, r.model, r.app]))) {
+    const newest = [...g].sort((a, b) => b.t - a.t);
+    out.set(key, {
+      last: newest.find(hasLimits) as RawRow,
+      lastSeen: (newest[0] as RawRow).t,
+      credits: newest.find(
+        (r) => r.credits_limit !== null || r.credits_remaining !== null || r.cost !== null,
+      ),
+    });
+  }
+  return out;
+}
+
+export { pct as usedPctOf };

@@ -1,0 +1,245 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApi } from "../../src/api/create-api.js";
+import { buildApiOpenApi } from "../../src/api/openapi.js";
+import { loadConfig } from "../../src/config.js";
+import { createLogger } from "../../src/lib/logger.js";
+import { queuedRecords } from "../helpers/edge-fixture.js";
+import {
+  ENDPOINTS,
+  type ProjectKeys,
+  type ReadStack,
+  startReadStack,
+} from "../helpers/read-stack.js";
+
+// Keys work only within their scope, and a read key only ever sees its own project, through
+// every endpoint and filter. Reports go in through the real edge and worker.
+
+let s: ReadStack;
+let a: ProjectKeys;
+let b: ProjectKeys;
+
+const hour = (h: number) => new Date(Date.now() - h * 3_600_000).toISOString();
+
+beforeAll(async () => {
+  s = await startReadStack();
+  [a, b] = [await s.project(), await s.project()];
+  // The same provider, model and app in both projects: only the project tells them apart.
+  const report = (remaining: number, h: number) => ({
+    app: "chat",
+    provider: "openai",
+    model: "gpt-4o",
+    timestamp: hour(h),
+    limits: {
+      requests_limit: 100,
+      requests_remaining: remaining,
+      tokens_limit: 1000,
+      tokens_remaining: remaining * 10,
+      reset_requests_ms: 1000,
+      reset_tokens_ms: 1000,
+    },
+    credits: { credits_limit: 50, credits_remaining: remaining / 2, request_cost: 0.25 },
+  });
+  await s.send(a.report, [report(90, 2), report(80, 1)]);
+  await s.send(b.report, [report(10, 2), report(5, 1), report(1, 0.5)]);
+  await Promise.all([s.stored(a.project, 2), s.stored(b.project, 3)]);
+});
+
+afterAll(async () => {
+  await s?.close();
+});
+
+describe("scopes", () => {
+  it("serves /healthz and its OpenAPI document without a key", async () => {
+    expect((await s.get("/healthz")).statusCode).toBe(200);
+    const doc = await s.get("/api/v1/openapi.json");
+    expect(doc.statusCode).toBe(200);
+    expect(doc.json()).toEqual(JSON.parse(JSON.stringify(buildApiOpenApi())));
+  });
+
+  it.each(ENDPOINTS)("a report key gets 403 insufficient_scope on %s", async (url) => {
+    const res = await s.get(url, a.report);
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toMatchObject({ error: "insufficient_scope" });
+    expect(res.headers["www-authenticate"]).toBe('Bearer error="insufficient_scope"');
+  });
+
+  it.each(ENDPOINTS)("no key, or an unknown one, is 401 on %s", async (url) => {
+    expect((await s.get(url)).statusCode).toBe(401);
+    const unknown = await s.get(url, `hrr_${"A".repeat(33)}`);
+    expect(unknown.statusCode).toBe(401);
+    expect(unknown.json()).toMatchObject({ error: "invalid_project_key" });
+  });
+
+  it("a read key gets 403 on POST /api/report, and nothing is queued", async () => {
+    const before = (await queuedRecords(s.edge.queue)).length;
+    const res = await s.edge.app.inject({
+      method: "POST",
+      url: "/api/report",
+      headers: { authorization: `Bearer ${a.read}`, "content-type": "application/json" },
+      payload: JSON.stringify({ provider: "openai", limits: {} }),
+    });
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toMatchObject({ error: "insufficient_scope" });
+    expect(res.headers["www-authenticate"]).toBe('Bearer error="insufficient_scope"');
+    expect((await queuedRecords(s.edge.queue)).length).toBe(before);
+    // And nothing reached ClickHouse for the project beyond its two reports.
+    await s.stored(a.project, 2);
+  });
+
+  it("a revoked read key is 401", async () => {
+    const c = await s.project();
+    const [info] = (await s.edge.keyStore.list(c.project)).filter((k) => k.scope === "read");
+    expect(await s.edge.keyStore.revoke(info?.keyId ?? "")).toBe(true);
+    await expect
+      .poll(async () => (await s.get("/api/v1/headroom", c.read)).statusCode, { timeout: 5_000 })
+      .toBe(401);
+  });
+});
+
+describe("two projects never see each other's data", () => {
+  const filters = ["", "provider=openai", "model=gpt-4o", "app=chat", "provider=openai&app=chat"];
+  const since = () => encodeURIComponent(hour(24));
+
+  it.each(filters)("headroom, usage, reports and spend (%s)", async (filter) => {
+    for (const k of [a, b]) {
+      const other = k === a ? b : a;
+      const q = filter ? `&${filter}` : "";
+      const head = (await s.get(`/api/v1/headroom?${filter}`, k.read)).json();
+      expect(head.series).toHaveLength(1);
+      expect(head.series[0].requests.remaining).toBe(k === a ? 80 : 1);
+
+      const reports = (await s.get(`/api/v1/reports?from=${since()}${q}`, k.read)).json();
+      expect(reports.items).toHaveLength(k === a ? 2 : 3);
+      const otherIds = (await s.get(`/api/v1/reports?from=${since()}${q}`, other.read))
+        .json()
+        .items.map((r: { id: string }) => r.id);
+      for (const r of reports.items) expect(otherIds).not.toContain(r.id);
+
+      const usage = (await s.get(`/api/v1/usage?from=${since()}&window=day${q}`, k.read)).json();
+      const total = usage.points.reduce((n: number, p: { reports: number }) => n + p.reports, 0);
+      expect(total).toBe(k === a ? 2 : 3);
+
+      const spend = (await s.get(`/api/v1/spend?from=${since()}${q}`, k.read)).json();
+      expect(spend.providers).toEqual([
+        expect.objectContaining({ provider: "openai", requests: k === a ? 2 : 3 }),
+      ]);
+    }
+  });
+
+  it("alert events of one project are not listed for the other", async () => {
+    // Events are written by the alerts worker; one inserted directly stands for one here.
+    await s.p.client.insert({
+      table: `${s.db}.alert_events`,
+      format: "JSONEachRow",
+      values: [
+        {
+          event_id: `evt_${"a".repeat(32)}`,
+          rule_id: "alr_1",
+          project_id: b.project,
+          provider: "openai",
+          model: "gpt-4o",
+          app: "chat",
+          metric: "requests",
+          level: "critical",
+          used_pct: 99,
+          limit: 100,
+          remaining: 1,
+          reset_ms: null,
+          burn_per_s: null,
+          exhaustion_eta_s: null,
+          warn_pct: 70,
+          critical_pct: 90,
+          report_id: "00000000-0000-7000-8000-000000000000",
+          at: new Date(Date.now() - 60_000).toISOString().replace("T", " ").replace("Z", ""),
+        },
+      ],
+    });
+    const mine = (await s.get("/api/v1/alerts/events", b.read)).json();
+    expect(mine.items.map((e: { id: string }) => e.id)).toEqual([`evt_${"a".repeat(32)}`]);
+    for (const q of ["", "?provider=openai", "?level=critical"]) {
+      const theirs = (await s.get(`/api/v1/alerts/events${q}`, a.read)).json();
+      expect(theirs.items).toEqual([]);
+    }
+  });
+});
+
+/** A read API of its own over the same stores, with other settings. */
+async function apiWith(env: Record<string, string>) {
+  const config = loadConfig({ ...s.p.env, ...env });
+  return createApi(config, createLogger("silent", "test"), { clickhouse: s.p.client });
+}
+
+describe("the read limit", () => {
+  it("answers 429 rate_limited like the report endpoint once a key's bucket is empty", async () => {
+    const api = await apiWith({ READ_RATE_PER_S: "1", READ_BURST: "3" });
+    try {
+      const c = await s.project();
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, () =>
+          api.app.inject({
+            method: "GET",
+            url: "/api/v1/headroom",
+            headers: { authorization: `Bearer ${c.read}` },
+          }),
+        ),
+      );
+      const codes = answers.map((r) => r.statusCode);
+      expect(codes).toContain(200);
+      const refused = answers.find((r) => r.statusCode === 429);
+      expect(refused, codes.join(",")).toBeDefined();
+      expect(refused?.json()).toMatchObject({ error: "rate_limited", limit: 1, remaining: 0 });
+      for (const h of [
+        "retry-after",
+        "ratelimit-limit",
+        "ratelimit-remaining",
+        "ratelimit-reset",
+      ]) {
+        expect(refused?.headers[h], h).toBeDefined();
+      }
+      // Another key of the same project has a bucket of its own.
+      const other = (
+        await s.edge.keyStore.create(c.project, { defaultPlan: "unlimited", scope: "read" })
+      ).key;
+      const res = await api.app.inject({
+        method: "GET",
+        url: "/api/v1/headroom",
+        headers: { authorization: `Bearer ${other}` },
+      });
+      expect(res.statusCode).toBe(200);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe("identical queries share one ClickHouse query", () => {
+  it("within READ_CACHE_TTL_MS an identical query answers what the first one read, per project", async () => {
+    const api = await apiWith({ READ_CACHE_TTL_MS: "60000" });
+    try {
+      const c = await s.project();
+      const get = async (key: string) =>
+        (
+          await api.app.inject({
+            method: "GET",
+            url: "/api/v1/headroom",
+            headers: { authorization: `Bearer ${key}` },
+          })
+        ).json();
+      const first = await get(c.read);
+      expect(first.series).toEqual([]);
+      await s.send(c.report, [
+        { provider: "openai", limits: { requests_limit: 10, requests_remaining: 9 } },
+      ]);
+      await s.stored(c.project, 1);
+      // Stored, yet the same query within the TTL is the first one's answer...
+      expect((await get(c.read)).series).toEqual([]);
+      // ...while the API without the cache (the stack's, TTL 0) sees it, and another project's
+      // identical request never gets this one's entry.
+      expect((await s.get("/api/v1/headroom", c.read)).json().series).toHaveLength(1);
+      expect((await get(a.read)).series).toHaveLength(1);
+      expect((await get(a.read)).series[0].requests.remaining).toBe(80);
+    } finally {
+      await api.close();
+    }
+  });
+});
