@@ -66,6 +66,14 @@ function projectA(): Record<string, unknown>[] {
       limits: limits(),
       credits: { credits_limit: 100, credits_remaining: 61.25, request_cost: 0.25 },
     },
+    // Last seen before the stale interval (READ_STALE_AFTER_S, 15 min): never exported.
+    {
+      app: "gone",
+      provider: "openai",
+      model: "gpt-4o",
+      timestamp: ago(20 * 60_000),
+      limits: limits({ requests_limit: 10, requests_remaining: 9 }),
+    },
     // Only provider hints: no figure, so no gauge but the series' own.
     { provider: "groq", model: null, limits: {} },
     { provider: "groq", model: null, limits: {} },
@@ -185,7 +193,9 @@ function expectedGauges(series: SeriesView[]) {
 }
 
 async function expectProjectInPrometheus(job: string, k: ProjectKeys) {
-  const series = await headroomOf(k.read);
+  const all = await headroomOf(k.read);
+  const series = all.filter((sv) => sv.status !== "stale");
+  const fresh = new Set(series.map((sv) => labelKey(sv)));
   expect(series.length).toBeGreaterThan(0);
   for (const [name, expected] of Object.entries(expectedGauges(series))) {
     expect(await promValues(`${name}{job="${job}"}`, ["kind"]), name).toEqual(expected);
@@ -233,7 +243,7 @@ async function expectProjectInPrometheus(job: string, k: ProjectKeys) {
         cost: number;
       }[];
     }
-  ).points;
+  ).points.filter((p) => fresh.has(labelKey(p)));
   const counters = {
     headroom_reports_total: (p: (typeof points)[number]) => p.reports,
     headroom_provider_hints_total: (p: (typeof points)[number]) => p.provider_hints,
@@ -244,7 +254,7 @@ async function expectProjectInPrometheus(job: string, k: ProjectKeys) {
       new Map(points.map((p) => [labelKey(p), pick(p)])),
     );
   }
-  return series;
+  return all;
 }
 
 describe("/api/v1/metrics scraped by Prometheus", () => {
@@ -273,18 +283,24 @@ describe("/api/v1/metrics scraped by Prometheus", () => {
       },
       { timeoutMs: 30_000, intervalMs: 250 },
     );
-    const seriesA = await eventually(() => expectProjectInPrometheus("a", a), {
+    const allA = await eventually(() => expectProjectInPrometheus("a", a), {
       timeoutMs: 30_000,
       intervalMs: 500,
     });
-    const seriesB = await eventually(() => expectProjectInPrometheus("b", b), {
+    const allB = await eventually(() => expectProjectInPrometheus("b", b), {
       timeoutMs: 30_000,
       intervalMs: 500,
     });
     // The figures this test sent are there: a burning series, credits, hints only, escaping.
-    expect(seriesA.map((sv) => sv.app).sort()).toEqual(["batch", "chat", "default"]);
-    expect(seriesA.find((sv) => sv.app === "chat")?.requests.exhaustion_eta_s).not.toBeNull();
-    expect(seriesB.map((sv) => sv.app).sort()).toEqual(['b "quoted" \\ back\nslash é', "b-only"]);
+    expect(allA.map((sv) => [sv.app, sv.status === "stale"]).sort()).toEqual([
+      ["batch", false],
+      ["chat", false],
+      ["default", false],
+      ["gone", true],
+    ]);
+    expect(await prom.query('{job="a", app="gone"}')).toEqual([]);
+    expect(allA.find((sv) => sv.app === "chat")?.requests.exhaustion_eta_s).not.toBeNull();
+    expect(allB.map((sv) => sv.app).sort()).toEqual(['b "quoted" \\ back\nslash é', "b-only"]);
     // Never each other's series: no app of one project under the other's job.
     const appsByJob = async (job: string) =>
       new Set(
