@@ -1,4 +1,5 @@
 import type { AddressInfo } from "node:net";
+import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SeriesView } from "../../src/api/headroom-view.js";
 import { eventually } from "../helpers/eventually.js";
@@ -272,6 +273,13 @@ describe("/api/v1/metrics scraped by Prometheus", () => {
       "application/openmetrics-text; version=1.0.0; charset=utf-8",
     );
     expect(om.body.endsWith("# EOF\n")).toBe(true);
+    // Prometheus asks for gzip.
+    const gz = await s.get("/api/v1/metrics", a.read, { "accept-encoding": "gzip" });
+    expect(gz.headers["content-encoding"]).toBe("gzip");
+    expect(promtoolCheckMetrics(gunzipSync(gz.rawPayload).toString("utf8"))).toEqual({
+      status: 0,
+      output: "",
+    });
   });
 
   it("gives in PromQL the figures the read API gives, for each project with its own key", async () => {
