@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -339,5 +340,41 @@ describe("/api/v1/metrics scraped by Prometheus", () => {
     expect(Number(perSeries[0]?.value[1])).toBeLessThanOrEqual(MAX_SERIES * KINDS.length);
     const scraped = await prom.query('scrape_samples_scraped{job="flood"}');
     expect(Number(scraped[0]?.value[1])).toBeLessThanOrEqual(MAX_SERIES * 25 + 2);
+  });
+
+  it("runs the Grafana dashboard's queries, which name only metrics the exporter writes", async () => {
+    const dashboard = JSON.parse(readFileSync("docs/grafana/headroom-dashboard.json", "utf8")) as {
+      panels: { title: string; targets: { expr: string }[] }[];
+      templating: { list: { query?: string | { query: string } }[] };
+    };
+    // Waits for the first scrapes (tests may run in any order).
+    const exported = await eventually(
+      async () => {
+        const names = new Set(
+          (await prom.query('{job="a", __name__=~"headroom_.+"}')).map((v) => v.metric.__name__),
+        );
+        expect(names.has("headroom_exhaustion_timestamp_seconds")).toBe(true);
+        return names;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    const exprs = dashboard.panels.flatMap((p) => p.targets.map((t) => [p.title, t.expr]));
+    expect(exprs.length).toBeGreaterThan(10);
+    for (const [title, expr = ""] of exprs) {
+      for (const name of expr.match(/headroom_[a-z_]+/g) ?? []) {
+        expect(exported.has(name), `${title}: ${name}`).toBe(true);
+      }
+      // Every variable set to "All" (a regex) as Grafana sends it.
+      const promql = expr.replace(/\$(job|provider|app)\b/g, ".*");
+      await expect(prom.query(promql), title).resolves.toBeInstanceOf(Array);
+    }
+    // The main panels have data for the test's projects.
+    for (const title of ["Headroom per provider (requests)", "Used share per series"]) {
+      const expr = exprs.find(([t]) => t === title)?.[1] ?? "";
+      expect(
+        (await prom.query(expr.replace(/\$(job|provider|app)\b/g, ".*"))).length,
+        title,
+      ).toBeGreaterThan(0);
+    }
   });
 });
