@@ -53,33 +53,38 @@ export const escapeLabelValue = (v: string) =>
 const escapeHelp = (v: string, format: ExpositionFormat) =>
   format === "openmetrics" ? escapeLabelValue(v) : v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n");
 
+const NEEDS_ESCAPE = /[\\"\n]/;
+
+// On every sample of a scrape: plain concatenation, and escaping only where it is needed.
 function labelText(labels: Record<string, string>): string {
-  const pairs = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabelValue(v)}"`);
-  return pairs.length === 0 ? "" : `{${pairs.join(",")}}`;
+  let out = "";
+  for (const k in labels) {
+    const v = labels[k] ?? "";
+    out += `${out === "" ? "{" : ","}${k}="${NEEDS_ESCAPE.test(v) ? escapeLabelValue(v) : v}"`;
+  }
+  return out === "" ? "" : `${out}}`;
 }
 
 /** A finite number as both formats read it; a NaN or infinity never gets here (see families). */
 const numberText = (n: number) => (Object.is(n, -0) ? "0" : String(n));
 
 export function writeExposition(families: Family[], format: ExpositionFormat): string {
-  const lines: string[] = [];
+  let out = "";
   for (const f of families) {
     if (f.samples.length === 0) continue;
     const counter = f.type === "counter";
     const metaName = counter && format === "text" ? `${f.name}_total` : f.name;
-    lines.push(`# HELP ${metaName} ${escapeHelp(f.help, format)}`);
-    lines.push(`# TYPE ${metaName} ${f.type}`);
-    if (f.unit && format === "openmetrics") lines.push(`# UNIT ${f.name} ${f.unit}`);
+    out += `# HELP ${metaName} ${escapeHelp(f.help, format)}\n# TYPE ${metaName} ${f.type}\n`;
+    if (f.unit && format === "openmetrics") out += `# UNIT ${f.name} ${f.unit}\n`;
     const sampleName = counter ? `${f.name}_total` : f.name;
     for (const s of f.samples) {
       if (!Number.isFinite(s.value)) continue;
       const labels = labelText(s.labels);
-      lines.push(`${sampleName}${labels} ${numberText(s.value)}`);
+      out += `${sampleName}${labels} ${numberText(s.value)}\n`;
       if (counter && format === "openmetrics" && s.created !== undefined) {
-        lines.push(`${f.name}_created${labels} ${numberText(s.created)}`);
+        out += `${f.name}_created${labels} ${numberText(s.created)}\n`;
       }
     }
   }
-  if (format === "openmetrics") lines.push("# EOF");
-  return `${lines.join("\n")}\n`;
+  return format === "openmetrics" ? `${out}# EOF\n` : out;
 }
