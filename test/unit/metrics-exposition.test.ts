@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { MetricView, SeriesView } from "../../src/api/headroom-view.js";
 import { negotiate, writeExposition } from "../../src/api/metrics/exposition.js";
 import { headroomFamilies, seriesKey } from "../../src/api/metrics/families.js";
+import { requireBinaries } from "../helpers/prometheus.js";
 
 // The exporter's pure core: content negotiation, both text formats, escaping, absent figures,
 // stale series and the per-project cap.
@@ -169,5 +170,14 @@ describe("stale series and the cap", () => {
     expect(apps.sort()).toEqual(["batch", "chat"]);
     expect(sampleLines(text, "headroom_series_dropped")).toEqual(["headroom_series_dropped 20"]);
     expect(sampleLines(text, "headroom_series_exported")).toEqual(["headroom_series_exported 2"]);
+  });
+});
+
+describe("the exporter's tests without Prometheus", () => {
+  it("fail with one line naming the package to install", () => {
+    expect(() => requireBinaries("sh", "no-such-binary-for-headroom")).toThrow(
+      /^no-such-binary-for-headroom not found: apt-get install prometheus \(Debian's package: prometheus and promtool 2\.42\)$/,
+    );
+    expect(() => requireBinaries("sh")).not.toThrow();
   });
 });
