@@ -260,6 +260,20 @@ async function expectProjectInPrometheus(job: string, k: ProjectKeys) {
 }
 
 describe("/api/v1/metrics scraped by Prometheus", () => {
+  it("takes a read key only, and no parameters", async () => {
+    const report = await s.get("/api/v1/metrics", a.report);
+    expect(report.statusCode).toBe(403);
+    expect(report.json().error).toBe("insufficient_scope");
+    expect(report.headers["www-authenticate"]).toBe('Bearer error="insufficient_scope"');
+    expect((await s.get("/api/v1/metrics")).statusCode).toBe(401);
+    const param = await s.get("/api/v1/metrics?app=chat", a.read);
+    expect(param.statusCode).toBe(400);
+    expect(param.json()).toMatchObject({
+      error: "invalid_query",
+      message: "app: unknown parameter",
+    });
+  });
+
   it("passes promtool check metrics", async () => {
     for (const k of [a, b, flood]) {
       const res = await s.get("/api/v1/metrics", k.read, { accept: "text/plain" });
