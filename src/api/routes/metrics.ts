@@ -52,10 +52,12 @@ async function todaysCounters(
 }
 
 export async function readMetrics(deps: MetricsDeps, project: KeyLookup, accept?: string) {
-  const headroom = await readHeadroom(deps, project, {});
-  const at = Date.parse(headroom.at);
+  const at = (deps.now ?? Date.now)();
   const day = Math.floor(at / WINDOW_MS.day) * WINDOW_MS.day;
-  const counters = await todaysCounters(deps.store, project.projectId, day);
+  const [headroom, counters] = await Promise.all([
+    readHeadroom({ ...deps, now: () => at }, project, {}),
+    todaysCounters(deps.store, project.projectId, day),
+  ]);
   const format = negotiate(accept);
   const families = headroomFamilies({
     at,
