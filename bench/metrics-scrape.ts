@@ -24,6 +24,8 @@ const { values } = parseArgs({
     series: { type: "string", default: "1000" },
     reports: { type: "string", default: "6" },
     scrapes: { type: "string", default: "30" },
+    // READ_METRICS_MAX_SERIES; default: every series.
+    cap: { type: "string" },
   },
 });
 const SERIES = Number(values.series);
@@ -73,7 +75,7 @@ async function main() {
       READ_CACHE_TTL_MS: "0",
       READ_RATE_PER_S: "100000",
       READ_BURST: "100000",
-      READ_METRICS_MAX_SERIES: String(Math.max(SERIES, 1)),
+      READ_METRICS_MAX_SERIES: values.cap ?? String(Math.max(SERIES, 1)),
     });
     const api = await createApi(config, createLogger("warn", "bench"), { clickhouse: client });
     const key = (

@@ -51,16 +51,20 @@ function counterOf(input: FamiliesInput, s: SeriesView): SeriesCounters {
 export function keptSeries(input: FamiliesInput): { kept: SeriesView[]; dropped: number } {
   const fresh = input.series.filter((s) => s.status !== "stale");
   if (fresh.length <= input.maxSeries) return { kept: fresh, dropped: 0 };
+  const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
   const ranked = fresh
-    .map((s) => ({ s, reports: counterOf(input, s).reports }))
+    .map((s) => ({
+      s,
+      severity: SEVERITY[s.status],
+      reports: counterOf(input, s).reports,
+      key: seriesKey(s.provider, s.model ?? "", s.app),
+    }))
     .sort(
       (a, b) =>
-        SEVERITY[a.s.status] - SEVERITY[b.s.status] ||
+        a.severity - b.severity ||
         b.reports - a.reports ||
-        b.s.last_seen.localeCompare(a.s.last_seen) ||
-        seriesKey(a.s.provider, a.s.model ?? "", a.s.app).localeCompare(
-          seriesKey(b.s.provider, b.s.model ?? "", b.s.app),
-        ),
+        cmp(b.s.last_seen, a.s.last_seen) ||
+        cmp(a.key, b.key),
     );
   const kept = new Set(ranked.slice(0, input.maxSeries).map((r) => r.s));
   return { kept: fresh.filter((s) => kept.has(s)), dropped: fresh.length - kept.size };
