@@ -182,6 +182,8 @@ export const configSchema = z.object({
   READ_CACHE_TTL_MS: int(0, 60_000).default(1_000),
   /** A series with no report for this long is `stale` in /api/v1/headroom. */
   READ_STALE_AFTER_S: int(1).default(900),
+  /** /api/v1/metrics exports at most this many series (provider, model, app) per project. */
+  READ_METRICS_MAX_SERIES: int(1, 1_000_000).default(1_000),
 
   CLICKHOUSE_URL: z.url({ protocol: /^https?$/ }).optional(),
   CLICKHOUSE_USER: z.string().default("default"),

@@ -11,6 +11,7 @@ import type { ReadLimit } from "./read-limit.js";
 import type { ReadStore } from "./read-store.js";
 import { alertEventsRoutes } from "./routes/alert-events.js";
 import { headroomRoutes } from "./routes/headroom.js";
+import { metricsRoutes } from "./routes/metrics.js";
 import { reportsRoutes } from "./routes/reports.js";
 import { spendRoutes } from "./routes/spend.js";
 import { usageRoutes } from "./routes/usage.js";
@@ -19,7 +20,8 @@ import { usageRoutes } from "./routes/usage.js";
 // open health and OpenAPI routes, and the /api/v1 routes behind read keys.
 
 export interface ApiDeps {
-  config: ServerConfig & Pick<Config, "READ_MAX_POINTS" | "READ_STALE_AFTER_S">;
+  config: ServerConfig &
+    Pick<Config, "READ_MAX_POINTS" | "READ_STALE_AFTER_S" | "READ_METRICS_MAX_SERIES">;
   logger: FastifyBaseLogger;
   lookupKey: LookupKey;
   authLimits: AuthFailureLimits;
@@ -54,6 +56,13 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
     v1.register(reportsRoutes, { store, now });
     v1.register(alertEventsRoutes, { store, now });
     v1.register(spendRoutes, { store, now });
+    v1.register(metricsRoutes, {
+      store,
+      rulesFor: deps.rulesFor,
+      staleAfterMs: config.READ_STALE_AFTER_S * 1000,
+      maxSeries: config.READ_METRICS_MAX_SERIES,
+      now,
+    });
   });
 
   return app;

@@ -1,0 +1,186 @@
+import type { MetricView, SeriesView, Status } from "../headroom-view.js";
+import type { Family, Sample } from "./exposition.js";
+
+// A project's headroom as metric families: the gauges come from /api/v1/headroom's series views,
+// the counters from today's row of the daily rollup. Pure. A series that has gone stale is left
+// out, so it disappears from Prometheus; past the cap, the least pressing series are dropped and
+// counted.
+
+export const KINDS = ["requests", "tokens", "credits"] as const;
+/** `stale` series are never exported, so the status gauge has these states. */
+export const EXPORTED_STATUSES = ["ok", "warning", "critical"] as const;
+
+export interface SeriesCounters {
+  reports: number;
+  hints: number;
+  cost: number;
+}
+
+export interface FamiliesInput {
+  /** The read API's `at` and series (readHeadroom). */
+  at: number;
+  series: SeriesView[];
+  /** Today's counters by seriesKey(provider, model-as-stored, app). */
+  counters: Map<string, SeriesCounters>;
+  /** When today's counters started (the UTC day's start), Unix ms. */
+  countersSince: number;
+  maxSeries: number;
+}
+
+export const seriesKey = (provider: string, model: string, app: string) =>
+  JSON.stringify([provider, model, app]);
+
+const SEVERITY: Record<Status, number> = { critical: 0, warning: 1, ok: 2, stale: 3 };
+const seconds = (iso: string | null) => (iso === null ? null : Date.parse(iso) / 1000);
+
+function counterOf(input: FamiliesInput, s: SeriesView): SeriesCounters {
+  return (
+    input.counters.get(seriesKey(s.provider, s.model ?? "", s.app)) ?? {
+      reports: 0,
+      hints: 0,
+      cost: 0,
+    }
+  );
+}
+
+/**
+ * The series kept under the cap: the most pressing first (critical, warning, ok), then the
+ * busiest today, then the most recently seen, so a flood of one-off names cannot push out
+ * the series a team watches.
+ */
+export function keptSeries(input: FamiliesInput): { kept: SeriesView[]; dropped: number } {
+  const fresh = input.series.filter((s) => s.status !== "stale");
+  if (fresh.length <= input.maxSeries) return { kept: fresh, dropped: 0 };
+  const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+  const ranked = fresh
+    .map((s) => ({
+      s,
+      severity: SEVERITY[s.status],
+      reports: counterOf(input, s).reports,
+      key: seriesKey(s.provider, s.model ?? "", s.app),
+    }))
+    .sort(
+      (a, b) =>
+        a.severity - b.severity ||
+        b.reports - a.reports ||
+        cmp(b.s.last_seen, a.s.last_seen) ||
+        cmp(a.key, b.key),
+    );
+  const kept = new Set(ranked.slice(0, input.maxSeries).map((r) => r.s));
+  return { kept: fresh.filter((s) => kept.has(s)), dropped: fresh.length - kept.size };
+}
+
+type Kind = (typeof KINDS)[number];
+type KindGauge = (m: MetricView, kind: Kind, s: SeriesView, at: number) => number | null;
+
+const KIND_GAUGES: { name: string; help: string; unit?: string; value: KindGauge }[] = [
+  {
+    name: "headroom_limit",
+    help: "The provider's limit for the window (requests, tokens) or the credit limit, as last reported.",
+    value: (m) => m.limit,
+  },
+  {
+    name: "headroom_remaining",
+    help: "What is left of the limit, as last reported.",
+    value: (m) => m.remaining,
+  },
+  {
+    name: "headroom_used_ratio",
+    help: "The share of the limit used (0-1), from the last reported limit and remaining.",
+    unit: "ratio",
+    value: (m) => (m.used_pct === null ? null : Math.min(1, m.used_pct / 100)),
+  },
+  {
+    name: "headroom_reset_timestamp_seconds",
+    help: "When the provider's window resets (Unix time).",
+    unit: "seconds",
+    value: (m) => seconds(m.resets_at),
+  },
+  {
+    name: "headroom_last_report_timestamp_seconds",
+    help: "When this kind's figures were last reported (Unix time).",
+    unit: "seconds",
+    value: (m, kind, s) =>
+      m.limit === null && m.remaining === null
+        ? null
+        : seconds(kind === "credits" ? s.credits_reported_at : s.reported_at),
+  },
+  {
+    name: "headroom_exhaustion_timestamp_seconds",
+    help: "When the remaining headroom runs out at the recent burn rate, if before the reset (Unix time).",
+    unit: "seconds",
+    value: (m, _kind, _s, at) =>
+      m.exhaustion_eta_s === null ? null : at / 1000 + m.exhaustion_eta_s,
+  },
+];
+
+const labelsOf = (s: SeriesView) => ({ provider: s.provider, model: s.model ?? "", app: s.app });
+
+export function headroomFamilies(input: FamiliesInput): Family[] {
+  const { kept, dropped } = keptSeries(input);
+  const families: Family[] = KIND_GAUGES.map((g) => ({
+    name: g.name,
+    type: "gauge",
+    help: g.help,
+    unit: g.unit,
+    samples: kept.flatMap((s) =>
+      KINDS.flatMap((kind): Sample[] => {
+        const v = g.value(s[kind], kind, s, input.at);
+        return v === null ? [] : [{ labels: { ...labelsOf(s), kind }, value: v }];
+      }),
+    ),
+  }));
+  families.push(
+    {
+      name: "headroom_last_seen_timestamp_seconds",
+      type: "gauge",
+      help: "When the series last reported anything, provider hints included (Unix time).",
+      unit: "seconds",
+      samples: kept.map((s) => ({ labels: labelsOf(s), value: Date.parse(s.last_seen) / 1000 })),
+    },
+    {
+      name: "headroom_status",
+      type: "gauge",
+      help: "1 for the series' alert status (by the project's alert rules, else 70/90 % used), 0 for the others.",
+      samples: kept.flatMap((s) =>
+        EXPORTED_STATUSES.map((status) => ({
+          labels: { ...labelsOf(s), status },
+          value: s.status === status ? 1 : 0,
+        })),
+      ),
+    },
+  );
+  const created = input.countersSince / 1000;
+  const counter = (name: string, help: string, pick: (c: SeriesCounters) => number): Family => ({
+    name,
+    type: "counter",
+    help,
+    samples: kept.map((s) => ({ labels: labelsOf(s), value: pick(counterOf(input, s)), created })),
+  });
+  families.push(
+    counter("headroom_reports", "Reports received since 00:00 UTC.", (c) => c.reports),
+    counter(
+      "headroom_provider_hints",
+      "Provider hints (reports with no figures) received since 00:00 UTC.",
+      (c) => c.hints,
+    ),
+    counter(
+      "headroom_cost",
+      "Reported request cost since 00:00 UTC, in the provider's unit (usually USD).",
+      (c) => c.cost,
+    ),
+    {
+      name: "headroom_series_exported",
+      type: "gauge",
+      help: "Series (provider, model, app) in this scrape.",
+      samples: [{ labels: {}, value: kept.length }],
+    },
+    {
+      name: "headroom_series_dropped",
+      type: "gauge",
+      help: "Fresh series left out of this scrape by the per-project cap (READ_METRICS_MAX_SERIES).",
+      samples: [{ labels: {}, value: dropped }],
+    },
+  );
+  return families;
+}

@@ -1,0 +1,183 @@
+import { describe, expect, it } from "vitest";
+import type { MetricView, SeriesView } from "../../src/api/headroom-view.js";
+import { negotiate, writeExposition } from "../../src/api/metrics/exposition.js";
+import { headroomFamilies, seriesKey } from "../../src/api/metrics/families.js";
+import { requireBinaries } from "../helpers/prometheus.js";
+
+// The exporter's pure core: content negotiation, both text formats, escaping, absent figures,
+// stale series and the per-project cap.
+
+const AT = Date.UTC(2030, 0, 2, 12, 0, 0);
+const DAY = Date.UTC(2030, 0, 2);
+const PROMETHEUS_ACCEPT =
+  "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+const none: MetricView = {
+  limit: null,
+  remaining: null,
+  used_pct: null,
+  resets_at: null,
+  burn_per_s: null,
+  exhaustion_eta_s: null,
+};
+
+function series(over: Partial<SeriesView> = {}): SeriesView {
+  return {
+    provider: "openai",
+    model: "gpt-4o",
+    app: "chat",
+    status: "ok",
+    last_seen: new Date(AT - 5_000).toISOString(),
+    reported_at: new Date(AT - 5_000).toISOString(),
+    credits_reported_at: null,
+    requests: {
+      limit: 500,
+      remaining: 125,
+      used_pct: 75,
+      resets_at: new Date(AT + 30_000).toISOString(),
+      burn_per_s: 2,
+      exhaustion_eta_s: 12.5,
+    },
+    tokens: none,
+    credits: none,
+    ...over,
+  };
+}
+
+const render = (s: SeriesView[], format: "openmetrics" | "text", maxSeries = 100) =>
+  writeExposition(
+    headroomFamilies({
+      at: AT,
+      series: s,
+      counters: new Map([
+        [seriesKey("openai", "gpt-4o", "chat"), { reports: 7, hints: 1, cost: 0.5 }],
+      ]),
+      countersSince: DAY,
+      maxSeries,
+    }),
+    format,
+  );
+
+const sampleLines = (text: string, name: string) =>
+  text.split("\n").filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
+
+describe("negotiate", () => {
+  it("serves OpenMetrics to Prometheus and the 0.0.4 text to everyone else", () => {
+    expect(negotiate(PROMETHEUS_ACCEPT)).toBe("openmetrics");
+    expect(negotiate("application/openmetrics-text")).toBe("openmetrics");
+    expect(negotiate("text/plain;version=0.0.4")).toBe("text");
+    expect(negotiate(undefined)).toBe("text");
+    expect(negotiate("application/json")).toBe("text");
+    expect(negotiate("application/openmetrics-text;version=1.0.0;q=0.2,text/plain;q=0.9")).toBe(
+      "text",
+    );
+    expect(negotiate("application/openmetrics-text;q=0,text/plain")).toBe("text");
+  });
+});
+
+describe("exposition", () => {
+  it("writes OpenMetrics: counters with _total and _created, units, # EOF last", () => {
+    const text = render([series()], "openmetrics");
+    expect(text.endsWith("# EOF\n")).toBe(true);
+    expect(text).toContain("# TYPE headroom_reports counter\n");
+    expect(text).toContain(
+      'headroom_reports_total{provider="openai",model="gpt-4o",app="chat"} 7\n',
+    );
+    expect(text).toContain(
+      `headroom_reports_created{provider="openai",model="gpt-4o",app="chat"} ${DAY / 1000}\n`,
+    );
+    expect(text).toContain("# UNIT headroom_reset_timestamp_seconds seconds\n");
+    expect(text).toContain(
+      `headroom_exhaustion_timestamp_seconds{provider="openai",model="gpt-4o",app="chat",kind="requests"} ${AT / 1000 + 12.5}\n`,
+    );
+    expect(sampleLines(text, "headroom_used_ratio")).toEqual([
+      'headroom_used_ratio{provider="openai",model="gpt-4o",app="chat",kind="requests"} 0.75',
+    ]);
+  });
+
+  it("writes the 0.0.4 text: the counter's family is named with _total, no _created, no EOF", () => {
+    const text = render([series()], "text");
+    expect(text).toContain("# TYPE headroom_reports_total counter\n");
+    expect(text).not.toContain("_created");
+    expect(text).not.toContain("# UNIT");
+    expect(text).not.toContain("# EOF");
+    for (const line of text.trim().split("\n")) {
+      if (!line.startsWith("#")) expect(line).toMatch(/^headroom_[a-z_]+(\{.*\})? -?[0-9.e+]+$/);
+    }
+  });
+
+  it("escapes label values: backslash, double quote and newline", () => {
+    const text = render([series({ app: 'a"b\\c\nd', model: null })], "openmetrics");
+    expect(text).toContain(
+      'headroom_remaining{provider="openai",model="",app="a\\"b\\\\c\\nd",kind="requests"} 125\n',
+    );
+  });
+
+  it("leaves out every sample of an absent figure: no sentinel, no NaN", () => {
+    const hintsOnly = series({
+      provider: "groq",
+      model: null,
+      reported_at: null,
+      requests: none,
+    });
+    const text = render([hintsOnly], "openmetrics");
+    for (const name of [
+      "headroom_limit",
+      "headroom_remaining",
+      "headroom_used_ratio",
+      "headroom_reset_timestamp_seconds",
+      "headroom_last_report_timestamp_seconds",
+      "headroom_exhaustion_timestamp_seconds",
+    ]) {
+      expect(sampleLines(text, name)).toEqual([]);
+      // A family with no sample is not announced either.
+      expect(text).not.toContain(`# TYPE ${name} `);
+    }
+    expect(text).not.toMatch(/NaN|Inf|e\+18/);
+    expect(sampleLines(text, "headroom_last_seen_timestamp_seconds")).toHaveLength(1);
+    // No counter row today: the counters are 0, not absent.
+    expect(sampleLines(text, "headroom_reports_total")).toEqual([
+      'headroom_reports_total{provider="groq",model="",app="chat"} 0',
+    ]);
+  });
+
+  it("gives one status sample per state, 1 for the series' own", () => {
+    const text = render([series({ status: "critical" })], "openmetrics");
+    expect(sampleLines(text, "headroom_status")).toEqual([
+      'headroom_status{provider="openai",model="gpt-4o",app="chat",status="ok"} 0',
+      'headroom_status{provider="openai",model="gpt-4o",app="chat",status="warning"} 0',
+      'headroom_status{provider="openai",model="gpt-4o",app="chat",status="critical"} 1',
+    ]);
+  });
+});
+
+describe("stale series and the cap", () => {
+  it("leaves stale series out", () => {
+    const text = render([series(), series({ app: "old", status: "stale" })], "openmetrics");
+    expect(text).not.toContain('app="old"');
+    expect(sampleLines(text, "headroom_series_exported")).toEqual(["headroom_series_exported 1"]);
+    expect(sampleLines(text, "headroom_series_dropped")).toEqual(["headroom_series_dropped 0"]);
+  });
+
+  it("keeps the most pressing, then the busiest series, and counts the rest", () => {
+    const flood = Array.from({ length: 20 }, (_, i) => series({ app: `random-${i}` }));
+    const watched = series();
+    const critical = series({ app: "batch", status: "critical" });
+    const text = render([...flood, watched, critical], "openmetrics", 2);
+    const apps = sampleLines(text, "headroom_last_seen_timestamp_seconds").map(
+      (l) => /app="([^"]*)"/.exec(l)?.[1],
+    );
+    expect(apps.sort()).toEqual(["batch", "chat"]);
+    expect(sampleLines(text, "headroom_series_dropped")).toEqual(["headroom_series_dropped 20"]);
+    expect(sampleLines(text, "headroom_series_exported")).toEqual(["headroom_series_exported 2"]);
+  });
+});
+
+describe("the exporter's tests without Prometheus", () => {
+  it("fail with one line naming the package to install", () => {
+    expect(() => requireBinaries("sh", "no-such-binary-for-headroom")).toThrow(
+      /^no-such-binary-for-headroom not found: apt-get install prometheus \(Debian's package: prometheus and promtool 2\.42\)$/,
+    );
+    expect(() => requireBinaries("sh")).not.toThrow();
+  });
+});
