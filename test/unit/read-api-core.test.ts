@@ -198,7 +198,7 @@ describe("the read limit", () => {
     await limit(lookup);
     await limit(lookup);
     const refused = await limit(lookup).catch((e: unknown) => e);
-    expect(asked[0]).toEqual(["key_r", 20, 100, 1]);
+    expect(asked[0]).toEqual(["key_r", 20, 100, 1, 0]);
     expect(refused).toBeInstanceOf(HttpError);
     const err = refused as HttpError;
     expect(err.status).toBe(429);
