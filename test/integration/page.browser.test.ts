@@ -119,6 +119,10 @@ async function open(key: string | null, opts: { bypassCSP?: boolean } = {}) {
   return page;
 }
 
+/** The range picker's choices are radios inside their labels: a person clicks the label. */
+const rangeLabel = (page: Page, text: string) =>
+  page.locator("#ranges label").filter({ hasText: new RegExp(`^${text}$`) });
+
 const card = (page: Page, provider: string) =>
   page.locator(`article.card[data-provider="${provider}"]`);
 
@@ -147,7 +151,9 @@ describe("the headroom page", () => {
       const part = card(page, series.provider).locator(
         `.series[data-model="${series.model}"][data-app="${series.app}"]`,
       );
-      await expect.poll(() => part.getAttribute("data-status")).toBe(series.status);
+      await expect
+        .poll(() => part.getAttribute("data-status"), { timeout: 15_000 })
+        .toBe(series.status);
       for (const metric of ["requests", "tokens", "credits"]) {
         const figures = series[metric] as Record<string, number | null>;
         for (const field of ["remaining", "limit", "used_pct"]) {
@@ -161,7 +167,7 @@ describe("the headroom page", () => {
       }
       // In words too, not by colour alone.
       await expect
-        .poll(() => part.locator(".badge").textContent())
+        .poll(() => part.locator(".badge").textContent(), { timeout: 15_000 })
         .toBe(
           { ok: "OK", warning: "Warning", critical: "Critical", stale: "Stale" }[series.status],
         );
@@ -207,7 +213,7 @@ describe("the headroom page", () => {
   it("asks for the range it shows: a range button and a drag on the chart change the query and the axis", async () => {
     const page = await open(k.read);
     const chart = page.locator("#chart-used");
-    await expect.poll(() => chart.getAttribute("data-x-max")).not.toBeNull();
+    await expect.poll(() => chart.getAttribute("data-x-max"), { timeout: 15_000 }).not.toBeNull();
     const span = async () =>
       Number(await chart.getAttribute("data-x-max")) -
       Number(await chart.getAttribute("data-x-min"));
@@ -218,13 +224,13 @@ describe("the headroom page", () => {
       page.waitForRequest((r) => r.url().includes("/api/v1/usage")).then((r) => new URL(r.url()));
     // 7 days, picked with the mouse.
     let asked = usageQuery();
-    await page.getByLabel("7 d").check();
+    await rangeLabel(page, "7 d").click();
     let q = await asked;
     expect(
       Date.parse(q.searchParams.get("to") ?? "") - Date.parse(q.searchParams.get("from") ?? ""),
     ).toBe(7 * 86_400_000);
-    await expect.poll(span).toBeGreaterThanOrEqual(7 * 86_400_000);
-    await expect.poll(() => chart.getAttribute("data-window")).toBe("hour");
+    await expect.poll(span, { timeout: 15_000 }).toBeGreaterThanOrEqual(7 * 86_400_000);
+    await expect.poll(() => chart.getAttribute("data-window"), { timeout: 15_000 }).toBe("hour");
 
     // 1 hour, with the keyboard: the range picker is one group of radios.
     await page.getByLabel("7 d").focus();
@@ -236,12 +242,12 @@ describe("the headroom page", () => {
     expect(
       Date.parse(q.searchParams.get("to") ?? "") - Date.parse(q.searchParams.get("from") ?? ""),
     ).toBe(3_600_000);
-    await expect.poll(span).toBeLessThanOrEqual(2 * 3_600_000);
-    await expect.poll(() => chart.getAttribute("data-window")).toBe("minute");
+    await expect.poll(span, { timeout: 15_000 }).toBeLessThanOrEqual(2 * 3_600_000);
+    await expect.poll(() => chart.getAttribute("data-window"), { timeout: 15_000 }).toBe("minute");
 
     // 24 hours again, then a drag across the chart's middle asks for that part only.
-    await page.getByLabel("24 h").check();
-    await expect.poll(span).toBeGreaterThanOrEqual(24 * 3_600_000);
+    await rangeLabel(page, "24 h").click();
+    await expect.poll(span, { timeout: 15_000 }).toBeGreaterThanOrEqual(24 * 3_600_000);
     const over = chart.locator(".u-over");
     const box = await over.boundingBox();
     if (!box) throw new Error("the chart has no plotting area");
@@ -256,23 +262,23 @@ describe("the headroom page", () => {
     expect(zoomed).toBeGreaterThan(4 * 3_600_000);
     expect(zoomed).toBeLessThan(8 * 3_600_000);
     expect(await page.getByLabel("Custom").isChecked()).toBe(true);
-    await expect.poll(span).toBeLessThan(9 * 3_600_000);
+    await expect.poll(span, { timeout: 15_000 }).toBeLessThan(9 * 3_600_000);
   });
 
   it("filters the report log by provider and by app", async () => {
     const page = await open(k.read);
     const rows = page.locator("#log tbody tr[data-id]");
-    await expect.poll(() => rows.count()).toBe(6);
+    await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(6);
     await page.getByLabel("Provider").selectOption("anthropic");
-    await expect.poll(() => rows.count()).toBe(3);
+    await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(3);
     expect(
       new Set(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-provider")))),
     ).toEqual(new Set(["anthropic"]));
     await page.getByLabel("App").selectOption("chat");
-    await expect.poll(() => rows.count()).toBe(1);
+    await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(1);
     expect(await rows.first().getAttribute("data-app")).toBe("chat");
     await page.getByLabel("Provider").selectOption("");
-    await expect.poll(() => rows.count()).toBe(4);
+    await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(4);
   });
 
   it("shows a report that crosses a threshold within seconds, without a reload", async () => {
@@ -282,7 +288,9 @@ describe("the headroom page", () => {
     ]);
     await s.stored(mine.project, 1);
     const page = await open(mine.read);
-    await expect.poll(() => card(page, "groq").getAttribute("data-status")).toBe("ok");
+    await expect
+      .poll(() => card(page, "groq").getAttribute("data-status"), { timeout: 15_000 })
+      .toBe("ok");
     await page.evaluate("window.notReloaded = true");
 
     await s.send(mine.report, [
@@ -303,7 +311,7 @@ describe("the headroom page", () => {
 
   it("asks for a key when opened without one, and says so when a key is revoked", async () => {
     const page = await open(null);
-    await expect.poll(() => page.locator("#signin").isVisible()).toBe(true);
+    await expect.poll(() => page.locator("#signin").isVisible(), { timeout: 15_000 }).toBe(true);
     expect(await page.locator("#dashboard").isVisible()).toBe(false);
 
     const gone = await s.project();
@@ -316,14 +324,16 @@ describe("the headroom page", () => {
     await page.getByLabel("Read key").fill(gone.read);
     await page.getByRole("button", { name: "Open" }).click();
     const message = page.locator("#key-error");
-    await expect.poll(() => message.textContent()).toContain("wrong or has been revoked");
+    await expect
+      .poll(() => message.textContent(), { timeout: 15_000 })
+      .toContain("wrong or has been revoked");
     expect(await page.locator("#signin").isVisible()).toBe(true);
     expect(await page.evaluate('sessionStorage.getItem("headroom.readKey")')).toBeNull();
 
     // A report key is not a read key.
     await page.getByLabel("Read key").fill(k.report);
     await page.getByRole("button", { name: "Open" }).click();
-    await expect.poll(() => message.textContent()).toContain("report key");
+    await expect.poll(() => message.textContent(), { timeout: 15_000 }).toContain("report key");
 
     // And another key opens the page.
     await page.getByLabel("Read key").fill(k.read);
@@ -335,7 +345,9 @@ describe("the headroom page", () => {
   it("has no serious or critical accessibility violation (axe-core), signed in or not", async () => {
     const page = await open(k.read);
     await card(page, "openai").waitFor();
-    await expect.poll(() => page.locator("#log tbody tr[data-id]").count()).toBe(6);
+    await expect
+      .poll(() => page.locator("#log tbody tr[data-id]").count(), { timeout: 15_000 })
+      .toBe(6);
     expect(await seriousViolations(page)).toEqual([]);
     const signin = await open(null);
     await signin.locator("#key-input").waitFor();

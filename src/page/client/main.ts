@@ -109,10 +109,16 @@ async function guarded(what: string, run: () => Promise<void>) {
   }
 }
 
+const MINUTE = 60_000;
+
+/** The range to ask for, in whole minutes (the rollups' grain): identical polls share a query. */
 function currentRange(): { from: string; to: string } {
   const r = state.range;
-  const to = r.kind === "custom" ? r.to : Date.now();
-  const from = r.kind === "custom" ? r.from : to - (SPANS[r.kind] ?? SPANS["24h"] ?? 0);
+  const to = Math.ceil((r.kind === "custom" ? r.to : Date.now()) / MINUTE) * MINUTE;
+  const from =
+    r.kind === "custom"
+      ? Math.floor(r.from / MINUTE) * MINUTE
+      : to - (SPANS[r.kind] ?? SPANS["24h"] ?? 0);
   return { from: new Date(from).toISOString(), to: new Date(to).toISOString() };
 }
 
@@ -148,21 +154,40 @@ async function refreshHeadroom(key: string) {
   }
 }
 
-async function refreshRange(key: string) {
+/** The chart, the per-model table, the alerts and the spend: each shown as soon as it comes. */
+function refreshRange(key: string) {
   const range = currentRange();
-  const [usage, events, spend] = await Promise.all([
-    getJson<Usage>(key, "usage", { ...range, group_by: "provider,model" }),
-    getJson<Page<AlertEvent>>(key, "alerts/events", { ...range, limit: "100" }),
-    getJson<Spend>(key, "spend", range),
+  const current = () => state.key === key;
+  let events: AlertEvent[] | null = null;
+  let usage: Usage | null = null;
+  const showChart = () => {
+    if (usage && events && current()) chart.show(usage, events);
+  };
+  return Promise.all([
+    guarded("the chart", async () => {
+      usage = await getJson<Usage>(key, "usage", { ...range, group_by: "provider,model" });
+      if (!current()) return;
+      el.rangeLabel.textContent = `${usage.from.slice(0, 16).replace("T", " ")} to ${usage.to
+        .slice(0, 16)
+        .replace("T", " ")} UTC, ${usage.window} windows`;
+      renderModels(el.models, usage);
+      showChart();
+    }),
+    guarded("the alerts", async () => {
+      const page = await getJson<Page<AlertEvent>>(key, "alerts/events", {
+        ...range,
+        limit: "100",
+      });
+      events = page.items;
+      if (!current()) return;
+      renderAlerts(el.alerts, page.items);
+      showChart();
+    }),
+    guarded("the spend", async () => {
+      const spend = await getJson<Spend>(key, "spend", range);
+      if (current()) renderSpend(el.spend, spend);
+    }),
   ]);
-  if (state.key !== key) return;
-  el.rangeLabel.textContent = `${usage.from.slice(0, 16).replace("T", " ")} to ${usage.to
-    .slice(0, 16)
-    .replace("T", " ")} UTC, ${usage.window} windows`;
-  chart.show(usage, events.items);
-  renderModels(el.models, usage);
-  renderAlerts(el.alerts, events.items);
-  renderSpend(el.spend, spend);
 }
 
 async function refreshLog(key: string) {
@@ -201,7 +226,7 @@ function setRange(range: Range) {
   state.log.cursors = [""];
   const key = state.key;
   if (!key) return;
-  void guarded("the range", () => refreshRange(key));
+  void refreshRange(key);
   void guarded("the log", () => refreshLog(key));
 }
 
@@ -264,12 +289,12 @@ function start(key: string) {
   say("Loading…");
   markRange();
   void guarded("the headroom", () => refreshHeadroom(key));
-  void guarded("the range", () => refreshRange(key));
+  void refreshRange(key);
   void guarded("the log", () => refreshLog(key));
   state.timers.push(
     setInterval(() => void guarded("the headroom", () => refreshHeadroom(key)), HEADROOM_EVERY_MS),
     setInterval(() => {
-      if (state.range.kind !== "custom") void guarded("the range", () => refreshRange(key));
+      if (state.range.kind !== "custom") void refreshRange(key);
       if (state.log.cursors.length === 1) void guarded("the log", () => refreshLog(key));
     }, RANGE_EVERY_MS),
     setInterval(() => tickClocks(el.cards), 1_000),
