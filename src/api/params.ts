@@ -46,10 +46,15 @@ export interface SeriesFilters {
   app?: string[];
 }
 
-/** RFC 3339 with `Z` or an offset. */
+const EARLIEST = Date.UTC(2000, 0, 1);
+const LATEST = Date.UTC(2100, 0, 1);
+
+/** RFC 3339 with `Z` or an offset, between 2000 and 2100 (what the stored types can hold). */
 export const time = single(
   z.iso.datetime({ offset: true, error: "expected an RFC 3339 time, e.g. 2025-01-31T12:00:00Z" }),
-).transform((t) => Date.parse(t));
+)
+  .transform((t) => Date.parse(t))
+  .refine((t) => t >= EARLIEST && t < LATEST, "expected a time from 2000 to 2099");
 
 /** `group_by=provider,model` or repeated: each of provider, model, app at most once. */
 export const groupBy = z

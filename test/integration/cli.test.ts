@@ -190,6 +190,26 @@ describe("the running stack, found through HEADROOM_DATA_DIR's stack.json", () =
     expect(revoked, revoked.stderr).toMatchObject({ code: 0, stdout: `revoked ${key_id}\n` });
   });
 
+  it("headroom keys create --scope read makes a read key, listed with its scope", async () => {
+    const created = await headroom([
+      "keys",
+      "create",
+      "--project",
+      `${project}-r`,
+      "--scope",
+      "read",
+      "--json",
+    ]);
+    expect(created.code, created.stderr).toBe(0);
+    const made = JSON.parse(created.stdout) as { key: string; key_id: string; scope: string };
+    expect(made.key).toMatch(/^hrr_/);
+    expect(made.scope).toBe("read");
+    const listed = await headroom(["keys", "list", "--project", `${project}-r`, "--json"]);
+    expect(JSON.parse(listed.stdout)).toEqual([
+      expect.objectContaining({ key_id: made.key_id, scope: "read" }),
+    ]);
+  });
+
   it("without the stack file a command says where it looked, exit 1", async () => {
     const r = await headroom(["keys", "list"], {
       HEADROOM_DATA_DIR: join(dir, "no-stack"),

@@ -1,4 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApi } from "../../src/api/create-api.js";
+import { buildApiOpenApi } from "../../src/api/openapi.js";
+import { loadConfig } from "../../src/config.js";
+import { createLogger } from "../../src/lib/logger.js";
 import { queuedRecords } from "../helpers/edge-fixture.js";
 import {
   ENDPOINTS,
@@ -45,6 +49,13 @@ afterAll(async () => {
 });
 
 describe("scopes", () => {
+  it("serves /healthz and its OpenAPI document without a key", async () => {
+    expect((await s.get("/healthz")).statusCode).toBe(200);
+    const doc = await s.get("/api/v1/openapi.json");
+    expect(doc.statusCode).toBe(200);
+    expect(doc.json()).toEqual(JSON.parse(JSON.stringify(buildApiOpenApi())));
+  });
+
   it.each(ENDPOINTS)("a report key gets 403 insufficient_scope on %s", async (url) => {
     const res = await s.get(url, a.report);
     expect(res.statusCode).toBe(403);
@@ -148,6 +159,87 @@ describe("two projects never see each other's data", () => {
     for (const q of ["", "?provider=openai", "?level=critical"]) {
       const theirs = (await s.get(`/api/v1/alerts/events${q}`, a.read)).json();
       expect(theirs.items).toEqual([]);
+    }
+  });
+});
+
+/** A read API of its own over the same stores, with other settings. */
+async function apiWith(env: Record<string, string>) {
+  const config = loadConfig({ ...s.p.env, ...env });
+  return createApi(config, createLogger("silent", "test"), { clickhouse: s.p.client });
+}
+
+describe("the read limit", () => {
+  it("answers 429 rate_limited like the report endpoint once a key's bucket is empty", async () => {
+    const api = await apiWith({ READ_RATE_PER_S: "1", READ_BURST: "3" });
+    try {
+      const c = await s.project();
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, () =>
+          api.app.inject({
+            method: "GET",
+            url: "/api/v1/headroom",
+            headers: { authorization: `Bearer ${c.read}` },
+          }),
+        ),
+      );
+      const codes = answers.map((r) => r.statusCode);
+      expect(codes).toContain(200);
+      const refused = answers.find((r) => r.statusCode === 429);
+      expect(refused, codes.join(",")).toBeDefined();
+      expect(refused?.json()).toMatchObject({ error: "rate_limited", limit: 1, remaining: 0 });
+      for (const h of [
+        "retry-after",
+        "ratelimit-limit",
+        "ratelimit-remaining",
+        "ratelimit-reset",
+      ]) {
+        expect(refused?.headers[h], h).toBeDefined();
+      }
+      // Another key of the same project has a bucket of its own.
+      const other = (
+        await s.edge.keyStore.create(c.project, { defaultPlan: "unlimited", scope: "read" })
+      ).key;
+      const res = await api.app.inject({
+        method: "GET",
+        url: "/api/v1/headroom",
+        headers: { authorization: `Bearer ${other}` },
+      });
+      expect(res.statusCode).toBe(200);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe("identical queries share one ClickHouse query", () => {
+  it("within READ_CACHE_TTL_MS an identical query answers what the first one read, per project", async () => {
+    const api = await apiWith({ READ_CACHE_TTL_MS: "60000" });
+    try {
+      const c = await s.project();
+      const get = async (key: string) =>
+        (
+          await api.app.inject({
+            method: "GET",
+            url: "/api/v1/headroom",
+            headers: { authorization: `Bearer ${key}` },
+          })
+        ).json();
+      const first = await get(c.read);
+      expect(first.series).toEqual([]);
+      await s.send(c.report, [
+        { provider: "openai", limits: { requests_limit: 10, requests_remaining: 9 } },
+      ]);
+      await s.stored(c.project, 1);
+      // Stored, yet the same query within the TTL is the first one's answer...
+      expect((await get(c.read)).series).toEqual([]);
+      // ...while the API without the cache (the stack's, TTL 0) sees it, and another project's
+      // identical request never gets this one's entry.
+      expect((await s.get("/api/v1/headroom", c.read)).json().series).toHaveLength(1);
+      expect((await get(a.read)).series).toHaveLength(1);
+      expect((await get(a.read)).series[0].requests.remaining).toBe(80);
+    } finally {
+      await api.close();
     }
   });
 });

@@ -61,7 +61,9 @@ describe("help", () => {
   });
 
   it("documents the options the README uses", async () => {
-    expect((await cli("keys", "create", "--help")).out).toMatch(/--project <id>[\s\S]*--plan/);
+    expect((await cli("keys", "create", "--help")).out).toMatch(
+      /--project <id>[\s\S]*--plan[\s\S]*--scope <scope>[\s\S]*"report", "read"/,
+    );
     expect((await cli("keys", "set-plan", "--help")).out).toMatch(/--monthly[\s\S]*--burst/);
     expect((await cli("dlq", "replay", "--help")).out).toMatch(/--rows <file>[\s\S]*--all/);
     expect((await cli("stats", "--help")).out).toMatch(/--since <period>[\s\S]*"24h"/);
@@ -74,6 +76,7 @@ describe("usage errors exit 2", () => {
     [["nope"], /unknown command 'nope'/],
     [["keys"], /Usage: headroom keys/],
     [["keys", "create"], /required option '--project <id>'/],
+    [["keys", "create", "--project", "p", "--scope", "admin"], /--scope.*'admin' is invalid/],
     [["keys", "import", "--project", "p"], /required option '--key <key>'/],
     [["keys", "revoke"], /missing required argument 'key-id'/],
     [["keys", "list", "--bogus"], /unknown option '--bogus'/],

@@ -1,0 +1,171 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { createKeyStore } from "../src/keys/key-store.js";
+import { ensureBuilt } from "../src/local/entry-command.js";
+import { freePort } from "../src/local/redis-server.js";
+import { spawnChild } from "./child.js";
+import { createCleanup } from "./cleanup.js";
+import { runEndToEndPhase } from "./phase-e2e.js";
+import { machine } from "./proc-stats.js";
+import { runReaders } from "./read-load.js";
+import { READ_PROJECT, seedReports } from "./read-seed.js";
+import { writeLoadFiles } from "./report-bodies.js";
+import { startStack } from "./stack.js";
+
+// `npm run bench:read`: the read API under load. Stored history is seeded by direct inserts
+// (read-seed.ts), then ingest runs at a fixed rate through an edge and a worker twice, once
+// alone and once with `--readers` closed-loop readers of /api/v1/headroom and /api/v1/usage
+// (24 h, minute windows, grouped by provider and model) on the projects' read keys. Reported:
+// the readers' p50/p99 per endpoint, and ingest's end-to-end rate and lag in both runs.
+
+const { values } = parseArgs({
+  options: {
+    reports: { type: "string", default: "10000000" },
+    projects: { type: "string", default: "50" },
+    days: { type: "string", default: "30" },
+    duration: { type: "string", default: "15" },
+    rate: { type: "string", default: "2000" },
+    readers: { type: "string", default: "50" },
+    // Runs go to bench/runs (ignored); the figures the README quotes are in bench/results.
+    out: { type: "string", default: "bench/runs" },
+  },
+});
+const opts = {
+  reports: Number(values.reports),
+  projects: Number(values.projects),
+  days: Number(values.days),
+  durationS: Number(values.duration),
+  rate: Number(values.rate),
+  readers: Number(values.readers),
+};
+for (const [name, v] of Object.entries(opts)) {
+  if (!Number.isInteger(v) || v < 1) {
+    process.stderr.write(`--${name}: a positive integer, please\n`);
+    process.exit(2);
+  }
+}
+
+const log = (msg: string) =>
+  process.stderr.write(`[bench:read ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+
+ensureBuilt();
+const cleanup = createCleanup();
+cleanup.onSignals(log);
+let code = 0;
+try {
+  const started = new Date();
+  const stack = await startStack({ cleanup, log });
+  log(`seeding ${opts.reports} reports over ${opts.days} days for ${opts.projects} projects`);
+  const seed = await seedReports(
+    stack.ch,
+    { reports: opts.reports, projects: opts.projects, days: opts.days, now: Date.now() },
+    log,
+  );
+  log(`  ${seed.seconds} s`);
+
+  const keyStore = createKeyStore(stack.admin);
+  const readKeys: string[] = [];
+  for (let i = 0; i < opts.projects; i++) {
+    const created = await keyStore.create(READ_PROJECT(i), {
+      defaultPlan: "unlimited",
+      scope: "read",
+    });
+    readKeys.push(created.key);
+  }
+  const ingestKeys = {
+    alone: await stack.createKeys("ra", opts.projects),
+    readers: await stack.createKeys("rb", opts.projects),
+  };
+  const edges = await stack.startEdges(1);
+  await stack.startWorkers(1);
+  const apiPort = await freePort();
+  const api = spawnChild({
+    name: "api",
+    entry: "src/main/api.ts",
+    // The readers measure the queries, not the per-key limit: room for all of them.
+    env: {
+      ...stack.env,
+      HOST: "127.0.0.1",
+      API_PORT: String(apiPort),
+      READ_RATE_PER_S: "100000",
+      READ_BURST: "100000",
+    },
+    cleanup,
+    onUnexpectedExit: log,
+  });
+  await api.waitFor(/read api ready/, 60_000);
+  const apiUrl = `http://127.0.0.1:${apiPort}`;
+
+  const ingest = (phase: "ra" | "rb", keys: string[]) =>
+    runEndToEndPhase(
+      stack,
+      edges,
+      {
+        phase,
+        files: writeLoadFiles(stack.dir, phase, keys),
+        connections: 64,
+        durationS: opts.durationS,
+        mode: "fixed",
+        rate: opts.rate,
+        timeoutS: 180,
+      },
+      cleanup,
+    );
+
+  log(`ingest alone: ${opts.rate}/s for ${opts.durationS} s`);
+  const alone = await ingest("ra", ingestKeys.alone);
+  log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
+
+  log(`ingest with ${opts.readers} readers: ${opts.rate}/s for ${opts.durationS} s`);
+  const [withReaders, reads] = await Promise.all([
+    ingest("rb", ingestKeys.readers),
+    runReaders({
+      url: apiUrl,
+      keys: readKeys,
+      readers: opts.readers,
+      durationS: opts.durationS,
+      targets: [
+        { name: "headroom", path: "/api/v1/headroom" },
+        { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model" },
+      ],
+    }),
+  ]);
+  log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
+  for (const [name, r] of Object.entries(reads.byEndpoint)) {
+    log(
+      `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}`,
+    );
+  }
+
+  const results = {
+    machine: machine(started),
+    options: opts,
+    settings: { ...stack.settings, READ_CACHE_TTL_MS: stack.env.READ_CACHE_TTL_MS ?? "1000" },
+    seed,
+    ingestAlone: {
+      sustainedPerSec: alone.sustainedPerSec,
+      storedPerSec: alone.storedPerSec,
+      lagMs: alone.lagMs,
+    },
+    ingestWithReaders: {
+      sustainedPerSec: withReaders.sustainedPerSec,
+      storedPerSec: withReaders.storedPerSec,
+      lagMs: withReaders.lagMs,
+    },
+    reads,
+  };
+  const outDir = resolve(values.out as string);
+  mkdirSync(outDir, { recursive: true });
+  const file = join(outDir, "read-latest.json");
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+  log(`wrote ${file}`);
+} catch (err) {
+  log(`failed: ${(err as Error)?.stack ?? String(err)}`);
+  code = 1;
+} finally {
+  log("stopping every process the benchmark started");
+  await cleanup.run();
+}
+process.exit(code);

@@ -1,0 +1,41 @@
+import { describe, expect, it } from "vitest";
+import { buildApiOpenApi } from "../../src/api/openapi.js";
+
+// The read API's OpenAPI document comes from the schemas that validate each route.
+
+describe("read API OpenAPI", () => {
+  const doc = buildApiOpenApi();
+  const params = (path: keyof typeof doc.paths) =>
+    doc.paths[path].get.parameters.map((p) => p.name).sort();
+
+  it("describes every route with its parameters, as the route validates them", () => {
+    expect(Object.keys(doc.paths).sort()).toEqual([
+      "/api/v1/alerts/events",
+      "/api/v1/headroom",
+      "/api/v1/reports",
+      "/api/v1/spend",
+      "/api/v1/usage",
+    ]);
+    expect(params("/api/v1/headroom")).toEqual(["app", "model", "provider"]);
+    expect(params("/api/v1/usage")).toEqual(
+      ["app", "format", "from", "group_by", "model", "provider", "to", "window"].sort(),
+    );
+    expect(params("/api/v1/reports")).toEqual(
+      ["app", "cursor", "from", "limit", "model", "provider", "to"].sort(),
+    );
+    expect(params("/api/v1/alerts/events")).toEqual(
+      ["cursor", "from", "level", "limit", "provider", "to"].sort(),
+    );
+  });
+
+  it("answers with the contract's error codes, 403 for a key outside its scope", () => {
+    for (const path of Object.values(doc.paths)) {
+      expect(Object.keys(path.get.responses).sort()).toEqual(
+        ["200", "400", "401", "403", "429", "503"].sort(),
+      );
+    }
+    const json = JSON.stringify(doc);
+    expect(json).toContain("insufficient_scope");
+    expect(json).toContain("invalid_query");
+  });
+});
