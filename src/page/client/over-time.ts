@@ -106,6 +106,8 @@ export function createChart(
     width: width(),
     height,
     cursor: { drag: { x: true, y: false, setScale: false } },
+    // The page speaks UTC, as the API does, whatever the browser's time zone.
+    tzDate: (ts) => UPlot().tzDate(new Date(ts * 1000), "Etc/UTC"),
     scales: { x: { time: true } },
     hooks: { setSelect: [zoom], setScale: [noteAxis] },
   });
