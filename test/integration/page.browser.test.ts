@@ -352,3 +352,26 @@ describe("the headroom page", () => {
     expect(await seriousViolations(signin)).toEqual([]);
   });
 });
+
+describe("the page's files", () => {
+  it("are served open, gzipped when asked, with a CSP that allows scripts from the read API only", async () => {
+    const index = await s.get("/", undefined, { "accept-encoding": "gzip" });
+    expect(index.statusCode).toBe(200);
+    expect(index.headers["content-type"]).toBe("text/html; charset=utf-8");
+    expect(index.headers["content-encoding"]).toBe("gzip");
+    expect(index.headers["content-security-policy"]).toContain("script-src 'self'");
+    const plain = await s.get("/page/main.js");
+    expect(plain.statusCode).toBe(200);
+    expect(plain.headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    expect(plain.headers["content-encoding"]).toBeUndefined();
+    expect(plain.body).toContain("takeKey");
+    const again = await s.get("/page/main.js", undefined, {
+      "if-none-match": String(plain.headers.etag),
+    });
+    expect(again.statusCode).toBe(304);
+    expect((await s.get("/page/nothing.js")).json()).toMatchObject({ error: "not_found" });
+    expect((await s.get("/page/../package.json")).statusCode).toBe(404);
+    // The read routes still want a key.
+    expect((await s.get("/api/v1/headroom")).statusCode).toBe(401);
+  });
+});
