@@ -14,7 +14,12 @@ import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/rea
 
 let s: ReadStack;
 let base: string;
-let browser: Browser;
+/** Launched by the first test that needs it: without chromium, each such test fails saying so. */
+let launched: Promise<Browser> | undefined;
+const browser = () => {
+  launched ??= launchChromium();
+  return launched;
+};
 let k: ProjectKeys;
 const pages: Page[] = [];
 
@@ -47,7 +52,6 @@ function report(p: {
 }
 
 beforeAll(async () => {
-  browser = await launchChromium();
   s = await startReadStack();
   await s.api.app.listen({ host: "127.0.0.1", port: 0 });
   base = `http://127.0.0.1:${(s.api.app.server.address() as AddressInfo).port}`;
@@ -107,12 +111,15 @@ afterEach(async (ctx) => {
 });
 
 afterAll(async () => {
-  await browser?.close();
+  await launched?.then((b) => b.close()).catch(() => {});
   await s?.close();
 });
 
 async function open(key: string | null, opts: { bypassCSP?: boolean } = {}) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, ...opts });
+  const context = await (await browser()).newContext({
+    viewport: { width: 1280, height: 900 },
+    ...opts,
+  });
   const page = await context.newPage();
   pages.push(page);
   await page.goto(key === null ? `${base}/` : `${base}/#key=${encodeURIComponent(key)}`);
@@ -129,7 +136,7 @@ const card = (page: Page, provider: string) =>
 describe("the headroom page", () => {
   it("shows for each provider the figures /api/v1/headroom returns, with the key kept out of every URL", async () => {
     const urls: string[] = [];
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const context = await (await browser()).newContext({ viewport: { width: 1280, height: 900 } });
     const page = await context.newPage();
     pages.push(page);
     page.on("request", (r) => urls.push(r.url()));
