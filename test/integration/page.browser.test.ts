@@ -382,3 +382,51 @@ describe("the page's files", () => {
     expect((await s.get("/api/v1/headroom")).statusCode).toBe(401);
   });
 });
+
+describe("alert events", () => {
+  it("are listed newest first, as /api/v1/alerts/events answers, and marked in the range", async () => {
+    const mine = await s.project();
+    await s.send(mine.report, [
+      report({ provider: "openai", model: "gpt-4o", app: "chat", requests: 50, tokens: 90_000 }),
+    ]);
+    await s.stored(mine.project, 1);
+    const values = (["warning", "critical", "resolved"] as const).map((level, i) => ({
+      event_id: `evt_${(i + 1).toString(16).padStart(32, "0")}`,
+      rule_id: "alr_1",
+      project_id: mine.project,
+      provider: "openai",
+      model: "gpt-4o",
+      app: "chat",
+      metric: "requests",
+      level,
+      used_pct: [75, 95, 40][i],
+      limit: 1000,
+      remaining: [250, 50, 600][i],
+      reset_ms: null,
+      burn_per_s: null,
+      exhaustion_eta_s: null,
+      warn_pct: 70,
+      critical_pct: 90,
+      report_id: "00000000-0000-7000-8000-000000000000",
+      at: ago((3 - i) * 3_600_000)
+        .replace("T", " ")
+        .replace("Z", ""),
+    }));
+    await s.p.client.insert({ table: `${s.db}.alert_events`, format: "JSONEachRow", values });
+    const api = (await s.get("/api/v1/alerts/events", mine.read)).json() as {
+      items: { id: string; level: string }[];
+    };
+    expect(api.items.map((e) => e.level)).toEqual(["resolved", "critical", "warning"]);
+
+    const page = await open(mine.read);
+    const rows = page.locator("#alerts tbody tr[data-id]");
+    await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(3);
+    expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-id")))).toEqual(
+      api.items.map((e) => e.id),
+    );
+    expect(await rows.nth(1).locator("td").nth(1).textContent()).toBe("critical");
+    await expect
+      .poll(() => page.locator("#events-in-range li").count(), { timeout: 15_000 })
+      .toBe(3);
+  });
+});
