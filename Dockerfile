@@ -24,7 +24,8 @@ RUN --mount=type=secret,id=npmca --mount=type=cache,target=/root/.npm,sharing=lo
 COPY tsconfig.json tsconfig.build.json ./
 COPY src src
 COPY workers workers
-RUN npx tsc -p tsconfig.build.json
+COPY bin bin
+RUN npx tsc -p tsconfig.build.json && node bin/build-page.mjs
 
 # Production dependencies only: no dev dependencies, no optional ones (chdb).
 FROM node:24-bookworm-slim AS deps

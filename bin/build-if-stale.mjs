@@ -3,7 +3,7 @@
 // `npx headroom`, the benchmark and the tests run compiled JavaScript without anyone having to
 // remember `npm run build`. Fresh: a scan of file times, a few milliseconds. Stale: `tsc` without
 // type checking (`--noCheck`, a few seconds; `npm run typecheck` is what checks types, and tsx
-// never did either), messages on stderr. Concurrent callers wait for one build (a lock directory).
+// never did either), then the page (bin/build-page.mjs); messages on stderr. Concurrent callers wait for one build (a lock directory).
 //   node bin/build-if-stale.mjs          # exit 0 when dist/ is fresh or was built
 import { execFileSync } from "node:child_process";
 import {
@@ -18,6 +18,7 @@ import {
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { buildPage } from "./build-page.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const DIST = join(ROOT, "dist");
@@ -25,7 +26,14 @@ const DIST = join(ROOT, "dist");
 const STAMP = join(DIST, ".build-stamp");
 const LOCK = join(DIST, ".build-lock");
 /** What the build reads (tsconfig.build.json's inputs and settings). */
-const INPUTS = ["src", "workers", "bench", "tsconfig.json", "tsconfig.build.json"];
+const INPUTS = [
+  "src",
+  "workers",
+  "bench",
+  "tsconfig.json",
+  "tsconfig.build.json",
+  "bin/build-page.mjs",
+];
 const LOCK_STALE_MS = 120_000;
 
 /** Newest modification time under a path: files and directories (an added or removed file). */
@@ -108,6 +116,11 @@ export async function buildIfStale(log = (msg) => process.stderr.write(`${msg}\n
       throw new Error(
         `the build (tsc -p tsconfig.build.json) failed:\n${err.stdout ?? ""}${err.stderr ?? ""}`,
       );
+    }
+    try {
+      buildPage({ root: ROOT, check: false });
+    } catch (err) {
+      throw new Error(`the page's build failed:\n${err.stdout ?? ""}${err.stderr ?? err.message}`);
     }
     writeFileSync(STAMP, `${new Date(started).toISOString()}\n`);
     utimesSync(STAMP, started / 1000, started / 1000);

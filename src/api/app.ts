@@ -12,12 +12,13 @@ import type { ReadStore } from "./read-store.js";
 import { alertEventsRoutes } from "./routes/alert-events.js";
 import { headroomRoutes } from "./routes/headroom.js";
 import { metricsRoutes } from "./routes/metrics.js";
+import { defaultPageDir, pageRoutes } from "./routes/page.js";
 import { reportsRoutes } from "./routes/reports.js";
 import { spendRoutes } from "./routes/spend.js";
 import { usageRoutes } from "./routes/usage.js";
 
 // The read API as a function of its dependencies: the edge's server options and error handler,
-// open health and OpenAPI routes, and the /api/v1 routes behind read keys.
+// open health and OpenAPI routes and the page, and the /api/v1 routes behind read keys.
 
 export interface ApiDeps {
   config: ServerConfig &
@@ -28,6 +29,8 @@ export interface ApiDeps {
   readLimit: ReadLimit;
   store: ReadStore;
   rulesFor(project: string): Promise<AlertRule[]>;
+  /** Where the built page is (dist/page by default). */
+  pageDir?: string;
   now?: () => number;
 }
 
@@ -39,6 +42,8 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
   app.get("/healthz", async () => ({ status: "ok" }));
   const openapi = buildApiOpenApi();
   app.get("/api/v1/openapi.json", async () => openapi);
+  // The page is open: it holds no data, and asks for a read key itself.
+  app.register(pageRoutes, { dir: deps.pageDir ?? defaultPageDir() });
 
   app.register(async (v1) => {
     v1.register(readAuth, {

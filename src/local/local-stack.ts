@@ -91,6 +91,7 @@ export async function startLocalStack(
       config,
       endpoint: `http://${host}:${config.PORT}/api/report`,
       readApi: `http://${host}:${config.API_PORT}/api/v1`,
+      page: `http://${host}:${config.API_PORT}/`,
       local,
       async stop() {
         // Intake first, then the worker flushes, then the stores.
@@ -167,4 +168,9 @@ export function curlExample(endpoint: string, key: string): string {
     },
   }).replace('"NOW"', `"'"$(date -u +%Y-%m-%dT%H:%M:%S.000Z)"'"`);
   return `curl -sS -X POST ${endpoint} \\\n  -H 'Authorization: Bearer ${key}' \\\n  -H 'Content-Type: application/json' \\\n  -d '${body}'`;
+}
+
+/** The page's address that signs in with `readKey`: in the fragment, never sent to the server. */
+export function pageUrl(page: string, readKey: string): string {
+  return `${page}#key=${encodeURIComponent(readKey)}`;
 }

@@ -1,7 +1,7 @@
 import { ConfigError, isSet, loadConfig } from "../config.js";
 import { createLogger } from "../lib/logger.js";
 import { onShutdown } from "../lib/shutdown.js";
-import { curlExample, startLocalStack } from "../local/local-stack.js";
+import { curlExample, pageUrl, startLocalStack } from "../local/local-stack.js";
 import { RedisServerMissingError } from "../local/redis-server.js";
 
 // `npm start`: the local stack in one command.
@@ -33,6 +33,11 @@ try {
       `  key:       ${stack.local.key}`,
       `  read API:  ${stack.readApi}`,
       `  read key:  ${stack.local.read_key}`,
+      "",
+      // The key rides in the fragment, which the browser keeps to itself; the page moves it to
+      // the tab's session storage and clears it from the address bar.
+      "Open the headroom page (signed in with the read key):",
+      `  ${pageUrl(stack.page, stack.local.read_key)}`,
       "",
       "Send a report:",
       curlExample(stack.endpoint, stack.local.key),

@@ -1,0 +1,127 @@
+// The read API as the page sees it: the shapes of the answers it reads (the fields the page uses,
+// as /api/v1/openapi.json describes them) and one fetch that turns a refused key into an error
+// the page can show.
+
+export type Status = "ok" | "warning" | "critical" | "stale";
+
+export interface MetricView {
+  limit: number | null;
+  remaining: number | null;
+  used_pct: number | null;
+  resets_at: string | null;
+  burn_per_s: number | null;
+  exhaustion_eta_s: number | null;
+}
+
+export interface SeriesView {
+  provider: string;
+  model: string | null;
+  app: string;
+  status: Status;
+  last_seen: string;
+  reported_at: string | null;
+  credits_reported_at: string | null;
+  requests: MetricView;
+  tokens: MetricView;
+  credits: MetricView;
+}
+
+export interface Headroom {
+  at: string;
+  series: SeriesView[];
+}
+
+export interface UsagePoint {
+  bucket: string;
+  provider?: string;
+  model?: string | null;
+  reports: number;
+  requests_remaining_min: number | null;
+  tokens_remaining_min: number | null;
+  requests_limit_max: number | null;
+  tokens_limit_max: number | null;
+  used_pct_max: number | null;
+  cost: number;
+}
+
+export interface Usage {
+  from: string;
+  to: string;
+  window: "minute" | "hour" | "day";
+  points: UsagePoint[];
+}
+
+export interface Report {
+  id: string;
+  app: string;
+  provider: string;
+  model: string | null;
+  timestamp: string;
+  limits: { requests_remaining: number | null; tokens_remaining: number | null };
+  credits: { request_cost: number | null } | null;
+}
+
+export interface AlertEvent {
+  id: string;
+  provider: string;
+  model: string | null;
+  app: string;
+  metric: string;
+  level: "warning" | "critical" | "resolved";
+  used_pct: number;
+  at: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+export interface Spend {
+  from: string;
+  to: string;
+  providers: {
+    provider: string;
+    cost: number;
+    requests: number;
+    burn_per_hour: number;
+    credits_remaining: number | null;
+    hours_until_depleted: number | null;
+  }[];
+}
+
+/** The key was refused (401) or is not a read key (403): the page asks for another. */
+export class KeyRefused extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export type Query = Record<string, string | string[] | undefined>;
+
+export function queryString(q: Query): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(q)) {
+    if (value === undefined || value === "") continue;
+    for (const v of Array.isArray(value) ? value : [value]) params.append(name, v);
+  }
+  const s = params.toString();
+  return s ? `?${s}` : "";
+}
+
+/** GET /api/v1/<path> with the key in the Authorization header (never in the URL). */
+export async function getJson<T>(key: string, path: string, q: Query = {}): Promise<T> {
+  const res = await fetch(`/api/v1/${path}${queryString(q)}`, {
+    headers: { authorization: `Bearer ${key}`, accept: "application/json" },
+    cache: "no-store",
+  });
+  const body = (await res.json().catch(() => ({}))) as { error?: string; message?: string };
+  if (res.status === 401 || res.status === 403) {
+    throw new KeyRefused(body.error ?? String(res.status), body.message ?? res.statusText);
+  }
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${body.error ?? ""} ${body.message ?? ""}`);
+  return body as T;
+}

@@ -1,0 +1,307 @@
+import {
+  type AlertEvent,
+  getJson,
+  type Headroom,
+  KeyRefused,
+  type Page,
+  type Report,
+  type Spend,
+  type Usage,
+} from "./api.js";
+import { byId, h } from "./dom.js";
+import { forgetKey, saveKey, takeKey } from "./key.js";
+import { createChart } from "./over-time.js";
+import { renderCards, tickClocks } from "./now-cards.js";
+import { renderAlerts, renderLog, renderModels, renderSpend } from "./tables.js";
+
+// The headroom page: asks for a read key when the tab has none, then shows the project's
+// headroom and keeps it current by polling the read API (the latest figures every 2 s, the
+// range's series, tables and log every 6 s while the range ends now).
+
+const HEADROOM_EVERY_MS = 2_000;
+const RANGE_EVERY_MS = 6_000;
+const LOG_PAGE = 20;
+const SPANS: Record<string, number> = {
+  "1h": 3_600_000,
+  "6h": 6 * 3_600_000,
+  "24h": 24 * 3_600_000,
+  "7d": 7 * 86_400_000,
+  "30d": 30 * 86_400_000,
+};
+
+type Range = { kind: string; from: number; to: number };
+
+const state = {
+  key: null as string | null,
+  range: { kind: "24h", from: 0, to: 0 } as Range,
+  log: { provider: "", app: "", cursors: [""] as string[], next: null as string | null },
+  timers: [] as number[],
+  firstFigures: false,
+};
+
+const el = {
+  state: byId("state"),
+  signin: byId("signin"),
+  keyForm: byId<HTMLFormElement>("key-form"),
+  keyInput: byId<HTMLInputElement>("key-input"),
+  keyError: byId("key-error"),
+  changeKey: byId<HTMLButtonElement>("change-key"),
+  dashboard: byId("dashboard"),
+  cards: byId("cards"),
+  ranges: byId("ranges"),
+  custom: byId<HTMLFormElement>("custom-range"),
+  customFrom: byId<HTMLInputElement>("custom-from"),
+  customTo: byId<HTMLInputElement>("custom-to"),
+  rangeLabel: byId("range-label"),
+  models: byId<HTMLTableElement>("models"),
+  log: byId<HTMLTableElement>("log"),
+  logProvider: byId<HTMLSelectElement>("log-provider"),
+  logApp: byId<HTMLSelectElement>("log-app"),
+  logNewer: byId<HTMLButtonElement>("log-newer"),
+  logOlder: byId<HTMLButtonElement>("log-older"),
+  logPage: byId("log-page"),
+  alerts: byId<HTMLTableElement>("alerts"),
+  spend: byId<HTMLTableElement>("spend"),
+};
+
+const chart = createChart(
+  byId("chart-used"),
+  byId("chart-reports"),
+  byId("events-in-range"),
+  (from, to) => setRange({ kind: "custom", from, to }),
+);
+
+function say(text: string) {
+  el.state.textContent = text;
+}
+
+function showSignin(message = "") {
+  for (const t of state.timers) clearInterval(t);
+  state.timers = [];
+  state.key = null;
+  el.dashboard.hidden = true;
+  el.changeKey.hidden = true;
+  el.signin.hidden = false;
+  el.keyError.textContent = message;
+  say(message ? "Signed out" : "A read key is needed");
+  el.keyInput.value = "";
+  el.keyInput.focus();
+}
+
+function refused(err: KeyRefused) {
+  forgetKey();
+  const why =
+    err.code === "insufficient_scope"
+      ? "This key cannot read: it is a report key. Enter a read key (it starts with hrr_)."
+      : err.code === "missing_project_key"
+        ? "A read key is needed."
+        : "This key was refused: it is wrong or has been revoked. Enter another read key.";
+  showSignin(why);
+}
+
+/** Runs one refresh; a refused key signs out, anything else is said and retried next time. */
+async function guarded(what: string, run: () => Promise<void>) {
+  try {
+    await run();
+  } catch (err) {
+    if (err instanceof KeyRefused) refused(err);
+    else say(`Could not refresh ${what}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+const MINUTE = 60_000;
+
+/** The range to ask for, in whole minutes (the rollups' grain): identical polls share a query. */
+function currentRange(): { from: string; to: string } {
+  const r = state.range;
+  const to = Math.ceil((r.kind === "custom" ? r.to : Date.now()) / MINUTE) * MINUTE;
+  const from =
+    r.kind === "custom"
+      ? Math.floor(r.from / MINUTE) * MINUTE
+      : to - (SPANS[r.kind] ?? SPANS["24h"] ?? 0);
+  return { from: new Date(from).toISOString(), to: new Date(to).toISOString() };
+}
+
+function fillOptions(select: HTMLSelectElement, values: string[]) {
+  const have = [...select.options].map((o) => o.value).slice(1);
+  const want = [...new Set(values)].sort();
+  if (have.join("\n") === want.join("\n")) return;
+  const chosen = select.value;
+  select.replaceChildren(
+    h("option", { value: "" }, "All"),
+    ...want.map((v) => h("option", { value: v }, v)),
+  );
+  select.value = want.includes(chosen) ? chosen : "";
+}
+
+async function refreshHeadroom(key: string) {
+  const headroom = await getJson<Headroom>(key, "headroom");
+  if (state.key !== key) return;
+  renderCards(el.cards, headroom.series);
+  fillOptions(
+    el.logProvider,
+    headroom.series.map((s) => s.provider),
+  );
+  fillOptions(
+    el.logApp,
+    headroom.series.map((s) => s.app),
+  );
+  say(`Updated ${new Date().toLocaleTimeString("en-GB", { timeZone: "UTC" })} UTC`);
+  if (!state.firstFigures) {
+    state.firstFigures = true;
+    // How long from navigation to the first figures on screen (README: time to first figures).
+    document.documentElement.dataset.firstFiguresMs = String(Math.round(performance.now()));
+  }
+}
+
+/** The chart, the per-model table, the alerts and the spend: each shown as soon as it comes. */
+function refreshRange(key: string) {
+  const range = currentRange();
+  const current = () => state.key === key;
+  let events: AlertEvent[] | null = null;
+  let usage: Usage | null = null;
+  const showChart = () => {
+    if (usage && events && current()) chart.show(usage, events);
+  };
+  return Promise.all([
+    guarded("the chart", async () => {
+      usage = await getJson<Usage>(key, "usage", { ...range, group_by: "provider,model" });
+      if (!current()) return;
+      el.rangeLabel.textContent = `${usage.from.slice(0, 16).replace("T", " ")} to ${usage.to
+        .slice(0, 16)
+        .replace("T", " ")} UTC, ${usage.window} windows`;
+      renderModels(el.models, usage);
+      showChart();
+    }),
+    guarded("the alerts", async () => {
+      const page = await getJson<Page<AlertEvent>>(key, "alerts/events", {
+        ...range,
+        limit: "100",
+      });
+      events = page.items;
+      if (!current()) return;
+      renderAlerts(el.alerts, page.items);
+      showChart();
+    }),
+    guarded("the spend", async () => {
+      const spend = await getJson<Spend>(key, "spend", range);
+      if (current()) renderSpend(el.spend, spend);
+    }),
+  ]);
+}
+
+async function refreshLog(key: string) {
+  const { provider, app, cursors } = state.log;
+  const page = await getJson<Page<Report>>(key, "reports", {
+    limit: String(LOG_PAGE),
+    provider,
+    app,
+    cursor: cursors[cursors.length - 1],
+    ...currentRange(),
+  });
+  if (state.key !== key) return;
+  renderLog(el.log, page.items);
+  state.log.next = page.next_cursor;
+  el.logOlder.disabled = page.next_cursor === null;
+  el.logNewer.disabled = cursors.length <= 1;
+  el.logPage.textContent = `Page ${cursors.length}`;
+}
+
+function markRange() {
+  for (const radio of el.ranges.querySelectorAll<HTMLInputElement>("input[name=range]")) {
+    radio.checked = radio.value === state.range.kind;
+  }
+  el.custom.hidden = state.range.kind !== "custom";
+}
+
+const toInput = (ms: number) => new Date(ms).toISOString().slice(0, 16);
+
+function setRange(range: Range) {
+  state.range = range;
+  if (range.kind === "custom") {
+    el.customFrom.value = toInput(range.from);
+    el.customTo.value = toInput(range.to);
+  }
+  markRange();
+  state.log.cursors = [""];
+  const key = state.key;
+  if (!key) return;
+  void refreshRange(key);
+  void guarded("the log", () => refreshLog(key));
+}
+
+function wireControls() {
+  el.keyForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const key = el.keyInput.value.trim();
+    if (!key) return;
+    saveKey(key);
+    start(key);
+  });
+  el.changeKey.addEventListener("click", () => {
+    forgetKey();
+    showSignin();
+  });
+  // Native radios: the arrow keys move the choice, Tab leaves the group.
+  el.ranges.addEventListener("change", (e) => {
+    const kind = (e.target as HTMLInputElement).value;
+    if (kind === "custom") {
+      const { from, to } = currentRange();
+      setRange({ kind, from: Date.parse(from), to: Date.parse(to) });
+    } else setRange({ kind, from: 0, to: 0 });
+  });
+  el.custom.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const from = Date.parse(`${el.customFrom.value}Z`);
+    const to = Date.parse(`${el.customTo.value}Z`);
+    if (!(from < to)) {
+      say("The custom range must start before it ends.");
+      return;
+    }
+    setRange({ kind: "custom", from, to });
+  });
+  const filter = () => {
+    state.log = { provider: el.logProvider.value, app: el.logApp.value, cursors: [""], next: null };
+    const key = state.key;
+    if (key) void guarded("the log", () => refreshLog(key));
+  };
+  el.logProvider.addEventListener("change", filter);
+  el.logApp.addEventListener("change", filter);
+  el.logOlder.addEventListener("click", () => {
+    if (state.log.next === null) return;
+    state.log.cursors.push(state.log.next);
+    const key = state.key;
+    if (key) void guarded("the log", () => refreshLog(key));
+  });
+  el.logNewer.addEventListener("click", () => {
+    if (state.log.cursors.length > 1) state.log.cursors.pop();
+    const key = state.key;
+    if (key) void guarded("the log", () => refreshLog(key));
+  });
+}
+
+function start(key: string) {
+  state.key = key;
+  el.signin.hidden = true;
+  el.keyError.textContent = "";
+  el.dashboard.hidden = false;
+  el.changeKey.hidden = false;
+  say("Loading…");
+  markRange();
+  void guarded("the headroom", () => refreshHeadroom(key));
+  void refreshRange(key);
+  void guarded("the log", () => refreshLog(key));
+  state.timers.push(
+    setInterval(() => void guarded("the headroom", () => refreshHeadroom(key)), HEADROOM_EVERY_MS),
+    setInterval(() => {
+      if (state.range.kind !== "custom") void refreshRange(key);
+      if (state.log.cursors.length === 1) void guarded("the log", () => refreshLog(key));
+    }, RANGE_EVERY_MS),
+    setInterval(() => tickClocks(el.cards), 1_000),
+  );
+}
+
+wireControls();
+const key = takeKey();
+if (key) start(key);
+else showSignin();

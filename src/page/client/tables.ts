@@ -1,0 +1,128 @@
+import type { AlertEvent, Report, Spend, Usage } from "./api.js";
+import { fillTable, h } from "./dom.js";
+import { amount, count, dash, pct, utc } from "./format.js";
+
+// The page's tables: per model over the range (from the same usage answer as the chart), the
+// report log, the alert events and the spend per provider.
+
+const num = (text: string, value?: number | null) =>
+  h(
+    "td",
+    { class: "num", "data-value": value === undefined || value === null ? null : String(value) },
+    text,
+  );
+
+interface ModelRow {
+  provider: string;
+  model: string | null;
+  reports: number;
+  cost: number;
+  lowestLeftPct: number | null;
+  requestsMin: number | null;
+  tokensMin: number | null;
+}
+
+const minOf = (a: number | null, b: number | null) =>
+  a === null ? b : b === null ? a : Math.min(a, b);
+
+export function modelRows(usage: Usage): ModelRow[] {
+  const rows = new Map<string, ModelRow>();
+  for (const p of usage.points) {
+    const key = JSON.stringify([p.provider, p.model]);
+    const row = rows.get(key) ?? {
+      provider: p.provider ?? "",
+      model: p.model ?? null,
+      reports: 0,
+      cost: 0,
+      lowestLeftPct: null,
+      requestsMin: null,
+      tokensMin: null,
+    };
+    row.reports += p.reports;
+    row.cost += p.cost;
+    row.requestsMin = minOf(row.requestsMin, p.requests_remaining_min);
+    row.tokensMin = minOf(row.tokensMin, p.tokens_remaining_min);
+    row.lowestLeftPct = minOf(
+      row.lowestLeftPct,
+      p.used_pct_max === null ? null : 100 - p.used_pct_max,
+    );
+    rows.set(key, row);
+  }
+  return [...rows.values()].sort(
+    (a, b) => (a.lowestLeftPct ?? 101) - (b.lowestLeftPct ?? 101) || b.reports - a.reports,
+  );
+}
+
+export function renderModels(table: HTMLTableElement, usage: Usage) {
+  const rows = modelRows(usage).map((r) =>
+    h(
+      "tr",
+      { "data-provider": r.provider, "data-model": r.model ?? "" },
+      h("td", {}, r.provider),
+      h("td", {}, r.model ?? "(model not seen)"),
+      num(count(r.reports), r.reports),
+      h(
+        "td",
+        { class: "num", "data-value": r.lowestLeftPct === null ? null : String(r.lowestLeftPct) },
+        r.lowestLeftPct === null
+          ? dash
+          : `${pct(r.lowestLeftPct)} left (requests ${count(r.requestsMin)}, tokens ${count(r.tokensMin)})`,
+      ),
+      num(amount(r.cost), r.cost),
+    ),
+  );
+  fillTable(table, rows, "No reports in this range.");
+}
+
+export function renderLog(table: HTMLTableElement, items: Report[]) {
+  const rows = items.map((r) =>
+    h(
+      "tr",
+      { "data-id": r.id, "data-provider": r.provider, "data-app": r.app },
+      h("td", {}, utc(r.timestamp)),
+      h("td", {}, r.app),
+      h("td", {}, r.provider),
+      h("td", {}, r.model ?? "(model not seen)"),
+      num(count(r.limits.requests_remaining), r.limits.requests_remaining),
+      num(count(r.limits.tokens_remaining), r.limits.tokens_remaining),
+      num(amount(r.credits?.request_cost ?? null), r.credits?.request_cost ?? null),
+    ),
+  );
+  fillTable(table, rows, "No reports match.");
+}
+
+export function renderAlerts(table: HTMLTableElement, items: AlertEvent[]) {
+  const rows = items.map((e) =>
+    h(
+      "tr",
+      { "data-id": e.id, "data-level": e.level },
+      h("td", {}, utc(e.at)),
+      h("td", {}, h("span", { class: `level-${e.level}` }, e.level)),
+      h("td", {}, e.provider),
+      h("td", {}, e.model ?? "(any model)"),
+      h("td", {}, e.app),
+      h("td", {}, e.metric),
+      num(pct(e.used_pct), e.used_pct),
+    ),
+  );
+  fillTable(table, rows, "No alert events in this range.");
+}
+
+export function renderSpend(table: HTMLTableElement, spend: Spend) {
+  const rows = spend.providers.map((p) =>
+    h(
+      "tr",
+      { "data-provider": p.provider },
+      h("td", {}, p.provider),
+      num(amount(p.cost), p.cost),
+      num(count(p.requests), p.requests),
+      num(amount(p.burn_per_hour), p.burn_per_hour),
+      num(amount(p.credits_remaining), p.credits_remaining),
+      num(
+        p.hours_until_depleted === null ? dash : amount(p.hours_until_depleted),
+        p.hours_until_depleted,
+      ),
+    ),
+  );
+  fillTable(table, rows, "No spend in this range.");
+}
