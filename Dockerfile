@@ -15,7 +15,7 @@
 # Compiles src/ and workers/ with every dependency's JavaScript and types, chdb's included, but
 # no platform binaries (--os=none skips every package that declares an OS: chdb's native library,
 # biome, esbuild, …), so chdb's types are here without its 540 MB library.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=secret,id=npmca --mount=type=cache,target=/root/.npm,sharing=locked \
@@ -27,7 +27,7 @@ COPY workers workers
 RUN npx tsc -p tsconfig.build.json
 
 # Production dependencies only: no dev dependencies, no optional ones (chdb).
-FROM node:20-bookworm-slim AS deps
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=secret,id=npmca --mount=type=cache,target=/root/.npm,sharing=locked \
@@ -35,14 +35,14 @@ RUN --mount=type=secret,id=npmca --mount=type=cache,target=/root/.npm,sharing=lo
     npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund
 
 # Production dependencies with chdb and its native library, for the embedded ClickHouse server.
-FROM node:20-bookworm-slim AS deps-embedded
+FROM node:24-bookworm-slim AS deps-embedded
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=secret,id=npmca --mount=type=cache,target=/root/.npm,sharing=locked \
     if [ -s /run/secrets/npmca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npmca; fi; \
     npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
-FROM node:20-bookworm-slim AS runtime-base
+FROM node:24-bookworm-slim AS runtime-base
 ENV NODE_ENV=production
 WORKDIR /app
 # `headroom …` in a container runs the built CLI (keys, dlq, migrate, query, stats).

@@ -5,6 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "@clickhouse/client";
 import { Redis } from "ioredis";
+import { startProcess } from "../fixtures/processes.js";
+import { sampleRow } from "../fixtures/sample-reports.js";
 import { createEvalQueue, createWebhookQueue } from "../src/alerts/queues.js";
 import { createRuleStore } from "../src/alerts/rule-store.js";
 import { migrate } from "../src/clickhouse/migrations.js";
@@ -12,8 +14,6 @@ import { spawnEmbeddedClickHouse } from "../src/local/clickhouse/process.js";
 import { ensureBuilt } from "../src/local/entry-command.js";
 import { startRedisServer } from "../src/local/redis-server.js";
 import { createReportsQueue, REPORT_JOB } from "../src/queue/reports-queue.js";
-import { startProcess } from "../test/helpers/processes.js";
-import { sampleRow } from "../test/helpers/sample-reports.js";
 
 // Worker CPU per report with alerts off, on without rules, and on with one rule per project
 // (every report watched: the worst case), ingest worker and alerts worker measured apart, from

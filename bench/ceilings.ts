@@ -1,9 +1,9 @@
 import { Redis } from "ioredis";
-import { createReportSink } from "../src/clickhouse/report-sink.js";
 import { v7 as uuidv7 } from "uuid";
+import { sampleRow } from "../fixtures/sample-reports.js";
+import { createReportSink } from "../src/clickhouse/report-sink.js";
 import { createReportsQueue, REPORT_JOB } from "../src/queue/reports-queue.js";
 import type { ReportRow } from "../src/report/report-schema.js";
-import { sampleRow } from "../test/helpers/sample-reports.js";
 import { spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import type { LoadResult } from "./load-spec.js";

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { waitForOutput } from "../fixtures/processes.js";
 import { entryArgs } from "../src/local/entry-command.js";
-import { waitForOutput } from "../test/helpers/processes.js";
 import type { Cleanup } from "./cleanup.js";
 
 // A child process of the benchmark: a Node entry run compiled from dist/ (as `npm start` and the

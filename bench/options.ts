@@ -28,8 +28,10 @@ export interface BenchOptions {
   warmupS: number;
   /** Longest wait for ClickHouse to hold every accepted report, per phase. */
   drainTimeoutS: number;
-  /** Where latest.json, latest.md and the timestamped copies go. */
+  /** Where latest.json, latest.md and the timestamped copies go (ignored by git by default). */
   outDir: string;
+  /** Also write this run as the published reference, `bench/results/latest.{json,md}`. */
+  publishDir: string | null;
   /** Run edge and workers with `--cpu-prof`; profiles go to `<outDir>/profiles`. */
   profile: boolean;
 }
@@ -45,11 +47,18 @@ export const USAGE = `npm run bench -- [options]
                     edges (default 0: no replicas)
   --keys N          project keys on the unlimited plan (default 20)
   --quick           whole run under a minute: short phases, smaller backlog
-  --out DIR         results directory (default bench/results)
+  --out DIR         results directory (default bench/runs, ignored by git)
+  --publish         also make this run the published reference (bench/results/latest.*,
+                    tracked): for a deliberate reference run, then commit it
   --profile         CPU profiles of the edge and workers (node --cpu-prof) in DIR/profiles
   --help            this text
 Headroom settings (ENQUEUE_MAX_WAIT_MS, BATCH_MAX_ROWS, WORKER_CONCURRENCY, ...) are read from
 the environment and passed to the edge and the workers; the results record them.`;
+
+/** Every run's results: ignored by git, so a benchmark leaves the checkout clean. */
+export const DEFAULT_OUT_DIR = "bench/runs";
+/** The reference run the READMEs quote, tracked: written only with `--publish`. */
+export const PUBLISHED_DIR = "bench/results";
 
 export class OptionsError extends Error {
   override name = "OptionsError";
@@ -104,7 +113,8 @@ export function parseBenchOptions(argv: string[], cwd = process.cwd()): BenchOpt
     ceilingS: quick ? 1 : Math.min(durationS, 10),
     warmupS: quick ? 1 : 3,
     drainTimeoutS: quick ? 30 : 180,
-    outDir: resolve(cwd, values.out ?? "bench/results"),
+    outDir: resolve(cwd, values.out ?? DEFAULT_OUT_DIR),
+    publishDir: values.publish ? resolve(cwd, PUBLISHED_DIR) : null,
     profile: values.profile ?? false,
   };
 }
@@ -125,6 +135,7 @@ function parse(argv: string[]) {
       keys: { type: "string" },
       quick: { type: "boolean" },
       out: { type: "string" },
+      publish: { type: "boolean" },
       profile: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },

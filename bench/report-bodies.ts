@@ -1,6 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { sampleBody } from "../test/helpers/sample-reports.js";
+import { sampleBody } from "../fixtures/sample-reports.js";
 
 // Request bodies for the load generators: the realistic sample mix (providers, models, apps,
 // provider hints, credits), serialised once. Written to a file at the start of each phase, one

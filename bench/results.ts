@@ -4,9 +4,14 @@ import type { BenchResults } from "./figures.js";
 import { renderMarkdown } from "./render.js";
 
 // Writes a run's results: latest.json and latest.md, and a copy of both named by the run's date
-// so earlier runs stay comparable.
+// so earlier runs stay comparable. The published reference (`--publish`) is latest.* alone: its
+// history is the repository's.
 
-export function writeResults(outDir: string, results: BenchResults): string[] {
+export function writeResults(
+  outDir: string,
+  results: BenchResults,
+  publishDir: string | null = null,
+): string[] {
   mkdirSync(outDir, { recursive: true });
   const stamp = results.machine.date.replace(/[:.]/g, "-");
   const json = `${JSON.stringify(results, null, 2)}\n`;
@@ -18,5 +23,13 @@ export function writeResults(outDir: string, results: BenchResults): string[] {
     [`${stamp}.md`, md],
   ];
   for (const [name, text] of files) writeFileSync(join(outDir, name), text);
-  return files.map(([name]) => join(outDir, name));
+  const written = files.map(([name]) => join(outDir, name));
+  if (publishDir !== null) {
+    mkdirSync(publishDir, { recursive: true });
+    for (const [name, text] of files.slice(0, 2)) {
+      writeFileSync(join(publishDir, name), text);
+      written.push(join(publishDir, name));
+    }
+  }
+  return written;
 }

@@ -44,7 +44,7 @@ cleanup.onSignals(log);
 let code = 0;
 try {
   const results = await runBench(opts, cleanup, log);
-  const files = writeResults(opts.outDir, results);
+  const files = writeResults(opts.outDir, results, opts.publishDir);
   process.stdout.write(`\n${renderMarkdown(results)}\n`);
   log(`wrote ${files.join(", ")}`);
 } catch (err) {

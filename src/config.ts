@@ -144,7 +144,12 @@ export const configSchema = z.object({
   /** Default: `clickhouse` under HEADROOM_DATA_DIR (see loadConfig). */
   CLICKHOUSE_PATH: z.string().min(1).default("./.data/clickhouse"),
   CLICKHOUSE_REQUEST_TIMEOUT_MS: int(1_000).default(60_000),
-  RETENTION_DAYS: int(1, 36_500).default(400),
+  /**
+   * At most ten years: the TTLs are DateTime sums, which wrap past 2106 (a retention of a century
+   * expired every row as it was inserted), and the edge stores older timestamps at their receive
+   * time, so an insert spans at most ~120 months of rollup partitions.
+   */
+  RETENTION_DAYS: int(1, 3_660).default(400),
   /**
    * A cluster of ClickHouse servers (a name in their `remote_servers`): `migrate` creates the
    * schema ON CLUSTER, replicated and sharded, and the workers insert through Distributed tables.
@@ -163,7 +168,11 @@ export const configSchema = z.object({
   WORKER_STALLED_INTERVAL_MS: int(1_000).default(30_000),
   WORKER_METRICS_PORT: int(0, 65535).default(9101),
   WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
-  MIGRATE_ON_START: bool.default(true),
+  /**
+   * Workers apply pending migrations when they start. Unset: yes on one node, no on a cluster
+   * (CLICKHOUSE_CLUSTER), where DDL waits for every host; see `migratesOnStart`.
+   */
+  MIGRATE_ON_START: bool.optional(),
   RETRY_MAX_DELAY_MS: int(100).default(30_000),
 
   /** Ingest workers hand stored rows that alert rules watch to the alerts worker. */
@@ -188,6 +197,13 @@ export const configSchema = z.object({
 });
 
 export type Config = z.infer<typeof configSchema>;
+
+/** Whether a worker migrates on start: as set, else only without a ClickHouse cluster. */
+export function migratesOnStart(
+  config: Pick<Config, "MIGRATE_ON_START" | "CLICKHOUSE_CLUSTER">,
+): boolean {
+  return config.MIGRATE_ON_START ?? !config.CLICKHOUSE_CLUSTER;
+}
 
 export class ConfigError extends Error {
   override name = "ConfigError";

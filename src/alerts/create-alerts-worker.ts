@@ -1,9 +1,10 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
+import { type Job, UnrecoverableError } from "bullmq";
 import type { Logger } from "pino";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
 import type { Config } from "../config.js";
-import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
+import { retryUntilDone, shutdownSignal } from "../lib/retry.js";
+import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
 import { evaluateBatch } from "./evaluate-batch.js";
@@ -65,15 +66,21 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
   });
   webhooks.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
   const shutdown = shutdownSignal();
-  const workerOpts = {
-    connection: redis,
-    prefix,
-    autorun: false,
-    lockDuration: config.WORKER_LOCK_DURATION_MS,
-    stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
-    // A stalled job (its worker died) is taken again: evaluation and delivery are idempotent.
-    maxStalledCount: Number.MAX_SAFE_INTEGER,
-  };
+  const runtime = <Data>(
+    name: string,
+    concurrency: number,
+    process: (job: Job<Data>) => Promise<void>,
+  ) =>
+    createWorkerRuntime<Data>({
+      names: { prefix, name },
+      redis,
+      concurrency,
+      lockDurationMs: config.WORKER_LOCK_DURATION_MS,
+      stalledIntervalMs: config.WORKER_STALLED_INTERVAL_MS,
+      logger,
+      // A stalled job (its worker died) is taken again: evaluation and delivery are idempotent.
+      process,
+    });
 
   async function evaluate(job: Job<EvalJobData>): Promise<void> {
     const { token, rules: ruleSet, rows } = job.data;
@@ -134,28 +141,10 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
     }
   }
 
-  // A shutdown that cuts an evaluation short puts the job back without using up an attempt.
-  async function evaluateOrPutBack(job: Job<EvalJobData>, lockToken?: string): Promise<void> {
-    try {
-      await evaluate(job);
-    } catch (err) {
-      if (!(err instanceof ShutdownAbort) || !lockToken) throw err;
-      await job.moveToDelayed(Date.now() + 1_000, lockToken);
-      throw new DelayedError();
-    }
-  }
-
-  const evalWorker = new Worker<EvalJobData, void, string>(EVAL_QUEUE, evaluateOrPutBack, {
-    ...workerOpts,
-    concurrency: config.ALERTS_CONCURRENCY,
-  });
-  const webhookWorker = new Worker<WebhookJobData, void, string>(WEBHOOK_QUEUE, deliver, {
-    ...workerOpts,
-    concurrency: config.ALERTS_WEBHOOK_CONCURRENCY,
-  });
-  for (const w of [evalWorker, webhookWorker]) {
-    w.on("error", (err) => logger.warn({ err: err.message }, "worker error"));
-  }
+  const evalRuntime = runtime(EVAL_QUEUE, config.ALERTS_CONCURRENCY, evaluate);
+  const webhookRuntime = runtime(WEBHOOK_QUEUE, config.ALERTS_WEBHOOK_CONCURRENCY, deliver);
+  const evalWorker = evalRuntime.worker;
+  const webhookWorker = webhookRuntime.worker;
   evalWorker.on("failed", (job, err) =>
     logger.error({ jobId: job?.id, err: err.message }, "alert evaluation failed"),
   );
@@ -182,15 +171,14 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
     webhookWorker,
     webhooks,
     start() {
-      for (const w of [evalWorker, webhookWorker]) {
-        void w.run().catch((err: unknown) => logger.error({ err }, "worker stopped with an error"));
-      }
+      evalRuntime.start();
+      webhookRuntime.start();
     },
     /** Stop taking jobs; jobs in hand finish (or go back to the queue on a stuck insert). */
     async close(graceMs = 20_000) {
       const timer = setTimeout(() => shutdown.abort(), graceMs);
       try {
-        await Promise.all([evalWorker.close(), webhookWorker.close()]);
+        await Promise.all([evalRuntime.close(), webhookRuntime.close()]);
       } finally {
         clearTimeout(timer);
       }

@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import { distributedInsertSettings } from "../clickhouse/report-sink.js";
+import { exactInsertSettings } from "../clickhouse/report-sink.js";
 import type { AlertEvent } from "./alert-event.js";
 
 // Events into ClickHouse `alert_events`. A batch's events are inserted with a deduplication token
@@ -41,12 +41,7 @@ export function createEventSink(client: ClickHouseClient, db: string, cluster?: 
           report_id: e.report_id,
           at: chTime(e.at),
         })),
-        clickhouse_settings: {
-          insert_deduplication_token: `alerts-${dedupToken}`,
-          insert_deduplicate: 1,
-          async_insert: 0,
-          ...distributedInsertSettings(cluster),
-        },
+        clickhouse_settings: exactInsertSettings(`alerts-${dedupToken}`, cluster),
       });
     },
   };

@@ -1,5 +1,4 @@
 import type { ReportRow } from "../report/report-schema.js";
-import type { Manifest } from "../worker/batch-manifests.js";
 import { EVAL_JOB, type EvalQueue, evalJobId } from "./queues.js";
 import type { AlertRule } from "./rule.js";
 import type { RuleCache } from "./rule-cache.js";
@@ -10,8 +9,14 @@ import { matches, projectOf, sampleOf } from "./usage.js";
 // from a short-lived cache, so a batch of projects without rules costs no Redis call at all
 // within the cache's TTL, and a batch with watched rows costs one `add`.
 
+/** A batch as ClickHouse stored it: its manifest's token (its identity) and its rows. */
+export interface StoredBatch {
+  token: string;
+  rows: ReportRow[];
+}
+
 export function createAlertsHook(deps: { rules: RuleCache; queue: EvalQueue }) {
-  return async function onStored(manifest: Manifest): Promise<void> {
+  return async function onStored(manifest: StoredBatch): Promise<void> {
     const projects = new Set<string>();
     for (const row of manifest.rows) projects.add(projectOf(row));
     const byProject = await deps.rules.rulesFor(projects);

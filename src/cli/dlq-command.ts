@@ -4,6 +4,7 @@ import { z } from "zod";
 import { createReportsQueue, type ReportJobData } from "../queue/reports-queue.js";
 import { knownShards, shardNames } from "../queue/shards.js";
 import { fromRow, reportRecordSchema, toRow } from "../report/report-schema.js";
+import { ROW_SHAPES } from "../report/row-shapes.js";
 import { cliConfig, print, table } from "./context.js";
 import { UsageError } from "./errors.js";
 import { closeRedis, connectRedis } from "./redis.js";
@@ -86,7 +87,14 @@ export const dlqList = (opts: { json: boolean }) =>
 export const dlqShow = (id: string) =>
   withShards(async (shards) => {
     const { shard, job } = await failedJob(shards, id);
-    print(true, { ...summary(shard, job), reports: job.data.rows.map(fromRow) }, () => "");
+    print(
+      true,
+      {
+        ...summary(shard, job),
+        reports: ROW_SHAPES.upgrade(job.data.v, job.data.rows).map(fromRow),
+      },
+      () => "",
+    );
   });
 
 /** Rows from a `--rows` file: a JSON array of corrected reports, as `show` prints them. */
@@ -110,15 +118,17 @@ export const dlqReplay = (target: { id: string; rows?: string } | { all: true })
     for (const { shard, job } of jobs) {
       // Corrected rows replace rows ClickHouse refused, which never landed. Any other failed job
       // may have landed already: it goes again as it was, so its batch is inserted byte for byte
-      // (see batch-manifests.ts) and ClickHouse keeps one copy.
+      // (see manifest-store.ts) and ClickHouse keeps one copy.
       if (corrected && !job.data.dead) {
         throw new UsageError(
           `job ${shard.ref}${job.id} holds no refused rows: replay it without --rows (it goes in as it was)`,
         );
       }
-      const rows = corrected ?? job.data.rows;
+      // Corrected rows are in this release's shape; a job goes again in the shape it was.
+      const data = corrected ? { v: ROW_SHAPES.current, rows: corrected } : job.data;
+      const rows = data.rows;
       // Without the dead-letter mark the job is ingested like any other.
-      await job.updateData({ v: 1, rows });
+      await job.updateData({ v: data.v ?? 1, rows });
       await job.retry("failed");
       process.stdout.write(`replayed ${shard.ref}${job.id} (${rows.length} rows)\n`);
     }

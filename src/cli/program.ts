@@ -56,6 +56,20 @@ export function buildProgram(output?: OutputConfiguration): Command {
   addAlerts(program);
 
   program
+    .command("backup")
+    .description(
+      "write projects, keys (hashes), plans, alert rules and webhook secrets to FILE (JSON)",
+    )
+    .argument("<file>", "where to write it; keep it off this host: it holds secrets")
+    .action(async (file: string) => (await import("./backup-command.js")).backupCommand(file));
+
+  program
+    .command("restore")
+    .description("write a backup's keys into Redis (into an empty one: every key works again)")
+    .argument("<file>", "a file written by `headroom backup`")
+    .action(async (file: string) => (await import("./backup-command.js")).restoreCommand(file));
+
+  program
     .command("migrate")
     .description("apply pending ClickHouse schema migrations (idempotent)")
     .action(async () => (await import("./clickhouse-commands.js")).migrateCommand());

@@ -1,67 +1,20 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import type { Config } from "../config.js";
-import { REPORT_COLUMNS, type ReportColumn } from "../report/report-schema.js";
-import {
-  createDatabase,
-  type DdlContext,
-  dedupWindow,
-  distributedFront,
-  engine,
-  migrationsTable,
-  onCluster,
-  stored,
-} from "./cluster-ddl.js";
+import { dedupWindow, distributedFront, engine, onCluster, stored } from "./cluster-ddl.js";
+import { type Migration, type MigrationContext, runMigrations } from "./migrate.js";
+
+export { type Migration, type MigrationContext, migrationContext } from "./migrate.js";
 
 // Versioned schema migrations, tracked in `schema_migrations`. Every statement is idempotent
-// (IF NOT EXISTS), so concurrent workers starting together, or a migration interrupted half way,
-// are harmless: running again finishes the job. With a cluster (CLICKHOUSE_CLUSTER) the same
-// statements create replicated tables behind Distributed ones; what differs is in cluster-ddl.ts.
+// (IF NOT EXISTS), so concurrent runs, or a migration interrupted half way, are harmless: running
+// again finishes the job. With a cluster (CLICKHOUSE_CLUSTER) the same statements create
+// replicated tables behind Distributed ones; what differs is in cluster-ddl.ts.
+//
+// A migration is frozen once released: a database that applied it never runs it again, so its
+// text must never change (test/unit/migrations-frozen.test.ts holds each one's hash). Nothing in
+// a migration may read the live report schema; a new report field is a new migration (ADD
+// COLUMN) and a new row shape (src/report/row-shapes.ts).
 
-export interface MigrationContext extends DdlContext {
-  retentionDays: number;
-}
-
-/** The schema's settings as the configuration gives them, for every process that migrates. */
-export function migrationContext(
-  config: Pick<Config, "CLICKHOUSE_DATABASE" | "RETENTION_DAYS" | "CLICKHOUSE_CLUSTER">,
-): MigrationContext {
-  return {
-    db: config.CLICKHOUSE_DATABASE,
-    retentionDays: config.RETENTION_DAYS,
-    cluster: config.CLICKHOUSE_CLUSTER,
-  };
-}
-
-interface Migration {
-  version: number;
-  name: string;
-  statements: (ctx: MigrationContext) => string[];
-}
-
-/** The type of each stored column; keyed by the report schema so a new field cannot be missed. */
-export const COLUMN_TYPES: Record<ReportColumn, string> = {
-  report_id: "UUID",
-  project_id: "LowCardinality(String)",
-  key_id: "LowCardinality(String)",
-  app: "LowCardinality(String)",
-  provider: "LowCardinality(String)",
-  // '' when the client could not see the model: the contract never allows '' as a model name.
-  model: "LowCardinality(String)",
-  timestamp: "DateTime64(3, 'UTC')",
-  received_at: "DateTime64(3, 'UTC')",
-  requests_limit: "Nullable(Int64)",
-  requests_remaining: "Nullable(Int64)",
-  tokens_limit: "Nullable(Int64)",
-  tokens_remaining: "Nullable(Int64)",
-  reset_requests_ms: "Nullable(Int64)",
-  reset_tokens_ms: "Nullable(Int64)",
-  // Exact decimals: credit figures are money-like and are summed.
-  credits_limit: "Nullable(Decimal(38, 12))",
-  credits_remaining: "Nullable(Decimal(38, 12))",
-  request_cost: "Nullable(Decimal(38, 12))",
-};
-
-// Every insert of a batch repeats its first (same rows, same token: see batch-manifests.ts);
+// Every insert of a batch repeats its first (same rows, same token: see manifest-store.ts);
 // MergeTree tables drop a repeat only within a window of their latest inserts, and so do the
 // tables materialized views write to. A worker frozen mid-insert, or a job redelivered late,
 // must still fall inside it: 100,000 inserts is hours at the rates a worker inserts at.
@@ -135,11 +88,29 @@ function rollup(ctx: MigrationContext, name: string, bucketType: string, bucketE
 
 export const MIGRATIONS: Migration[] = [
   {
+    // model is '' when the client could not see it (the contract never allows '' as a model);
+    // credits are exact decimals: money-like, and summed.
     version: 1,
     name: "reports",
     statements: (ctx) => [
       `CREATE TABLE IF NOT EXISTS ${stored(ctx, "reports")}${onCluster(ctx)} (
-        ${REPORT_COLUMNS.map((c) => `${c} ${COLUMN_TYPES[c]}`).join(",\n        ")},
+        report_id UUID,
+        project_id LowCardinality(String),
+        key_id LowCardinality(String),
+        app LowCardinality(String),
+        provider LowCardinality(String),
+        model LowCardinality(String),
+        timestamp DateTime64(3, 'UTC'),
+        received_at DateTime64(3, 'UTC'),
+        requests_limit Nullable(Int64),
+        requests_remaining Nullable(Int64),
+        tokens_limit Nullable(Int64),
+        tokens_remaining Nullable(Int64),
+        reset_requests_ms Nullable(Int64),
+        reset_tokens_ms Nullable(Int64),
+        credits_limit Nullable(Decimal(38, 12)),
+        credits_remaining Nullable(Decimal(38, 12)),
+        request_cost Nullable(Decimal(38, 12)),
         -- When ClickHouse took the row: inserted_at - received_at is the pipeline's lag.
         inserted_at DateTime64(3, 'UTC') DEFAULT now64(3),
         INDEX timestamp_minmax timestamp TYPE minmax GRANULARITY 1,
@@ -264,29 +235,12 @@ export const MIGRATIONS: Migration[] = [
   },
 ];
 
-export async function migrate(
+/** Applies what `migrations` (this release's, by default) has that the database has not. */
+export function migrate(
   client: ClickHouseClient,
   ctx: MigrationContext,
   log: (msg: string) => void = () => {},
+  migrations: Migration[] = MIGRATIONS,
 ): Promise<number[]> {
-  await client.command({ query: createDatabase(ctx) });
-  await client.command({ query: migrationsTable(ctx) });
-  const rs = await client.query({
-    query: `SELECT version FROM ${ctx.db}.schema_migrations FINAL`,
-    format: "JSONEachRow",
-  });
-  const done = new Set((await rs.json<{ version: number }>()).map((r) => Number(r.version)));
-  const applied: number[] = [];
-  for (const m of MIGRATIONS) {
-    if (done.has(m.version)) continue;
-    for (const statement of m.statements(ctx)) await client.command({ query: statement });
-    await client.insert({
-      table: `${ctx.db}.schema_migrations`,
-      values: [{ version: m.version, name: m.name }],
-      format: "JSONEachRow",
-    });
-    log(`applied migration ${m.version} ${m.name}`);
-    applied.push(m.version);
-  }
-  return applied;
+  return runMigrations(client, ctx, migrations, log);
 }

@@ -1,5 +1,6 @@
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
-import { REPORT_COLUMNS, type ReportRow } from "../report/report-schema.js";
+import type { ReportRow } from "../report/report-schema.js";
+import { ROW_SHAPES } from "../report/row-shapes.js";
 
 // Where report rows land: one JSONCompactEachRow insert per batch into `reports` (the rollups and
 // the latest-limits table follow through materialized views).
@@ -8,8 +9,6 @@ export interface ReportSink {
   /** Every insert of one batch passes the same rows and token, so ClickHouse keeps one copy. */
   insert(rows: ReportRow[], dedupToken: string): Promise<void>;
 }
-
-const COLUMNS = REPORT_COLUMNS as [string, ...string[]];
 
 /**
  * On a cluster (CLICKHOUSE_CLUSTER) `reports` and `alert_events` are Distributed tables, and an
@@ -34,28 +33,43 @@ export function distributedInsertSettings(cluster: string | undefined): ClickHou
   return cluster ? { distributed_foreground_insert: 1 } : {};
 }
 
+/**
+ * The settings of every exact insert (reports, alert events): one deduplication token per batch,
+ * honoured by the tables the materialized views write to, no async buffering, and no cap on the
+ * partitions one insert may touch. Rollups are partitioned by month of the client's timestamp,
+ * which the edge bounds by the retention; a cap would turn a batch that spans more months than
+ * it into a refusal that no retry can pass (TOO_MANY_PARTS, a code that also means "merges are
+ * behind", so it cannot be classified as the data's fault).
+ */
+export function exactInsertSettings(
+  dedupToken: string,
+  cluster: string | undefined,
+): ClickHouseSettings {
+  return {
+    insert_deduplication_token: dedupToken,
+    insert_deduplicate: 1,
+    deduplicate_blocks_in_dependent_materialized_views: 1,
+    async_insert: 0,
+    max_partitions_per_insert_block: "0",
+    ...distributedInsertSettings(cluster),
+  };
+}
+
 export function createReportSink(
   client: ClickHouseClient,
   db: string,
   cluster?: string,
+  /** The rows' columns, in order: the current row shape's. */
+  columns: readonly string[] = ROW_SHAPES.columns,
 ): ReportSink {
   return {
     async insert(rows, dedupToken) {
       await client.insert({
         table: `${db}.reports`,
-        columns: COLUMNS,
+        columns: columns as [string, ...string[]],
         values: rows,
         format: "JSONCompactEachRow",
-        clickhouse_settings: {
-          insert_deduplication_token: dedupToken,
-          insert_deduplicate: 1,
-          // The tables the materialized views write to drop the repeat too, so a re-inserted
-          // batch is counted once in every rollup.
-          deduplicate_blocks_in_dependent_materialized_views: 1,
-          // A batch is one part: no async buffering between us and the acknowledgement.
-          async_insert: 0,
-          ...distributedInsertSettings(cluster),
-        },
+        clickhouse_settings: exactInsertSettings(dedupToken, cluster),
       });
     },
   };

@@ -18,7 +18,7 @@ import { type ServerConfig, serverOptions } from "./server-options.js";
 // Clients are created by the caller (create-edge.ts, or a test) and passed in.
 
 export interface EdgeDeps {
-  config: ServerConfig & Pick<Config, "METRICS_TOKEN" | "METRICS_PORT">;
+  config: ServerConfig & Pick<Config, "METRICS_TOKEN" | "METRICS_PORT" | "RETENTION_DAYS">;
   logger: FastifyBaseLogger;
   lookupKey: LookupKey;
   limits: Limits;
@@ -35,7 +35,11 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
   app.register(jsonBody, { bodyLimit: config.BODY_LIMIT_BYTES });
   app.register(lifecycle, { metrics });
 
-  app.register(reportRoutes, { ...deps, bodyLimit: config.BODY_LIMIT_BYTES });
+  app.register(reportRoutes, {
+    ...deps,
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    retentionDays: config.RETENTION_DAYS,
+  });
   app.register(healthRoutes, { backlog });
   // With METRICS_PORT set, /metrics is on a listener of its own (create-edge.ts), not here.
   if (config.METRICS_PORT === undefined) app.register(metricsRoutes, { config, backlog, metrics });

@@ -92,18 +92,45 @@ export interface ValidReport {
 
 const pathOf = (path: PropertyKey[]) => path.map(String).join(".") || "(body)";
 
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export interface ValidateOptions {
+  /**
+   * Reports whose timestamp is older than this many days before receipt are stored at their
+   * receive time: the tables keep nothing older, and each month of client time is a partition
+   * of the rollups, so years of back-dated reports in one batch would make an insert ClickHouse
+   * refuses (TOO_MANY_PARTS) and a tenant's clock decide how many parts everyone's inserts make.
+   */
+  retentionDays: number;
+}
+
 /**
  * JSON value → normalised record, or `invalid_report` with every issue that makes it no report.
  * An unusable optional value (out of range, too long, empty, a timestamp out of its window) is
  * no reason to lose the report: it is stored as null, or cut, and named in `warnings`.
  */
-export function validateReport(value: unknown, server: ServerFields): ValidReport {
+export function validateReport(
+  value: unknown,
+  server: ServerFields,
+  options: ValidateOptions,
+): ValidReport {
   let input = value;
   const warnings: Issue[] = [];
   // Each pass fixes every unusable value zod found; a value is fixed at most once.
   for (let pass = 0; pass < 3; pass++) {
     const parsed = reportBodySchema.safeParse(input);
-    if (parsed.success) return { record: toRecord(parsed.data, server), warnings };
+    if (parsed.success) {
+      const body = parsed.data;
+      const oldest = server.receivedAt - options.retentionDays * DAY_MS;
+      if (body.timestamp != null && body.timestamp < oldest) {
+        body.timestamp = null;
+        warnings.push({
+          path: "timestamp",
+          message: `older than the retention of ${options.retentionDays} days: stored as the receive time`,
+        });
+      }
+      return { record: toRecord(body, server), warnings };
+    }
     const fatal = parsed.error.issues.filter((i) => !unusableValue(i, valueAt(input, i.path)));
     if (fatal.length > 0 || pass === 2) {
       const issues = (fatal.length > 0 ? fatal : parsed.error.issues).map((i) => ({

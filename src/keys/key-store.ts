@@ -55,7 +55,10 @@ export class KeyStoreError extends Error {
 
 const PROJECT_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
-export function createKeyStore(redis: RedisClient, prefix = "headroom") {
+/** Where projects and keys live, whatever the queue prefix. */
+export const KEY_STORE_PREFIX = "headroom";
+
+export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
   const k = {
     key: (hash: string) => `${prefix}:key:${hash}`,
     keyId: (id: string) => `${prefix}:key-id:${id}`,

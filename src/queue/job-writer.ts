@@ -2,6 +2,7 @@ import { ReplyError } from "ioredis";
 import type { RedisClient } from "../redis/connections.js";
 import { waitForReplicas } from "../redis/replicas.js";
 import type { ReportRow } from "../report/report-schema.js";
+import { ROW_SHAPES } from "../report/row-shapes.js";
 import { EnqueueError } from "./enqueue-error.js";
 import { type QueueNames, REPORT_JOB, type ReportsQueue } from "./reports-queue.js";
 
@@ -32,7 +33,7 @@ export function createJobWriter(opts: ShardWriterOptions): WriteJob {
     const names = opts.names[shard];
     if (!queue || !names) throw new EnqueueError(`no queue shard ${shard}`);
     try {
-      await queue.addBulk([{ name: REPORT_JOB, data: { v: 1, rows } }]);
+      await queue.addBulk([{ name: REPORT_JOB, data: { v: ROW_SHAPES.current, rows } }]);
     } catch (cause) {
       throw new EnqueueError("the queue did not acknowledge the job", {
         cause,

@@ -3,11 +3,14 @@ import type { ReportRow } from "../report/report-schema.js";
 
 // The queue between edge and workers. A job carries many reports as positional rows
 // (REPORT_COLUMNS order): about half the Redis bytes of objects, and ready for JSONCompactEachRow.
+// `v` names the rows' shape (src/report/row-shapes.ts), so a worker reads jobs an older edge
+// queued.
 
 export const REPORT_JOB = "reports";
 
 export interface ReportJobData {
-  v: 1;
+  /** The rows' shape (src/report/row-shapes.ts): workers map older shapes to theirs. */
+  v: number;
   rows: ReportRow[];
   /** Set on a job of rows that ClickHouse refused: it fails at once and waits in the DLQ. */
   dead?: { reason: string; from: string };

@@ -1,6 +1,5 @@
-import { createHash } from "node:crypto";
 import type { ClickHouseClient } from "@clickhouse/client";
-import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
+import { UnrecoverableError } from "bullmq";
 import type { Logger } from "pino";
 import { createAlertsHook } from "../alerts/ingest-hook.js";
 import { createEvalQueue } from "../alerts/queues.js";
@@ -9,19 +8,15 @@ import { createRuleStore } from "../alerts/rule-store.js";
 import { describeError } from "../clickhouse/classify-error.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
-import { ShutdownAbort } from "../lib/retry.js";
-import {
-  createReportsQueue,
-  type QueueNames,
-  REPORT_JOB,
-  type ReportJobData,
-} from "../queue/reports-queue.js";
-import { duplicateWith, isCommandTimeout, type RedisClient } from "../redis/connections.js";
-import { reportIdOf } from "../report/report-schema.js";
-import { createManifestReleaser, createRedisManifestStore } from "./batch-manifests.js";
+import { createReportsQueue, type QueueNames, type ReportJobData } from "../queue/reports-queue.js";
+import { createWorkerRuntime } from "../queue/worker-runtime.js";
+import type { RedisClient } from "../redis/connections.js";
+import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
+import { createDeadLetterWriter } from "./dead-letter-writer.js";
 import { createIngestProcessor } from "./ingest-processor.js";
+import { createManifestReleaser } from "./manifest-releaser.js";
+import { createRedisManifestStore } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
-import { createStallWatchdog } from "./stall-watchdog.js";
 
 // One ingest worker: a BullMQ Worker whose processor hands each job to the batching processor.
 
@@ -50,6 +45,8 @@ export interface IngestWorkerDeps {
   clickhouse: ClickHouseClient;
   logger: Logger;
   metrics: WorkerMetrics;
+  /** The row shapes this release reads and writes: src/report/row-shapes.ts's unless a test's. */
+  rowShapes?: RowShapes;
 }
 
 function isValidJob(data: unknown): data is ReportJobData {
@@ -59,22 +56,26 @@ function isValidJob(data: unknown): data is ReportJobData {
   );
 }
 
-/** BullMQ moves a job to the failed set once it stalled more often than this: never, in practice. */
-const UNLIMITED_STALLS = Number.MAX_SAFE_INTEGER;
 const MANIFEST_SWEEP_MS = 60_000;
 
 export function createIngestWorker(deps: IngestWorkerDeps) {
   const { config, logger } = deps;
+  const shapes = deps.rowShapes ?? ROW_SHAPES;
   const names = deps.shard ?? { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
   const queue = createReportsQueue(deps.redis, names);
   // Without a listener BullMQ prints connection errors as raw stack traces on stderr.
   queue.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
   // BullMQ's keys of this queue: `prefix:name:…`; the manifests live beside them (same hash tag).
   const keyPrefix = `${names.prefix}:${names.name}`;
-  const manifests = createRedisManifestStore(deps.redis, keyPrefix, {
-    ackReplicas: config.REDIS_ACK_REPLICAS,
-    ackTimeoutMs: config.REDIS_ACK_TIMEOUT_MS,
-  });
+  const manifests = createRedisManifestStore(
+    deps.redis,
+    keyPrefix,
+    {
+      ackReplicas: config.REDIS_ACK_REPLICAS,
+      ackTimeoutMs: config.REDIS_ACK_TIMEOUT_MS,
+    },
+    shapes,
+  );
   // Alerts: stored rows that a rule watches go to the alerts worker (src/alerts/ingest-hook.ts).
   // The alerts live under the base prefix, whichever shard this worker consumes.
   const evalQueue = config.ALERTS_ENABLED ? createEvalQueue(deps.redis, config.QUEUE_PREFIX) : null;
@@ -89,7 +90,13 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       })
     : undefined;
   const processor = createIngestProcessor({
-    sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE, config.CLICKHOUSE_CLUSTER),
+    sink: createReportSink(
+      deps.clickhouse,
+      config.CLICKHOUSE_DATABASE,
+      config.CLICKHOUSE_CLUSTER,
+      shapes.columns,
+    ),
+    rowShapes: shapes,
     manifests,
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,
@@ -100,59 +107,27 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     logger,
     metrics: deps.metrics,
     onStored,
-    deadLetter: async (job, rows, reason) => {
-      // A deterministic id: a redelivered job dead-letters the same rows only once.
-      const digest = createHash("sha256")
-        .update(rows.map(reportIdOf).join(","))
-        .digest("hex")
-        .slice(0, 16);
-      await queue.add(
-        REPORT_JOB,
-        { v: 1, rows, dead: { reason, from: String(job.id) } },
-        { jobId: `dead-${job.id}-${digest}`, attempts: 1 },
-      );
-    },
+    deadLetter: createDeadLetterWriter(queue, shapes.current),
   });
 
-  // For the stall watchdog: jobs started or finished so far, and jobs in hand now.
-  let progress = 0;
-  let held = 0;
-  const worker = new Worker<ReportJobData, void, string>(
-    names.name,
-    async (job: Job<ReportJobData>, token?: string) => {
-      progress += 1;
-      held += 1;
-      try {
-        // A dead-letter job fails at once, with its reason, and waits in the failed set.
-        if (job.data?.dead) throw new UnrecoverableError(job.data.dead.reason);
-        if (!isValidJob(job.data))
-          throw new UnrecoverableError("malformed job: expected { rows: [[...]] }");
-        await processor.process(job, token ?? "");
-      } catch (err) {
-        if (err instanceof ShutdownAbort && token) {
-          // Back to the queue without using up an attempt: this was our shutdown, not the job.
-          await job.moveToDelayed(Date.now() + 1_000, token);
-          throw new DelayedError();
-        }
-        throw err;
-      } finally {
-        progress += 1;
-        held -= 1;
-      }
+  const runtime = createWorkerRuntime<ReportJobData>({
+    names,
+    redis: deps.redis,
+    concurrency: config.WORKER_CONCURRENCY,
+    lockDurationMs: config.WORKER_LOCK_DURATION_MS,
+    stalledIntervalMs: config.WORKER_STALLED_INTERVAL_MS,
+    logger,
+    // A stalled job is redelivered as often as it takes: its manifest makes every retry an exact
+    // repeat, so it can never be counted twice.
+    async process(job, token) {
+      // A dead-letter job fails at once, with its reason, and waits in the failed set.
+      if (job.data?.dead) throw new UnrecoverableError(job.data.dead.reason);
+      if (!isValidJob(job.data))
+        throw new UnrecoverableError("malformed job: expected { rows: [[...]] }");
+      await processor.process(job, token);
     },
-    {
-      connection: deps.redis,
-      prefix: names.prefix,
-      concurrency: config.WORKER_CONCURRENCY,
-      autorun: false,
-      lockDuration: config.WORKER_LOCK_DURATION_MS,
-      stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
-      // A stalled job is redelivered as often as it takes: its manifest makes every retry an
-      // exact repeat, so it can never be counted twice, and it never lands in the failed set
-      // (that set holds only rows ClickHouse refused).
-      maxStalledCount: UNLIMITED_STALLS,
-    },
-  );
+  });
+  const { worker } = runtime;
   worker.on("stalled", () => deps.metrics.stalls.inc());
   const releaser = createManifestReleaser({
     store: manifests,
@@ -164,7 +139,6 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
   worker.on("completed", (job) => {
     if (!job.data?.dead) releaser.completed(String(job.id));
   });
-  worker.on("error", (err) => logger.warn({ err: err.message }, "worker error"));
   worker.on("failed", (job, err) => {
     if (job?.data?.dead) return;
     logger.error(
@@ -173,73 +147,21 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     );
   });
 
-  let closing = false;
-  const run = () => {
-    void worker
-      .run()
-      .catch((err: unknown) => logger.error({ err }, "worker stopped with an error"));
-  };
-
-  // The watchdog's own view of the queue: a connection whose commands time out (and which is
-  // replaced when one does), so it cannot hang the way the worker's connection can.
-  const probeRedis = duplicateWith(deps.redis, {
-    commandTimeout: 2_000,
-    maxRetriesPerRequest: 1,
-    enableOfflineQueue: false,
-  });
-  probeRedis.on("error", () => {});
-  const probe = createReportsQueue(probeRedis, names);
-  probe.on("error", () => {});
-  const stallMs = Math.max(config.WORKER_LOCK_DURATION_MS, config.WORKER_STALLED_INTERVAL_MS);
-  const watchdog = createStallWatchdog({
-    stallMs,
-    intervalMs: Math.max(250, Math.floor(stallMs / 4)),
-    progress: () => progress,
-    hasRoom: () => held < config.WORKER_CONCURRENCY,
-    waiting: async () => {
-      try {
-        return await probe.getWaitingCount();
-      } catch (err) {
-        // Unanswered: the probe's own connection may be the dead kind. A new one.
-        if (isCommandTimeout(err)) probeRedis.disconnect(true);
-        throw err;
-      }
-    },
-    recover: async ({ waiting, idleMs }) => {
-      if (closing) return;
-      logger.warn(
-        { waiting, idleMs },
-        "worker stalled: jobs are waiting but none was taken; reconnecting to Redis",
-      );
-      // Drops the worker's connection (destroyed if it does not close within ioredis's
-      // disconnectTimeout) and connects again; commands still unanswered are sent again.
-      deps.redis.disconnect(true);
-      if (!worker.isRunning()) run();
-    },
-  });
-
   return {
     worker,
     queue,
     processor,
-    watchdog,
+    watchdog: runtime.watchdog,
     start() {
       releaser.start();
-      run();
-      watchdog.start();
+      runtime.start();
     },
     /** Stop taking jobs, flush what is in hand, ack it, close. */
     async close(graceMs = 20_000) {
-      closing = true;
-      await watchdog.stop();
-      const workerClosed = worker.close();
-      await processor.close(graceMs);
-      await workerClosed;
+      await runtime.close(() => processor.close(graceMs));
       await releaser.stop();
       await queue.close();
       await evalQueue?.close();
-      await probe.close();
-      probeRedis.disconnect();
     },
   };
 }

@@ -5,17 +5,18 @@ import type { ReportSink } from "../clickhouse/report-sink.js";
 import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
 import type { ReportJobData } from "../queue/reports-queue.js";
 import { type ReportRow, receivedAtMsOf } from "../report/report-schema.js";
-import type { Manifest, ManifestStore } from "./batch-manifests.js";
+import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 import { createBatcher } from "./batcher.js";
 import { DataError } from "./bisecting-insert.js";
 import { createManifestDelivery, type Entry as ManifestEntry } from "./manifest-delivery.js";
+import type { Manifest, ManifestStore } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
 
 // Many jobs in flight, their rows gathered into one ClickHouse insert per batch (batcher.ts). A
 // job's promise settles only after ClickHouse acknowledged the insert holding its rows; BullMQ
 // completes the job after that, never before.
 //
-// - Every batch is recorded as a manifest before it is inserted (batch-manifests.ts): a job that
+// - Every batch is recorded as a manifest before it is inserted (manifest-store.ts): a job that
 //   comes back (its worker stalled or died) is re-inserted with its manifest, byte for byte and
 //   with the same token, so ClickHouse keeps its rows once, in every view.
 // - Transient failures (network, ClickHouse down or overloaded) retry the same insert for as long
@@ -46,6 +47,8 @@ export interface IngestOptions {
    * with the same token and rows: what it does must be idempotent. Failures are retried.
    */
   onStored?: (manifest: Manifest) => Promise<void>;
+  /** Row shapes this release reads; each job's rows are mapped to the current one. */
+  rowShapes?: RowShapes;
 }
 
 export function wasRedelivered(job: Job): boolean {
@@ -125,7 +128,13 @@ export function createIngestProcessor(opts: IngestOptions) {
       return new Promise<void>((resolve, reject) => {
         if (closing) return reject(new ShutdownAbort("shutting down"));
         if (wasRedelivered(job)) metrics.redeliveredJobs.inc();
-        const rows = job.data.rows;
+        let rows: ReportRow[];
+        try {
+          // A job queued by an older edge; one from a newer release fails, to wait for replay.
+          rows = (opts.rowShapes ?? ROW_SHAPES).upgrade(job.data.v, job.data.rows);
+        } catch (err) {
+          return reject(err as Error);
+        }
         batcher.add({ job, id: String(job.id), lockToken, rows, resolve, reject });
       });
     },

@@ -3,11 +3,11 @@ import type { Logger } from "pino";
 import { v7 as uuidv7 } from "uuid";
 import { describeError } from "../clickhouse/classify-error.js";
 import type { ReportRow } from "../report/report-schema.js";
-import type { HeldJob, Manifest, ManifestStore } from "./batch-manifests.js";
 import { DataError, insertIsolating } from "./bisecting-insert.js";
+import type { HeldJob, Manifest, ManifestStore } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
 
-// Delivering a batch of jobs through manifests (batch-manifests.ts): jobs that already belong to a
+// Delivering a batch of jobs through manifests (manifest-store.ts): jobs that already belong to a
 // manifest go in again with it, byte for byte; the others are claimed as a new manifest, then
 // inserted. A job this worker no longer holds is let go; rows ClickHouse refuses are isolated and
 // dead-lettered; the jobs it holds are settled once their manifest is stored.

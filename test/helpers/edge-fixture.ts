@@ -2,13 +2,13 @@ import { randomBytes } from "node:crypto";
 import type { HTTPMethods, LightMyRequestResponse } from "fastify";
 import type { Logger } from "pino";
 import { afterAll, beforeAll, inject } from "vitest";
+import { CLIENT_LIMITS } from "../../fixtures/sample-reports.js";
 import type { Plan } from "../../src/config.js";
 import { loadConfig } from "../../src/config.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
 import type { ReportsQueue } from "../../src/queue/reports-queue.js";
 import { fromRow, type ReportRecord } from "../../src/report/report-schema.js";
-import { CLIENT_LIMITS } from "./sample-reports.js";
 
 // One edge per test file (or per concern), on the harness's Redis unless told otherwise, with
 // queue names and project ids of its own so that files running side by side never meet.

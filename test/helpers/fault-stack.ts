@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from "@clickhouse/client";
 import { expect } from "vitest";
+import { type Proc, readyWorker, startProcess } from "../../fixtures/processes.js";
+import { sampleBody } from "../../fixtures/sample-reports.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { loadConfig } from "../../src/config.js";
 import { createKeyStore } from "../../src/keys/key-store.js";
@@ -22,8 +24,6 @@ import { shardNames } from "../../src/queue/shards.js";
 import { createWorkerRedis, type RedisClient } from "../../src/redis/connections.js";
 import { redisTopology } from "../../src/redis/topology.js";
 import { eventually } from "./eventually.js";
-import { type Proc, readyWorker, startProcess } from "./processes.js";
-import { sampleBody } from "./sample-reports.js";
 
 // A whole Headroom of its own for one fault test: its own redis-server (which the test may
 // SIGKILL and restart), its own embedded ClickHouse server process, and the edge and workers as
@@ -33,7 +33,7 @@ import { sampleBody } from "./sample-reports.js";
 export interface FaultStackOptions {
   redis?: Omit<RedisServerOptions, "dir">;
   /**
-   * Redis in another topology, started by the test (src/local/redis-cluster.ts,
+   * Redis in another topology, started by the test (test/helpers/redis-topology/redis-cluster.ts,
    * redis-sentinel.ts): its settings. No redis-server of the stack's own is started then.
    */
   topology?: { env: Record<string, string> };

@@ -1,4 +1,4 @@
-import type { HeldJob, Manifest, ManifestStore } from "../../src/worker/batch-manifests.js";
+import type { HeldJob, Manifest, ManifestStore } from "../../src/worker/manifest-store.js";
 
 // The ManifestStore contract in memory, for unit tests of the processor: the same all-or-nothing
 // claim as the Redis script, with `locks` standing in for BullMQ's job locks.

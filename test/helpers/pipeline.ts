@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClickHouseClient, createClient } from "@clickhouse/client";
 import { inject } from "vitest";
+import { sampleRow } from "../../fixtures/sample-reports.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { type Config, loadConfig } from "../../src/config.js";
 import { spawnEmbeddedClickHouse } from "../../src/local/clickhouse/process.js";
@@ -15,7 +16,6 @@ import {
 import { createWorkerRedis } from "../../src/redis/connections.js";
 import { redisTopology } from "../../src/redis/topology.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
-import { sampleRow } from "./sample-reports.js";
 
 // One test file's pipeline: its own embedded ClickHouse server process (stoppable, restartable),
 // its own database and queue names on the shared test Redis.

@@ -2,6 +2,7 @@
 // table and independently of src/report: the expectation a property test holds the edge to.
 // Where the contract is silent, the implementation's documented choices are taken as given and
 // marked "(impl)".
+import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
 
 export type Verdict =
   | { status: 200; report: ExpectedReport }
@@ -35,16 +36,6 @@ export const LIMIT_FIELDS = [
   "reset_tokens_ms",
 ] as const;
 export const CREDIT_FIELDS = ["credits_limit", "credits_remaining", "request_cost"] as const;
-
-/** A provider hint's limits: the client saw no rate-limit headers. */
-export const NULL_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-} as const;
 
 /** No credit figures; as a credits object, stored as "no credits". */
 export const NULL_CREDITS = {
@@ -109,7 +100,13 @@ const DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 const TIMESTAMP =
   /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)$/;
 
-/** ISO 8601 date-time with Z or an offset, any fractional precision → UTC ms (truncated). */
+/** The edges' RETENTION_DAYS in the tests (the config's default). */
+const RETENTION_DAYS = 400;
+
+/**
+ * ISO 8601 date-time with Z or an offset, any fractional precision → UTC ms (truncated); out of
+ * its window (before 2000, before the retention, more than 24 h ahead) is unusable.
+ */
 export function isoToMs(text: string, now: number): number {
   const m = TIMESTAMP.exec(text) ?? invalid();
   const [y, mo, d, h, mi, s] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i]));
@@ -131,6 +128,7 @@ export function isoToMs(text: string, now: number): number {
     ms -
     offsetMin * 60_000;
   if (utc < Date.UTC(2000, 0, 1) || utc > now + 24 * 3_600_000) invalid();
+  if (utc < now - RETENTION_DAYS * 86_400_000) invalid();
   return utc;
 }
 

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { type Proc, startProcess } from "../../fixtures/processes.js";
 import { createRuleStore } from "../../src/alerts/rule-store.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { alertsFixture, usageRow } from "../helpers/alerts-fixture.js";
 import { type ClickHouseProxy, startClickHouseProxy } from "../helpers/clickhouse-proxy.js";
 import { crashLines } from "../helpers/fault-stack.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
-import { type Proc, startProcess } from "../helpers/processes.js";
 import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
 
 // Workers SIGKILLed at the worst moments, as processes: the ingest worker right after ClickHouse

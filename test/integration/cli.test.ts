@@ -5,12 +5,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClickHouseClient, createClient } from "@clickhouse/client";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { sampleRow } from "../../fixtures/sample-reports.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { createReportSink } from "../../src/clickhouse/report-sink.js";
 import type { ChildServer } from "../../src/local/child-process.js";
 import { spawnEmbeddedClickHouse } from "../../src/local/clickhouse/process.js";
 import { writeStackFile } from "../../src/local/stack-file.js";
-import { sampleRow } from "../helpers/sample-reports.js";
 
 // The `headroom` command as a user runs it (bin/headroom.mjs in a child process), against the
 // test Redis and a real embedded ClickHouse server. The CLI finds both only through stack.json

@@ -5,14 +5,15 @@ import { join } from "node:path";
 import type { ClickHouseClient } from "@clickhouse/client";
 import { drainPending, Session } from "chdb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sampleRow } from "../../fixtures/sample-reports.js";
 import type { AlertEvent } from "../../src/alerts/alert-event.js";
 import { createEventSink } from "../../src/alerts/event-sink.js";
 import { createClickHouse } from "../../src/clickhouse/client.js";
 import { createDatabase, migrationsTable } from "../../src/clickhouse/cluster-ddl.js";
-import { MIGRATIONS, type MigrationContext } from "../../src/clickhouse/migrations.js";
+import { MIGRATIONS, type MigrationContext, migrate } from "../../src/clickhouse/migrations.js";
 import { createReportSink } from "../../src/clickhouse/report-sink.js";
+import { RETENTION_TABLES, retentionStatements } from "../../src/clickhouse/retention.js";
 import { reportIdOf } from "../../src/report/report-schema.js";
-import { sampleRow } from "../helpers/sample-reports.js";
 
 // What the embedded engine (chdb: ClickHouse 26 in this process) can check of the cluster schema
 // without a cluster, given a server config with clusters and the {shard}/{replica} macros:
@@ -285,5 +286,47 @@ describe("inserts through the Distributed tables", () => {
     expect(shares).toHaveLength(2);
     expect(stored).toHaveLength(1);
     expect(shares).toContainEqual(stored[0]);
+  });
+});
+
+describe("migrate on a cluster whose schema is current", () => {
+  const ctx = { db: name("current"), cluster: ONE, retentionDays: 30 };
+
+  beforeAll(async () => {
+    // The schema as every host holds it once `migrate` ran: migrations, TTLs, versions.
+    for (const statement of schema(ctx)) {
+      await client.command({ query: withoutKeeper(onEachHost(statement)) });
+    }
+    const engines = await rows<{ name: string; engine_full: string }>(
+      "SELECT name, engine_full FROM system.tables WHERE database = {db:String}",
+      { db: ctx.db },
+    );
+    for (const table of RETENTION_TABLES) {
+      const engineFull = engines.find((e) => e.name === `${table.name}_local`)?.engine_full ?? "";
+      for (const statement of retentionStatements(ctx, table, engineFull)) {
+        await client.command({ query: onEachHost(statement) });
+      }
+    }
+    await client.insert({
+      table: `${ctx.db}.schema_migrations`,
+      values: MIGRATIONS.map((m) => ({ version: m.version, name: m.name })),
+      format: "JSONEachRow",
+    });
+  });
+
+  afterAll(async () => {
+    await client?.command({ query: `DROP DATABASE IF EXISTS ${ctx.db} SYNC` });
+  });
+
+  // This engine refuses every ON CLUSTER statement, as a cluster with a host down fails them:
+  // a worker or `migrate` that finds the schema current must not need one.
+  it("reads the applied versions and runs no DDL", async () => {
+    await expect(migrate(client, ctx)).resolves.toEqual([]);
+  });
+
+  it("runs DDL, ON CLUSTER, only for what changed: here a new retention", async () => {
+    await expect(migrate(client, { ...ctx, retentionDays: 20 })).rejects.toThrow(
+      /Replicated DDL queries are disabled/,
+    );
   });
 });

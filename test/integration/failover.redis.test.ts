@@ -1,8 +1,5 @@
 import { afterEach, expect, it } from "vitest";
-import { type RedisCluster, startRedisCluster } from "../../src/local/redis-cluster.js";
-import { withRedis } from "../../src/local/redis-probe.js";
-import type { RedisNode } from "../../src/local/redis-processes.js";
-import { type RedisSentinel, startRedisSentinel } from "../../src/local/redis-sentinel.js";
+import type { WorkerProc } from "../../fixtures/processes.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   crashLines,
@@ -12,7 +9,13 @@ import {
   taggedBody,
 } from "../helpers/fault-stack.js";
 import { type Outcome, startLoad } from "../helpers/load.js";
-import type { WorkerProc } from "../helpers/processes.js";
+import { type RedisCluster, startRedisCluster } from "../helpers/redis-topology/redis-cluster.js";
+import { withRedis } from "../helpers/redis-topology/redis-probe.js";
+import type { RedisNode } from "../helpers/redis-topology/redis-processes.js";
+import {
+  type RedisSentinel,
+  startRedisSentinel,
+} from "../helpers/redis-topology/redis-sentinel.js";
 
 // A Redis primary SIGKILLed under load, on the real engines: a Cluster of 6 redis-servers
 // (3 primaries, 3 replicas) with the queue in 3 shards, and a primary with a replica watched by

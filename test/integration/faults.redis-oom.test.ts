@@ -1,7 +1,8 @@
-import type { RedisClient } from "../../src/redis/connections.js";
 import { afterAll, expect, it } from "vitest";
+import { sampleRow } from "../../fixtures/sample-reports.js";
 import { createEnqueuer, EnqueueError } from "../../src/queue/enqueuer.js";
 import { createJobWriter } from "../../src/queue/job-writer.js";
+import type { RedisClient } from "../../src/redis/connections.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   crashLines,
@@ -10,7 +11,6 @@ import {
   taggedBody,
 } from "../helpers/fault-stack.js";
 import { type Load, type Outcome, startLoad } from "../helpers/load.js";
-import { sampleRow } from "../helpers/sample-reports.js";
 
 // Redis at `maxmemory` (noeviction) under a real edge. Two ways to a 503: the edge's own gate
 // (REDIS_MEMORY_MAX_RATIO, polled every BACKLOG_CHECK_INTERVAL_MS) closes before Redis is full;

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { type Proc, startProcess } from "../../fixtures/processes.js";
+import { workerMetric } from "../../fixtures/worker-metric.js";
 import { type ClickHouseProxy, startClickHouseProxy } from "../helpers/clickhouse-proxy.js";
 import { eventually } from "../helpers/eventually.js";
 import { crashLines } from "../helpers/fault-stack.js";
 import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
-import { type Proc, startProcess } from "../helpers/processes.js";
-import { workerMetric } from "../helpers/worker-metric.js";
 
 // The same jobs held by a worker that is SIGKILLed after its first insert landed, redelivered, and
 // held again by a worker that is SIGKILLed too. Stalled jobs are retried however often they

@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { type Proc, startProcess } from "../../fixtures/processes.js";
+import { workerMetric } from "../../fixtures/worker-metric.js";
 import { type ClickHouseProxy, startClickHouseProxy } from "../helpers/clickhouse-proxy.js";
 import { eventually } from "../helpers/eventually.js";
 import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
-import { type Proc, startProcess } from "../helpers/processes.js";
-import { workerMetric } from "../helpers/worker-metric.js";
 
 // A worker frozen past its lock (a GC pause, a VM freeze, CPU steal: SIGSTOP here) while it holds
 // jobs, under load. The other worker takes the jobs over; the frozen one comes back and carries on

@@ -1,11 +1,11 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startProcess } from "../../fixtures/processes.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { fromRow, type ReportRow } from "../../src/report/report-schema.js";
 import { type EdgeFixture, startEdge, type TestKey } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
-import { startProcess } from "../helpers/processes.js";
 import {
   CREDIT_FIELDS,
   type ExpectedReport,

@@ -5,16 +5,16 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { Cluster, Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
-import { type RedisCluster, startRedisCluster } from "../../src/local/redis-cluster.js";
-import type { RedisNode } from "../../src/local/redis-processes.js";
-import { startRedisReplica } from "../../src/local/redis-replica.js";
-import { startRedisSentinel } from "../../src/local/redis-sentinel.js";
-import { answersPing, startRedisServer } from "../../src/local/redis-server.js";
 import { loadConfig } from "../../src/config.js";
+import { answersPing, startRedisServer } from "../../src/local/redis-server.js";
 import { createWorkerRedis, type RedisClient } from "../../src/redis/connections.js";
 import { keySlot } from "../../src/redis/key-slot.js";
 import { redisTopology } from "../../src/redis/topology.js";
 import { eventually } from "../helpers/eventually.js";
+import { type RedisCluster, startRedisCluster } from "../helpers/redis-topology/redis-cluster.js";
+import type { RedisNode } from "../helpers/redis-topology/redis-processes.js";
+import { startRedisReplica } from "../helpers/redis-topology/redis-replica.js";
+import { startRedisSentinel } from "../helpers/redis-topology/redis-sentinel.js";
 
 // The local topologies the failover tests run on, on real redis-server processes: a Cluster
 // that forms and fails over, a Sentinel deployment that fails over, a standalone replica; each

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { CLIENT_LIMITS, NULL_LIMITS } from "../../fixtures/sample-reports.js";
 import type { PostOptions } from "../helpers/edge-fixture.js";
 import {
   clientReport,
@@ -7,12 +8,13 @@ import {
   type TestKey,
   UUID_V7,
 } from "../helpers/edge-fixture.js";
-import { NULL_CREDITS, NULL_LIMITS } from "../helpers/report-oracle.js";
-import { CLIENT_LIMITS } from "../helpers/sample-reports.js";
+import { NULL_CREDITS } from "../helpers/report-oracle.js";
 
 // The real client's payloads are accepted and normalised as CONTRACT.md says; each 200 is
 // checked against the report as it sits in the queue, field by field.
 
+// Yesterday: inside the retention window on whatever date the suite runs.
+const DAY = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
 let fx: EdgeFixture;
 let k: TestKey;
 sharedEdge((shared) => ({ fx, k } = shared));
@@ -54,14 +56,14 @@ const server = (r: { report_id: string; received_at: string }) => ({
 
 describe("POST /api/report: accepted reports", () => {
   it("stores a full client report as sent", async () => {
-    const body = clientReport({ timestamp: "2025-03-04T05:06:07.089Z" });
+    const body = clientReport({ timestamp: `${DAY}T05:06:07.089Z` });
     const r = await accept(body);
     expect(r).toStrictEqual({
       ...server(r),
       app: "chat-api",
       provider: "openai",
       model: "gpt-4o-mini",
-      timestamp: "2025-03-04T05:06:07.089Z",
+      timestamp: `${DAY}T05:06:07.089Z`,
       ...CLIENT_LIMITS,
       ...NULL_CREDITS,
     });
@@ -72,7 +74,7 @@ describe("POST /api/report: accepted reports", () => {
       app: "chat-api",
       provider: "anthropic",
       model: null,
-      timestamp: "2025-03-04T05:06:07.000Z",
+      timestamp: `${DAY}T05:06:07.000Z`,
       limits: NULL_LIMITS,
     };
     const r = await accept(hint);
@@ -81,7 +83,7 @@ describe("POST /api/report: accepted reports", () => {
       app: "chat-api",
       provider: "anthropic",
       model: null,
-      timestamp: "2025-03-04T05:06:07.000Z",
+      timestamp: `${DAY}T05:06:07.000Z`,
       ...NULL_LIMITS,
       ...NULL_CREDITS,
     });
@@ -166,12 +168,12 @@ describe("POST /api/report: accepted reports", () => {
   });
 
   it.each([
-    ["2025-03-04T12:34:56.789+02:00", "2025-03-04T10:34:56.789Z"],
-    ["2025-03-04T01:00:00.000-05:30", "2025-03-04T06:30:00.000Z"],
-    ["2025-03-04T10:00:00.123456Z", "2025-03-04T10:00:00.123Z"],
-    ["2025-03-04T10:00:00.999999+01:00", "2025-03-04T09:00:00.999Z"],
-    ["2025-03-04T10:00:00Z", "2025-03-04T10:00:00.000Z"],
-    ["2025-03-04T10:00:00.5Z", "2025-03-04T10:00:00.500Z"],
+    [`${DAY}T12:34:56.789+02:00`, `${DAY}T10:34:56.789Z`],
+    [`${DAY}T01:00:00.000-05:30`, `${DAY}T06:30:00.000Z`],
+    [`${DAY}T10:00:00.123456Z`, `${DAY}T10:00:00.123Z`],
+    [`${DAY}T10:00:00.999999+01:00`, `${DAY}T09:00:00.999Z`],
+    [`${DAY}T10:00:00Z`, `${DAY}T10:00:00.000Z`],
+    [`${DAY}T10:00:00.5Z`, `${DAY}T10:00:00.500Z`],
   ])("normalises timestamp %s to UTC milliseconds", async (sent, stored) => {
     const r = await accept(clientReport({ timestamp: sent }));
     expect(r.timestamp).toBe(stored);

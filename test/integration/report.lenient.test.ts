@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
 import {
   clientReport,
   type EdgeFixture,
   startEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
-import { NULL_LIMITS } from "../helpers/report-oracle.js";
 
 // The real client fires and forgets: it never reads an answer, so a 400 loses the report without
 // anyone knowing. What it can send must be kept: an unusable optional value is stored as null (or

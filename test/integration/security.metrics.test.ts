@@ -1,10 +1,10 @@
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
+import { type Proc, startProcess } from "../../fixtures/processes.js";
 import { createKeyStore } from "../../src/keys/key-store.js";
 import { freePort } from "../../src/local/redis-server.js";
 import { clientReport, type EdgeFixture, startEdge, uniqueId } from "../helpers/edge-fixture.js";
 import { post } from "../helpers/load.js";
-import { type Proc, startProcess } from "../helpers/processes.js";
 
 // /metrics, the edge's one admin surface: on the public listener, optionally behind
 // METRICS_TOKEN; or, with METRICS_PORT, on a listener of its own and not on the public one.

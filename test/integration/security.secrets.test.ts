@@ -5,6 +5,8 @@ import { join } from "node:path";
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from "@clickhouse/client";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
+import { type Proc, startProcess } from "../../fixtures/processes.js";
+import { sampleRow } from "../../fixtures/sample-reports.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import {
   type EmbeddedClickHouseProcess,
@@ -16,8 +18,6 @@ import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type FaultStack, startFaultStack, taggedBody } from "../helpers/fault-stack.js";
 import { post } from "../helpers/load.js";
-import { type Proc, startProcess } from "../helpers/processes.js";
-import { sampleRow } from "../helpers/sample-reports.js";
 
 // Secrets in use: Redis behind a password (and behind TLS), ClickHouse behind a user and a
 // password, project keys, the metrics token. Everything works end to end through the ordinary

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { buildOpenApi } from "../../src/edge/openapi.js";
 import { createLogger } from "../../src/lib/logger.js";
@@ -7,7 +8,6 @@ import { createWorkerMetrics } from "../../src/worker/metrics.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
-import { NULL_LIMITS } from "../helpers/report-oracle.js";
 
 // End to end: reports POSTed to the edge land in `reports` with every field as the contract
 // normalises it, and in the rollups and the latest-limits view with the right figures.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Proc, readyWorker, startProcess } from "../../fixtures/processes.js";
 import { eventually } from "../helpers/eventually.js";
 import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
-import { type Proc, readyWorker, startProcess } from "../helpers/processes.js";
 
 // Independent scaling: three worker processes compete for one queue against one ClickHouse.
 

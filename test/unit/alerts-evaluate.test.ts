@@ -1,12 +1,12 @@
 import { v7 as uuidv7 } from "uuid";
 import { describe, expect, it } from "vitest";
+import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
 import { evaluateBatch } from "../../src/alerts/evaluate-batch.js";
 import { evaluateSeries } from "../../src/alerts/evaluate-series.js";
 import type { AlertRule } from "../../src/alerts/rule.js";
 import type { CommitResult, StateStore, StateWrite } from "../../src/alerts/state-store.js";
 import { sampleOf } from "../../src/alerts/usage.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
-import { NULL_LIMITS } from "../helpers/report-oracle.js";
 
 // A batch through the rules: series, order, idempotency (a batch evaluated again fires nothing
 // new), deterministic event ids, and the outbox. The state store here is an in-memory one with

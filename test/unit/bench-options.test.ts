@@ -15,7 +15,15 @@ describe("bench options", () => {
       ackReplicas: 0,
       quick: false,
       profile: false,
-      outDir: "/repo/bench/results",
+      outDir: "/repo/bench/runs",
+      publishDir: null,
+    });
+  });
+
+  it("--publish also writes the tracked reference, bench/results", () => {
+    expect(parseBenchOptions(["--publish"], "/repo")).toMatchObject({
+      outDir: "/repo/bench/runs",
+      publishDir: "/repo/bench/results",
     });
   });
 

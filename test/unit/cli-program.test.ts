@@ -31,6 +31,8 @@ const COMMANDS = [
   ["dlq", "list"],
   ["dlq", "show"],
   ["dlq", "replay"],
+  ["backup"],
+  ["restore"],
   ["migrate"],
   ["query"],
   ["stats"],
@@ -55,7 +57,16 @@ describe("help", () => {
   it("shows the help for bare `headroom`, as a success", async () => {
     const r = await cli();
     expect(r.code).toBe(0);
-    for (const c of ["keys", "dlq", "migrate", "query", "stats", "clickhouse"]) {
+    for (const c of [
+      "keys",
+      "dlq",
+      "backup",
+      "restore",
+      "migrate",
+      "query",
+      "stats",
+      "clickhouse",
+    ]) {
       expect(r.out).toMatch(new RegExp(`^  ${c}\\b`, "m"));
     }
   });

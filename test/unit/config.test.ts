@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_PLANS, isSet, loadConfig } from "../../src/config.js";
+import {
+  ConfigError,
+  DEFAULT_PLANS,
+  isSet,
+  loadConfig,
+  migratesOnStart,
+} from "../../src/config.js";
 
 // The one config schema: coerced numbers, real booleans, empty means unset, and a bad value
 // stops the process with a message that names the variable.
@@ -44,6 +50,14 @@ describe("loadConfig", () => {
     expect(c.STACK_CLICKHOUSE_PORT).toBe(18123);
   });
 
+  it("migrates on start on one node, and on a cluster only when asked", () => {
+    const cluster = { CLICKHOUSE_URL: "http://ch:8123", CLICKHOUSE_CLUSTER: "eu" };
+    expect(migratesOnStart(loadConfig({}))).toBe(true);
+    expect(migratesOnStart(loadConfig({ MIGRATE_ON_START: "false" }))).toBe(false);
+    expect(migratesOnStart(loadConfig(cluster))).toBe(false);
+    expect(migratesOnStart(loadConfig({ ...cluster, MIGRATE_ON_START: "true" }))).toBe(true);
+  });
+
   it("takes an empty value as unset", () => {
     const c = loadConfig({ PORT: "", CLICKHOUSE_URL: "", LOG_LEVEL: "" });
     expect(c.PORT).toBe(3000);
@@ -86,6 +100,11 @@ describe("loadConfig", () => {
     const message = configError({ PORT: "x", BATCH_MAX_ROWS: "0" });
     expect(message).toMatch(/^\s+PORT: /m);
     expect(message).toMatch(/^\s+BATCH_MAX_ROWS: /m);
+  });
+
+  it("bounds RETENTION_DAYS to ten years: TTLs past 2106 wrap round and expire every row", () => {
+    expect(loadConfig({ RETENTION_DAYS: "3660" }).RETENTION_DAYS).toBe(3_660);
+    expect(configError({ RETENTION_DAYS: "3661" })).toMatch(/^\s+RETENTION_DAYS: /m);
   });
 
   it("never repeats a bad value, which could be a secret", () => {

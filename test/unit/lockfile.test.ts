@@ -1,5 +1,12 @@
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
+
+// npm's own range check (semver ships no types; this is the one function used).
+const { satisfies, minVersion } = createRequire(import.meta.url)("semver") as {
+  satisfies(version: string, range: string): boolean;
+  minVersion(range: string): { version: string } | null;
+};
 
 // `npm ci` (the image's install step, and any machine's) accepts the lock only when it lists
 // every optional dependency of every package, other platforms' native binaries included. npm
@@ -10,6 +17,8 @@ interface LockEntry {
   version?: string;
   optional?: boolean;
   os?: string[];
+  cpu?: string[];
+  engines?: { node?: string };
   optionalDependencies?: Record<string, string>;
 }
 
@@ -53,5 +62,28 @@ describe("package-lock.json", () => {
       expect(entry?.optional, name).toBe(true);
       expect(entry?.os?.length, name).toBe(1);
     }
+  });
+
+  // What npm ci installs on this machine: every entry but other platforms' binaries.
+  const here = (list: string[] | undefined, value: string) =>
+    !list || list.some((item) => (item.startsWith("!") ? item.slice(1) !== value : item === value));
+  const installed = Object.entries(lock.packages).filter(
+    ([, e]) => here(e.os, process.platform) && here(e.cpu, process.arch),
+  );
+  const refusing = (node: string) =>
+    installed
+      .filter(([, e]) => e.engines?.node && !satisfies(node, e.engines.node))
+      .map(([path, e]) => `${path || "(root)"}@${e.version} wants node ${e.engines?.node}`);
+
+  it("holds no package whose engines exclude the Node running it (npm ci's EBADENGINE warning)", () => {
+    // CI runs this under the machine's Node and under Node 24 (.ci/run).
+    expect(refusing(process.version)).toEqual([]);
+  });
+
+  it("says in engines the oldest Node that every package it installs accepts", () => {
+    const range = lock.packages[""]?.engines?.node ?? "";
+    const oldest = minVersion(range)?.version;
+    expect(oldest, `engines.node "${range}"`).toBeDefined();
+    expect(refusing(oldest ?? "")).toEqual([]);
   });
 });

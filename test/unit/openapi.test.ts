@@ -1,7 +1,7 @@
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { describe, expect, it } from "vitest";
+import { CLIENT_LIMITS } from "../../fixtures/sample-reports.js";
 import { buildOpenApi } from "../../src/edge/openapi.js";
-import { CLIENT_LIMITS } from "../helpers/sample-reports.js";
 
 // The OpenAPI document is generated from the zod schemas; checked here against the contract's
 // examples, so that client authors in any language get a description that matches the edge.

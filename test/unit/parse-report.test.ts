@@ -115,6 +115,7 @@ describe("validateReport", () => {
     keyId: "key_1",
     receivedAt: Date.UTC(2024, 4, 1, 10),
   };
+  const window = { retentionDays: 400 };
 
   it("stores unusable optional values as null or cut, and says so in warnings", () => {
     const { record, warnings } = validateReport(
@@ -127,6 +128,7 @@ describe("validateReport", () => {
         credits: { credits_limit: -1e21, request_cost: 0.5 },
       },
       server,
+      window,
     );
     expect(record).toMatchObject({
       model: null,
@@ -148,7 +150,11 @@ describe("validateReport", () => {
 
   it("refuses wrong types even beside unusable values, naming only the wrong types", () => {
     expect(() =>
-      validateReport({ provider: "openai", model: "", limits: { tokens_limit: "5" } }, server),
+      validateReport(
+        { provider: "openai", model: "", limits: { tokens_limit: "5" } },
+        server,
+        window,
+      ),
     ).toThrow(
       expect.objectContaining({
         code: "invalid_report",
@@ -161,6 +167,7 @@ describe("validateReport", () => {
     const { record, warnings } = validateReport(
       { provider: " Anthropic ", limits: { tokens_limit: 1.6 }, extra: 1 },
       server,
+      window,
     );
     expect(record).toMatchObject({
       report_id: server.reportId,
@@ -181,6 +188,7 @@ describe("validateReport", () => {
       validateReport(
         { limits: { requests_limit: "10" }, credits: { request_cost: "0.1" } },
         server,
+        window,
       ),
     );
     expect(err.code).toBe("invalid_report");
@@ -197,8 +205,31 @@ describe("validateReport", () => {
 
   it('names the body itself "(body)" when it is not an object', () => {
     for (const value of [null, [], "text", 1]) {
-      const err = refusal(() => validateReport(value, server));
+      const err = refusal(() => validateReport(value, server, window));
       expect(err.extra.issues).toEqual([{ path: "(body)", message: "expected a JSON object" }]);
     }
+  });
+  it("stores a report older than the retention at its receive time, with a warning", () => {
+    const day = 24 * 60 * 60 * 1000;
+    const at = (ms: number) => new Date(ms).toISOString();
+    const kept = validateReport(
+      { provider: "openai", limits: {}, timestamp: at(server.receivedAt - 400 * day) },
+      server,
+      window,
+    );
+    expect(kept.record.timestamp).toBe(at(server.receivedAt - 400 * day));
+    expect(kept.warnings).toEqual([]);
+    const old = validateReport(
+      { provider: "openai", limits: {}, timestamp: at(server.receivedAt - 400 * day - 1) },
+      server,
+      window,
+    );
+    expect(old.record.timestamp).toBe(at(server.receivedAt));
+    expect(old.warnings).toEqual([
+      {
+        path: "timestamp",
+        message: "older than the retention of 400 days: stored as the receive time",
+      },
+    ]);
   });
 });

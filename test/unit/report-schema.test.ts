@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
 import {
   parseIsoTimestamp,
   type ReportBody,
   reportBodySchema,
 } from "../../src/report/report-schema.js";
-import { NULL_LIMITS } from "../helpers/report-oracle.js";
 
 // The wire rules of CONTRACT.md for a report body, and the timestamp parser.
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createStallWatchdog } from "../../src/worker/stall-watchdog.js";
+import { createStallWatchdog } from "../../src/queue/stall-watchdog.js";
 
 // The watchdog's rule, on a clock of the test's own: recover only a worker that has room, has
 // done nothing for stallMs, while jobs wait.

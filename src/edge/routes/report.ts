@@ -17,6 +17,7 @@ import { validateReport } from "../parse-report.js";
 
 export interface ReportRouteDeps extends AuthDeps {
   bodyLimit: number;
+  retentionDays: number;
   limits: Limits;
   backlog: Pick<BacklogGate, "check">;
   enqueuer: Pick<Enqueuer, "enqueue">;
@@ -32,7 +33,7 @@ declare module "fastify" {
 export const REPORT_PATH = "/api/report";
 
 export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, deps) => {
-  const { bodyLimit, limits, backlog, enqueuer, metrics } = deps;
+  const { bodyLimit, retentionDays, limits, backlog, enqueuer, metrics } = deps;
   const authenticate = createAuthenticate(deps);
 
   app.route({
@@ -54,12 +55,16 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
       const project = req.project as KeyLookup;
       if (req.body === undefined) throw new HttpError("invalid_json", "the body is empty");
       const receivedAt = Date.now();
-      const { record, warnings } = validateReport(req.body, {
-        reportId: newReportId(),
-        projectId: project.projectId,
-        keyId: project.keyId,
-        receivedAt,
-      });
+      const { record, warnings } = validateReport(
+        req.body,
+        {
+          reportId: newReportId(),
+          projectId: project.projectId,
+          keyId: project.keyId,
+          receivedAt,
+        },
+        { retentionDays },
+      );
       // The backlog bound belongs to the enqueue: after validation, before the quota is used.
       backlog.check();
       const refund = await limits.consumeQuota(project);

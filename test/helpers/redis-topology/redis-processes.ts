@@ -1,8 +1,8 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type ChildServer, isRunning } from "./child-process.js";
-import { freePort } from "./redis-server.js";
+import { type ChildServer, isRunning } from "../../../src/local/child-process.js";
+import { freePort } from "../../../src/local/redis-server.js";
 
 // The processes of a local Redis topology (cluster nodes, a primary and its replicas,
 // sentinels): each can be SIGKILLed and started again on its port with its directory, and all

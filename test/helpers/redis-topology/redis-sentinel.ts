@@ -1,7 +1,13 @@
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type ChildServer, childServer, waitUntilUp } from "./child-process.js";
+import { type ChildServer, childServer, waitUntilUp } from "../../../src/local/child-process.js";
+import {
+  answersPing,
+  hasRedisServer,
+  RedisServerMissingError,
+  startRedisServer,
+} from "../../../src/local/redis-server.js";
 import { pollUntil } from "./poll-until.js";
 import { assertReplicaLinked, role, withRedis } from "./redis-probe.js";
 import {
@@ -12,12 +18,6 @@ import {
   topologyDir,
   withAuth,
 } from "./redis-processes.js";
-import {
-  answersPing,
-  hasRedisServer,
-  RedisServerMissingError,
-  startRedisServer,
-} from "./redis-server.js";
 
 // A local Sentinel deployment: a primary, its replica(s) and sentinels (`redis-server <conf>
 // --sentinel`), on free ports, for the failover tests. A primary unreachable for a second is

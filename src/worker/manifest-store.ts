@@ -1,6 +1,7 @@
 import type { Result } from "ioredis";
 import type { RedisClient } from "../redis/connections.js";
 import type { ReportRow } from "../report/report-schema.js";
+import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 
 // Exactly once by construction: every insert of a batch is byte-identical to its first attempt,
 // so ClickHouse's insert deduplication (same token, same data) drops every repeat, in `reports`
@@ -26,6 +27,7 @@ export interface HeldJob {
 
 export interface Manifest {
   token: string;
+  /** In the current row shape; stored with its version, and read back in the current shape. */
   rows: ReportRow[];
   /** For each job of the batch, in order: its id and how many of `rows` are its. */
   jobs: [id: string, rows: number][];
@@ -109,11 +111,21 @@ declare module "ioredis" {
   }
 }
 
+// A manifest's rows: shape 1 as a bare array, as releases before row versions wrote and read
+// them; a later shape as `{v, rows}`. A manifest an older release recorded is re-inserted in the
+// current shape under its token, which is what ClickHouse deduplicates the repeat by.
+const storedRows = (shapes: RowShapes, rows: ReportRow[]) =>
+  JSON.stringify(shapes.current === 1 ? rows : { v: shapes.current, rows });
+function readRows(shapes: RowShapes, stored: ReportRow[] | { v: number; rows: ReportRow[] }) {
+  return Array.isArray(stored) ? shapes.upgrade(1, stored) : shapes.upgrade(stored.v, stored.rows);
+}
+
 /** `keyPrefix` is the queue's key prefix, e.g. `{headroom}:reports` (BullMQ's `prefix:name`). */
 export function createRedisManifestStore(
   redis: RedisClient,
   keyPrefix: string,
   replication: ReplicationOptions = { ackReplicas: 0, ackTimeoutMs: 1_000 },
+  shapes: RowShapes = ROW_SHAPES,
 ): ManifestStore {
   if (!redis.headroomClaimManifest) {
     redis.defineCommand("headroomClaimManifest", { lua: CLAIM });
@@ -129,7 +141,7 @@ export function createRedisManifestStore(
       const keys = [ownersKey, manifestKey(manifest.token), ...held.map((j) => lockKey(j.id))];
       const args = [
         manifest.token,
-        JSON.stringify(manifest.rows),
+        storedRows(shapes, manifest.rows),
         JSON.stringify(manifest.jobs),
         ...held.flatMap((j) => [j.id, j.lockToken]),
       ];
@@ -156,7 +168,7 @@ export function createRedisManifestStore(
     async get(token) {
       const [rows, jobs] = await redis.hmget(manifestKey(token), "rows", "jobs");
       if (!rows || !jobs) return null;
-      return { token, rows: JSON.parse(rows), jobs: JSON.parse(jobs) };
+      return { token, rows: readRows(shapes, JSON.parse(rows)), jobs: JSON.parse(jobs) };
     },
 
     async lost(held) {
@@ -203,78 +215,6 @@ export function createRedisManifestStore(
         ...keys,
         ...ids.flatMap((id) => [id, owners.get(id) as string]),
       );
-    },
-  };
-}
-
-/**
- * Jobs that still own a manifest but no longer exist (completed by a worker that died before it
- * released them): released, so their manifests do not stay in Redis for ever. A job that exists
- * (waiting, active, delayed or failed) keeps its manifest: it may still be delivered.
- */
-export async function sweepManifests(
-  redis: RedisClient,
-  keyPrefix: string,
-  store: ManifestStore,
-): Promise<number> {
-  let cursor = "0";
-  let released = 0;
-  do {
-    const [next, flat] = await redis.hscan(`${keyPrefix}:manifest-owners`, cursor, "COUNT", 500);
-    cursor = next;
-    const ids = flat.filter((_, i) => i % 2 === 0);
-    if (ids.length === 0) continue;
-    const pipeline = redis.pipeline();
-    for (const id of ids) pipeline.exists(`${keyPrefix}:${id}`);
-    const exists = (await pipeline.exec()) ?? [];
-    const gone = ids.filter((_, i) => exists[i]?.[1] === 0);
-    if (gone.length > 0) {
-      await store.release(gone);
-      released += gone.length;
-    }
-  } while (cursor !== "0");
-  return released;
-}
-
-/**
- * A completed job can never be delivered again: it leaves its manifest. Completions are released
- * in groups, one round trip per tick; what a crash leaves behind, the periodic sweep releases.
- */
-export function createManifestReleaser(opts: {
-  store: ManifestStore;
-  redis: RedisClient;
-  keyPrefix: string;
-  sweepMs: number;
-  onError: (what: "release" | "sweep", err: unknown) => void;
-}) {
-  let completed: string[] = [];
-  let releasing: Promise<void> = Promise.resolve();
-  let sweeper: NodeJS.Timeout | undefined;
-  const release = () => {
-    const ids = completed;
-    completed = [];
-    releasing = releasing
-      .then(() => opts.store.release(ids))
-      .catch((err: unknown) => opts.onError("release", err));
-    return releasing;
-  };
-  const sweep = () =>
-    sweepManifests(opts.redis, opts.keyPrefix, opts.store).catch((err: unknown) =>
-      opts.onError("sweep", err),
-    );
-  return {
-    completed(jobId: string) {
-      if (completed.push(jobId) === 1) setImmediate(release);
-    },
-    start() {
-      void sweep();
-      sweeper = setInterval(sweep, opts.sweepMs);
-      sweeper.unref();
-    },
-    /** Releases what completed so far; no more sweeps. */
-    async stop() {
-      clearInterval(sweeper);
-      await release();
     },
   };
 }

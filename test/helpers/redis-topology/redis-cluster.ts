@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { keySlot } from "../redis/key-slot.js";
+import { startRedisServer } from "../../../src/local/redis-server.js";
+import { keySlot } from "../../../src/redis/key-slot.js";
 import { pollUntil } from "./poll-until.js";
 import {
   assertHealthy,
@@ -18,7 +19,6 @@ import {
   topologyDir,
   withAuth,
 } from "./redis-processes.js";
-import { startRedisServer } from "./redis-server.js";
 
 // A local Redis Cluster of redis-server processes on free ports (3 primaries with a replica each
 // by default), formed by `redis-cli --cluster create`, for the failover tests and the benchmark.

@@ -1,6 +1,10 @@
+import {
+  type RedisServer,
+  type RedisServerOptions,
+  startRedisServer,
+} from "../../../src/local/redis-server.js";
 import { pollUntil } from "./poll-until.js";
 import { assertReplicaLinked, info, withRedis } from "./redis-probe.js";
-import { type RedisServer, type RedisServerOptions, startRedisServer } from "./redis-server.js";
 
 // One local replica of a primary, for measuring what a replicated acknowledgement (WAIT 1)
 // costs: a redis-server started as a replica, returned once it holds the primary's data and

@@ -1,0 +1,51 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { z } from "zod";
+import { backupRedis, backupSchema, restoreRedis } from "./backup.js";
+import { cliConfig } from "./context.js";
+import { UsageError } from "./errors.js";
+import { closeRedis, connectRedis } from "./redis.js";
+
+// `headroom backup FILE` and `headroom restore FILE`: keys, plans, alert rules and their secrets.
+// FILE `-` is standard output / input, for `docker compose exec -T … backup - > file`.
+
+const STDIO = "-";
+
+export async function backupCommand(file: string): Promise<void> {
+  const config = cliConfig();
+  const redis = await connectRedis(config);
+  try {
+    const backup = await backupRedis(redis, config.QUEUE_PREFIX);
+    const text = `${JSON.stringify(backup, null, 1)}\n`;
+    // It holds webhook signing secrets: readable by its owner only.
+    if (file === STDIO) process.stdout.write(text);
+    else writeFileSync(file, text, { mode: 0o600 });
+    process.stderr.write(
+      `backed up ${backup.keys.length} keys: keep the file off this host, it holds secrets\n`,
+    );
+  } finally {
+    await closeRedis(redis);
+  }
+}
+
+export async function restoreCommand(file: string): Promise<void> {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file === STDIO ? 0 : file, "utf8"));
+  } catch (err) {
+    throw new UsageError(`${file}: ${(err as Error).message}`);
+  }
+  const parsed = backupSchema.safeParse(json);
+  if (!parsed.success) {
+    throw new UsageError(`${file} is not a Headroom backup: ${z.prettifyError(parsed.error)}`);
+  }
+  const config = cliConfig();
+  const redis = await connectRedis(config);
+  try {
+    const restored = await restoreRedis(redis, parsed.data);
+    process.stdout.write(
+      `restored ${restored} keys from ${file} (taken ${parsed.data.created_at})\n`,
+    );
+  } finally {
+    await closeRedis(redis);
+  }
+}

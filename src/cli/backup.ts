@@ -1,0 +1,101 @@
+import { z } from "zod";
+import { alertKeys } from "../alerts/keys.js";
+import { KEY_STORE_PREFIX } from "../keys/key-store.js";
+import { primaries, type RedisClient } from "../redis/connections.js";
+
+// What only Redis holds and no pipeline can rebuild: projects, their keys' hashes and plans, alert
+// rules and their webhook signing secrets. (Queued reports are in flight, quota counters and rule
+// state restart from zero, and what is stored is in ClickHouse.) A backup is a JSON document of
+// those keys, written whole and restored whole.
+
+const FORMAT = "headroom-backup";
+
+const entrySchema = z.discriminatedUnion("type", [
+  z.object({ key: z.string(), type: z.literal("hash"), value: z.record(z.string(), z.string()) }),
+  z.object({ key: z.string(), type: z.literal("set"), value: z.array(z.string()) }),
+  z.object({ key: z.string(), type: z.literal("string"), value: z.string() }),
+]);
+
+export const backupSchema = z.object({
+  format: z.literal(FORMAT),
+  version: z.literal(1),
+  created_at: z.string(),
+  keys: z.array(entrySchema),
+});
+
+export type Backup = z.infer<typeof backupSchema>;
+type Entry = z.infer<typeof entrySchema>;
+
+/** SCAN's glob characters, escaped, so a prefix matches only itself. */
+const literal = (s: string) => s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+
+/** The patterns of the keys a backup holds: the key store's, and the alerts' (queue prefix). */
+export function backupPatterns(queuePrefix: string): string[] {
+  const keys = literal(KEY_STORE_PREFIX);
+  const alerts = alertKeys(literal(queuePrefix));
+  return [
+    `${keys}:key:*`,
+    `${keys}:key-id:*`,
+    `${keys}:project:*`,
+    `${keys}:project-keys:*`,
+    `${keys}:projects`,
+    alerts.rules("*"),
+    alerts.ruleIndex,
+    alerts.secrets,
+  ];
+}
+
+async function scanKeys(redis: RedisClient, pattern: string): Promise<string[]> {
+  const found = new Set<string>();
+  // A Cluster's keys are spread over its primaries: each is scanned.
+  for (const node of primaries(redis)) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+      cursor = next;
+      for (const k of keys) found.add(k);
+    } while (cursor !== "0");
+  }
+  return [...found];
+}
+
+async function readEntry(redis: RedisClient, key: string): Promise<Entry | null> {
+  const type = await redis.type(key);
+  if (type === "hash") return { key, type, value: await redis.hgetall(key) };
+  if (type === "set") return { key, type, value: (await redis.smembers(key)).sort() };
+  if (type === "string") {
+    const value = await redis.get(key);
+    return value === null ? null : { key, type, value };
+  }
+  return null; // gone since the scan
+}
+
+export async function backupRedis(redis: RedisClient, queuePrefix: string): Promise<Backup> {
+  const keys = new Set<string>();
+  for (const pattern of backupPatterns(queuePrefix)) {
+    for (const k of await scanKeys(redis, pattern)) keys.add(k);
+  }
+  const entries: Entry[] = [];
+  for (const key of [...keys].sort()) {
+    const entry = await readEntry(redis, key);
+    if (entry) entries.push(entry);
+  }
+  return { format: FORMAT, version: 1, created_at: new Date().toISOString(), keys: entries };
+}
+
+/**
+ * Writes every key of a backup: hash fields and set members are added to what is there, strings
+ * replaced. Into an empty Redis that is the backup as it was taken.
+ */
+export async function restoreRedis(redis: RedisClient, backup: Backup): Promise<number> {
+  for (const entry of backup.keys) {
+    if (entry.type === "hash") {
+      if (Object.keys(entry.value).length > 0) await redis.hset(entry.key, entry.value);
+    } else if (entry.type === "set") {
+      if (entry.value.length > 0) await redis.sadd(entry.key, ...entry.value);
+    } else {
+      await redis.set(entry.key, entry.value);
+    }
+  }
+  return backup.keys.length;
+}

@@ -1,0 +1,83 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
+import { WEBHOOK_JOB } from "../../src/alerts/queues.js";
+import { createLogger } from "../../src/lib/logger.js";
+import { createWorkerRedis, type RedisClient } from "../../src/redis/connections.js";
+import { redisTopology } from "../../src/redis/topology.js";
+import { alertsFixture } from "../helpers/alerts-fixture.js";
+import { eventually } from "../helpers/eventually.js";
+import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
+import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
+
+// The alerts worker on a Redis connection that goes silently dead (Redis restarted behind a NAT
+// that keeps the old flow open): its stall watchdog notices jobs waiting that it does not take,
+// reconnects, and delivers them.
+
+let p: Pipeline;
+let fx: ReturnType<typeof alertsFixture>;
+let proxy: TcpProxy;
+let redis: RedisClient;
+let alerts: AlertsWorker;
+let receiver: Receiver;
+let secret = "";
+
+beforeAll(async () => {
+  p = await startPipeline({ WORKER_LOCK_DURATION_MS: "1000", WORKER_STALLED_INTERVAL_MS: "1000" });
+  fx = alertsFixture(p);
+  proxy = await startTcpProxy(Number(new URL(p.config.REDIS_URL).port));
+  const viaProxy = new URL(p.config.REDIS_URL);
+  viaProxy.port = String(proxy.port);
+  redis = createWorkerRedis(redisTopology({ ...p.config, REDIS_URL: viaProxy.toString() }));
+  redis.on("error", () => {});
+  alerts = createAlertsWorker({
+    config: p.config,
+    redis,
+    clickhouse: p.client,
+    logger: createLogger("silent", "test"),
+  });
+  receiver = await startReceiver(() => secret);
+  alerts.start();
+});
+
+afterAll(async () => {
+  await alerts?.close(1_000);
+  redis?.disconnect();
+  await proxy?.close();
+  await receiver?.close();
+  await fx?.close();
+  await p?.close();
+});
+
+async function webhookJob(id: string) {
+  const created = await fx.rules.create({
+    project: `p-${id}`,
+    provider: "openai",
+    metric: "requests",
+    warn_pct: 70,
+    critical_pct: 90,
+    webhook: receiver.url,
+  });
+  const { rule } = created;
+  secret = created.secret;
+  const body = JSON.stringify({ type: "headroom.alert", timestamp: "", data: { id } });
+  await fx.webhooks.add(
+    WEBHOOK_JOB,
+    { v: 1, event_id: id, rule_id: rule.id, url: receiver.url, body },
+    { jobId: id },
+  );
+}
+
+it("a silently dead connection: the alerts worker reconnects and delivers what waits", async () => {
+  await webhookJob("evt-before");
+  await eventually(() => expect(receiver.deliveries.map((d) => d.id)).toEqual(["evt-before"]), {
+    timeoutMs: 20_000,
+  });
+
+  expect(proxy.freeze()).toBeGreaterThan(0);
+  await webhookJob("evt-after");
+  await eventually(
+    () => expect(receiver.deliveries.map((d) => d.id)).toEqual(["evt-before", "evt-after"]),
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
+});

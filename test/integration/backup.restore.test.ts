@@ -1,0 +1,132 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRuleStore } from "../../src/alerts/rule-store.js";
+import { loadConfig } from "../../src/config.js";
+import { createEdge, type Edge } from "../../src/edge/create-edge.js";
+import { createLogger } from "../../src/lib/logger.js";
+import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
+import { createCliRedis, type RedisClient } from "../../src/redis/connections.js";
+import { redisTopology } from "../../src/redis/topology.js";
+import { clientReport } from "../helpers/edge-fixture.js";
+
+// `headroom backup` / `headroom restore` as an operator runs them: keys, plans, alert rules and
+// webhook secrets taken from one Redis, and restored into a new, empty one, where the old key is
+// accepted by the edge again. Each Redis is a server of this file's own.
+
+const dir = mkdtempSync(join(tmpdir(), "headroom-backup-"));
+const file = join(dir, "backup.json");
+const QUEUE_PREFIX = "{hr-backup}";
+const logger = createLogger("silent", "test");
+let before: RedisServer;
+let after: RedisServer;
+const clients: RedisClient[] = [];
+const edges: Edge[] = [];
+
+function headroom(args: string[], redisUrl: string) {
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      process.execPath,
+      ["bin/headroom.mjs", ...args],
+      {
+        env: {
+          PATH: process.env.PATH,
+          REDIS_URL: redisUrl,
+          QUEUE_PREFIX,
+          HEADROOM_DATA_DIR: join(dir, "no-stack"),
+        },
+        timeout: 60_000,
+      },
+      (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? -1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+// No key cache: the edge on the new Redis asks Redis itself, before and after the restore.
+const configFor = (redisUrl: string) =>
+  loadConfig({ REDIS_URL: redisUrl, QUEUE_PREFIX, METRICS_PORT: "0", KEY_CACHE_TTL_MS: "0" });
+
+function redisAt(url: string): RedisClient {
+  const redis = createCliRedis(redisTopology(configFor(url)));
+  clients.push(redis);
+  return redis;
+}
+
+async function edgeAt(url: string): Promise<Edge> {
+  const edge = await createEdge(configFor(url), logger);
+  edges.push(edge);
+  return edge;
+}
+
+async function post(edge: Edge, key: string) {
+  const res = await edge.app.inject({
+    method: "POST",
+    url: "/api/report",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    payload: JSON.stringify(clientReport()),
+  });
+  return res.statusCode;
+}
+
+beforeAll(async () => {
+  before = await startRedisServer({ dir: join(dir, "before") });
+  after = await startRedisServer({ dir: join(dir, "after") });
+});
+
+afterAll(async () => {
+  for (const e of edges) await e.close();
+  for (const c of clients) c.disconnect();
+  await before?.stop();
+  await after?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("headroom backup and restore", () => {
+  it("brings every key, plan, rule and secret back into an empty Redis", async () => {
+    const old = await edgeAt(before.url);
+    const { key } = await old.keyStore.create("acme", { plan: "pro", defaultPlan: "unlimited" });
+    await old.keyStore.setPlan("acme", "free", { monthly: 1234 });
+    const { rule, secret } = await createRuleStore(redisAt(before.url), QUEUE_PREFIX).create({
+      project: "acme",
+      metric: "requests",
+      warn_pct: 70,
+      critical_pct: 90,
+      webhook: "https://hooks.example/acme",
+    });
+    expect(await post(old, key)).toBe(200);
+
+    const backedUp = await headroom(["backup", file], before.url);
+    expect(backedUp.code, backedUp.stderr).toBe(0);
+    expect(statSync(file).mode & 0o077).toBe(0);
+    const written = JSON.parse(readFileSync(file, "utf8")) as { keys: unknown[] };
+    expect(JSON.stringify(written)).not.toContain(key);
+    // `-`: the same document on standard output, as `docker compose exec -T` passes it on.
+    const piped = await headroom(["backup", "-"], before.url);
+    expect(piped.code, piped.stderr).toBe(0);
+    expect((JSON.parse(piped.stdout) as { keys: unknown[] }).keys).toEqual(written.keys);
+
+    // A new Redis: the key is unknown there until the backup is restored.
+    const fresh = await edgeAt(after.url);
+    expect(await post(fresh, key)).toBe(401);
+    const restored = await headroom(["restore", file], after.url);
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(restored.stdout).toMatch(/^restored \d+ keys/);
+
+    expect(await post(fresh, key)).toBe(200);
+    expect(await fresh.keyStore.getProject("acme")).toMatchObject({
+      plan: "free",
+      overrides: { monthly: 1234 },
+    });
+    const rules = createRuleStore(redisAt(after.url), QUEUE_PREFIX);
+    expect(await rules.get(rule.id)).toEqual(rule);
+    expect(await rules.secret(rule.id)).toBe(secret);
+  });
+
+  it("refuses a file that is not a backup, and says why", async () => {
+    const bad = await headroom(["restore", join(dir, "missing.json")], after.url);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("missing.json");
+  });
+});

@@ -1,0 +1,20 @@
+import { readdirSync } from "node:fs";
+import { join, relative } from "node:path";
+import { expect, it } from "vitest";
+import { ROOT, reachable, sourceFiles } from "../helpers/import-graph.js";
+
+// What the build ships (src/, workers/) is what the processes run: a module no process entry
+// point reaches is test or benchmark code, and belongs under test/, bench/ or fixtures/.
+
+const entries = ["src/main", "workers"].flatMap((dir) =>
+  readdirSync(join(ROOT, dir)).map((f) => join(ROOT, dir, f)),
+);
+
+it("every module under src/ is reached from a process entry point (src/main, workers)", () => {
+  const used = reachable(entries);
+  expect(used.size).toBeGreaterThan(entries.length);
+  const unused = sourceFiles(join(ROOT, "src"))
+    .filter((f) => !used.has(f))
+    .map((f) => relative(ROOT, f));
+  expect(unused).toEqual([]);
+});
