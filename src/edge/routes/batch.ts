@@ -1,0 +1,306 @@
+import type { FastifyPluginAsync } from "fastify";
+import type { KeyLookup } from "../../keys/key-store.js";
+import { EnqueueError, type Enqueuer } from "../../queue/enqueuer.js";
+import { newReportId } from "../../report/report-id.js";
+import { type ReportRecord, toRow } from "../../report/report-schema.js";
+import type { AuthDeps } from "../authenticate.js";
+import { createAuthenticate } from "../authenticate.js";
+import type { BacklogGate } from "../backlog.js";
+import { HttpError, type Issue, unavailable } from "../errors.js";
+import type { Limits } from "../limits.js";
+import type { EdgeMetrics } from "../metrics.js";
+import { type BatchFormat, parseBatchBody } from "../parse-batch.js";
+import { validateReport } from "../parse-report.js";
+import type { ClaimState, ReportIds } from "../report-ids.js";
+
+// POST /api/reports: many reports in one request, each validated, limited and answered on its
+// own, in order. Key first (before the body is read), then body size, media type, the envelope,
+// each item's validation, the backlog bound, the items' ids, the burst limit and the quota for
+// the reports left (the first k of n pass), and one durable enqueue of them all (group commit
+// puts them in as few jobs as ENQUEUE_MAX_REPORTS allows). 200 when every item was taken, 207
+// when some were not.
+
+export interface BatchRouteDeps extends AuthDeps {
+  bodyLimit: number;
+  maxReports: number;
+  retentionDays: number;
+  limits: Limits;
+  backlog: Pick<BacklogGate, "check">;
+  enqueuer: Pick<Enqueuer, "enqueue">;
+  reportIds: ReportIds;
+  metrics: Pick<EdgeMetrics, "reportWarnings">;
+}
+
+export const BATCH_PATH = "/api/reports";
+
+const MEDIA: Record<string, BatchFormat> = {
+  "application/json": "json",
+  "application/x-ndjson": "ndjson",
+  "application/ndjson": "ndjson",
+};
+const CHARSET = /charset\s*=\s*"?([^";\s]+)/i;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+type ItemResult = { id: string; warnings?: Issue[]; duplicate?: true } | Record<string, unknown>;
+
+interface Taken {
+  index: number;
+  record: ReportRecord;
+  /** The client's id, when it chose one. */
+  clientId: string | null;
+  warnings: Issue[];
+}
+
+interface RawBody {
+  format: BatchFormat;
+  bytes: Buffer;
+}
+
+export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps) => {
+  const { bodyLimit, maxReports, retentionDays, limits, backlog, enqueuer, reportIds, metrics } =
+    deps;
+  const authenticate = createAuthenticate(deps);
+
+  // This plugin's own parsers: raw bytes, parsed in the handler once the key is known.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    Object.keys(MEDIA),
+    { parseAs: "buffer", bodyLimit },
+    (req, body, done) => {
+      const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+      const charset = CHARSET.exec(req.headers["content-type"] ?? "")?.[1];
+      if (charset && !/^utf-?8$/i.test(charset)) {
+        done(
+          new HttpError("unsupported_media_type", `charset ${charset} is not supported`),
+          undefined,
+        );
+        return;
+      }
+      const format = MEDIA[type];
+      if (!format) {
+        done(
+          new HttpError(
+            "unsupported_media_type",
+            "send Content-Type: application/json or application/x-ndjson",
+          ),
+          undefined,
+        );
+        return;
+      }
+      done(null, { format, bytes: body as Buffer } satisfies RawBody);
+    },
+  );
+
+  app.route({
+    method: "POST",
+    url: BATCH_PATH,
+    bodyLimit,
+    onRequest: async (req, reply) => {
+      reply.header("x-request-id", req.id);
+      req.project = await authenticate(req);
+    },
+    preParsing: async (req) => {
+      if (Number(req.headers["content-length"]) > bodyLimit) {
+        throw new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`);
+      }
+    },
+    handler: async (req, reply) => {
+      const project = req.project as KeyLookup;
+      const raw = req.body as RawBody | undefined;
+      if (raw === undefined) throw new HttpError("invalid_json", "the body is empty");
+      const items = parseBatchBody(raw.bytes, raw.format, maxReports);
+      const results: ItemResult[] = new Array(items.length);
+      const receivedAt = Date.now();
+
+      // Each item as a single report is validated.
+      const valid: Taken[] = [];
+      items.forEach((item, index) => {
+        if ("error" in item) {
+          results[index] = item.error.toBody();
+          return;
+        }
+        try {
+          valid.push(validateItem(item.value, index, project, receivedAt, retentionDays));
+        } catch (err) {
+          if (!(err instanceof HttpError)) throw err;
+          results[index] = err.toBody();
+        }
+      });
+
+      if (valid.length > 0) backlog.check();
+      const fresh = await claimIds(valid, results, project, reportIds);
+
+      // The burst limit, then the quota: the first reports pass, the rest are refused.
+      const burst = await limits.consumeBurstMany(project, fresh.taken.length);
+      const quota = await limits.consumeQuotaMany(project, burst.granted);
+      const admitted = fresh.taken.slice(0, quota.granted);
+      const refused = fresh.taken.slice(quota.granted);
+      for (const t of refused) {
+        const refusal = t.index < burst.granted ? quota.refusal : burst.refusal;
+        results[t.index] = (refusal as HttpError).toBody();
+      }
+      const refusal = burst.refusal ?? quota.refusal;
+      const release = refused.flatMap((t) => (t.clientId ? [t.clientId] : []));
+      await settle(reportIds, project, release, fresh.token, "released", req.log);
+      if (refusal) {
+        for (const [name, value] of Object.entries(refusal.extra.headers ?? {})) {
+          reply.header(name, value);
+        }
+        // None could be taken, and nothing else was: the whole request is refused.
+        if (admitted.length === 0 && !results.some((r) => r && "id" in r)) throw refusal;
+      }
+
+      // One durable enqueue for every admitted report.
+      const outcomes = await Promise.allSettled(
+        admitted.map((t) => enqueuer.enqueue(toRow(t.record))),
+      );
+      const stored: string[] = [];
+      const released: string[] = [];
+      let lost = 0;
+      outcomes.forEach((outcome, i) => {
+        const t = admitted[i] as Taken;
+        if (outcome.status === "fulfilled") {
+          if (t.clientId) stored.push(t.clientId);
+          results[t.index] =
+            t.warnings.length > 0
+              ? { id: t.record.report_id, warnings: t.warnings }
+              : { id: t.record.report_id };
+          for (const w of t.warnings) metrics.reportWarnings.inc({ path: w.path });
+          return;
+        }
+        const err = outcome.reason;
+        // A report that may be stored stays counted, and its id stays claimed.
+        const mayBeStored = err instanceof EnqueueError && err.mayBeStored;
+        if (mayBeStored) {
+          if (t.clientId) stored.push(t.clientId);
+        } else {
+          lost += 1;
+          if (t.clientId) released.push(t.clientId);
+        }
+        results[t.index] = (
+          mayBeStored
+            ? unavailable("the report may have been stored: sending it again with its id is safe")
+            : unavailable("the queue cannot take reports right now")
+        ).toBody();
+      });
+      await Promise.all([
+        quota.refund(lost),
+        settle(reportIds, project, stored, fresh.token, "stored", req.log),
+        settle(reportIds, project, released, fresh.token, "released", req.log),
+      ]);
+
+      // An id repeated within the batch is answered as its first item was.
+      for (const [t, first] of fresh.repeats) {
+        const r = results[first.index] as ItemResult;
+        results[t.index] = "id" in r ? { id: r.id as string, duplicate: true } : r;
+      }
+      const allTaken = results.every((r) => "id" in r);
+      return reply.code(allTaken ? 200 : 207).send({ results });
+    },
+  });
+
+  app.route({
+    method: ["GET", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"],
+    url: BATCH_PATH,
+    exposeHeadRoute: false,
+    handler: async () => {
+      throw new HttpError("method_not_allowed", "use POST", { headers: { allow: "POST" } });
+    },
+  });
+};
+
+/** One item → a report to take, with its client id, or the HttpError of a single report. */
+function validateItem(
+  value: unknown,
+  index: number,
+  project: KeyLookup,
+  receivedAt: number,
+  retentionDays: number,
+): Taken {
+  let clientId: string | null = null;
+  let idIssue: Issue | null = null;
+  if (value !== null && typeof value === "object" && Object.hasOwn(value, "id")) {
+    const id = (value as { id: unknown }).id;
+    if (typeof id === "string" && UUID.test(id)) clientId = id.toLowerCase();
+    else if (id !== null) idIssue = { path: "id", message: "expected a UUID or null" };
+  }
+  let valid: ReturnType<typeof validateReport>;
+  try {
+    valid = validateReport(
+      value,
+      {
+        reportId: clientId ?? newReportId(),
+        projectId: project.projectId,
+        keyId: project.keyId,
+        receivedAt,
+      },
+      { retentionDays },
+    );
+  } catch (err) {
+    if (idIssue && err instanceof HttpError && err.extra.issues) err.extra.issues.unshift(idIssue);
+    throw err;
+  }
+  if (idIssue) {
+    throw new HttpError("invalid_report", `${idIssue.path}: ${idIssue.message}`, {
+      issues: [idIssue],
+    });
+  }
+  return { index, record: valid.record, clientId, warnings: valid.warnings };
+}
+
+/**
+ * Claims the items' client ids. Items whose id is stored already are answered as duplicates
+ * (also an id repeated within the batch), those being enqueued elsewhere are told to retry; the
+ * rest go on, in order.
+ */
+async function claimIds(
+  valid: Taken[],
+  results: ItemResult[],
+  project: KeyLookup,
+  reportIds: ReportIds,
+): Promise<{ taken: Taken[]; repeats: [Taken, Taken][]; token: string }> {
+  const firstOf = new Map<string, Taken>();
+  for (const t of valid) if (t.clientId && !firstOf.has(t.clientId)) firstOf.set(t.clientId, t);
+  const ids = [...firstOf.keys()];
+  let claimed: { states: ClaimState[]; token: string };
+  try {
+    claimed = await reportIds.claim(project.projectId, ids);
+  } catch {
+    throw unavailable();
+  }
+  const state = new Map(ids.map((id, i) => [id, claimed.states[i] as ClaimState]));
+  const taken: Taken[] = [];
+  const repeats: [Taken, Taken][] = [];
+  for (const t of valid) {
+    if (!t.clientId) {
+      taken.push(t);
+      continue;
+    }
+    const s = state.get(t.clientId);
+    const first = firstOf.get(t.clientId) as Taken;
+    if (s === "new" && first === t) taken.push(t);
+    else if (s === "new") repeats.push([t, first]);
+    else if (s === "pending") {
+      results[t.index] = unavailable(
+        "a report with this id is being enqueued by another request: send it again shortly",
+      ).toBody();
+    } else results[t.index] = { id: t.clientId, duplicate: true };
+  }
+  return { taken, repeats, token: claimed.token };
+}
+
+async function settle(
+  reportIds: ReportIds,
+  project: KeyLookup,
+  ids: string[],
+  token: string,
+  outcome: "stored" | "released",
+  log: { warn: (obj: object, msg: string) => void },
+): Promise<void> {
+  try {
+    await reportIds.settle(project.projectId, ids, token, outcome);
+  } catch (err) {
+    // The claims lapse by themselves after PENDING_MS: a retry then is taken as a first send.
+    log.warn({ err: (err as Error).message, ids: ids.length }, "report ids not settled");
+  }
+}
