@@ -34,11 +34,13 @@ function parseJsonArray(body: Buffer, maxItems: number): BatchItem[] {
     });
   }
   if (value.length > maxItems) throw tooMany(maxItems);
-  // Each item is walked only when the text could hide a problem, as for a single report; the
-  // array itself is one level, so an item may nest one level less than a body.
-  const walk = !validUtf8 || SUSPECT.test(text) || depthOf(text) > MAX_JSON_DEPTH;
+  // An item gets the full walk (paths, messages) only when it could hold a problem: the text
+  // has bad UTF-8 or a suspect key, or the item nests deeper than a body may. The depth check
+  // walks the parsed value without allocating; it is bounded by MAX_JSON_DEPTH, so deep junk
+  // costs no more than a report.
+  const suspect = !validUtf8 || SUSPECT.test(text);
   return value.map((item) => {
-    if (!walk) return { value: item };
+    if (!suspect && !deeperThan(item, MAX_JSON_DEPTH)) return { value: item };
     const issues = inspect(item, !validUtf8);
     const first = issues[0];
     if (!first) return { value: item };
@@ -48,23 +50,17 @@ function parseJsonArray(body: Buffer, maxItems: number): BatchItem[] {
   });
 }
 
-/** The deepest nesting of a JSON text, brackets inside strings not counted. */
-function depthOf(text: string): number {
-  let depth = 0;
-  let max = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 92)
-        i++; // a backslash: the next character is escaped
-      else if (c === 34) inString = false;
-    } else if (c === 34) inString = true;
-    else if (c === 123 || c === 91) {
-      if (++depth > max) max = depth;
-    } else if (c === 125 || c === 93) depth--;
+/** Whether a parsed value nests deeper than `max` levels; stops at the first that does. */
+function deeperThan(value: unknown, max: number): boolean {
+  if (value === null || typeof value !== "object") return false;
+  if (max <= 0) return true;
+  if (Array.isArray(value)) {
+    for (const v of value) if (deeperThan(v, max - 1)) return true;
+    return false;
   }
-  return max;
+  for (const k in value)
+    if (deeperThan((value as Record<string, unknown>)[k], max - 1)) return true;
+  return false;
 }
 
 /** One report a line; blank lines are skipped, a line that is no report is that item's error. */
