@@ -131,14 +131,25 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       const fresh = await claimIds(valid, results, project, reportIds);
 
       // The burst limit, then the quota: the first reports pass, the rest are refused.
-      const burst = await limits.consumeBurstMany(project, fresh.taken.length);
-      const quota = await limits.consumeQuotaMany(project, burst.granted);
+      let burst: Awaited<ReturnType<Limits["consumeBurstMany"]>>;
+      let quota: Awaited<ReturnType<Limits["consumeQuotaMany"]>>;
+      try {
+        burst = await limits.consumeBurstMany(project, fresh.taken.length);
+        quota = await limits.consumeQuotaMany(project, burst.granted);
+      } catch (err) {
+        // Redis failed: nothing was taken, so a retry is a first send.
+        const claimed = fresh.taken.flatMap((t) => (t.clientId ? [t.clientId] : []));
+        await settle(reportIds, project, claimed, fresh.token, "released", req.log);
+        throw err;
+      }
       const admitted = fresh.taken.slice(0, quota.granted);
       const refused = fresh.taken.slice(quota.granted);
-      for (const t of refused) {
-        const refusal = t.index < burst.granted ? quota.refusal : burst.refusal;
+      refused.forEach((t, j) => {
+        // Its place among the reports that needed the limits: within the burst's grant, the
+        // quota refused it.
+        const refusal = quota.granted + j < burst.granted ? quota.refusal : burst.refusal;
         results[t.index] = (refusal as HttpError).toBody();
-      }
+      });
       const refusal = burst.refusal ?? quota.refusal;
       const release = refused.flatMap((t) => (t.clientId ? [t.clientId] : []));
       await settle(reportIds, project, release, fresh.token, "released", req.log);
