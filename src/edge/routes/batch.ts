@@ -189,9 +189,13 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
           if (t.clientId) released.push(t.clientId);
         }
         results[t.index] = (
-          mayBeStored
-            ? unavailable("the report may have been stored: sending it again with its id is safe")
-            : unavailable("the queue cannot take reports right now")
+          !mayBeStored
+            ? unavailable("the queue cannot take reports right now")
+            : t.clientId
+              ? unavailable("the report may have been stored: sending it again with its id is safe")
+              : unavailable(
+                  "the report may have been stored: sending it again may count it twice (give it an id)",
+                )
         ).toBody();
       });
       await Promise.all([
