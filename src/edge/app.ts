@@ -9,10 +9,10 @@ import { buildOpenApi } from "./openapi.js";
 import { errorHandler } from "./plugins/error-handler.js";
 import { jsonBody } from "./plugins/json-body.js";
 import { lifecycle } from "./plugins/lifecycle.js";
-import { healthRoutes } from "./routes/health.js";
-import { metricsRoutes } from "./routes/metrics.js";
 import type { ReportIds } from "./report-ids.js";
 import { batchRoutes } from "./routes/batch.js";
+import { healthRoutes } from "./routes/health.js";
+import { metricsRoutes } from "./routes/metrics.js";
 import { reportRoutes } from "./routes/report.js";
 import { type ServerConfig, serverOptions } from "./server-options.js";
 

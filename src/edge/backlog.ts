@@ -1,5 +1,5 @@
-import type { ReportsQueue } from "../queue/reports-queue.js";
 import { answered } from "../lib/answered.js";
+import type { ReportsQueue } from "../queue/reports-queue.js";
 import { isCommandTimeout, primaries, type RedisClient } from "../redis/connections.js";
 import { unavailable } from "./errors.js";
 

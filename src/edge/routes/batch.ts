@@ -1,17 +1,16 @@
 import type { FastifyPluginAsync } from "fastify";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { EnqueueError, type Enqueuer } from "../../queue/enqueuer.js";
-import { newReportId } from "../../report/report-id.js";
-import { type ReportRecord, toRow } from "../../report/report-schema.js";
+import { toRow } from "../../report/report-schema.js";
 import type { AuthDeps } from "../authenticate.js";
 import { createAuthenticate } from "../authenticate.js";
 import type { BacklogGate } from "../backlog.js";
-import { HttpError, type Issue, unavailable } from "../errors.js";
+import { claimIds, type ItemResult, settleIds, type Taken, validateItem } from "../batch-items.js";
+import { HttpError, unavailable } from "../errors.js";
 import type { Limits } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
 import { type BatchFormat, parseBatchBody } from "../parse-batch.js";
-import { validateReport } from "../parse-report.js";
-import type { ClaimState, ReportIds } from "../report-ids.js";
+import type { ReportIds } from "../report-ids.js";
 
 // POST /api/reports: many reports in one request, each validated, limited and answered on its
 // own, in order. Key first (before the body is read), then body size, media type, the envelope,
@@ -39,17 +38,6 @@ const MEDIA: Record<string, BatchFormat> = {
   "application/ndjson": "ndjson",
 };
 const CHARSET = /charset\s*=\s*"?([^";\s]+)/i;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-type ItemResult = { id: string; warnings?: Issue[]; duplicate?: true } | Record<string, unknown>;
-
-interface Taken {
-  index: number;
-  record: ReportRecord;
-  /** The client's id, when it chose one. */
-  clientId: string | null;
-  warnings: Issue[];
-}
 
 interface RawBody {
   format: BatchFormat;
@@ -139,7 +127,7 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       } catch (err) {
         // Redis failed: nothing was taken, so a retry is a first send.
         const claimed = fresh.taken.flatMap((t) => (t.clientId ? [t.clientId] : []));
-        await settle(reportIds, project, claimed, fresh.token, "released", req.log);
+        await settleIds(reportIds, project, claimed, fresh.token, "released", req.log);
         throw err;
       }
       const admitted = fresh.taken.slice(0, quota.granted);
@@ -152,7 +140,7 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       });
       const refusal = burst.refusal ?? quota.refusal;
       const release = refused.flatMap((t) => (t.clientId ? [t.clientId] : []));
-      await settle(reportIds, project, release, fresh.token, "released", req.log);
+      await settleIds(reportIds, project, release, fresh.token, "released", req.log);
       if (refusal) {
         for (const [name, value] of Object.entries(refusal.extra.headers ?? {})) {
           reply.header(name, value);
@@ -200,8 +188,8 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       });
       await Promise.all([
         quota.refund(lost),
-        settle(reportIds, project, stored, fresh.token, "stored", req.log),
-        settle(reportIds, project, released, fresh.token, "released", req.log),
+        settleIds(reportIds, project, stored, fresh.token, "stored", req.log),
+        settleIds(reportIds, project, released, fresh.token, "released", req.log),
       ]);
 
       // An id repeated within the batch is answered as its first item was.
@@ -223,99 +211,3 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
     },
   });
 };
-
-/** One item → a report to take, with its client id, or the HttpError of a single report. */
-function validateItem(
-  value: unknown,
-  index: number,
-  project: KeyLookup,
-  receivedAt: number,
-  retentionDays: number,
-): Taken {
-  let clientId: string | null = null;
-  let idIssue: Issue | null = null;
-  if (value !== null && typeof value === "object" && Object.hasOwn(value, "id")) {
-    const id = (value as { id: unknown }).id;
-    if (typeof id === "string" && UUID.test(id)) clientId = id.toLowerCase();
-    else if (id !== null) idIssue = { path: "id", message: "expected a UUID or null" };
-  }
-  let valid: ReturnType<typeof validateReport>;
-  try {
-    valid = validateReport(
-      value,
-      {
-        reportId: clientId ?? newReportId(),
-        projectId: project.projectId,
-        keyId: project.keyId,
-        receivedAt,
-      },
-      { retentionDays },
-    );
-  } catch (err) {
-    if (idIssue && err instanceof HttpError && err.extra.issues) err.extra.issues.unshift(idIssue);
-    throw err;
-  }
-  if (idIssue) {
-    throw new HttpError("invalid_report", `${idIssue.path}: ${idIssue.message}`, {
-      issues: [idIssue],
-    });
-  }
-  return { index, record: valid.record, clientId, warnings: valid.warnings };
-}
-
-/**
- * Claims the items' client ids. Items whose id is stored already are answered as duplicates
- * (also an id repeated within the batch), those being enqueued elsewhere are told to retry; the
- * rest go on, in order.
- */
-async function claimIds(
-  valid: Taken[],
-  results: ItemResult[],
-  project: KeyLookup,
-  reportIds: ReportIds,
-): Promise<{ taken: Taken[]; repeats: [Taken, Taken][]; token: string }> {
-  const firstOf = new Map<string, Taken>();
-  for (const t of valid) if (t.clientId && !firstOf.has(t.clientId)) firstOf.set(t.clientId, t);
-  const ids = [...firstOf.keys()];
-  let claimed: { states: ClaimState[]; token: string };
-  try {
-    claimed = await reportIds.claim(project.projectId, ids);
-  } catch {
-    throw unavailable();
-  }
-  const state = new Map(ids.map((id, i) => [id, claimed.states[i] as ClaimState]));
-  const taken: Taken[] = [];
-  const repeats: [Taken, Taken][] = [];
-  for (const t of valid) {
-    if (!t.clientId) {
-      taken.push(t);
-      continue;
-    }
-    const s = state.get(t.clientId);
-    const first = firstOf.get(t.clientId) as Taken;
-    if (s === "new" && first === t) taken.push(t);
-    else if (s === "new") repeats.push([t, first]);
-    else if (s === "pending") {
-      results[t.index] = unavailable(
-        "a report with this id is being enqueued by another request: send it again shortly",
-      ).toBody();
-    } else results[t.index] = { id: t.clientId, duplicate: true };
-  }
-  return { taken, repeats, token: claimed.token };
-}
-
-async function settle(
-  reportIds: ReportIds,
-  project: KeyLookup,
-  ids: string[],
-  token: string,
-  outcome: "stored" | "released",
-  log: { warn: (obj: object, msg: string) => void },
-): Promise<void> {
-  try {
-    await reportIds.settle(project.projectId, ids, token, outcome);
-  } catch (err) {
-    // The claims lapse by themselves after PENDING_MS: a retry then is taken as a first send.
-    log.warn({ err: (err as Error).message, ids: ids.length }, "report ids not settled");
-  }
-}
