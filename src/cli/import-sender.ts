@@ -100,7 +100,9 @@ export async function sendReports(reports: unknown[], opts: SendOptions) {
           again.push(...retry([p], r.error, r.message ?? ""));
         } else refuse(p, r.error ?? "unknown", r.message ?? "");
       });
-      return { again, waitMs: limited ? waitMs : again.length > 0 ? 200 : 0 };
+      // Backing off: an id held by a send that died is free again only after its claim lapses.
+      const tries = Math.max(0, ...again.map((p) => p.attempts));
+      return { again, waitMs: limited ? waitMs : Math.min(5_000, 100 * 2 ** tries) };
     }
     if (res.status === 413 && batch.length > 1) {
       const half = Math.ceil(batch.length / 2);
