@@ -142,6 +142,9 @@ export const configSchema = z.object({
   WORKER_SHARDS: shardList.optional(),
 
   BODY_LIMIT_BYTES: int(1024, 16 * 1024 * 1024).default(32 * 1024),
+  /** POST /api/reports: the most reports in one batch, and its largest body. */
+  BATCH_MAX_REPORTS: int(1, 100_000).default(1_000),
+  BATCH_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(1024 * 1024),
   REQUEST_TIMEOUT_MS: int(100).default(10_000),
   HEADERS_TIMEOUT_MS: int(100).default(5_000),
   KEEP_ALIVE_TIMEOUT_MS: int(100).default(72_000),

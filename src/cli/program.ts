@@ -73,6 +73,21 @@ export function buildProgram(output?: OutputConfiguration): Command {
     .action(async (file: string) => (await import("./backup-command.js")).restoreCommand(file));
 
   program
+    .command("import")
+    .description(
+      "send reports (NDJSON, a JSON array, or the original service's export) through the edge's batch endpoint",
+    )
+    .argument("<file>", "the file, or - for stdin")
+    .requiredOption("--key <key>", "the project's key")
+    .option("--url <url>", "the edge (default: http://127.0.0.1:PORT)")
+    .option("--batch <n>", "reports per request", parse.positiveInt, 1000)
+    .option("--concurrency <n>", "requests at once", parse.positiveInt, 4)
+    .action(
+      async (file: string, o: { key: string; url?: string; batch: number; concurrency: number }) =>
+        (await import("./import-command.js")).importCommand(file, o),
+    );
+
+  program
     .command("migrate")
     .description("apply pending ClickHouse schema migrations (idempotent)")
     .action(async () => (await import("./clickhouse-commands.js")).migrateCommand());

@@ -10,6 +10,8 @@ import type { EdgeMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
 import { jsonBody } from "./plugins/json-body.js";
 import { lifecycle } from "./plugins/lifecycle.js";
+import type { ReportIds } from "./report-ids.js";
+import { batchRoutes } from "./routes/batch.js";
 import { healthRoutes } from "./routes/health.js";
 import { carriesMetricsToken, metricsRoutes } from "./routes/metrics.js";
 import { reportRoutes } from "./routes/report.js";
@@ -18,12 +20,21 @@ import { reportRoutes } from "./routes/report.js";
 // Clients are created by the caller (create-edge.ts, or a test) and passed in.
 
 export interface EdgeDeps {
-  config: ServerConfig & Pick<Config, "METRICS_TOKEN" | "METRICS_PORT" | "RETENTION_DAYS">;
+  config: ServerConfig &
+    Pick<
+      Config,
+      | "METRICS_TOKEN"
+      | "METRICS_PORT"
+      | "RETENTION_DAYS"
+      | "BATCH_MAX_REPORTS"
+      | "BATCH_LIMIT_BYTES"
+    >;
   logger: FastifyBaseLogger;
   lookupKey: LookupKey;
   limits: Limits;
   backlog: BacklogGate;
   enqueuer: Enqueuer;
+  reportIds: ReportIds;
   metrics: EdgeMetrics;
 }
 
@@ -38,6 +49,12 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
   app.register(reportRoutes, {
     ...deps,
     bodyLimit: config.BODY_LIMIT_BYTES,
+    retentionDays: config.RETENTION_DAYS,
+  });
+  app.register(batchRoutes, {
+    ...deps,
+    bodyLimit: config.BATCH_LIMIT_BYTES,
+    maxReports: config.BATCH_MAX_REPORTS,
     retentionDays: config.RETENTION_DAYS,
   });
   // The public /readyz tells its figures only to the metrics token's holder (none without one).

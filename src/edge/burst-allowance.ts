@@ -22,8 +22,18 @@ export interface BurstRefusal {
   msToNext: number;
 }
 
+/** What a take of several tokens got: all of them, or as many as the bucket had. */
+export interface BurstGrant {
+  granted: number;
+  /** When fewer than asked were granted: until the next token. */
+  msToNext: number;
+}
+
 interface Waiter {
-  resolve: (outcome: BurstRefusal | null) => void;
+  /** Tokens still wanted, and tokens given so far. */
+  want: number;
+  got: number;
+  resolve: (outcome: BurstGrant) => void;
   reject: (err: unknown) => void;
 }
 
@@ -59,7 +69,9 @@ export function createBurstAllowance(opts: {
     while (pool.waiters.length > 0) {
       const { rate, capacity } = pool.limit;
       const serve = pool.waiters.length;
-      const want = Math.max(serve, Math.floor(rate * opts.share), 1);
+      let wanted = 0;
+      for (const w of pool.waiters) wanted += w.want;
+      const want = Math.max(wanted, Math.floor(rate * opts.share), 1);
       const back = pool.back;
       pool.back = 0;
       let got: BucketTake;
@@ -73,47 +85,69 @@ export function createBurstAllowance(opts: {
       const t = now();
       pool.left += got.granted;
       pool.takenAt = t;
-      const served = pool.waiters.splice(0, Math.min(pool.left, pool.waiters.length));
-      pool.left -= served.length;
-      for (const w of served) w.resolve(null);
+      // In arrival order: a batch is served in full before the next waiter gets any.
+      while (pool.left > 0 && pool.waiters.length > 0) {
+        const w = pool.waiters[0] as Waiter;
+        const give = Math.min(pool.left, w.want);
+        pool.left -= give;
+        w.got += give;
+        w.want -= give;
+        if (w.want > 0) break;
+        pool.waiters.shift();
+        w.resolve({ granted: w.got, msToNext: 0 });
+      }
       if (got.granted < want) {
         // Fewer than asked: the bucket has no whole token left.
         pool.emptyUntil = t + Math.max(1, got.msToNext);
-        for (const w of pool.waiters.splice(0)) w.resolve({ msToNext: pool.emptyUntil - t });
+        const msToNext = pool.emptyUntil - t;
+        for (const w of pool.waiters.splice(0)) w.resolve({ granted: w.got, msToNext });
       }
     }
     pool.taking = false;
     if (pool.left === 0 && pool.back === 0 && pool.emptyUntil <= now()) pools.delete(key);
   }
 
+  /**
+   * Up to `n` tokens (a batch of reports): all of them, or fewer only when the bucket has no
+   * whole token left.
+   */
+  function takeMany(key: string, limit: BurstLimit, n: number): Promise<BurstGrant> {
+    const t = now();
+    let pool = pools.get(key);
+    if (!pool) {
+      pool = { limit, left: 0, takenAt: t, back: 0, emptyUntil: 0, waiters: [], taking: false };
+      pools.set(key, pool);
+    }
+    const changed = !sameLimit(pool.limit, limit);
+    if (pool.left > 0 && (changed || t - pool.takenAt >= holdMs)) {
+      pool.back += pool.left;
+      pool.left = 0;
+    }
+    if (changed) {
+      pool.limit = limit;
+      pool.emptyUntil = 0;
+    }
+    // Tokens in hand go to those waiting first.
+    const inHand = pool.waiters.length === 0 ? Math.min(pool.left, n) : 0;
+    pool.left -= inHand;
+    if (inHand === n) return Promise.resolve({ granted: n, msToNext: 0 });
+    if (pool.emptyUntil > t) {
+      return Promise.resolve({ granted: inHand, msToNext: pool.emptyUntil - t });
+    }
+    const waiting = pool;
+    return new Promise((resolve, reject) => {
+      waiting.waiters.push({ want: n - inHand, got: inHand, resolve, reject });
+      if (!waiting.taking) void refill(key, waiting);
+    });
+  }
+
   return {
+    takeMany,
+
     /** Null when the report may pass; otherwise when the next token is due. */
-    take(key: string, limit: BurstLimit): Promise<BurstRefusal | null> {
-      const t = now();
-      let pool = pools.get(key);
-      if (!pool) {
-        pool = { limit, left: 0, takenAt: t, back: 0, emptyUntil: 0, waiters: [], taking: false };
-        pools.set(key, pool);
-      }
-      const changed = !sameLimit(pool.limit, limit);
-      if (pool.left > 0 && (changed || t - pool.takenAt >= holdMs)) {
-        pool.back += pool.left;
-        pool.left = 0;
-      }
-      if (changed) {
-        pool.limit = limit;
-        pool.emptyUntil = 0;
-      }
-      if (pool.left > 0) {
-        pool.left -= 1;
-        return Promise.resolve(null);
-      }
-      if (pool.emptyUntil > t) return Promise.resolve({ msToNext: pool.emptyUntil - t });
-      const waiting = pool;
-      return new Promise((resolve, reject) => {
-        waiting.waiters.push({ resolve, reject });
-        if (!waiting.taking) void refill(key, waiting);
-      });
+    async take(key: string, limit: BurstLimit): Promise<BurstRefusal | null> {
+      const { granted, msToNext } = await takeMany(key, limit, 1);
+      return granted === 1 ? null : { msToNext };
     },
 
     /** Tokens in hand, per project: for tests. */

@@ -11,6 +11,7 @@ import { buildApp } from "./app.js";
 import { createBacklogGate } from "./backlog.js";
 import { createLimits } from "./limits.js";
 import { createEdgeMetrics } from "./metrics.js";
+import { createReportIds } from "./report-ids.js";
 import { buildMetricsApp } from "./routes/metrics.js";
 
 // Wires one edge from configuration: clients are created here, once, and passed down.
@@ -71,6 +72,7 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     limits,
     backlog,
     enqueuer,
+    reportIds: createReportIds(redis, "headroom"),
     metrics,
   });
 

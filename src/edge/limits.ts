@@ -2,7 +2,7 @@ import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
 import { HttpError, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
-import { type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
+import { type BurstGrant, type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
 import { createFailedAuthLimiter } from "./failed-auth-limiter.js";
 import { createQuotaAllowance, type QuotaAllowanceOptions } from "./quota-allowance.js";
 import { redisQuotaStore } from "./quota-counter.js";
@@ -94,6 +94,14 @@ function quotaExceeded(monthly: number, used: number, month: string, now: number
   });
 }
 
+function burstExceeded(burst: number, msToNext: number): HttpError {
+  const state = { remaining: 0, msToReset: msToNext };
+  return new HttpError("rate_limited", `burst limit of ${burst} reports per second exceeded`, {
+    body: limitBody(burst, state),
+    headers: limitHeaders(burst, state),
+  });
+}
+
 export function createLimits(opts: LimitsOptions) {
   const prefix = opts.prefix ?? "headroom";
   /** The month Redis last named, and this edge's month when it did. */
@@ -173,13 +181,62 @@ export function createLimits(opts: LimitsOptions) {
         // Redis failed: the report could not be enqueued either.
         throw unavailable();
       }
-      if (refused) {
-        const state = { remaining: 0, msToReset: refused.msToNext };
-        throw new HttpError("rate_limited", `burst limit of ${burst} reports per second exceeded`, {
-          body: limitBody(burst, state),
-          headers: limitHeaders(burst, state),
-        });
+      if (refused) throw burstExceeded(burst, refused.msToNext);
+    },
+
+    /**
+     * Up to `n` reports' worth of the burst limit: `granted` of them, and the 429 the others
+     * get when fewer were granted.
+     */
+    async consumeBurstMany(
+      lookup: KeyLookup,
+      n: number,
+    ): Promise<{ granted: number; refusal: HttpError | null }> {
+      const { burst, capacity } = planOf(lookup);
+      let got: BurstGrant;
+      try {
+        got = await burstAllowance.takeMany(lookup.projectId, { rate: burst, capacity }, n);
+      } catch {
+        throw unavailable();
       }
+      return {
+        granted: got.granted,
+        refusal: got.granted < n ? burstExceeded(burst, got.msToNext) : null,
+      };
+    },
+
+    /**
+     * Up to `n` reports' worth of the monthly quota (see consumeQuota): `granted` of them, how
+     * to give units back, and the 429 the others get when fewer were granted.
+     */
+    async consumeQuotaMany(
+      lookup: KeyLookup,
+      n: number,
+    ): Promise<{
+      granted: number;
+      refund: (units: number) => Promise<void>;
+      refusal: HttpError | null;
+    }> {
+      const { monthly } = planOf(lookup);
+      if (monthly === null) return { granted: n, refund: async () => {}, refusal: null };
+      const t = Date.now();
+      const own = monthOf(t);
+      let month = redisMonth?.own === own ? redisMonth.redis : own;
+      for (let asked = 0; asked < 2; asked++) {
+        let taken: Awaited<ReturnType<typeof quota.takeMany>>;
+        try {
+          taken = await quota.takeMany(`${lookup.projectId}:${month}`, monthly, n);
+        } catch {
+          throw unavailable();
+        }
+        if ("refund" in taken) {
+          const refusal = taken.granted < n ? quotaExceeded(monthly, taken.used, month, t) : null;
+          return { granted: taken.granted, refund: taken.refund, refusal };
+        }
+        redisMonth = { own, redis: taken.month };
+        month = taken.month;
+      }
+      throw unavailable();
     },
 
     /**

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ERROR_STATUS } from "../http/errors.js";
 import { reportBodySchema } from "../report/report-schema.js";
 
-// OpenAPI 3.1 for the report endpoint, generated from the same zod schemas the edge validates
+// OpenAPI 3.1 for the report endpoints, generated from the same zod schemas the edge validates
 // with, so the description cannot drift from the code.
 
 const errorBody = z.object({
@@ -22,6 +22,49 @@ const json = (schema: z.ZodType, io: "input" | "output" = "output") => ({
 });
 
 const error = (description: string) => ({ description, content: json(errorBody) });
+
+const issue = z.object({ path: z.string(), message: z.string() });
+
+/** One item of a batch: the report, with the client's optional id. */
+const batchItem = reportBodySchema.extend({
+  id: z
+    .uuid()
+    .nullable()
+    .optional()
+    .describe("The client's id: the same project and id within 24 h is stored once"),
+});
+
+const batchResults = z.object({
+  results: z.array(
+    z.union([
+      z.object({
+        id: z.uuid(),
+        warnings: z.array(issue).optional(),
+        duplicate: z
+          .literal(true)
+          .optional()
+          .describe("This id was stored already (within 24 h): nothing more was stored"),
+      }),
+      errorBody,
+    ]),
+  ),
+});
+
+const batchRequest = {
+  "application/json": {
+    schema: z.toJSONSchema(z.array(batchItem), {
+      io: "input",
+      unrepresentable: "any",
+      target: "draft-2020-12",
+    }),
+  },
+  "application/x-ndjson": {
+    schema: {
+      type: "string",
+      description: "One report (as an item of the JSON array) per line",
+    },
+  },
+};
 
 export function buildOpenApi() {
   return {
@@ -62,6 +105,34 @@ export function buildOpenApi() {
             "413": error("payload_too_large"),
             "415": error("unsupported_media_type"),
             "429": error("rate_limited or quota_exceeded"),
+            "503": error("unavailable"),
+          },
+        },
+      },
+      "/api/reports": {
+        post: {
+          operationId: "postReports",
+          summary: "Report many AI-provider calls at once (up to BATCH_MAX_REPORTS)",
+          requestBody: { required: true, content: batchRequest },
+          responses: {
+            "200": {
+              description:
+                "Every item was taken (or was a duplicate): one result per item, in order.",
+              content: json(batchResults),
+            },
+            "207": {
+              description:
+                "Some items were not taken: each result is the item's id or its error, as a single report's (invalid_report, invalid_json for an NDJSON line, rate_limited and quota_exceeded for the reports past what the limits took, unavailable to send again). The limits' headers are on the response.",
+              content: json(batchResults),
+            },
+            "400": error(
+              "invalid_json or invalid_report: the envelope is not JSON or not an array",
+            ),
+            "401": error("missing_project_key or invalid_project_key"),
+            "405": error("method_not_allowed"),
+            "413": error("payload_too_large: over BATCH_LIMIT_BYTES or BATCH_MAX_REPORTS"),
+            "415": error("unsupported_media_type"),
+            "429": error("rate_limited or quota_exceeded: none of the reports could be taken"),
             "503": error("unavailable"),
           },
         },

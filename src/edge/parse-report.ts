@@ -37,7 +37,7 @@ export function parseJsonBody(body: Buffer): unknown {
   return value;
 }
 
-const SUSPECT = /__proto__|constructor|prototype|\\u/;
+export const SUSPECT = /__proto__|constructor|prototype|\\u/;
 
 /**
  * Whether the text could hold a forbidden key (also escaped: only a `\u` escape can spell one
@@ -58,7 +58,7 @@ function mayHideProblem(text: string): boolean {
  * Every key at any depth (a `\u005f_proto__` is only a `__proto__` once parsed), so this walks
  * the value, not the text. Iterative, so that deeply nested junk cannot overflow the stack.
  */
-function inspect(root: unknown, badUtf8: boolean): Issue[] {
+export function inspect(root: unknown, badUtf8: boolean): Issue[] {
   const issues: Issue[] = [];
   const stack: [unknown, string, number][] = [[root, "", 1]];
   while (stack.length > 0) {

@@ -59,9 +59,21 @@ export interface QuotaElsewhere {
 
 export type QuotaOutcome = QuotaGrant | QuotaRefusal | QuotaElsewhere;
 
+/** Units for a batch of reports: all asked for, or fewer once the quota is used up. */
+export interface QuotaBatchGrant {
+  granted: number;
+  /** The month's counter when the quota fell short. */
+  used: number;
+  /** Gives `units` of those granted back, for reports that were not taken. */
+  refund: (units: number) => Promise<void>;
+}
+
 interface Waiter {
   since: number;
-  resolve: (outcome: QuotaOutcome) => void;
+  /** Units still wanted, and units given so far. */
+  want: number;
+  got: number;
+  resolve: (outcome: QuotaBatchGrant | QuotaElsewhere) => void;
   reject: (err: unknown) => void;
 }
 
@@ -94,6 +106,8 @@ interface Call {
   sentAt: number;
   want: number;
   serve: number;
+  /** Waiters the call is for. */
+  waiting: number;
   giveBack: number;
   keep: number;
   refunds: (() => void)[];
@@ -138,23 +152,31 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
     return pool;
   }
 
-  function grant(from: Pool): QuotaGrant {
+  function grant(from: Pool, granted: number, used = 0): QuotaBatchGrant {
     const { key, monthly } = from;
-    let given = false;
+    let left = granted;
     return {
-      refund() {
-        if (given) return Promise.resolve();
-        given = true;
-        // Straight back to Redis: another edge may be waiting for it.
+      granted,
+      used,
+      refund(units) {
+        const back = Math.min(units, left);
+        if (back <= 0) return Promise.resolve();
+        left -= back;
+        // Straight back to Redis: another edge may be waiting for them.
         const pool = poolFor(key, monthly);
         pool.refusedUntil = 0;
-        pool.back += 1;
+        pool.back += back;
         return new Promise<void>((resolve) => {
           pool.refunds.push(resolve);
           void sync(pool);
         });
       },
     };
+  }
+
+  /** Units that were given to waiters now answered otherwise go back with the next call. */
+  function unwind(pool: Pool, waiters: Waiter[]) {
+    for (const w of waiters) pool.back += w.got;
   }
 
   /** Units a reservation asks for beyond the reports waiting: the last round trip's rate. */
@@ -167,7 +189,9 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
   function plan(pool: Pool): Call | null {
     const t = Date.now();
     const expired = closing || t >= pool.leaseEnd;
-    const serve = pool.retryAt > t ? 0 : pool.waiters.length;
+    let serve = 0;
+    const waiting = pool.retryAt > t ? 0 : pool.waiters.length;
+    for (const w of pool.waiters.slice(0, waiting)) serve += w.want;
     const returning = expired ? pool.left : 0;
     const giveBack = pool.back + returning;
     if (serve === 0 && giveBack === 0 && !(expired && pool.held)) return null;
@@ -175,11 +199,20 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
     pool.back = 0;
     let want = 0;
     if (serve > 0) {
-      want = Math.min(maxChunk, Math.max(serve, predicted(pool, t)));
+      // Reports waiting are never cut by maxChunk: a batch asks for all of its units at once.
+      want = Math.max(serve, Math.min(maxChunk, predicted(pool, t)));
       pool.calledAt = t;
       pool.handedAtCall = pool.handed;
     }
-    return { sentAt: t, want, serve, giveBack, keep: pool.left, refunds: pool.refunds.splice(0) };
+    return {
+      sentAt: t,
+      want,
+      serve,
+      waiting,
+      giveBack,
+      keep: pool.left,
+      refunds: pool.refunds.splice(0),
+    };
   }
 
   async function call(pool: Pool, c: Call): Promise<void> {
@@ -199,22 +232,36 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
       // Whether Redis applied it is unknown: units asked for are not ours, units given back
       // stay given. What Redis lists for this edge goes stale on its own.
       pool.held = false;
-      for (const w of pool.waiters.splice(0, c.serve)) w.reject(err);
+      const failed = pool.waiters.splice(0, c.waiting);
+      unwind(pool, failed);
+      for (const w of failed) w.reject(err);
       for (const done of c.refunds) done();
       return;
     }
     pool.used = reply.used;
-    const served = pool.waiters.splice(0, reply.granted);
-    pool.left += reply.granted - served.length;
-    pool.handed += served.length;
-    for (const w of served) w.resolve(grant(pool));
+    // In arrival order: a batch gets all its units before the next waiter gets any.
+    let units = reply.granted;
+    while (units > 0 && pool.waiters.length > 0) {
+      const w = pool.waiters[0] as Waiter;
+      const give = Math.min(units, w.want);
+      units -= give;
+      w.got += give;
+      w.want -= give;
+      pool.handed += give;
+      if (w.want > 0) break;
+      pool.waiters.shift();
+      w.resolve(grant(pool, w.got));
+    }
+    pool.left += units;
     for (const done of c.refunds) done();
     pool.held = c.keep + Math.max(0, reply.granted - c.serve) > 0;
     if (pool.held) pool.leaseEnd = c.sentAt + leaseMs;
     if (reply.otherMonth !== undefined) {
       // By Redis's clock the month has turned (or not yet): the reports waiting count there.
       const month = reply.otherMonth;
-      for (const w of pool.waiters.splice(0, c.serve)) w.resolve({ month });
+      const moved = pool.waiters.splice(0, c.waiting);
+      unwind(pool, moved);
+      for (const w of moved) w.resolve({ month });
       return;
     }
     if (reply.granted >= c.serve || pool.waiters.length === 0) return;
@@ -226,7 +273,7 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
       return;
     }
     pool.refusedUntil = t + refusalCacheMs;
-    for (const w of pool.waiters.splice(0)) w.resolve({ used: reply.used });
+    for (const w of pool.waiters.splice(0)) w.resolve(grant(pool, w.got, reply.used));
   }
 
   /** Makes the calls the pool needs, one at a time; then sets its timer. */
@@ -268,6 +315,30 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
     pool.timer.unref();
   }
 
+  /**
+   * Up to `n` units of the month `key` (`<project>:<YYYY-MM>`, whose quota is `monthly`): fewer
+   * only once the quota is used up; or the month Redis is in when it is another. Rejects when
+   * Redis fails.
+   */
+  function takeMany(
+    key: string,
+    monthly: number,
+    n: number,
+  ): Promise<QuotaBatchGrant | QuotaElsewhere> {
+    const pool = poolFor(key, monthly);
+    pool.monthly = monthly;
+    const inHand = pool.waiters.length === 0 ? Math.min(pool.left, n) : 0;
+    pool.left -= inHand;
+    pool.handed += inHand;
+    if (inHand === n) return Promise.resolve(grant(pool, n));
+    const t = Date.now();
+    if (pool.refusedUntil > t) return Promise.resolve(grant(pool, inHand, pool.used));
+    return new Promise((resolve, reject) => {
+      pool.waiters.push({ since: t, want: n - inHand, got: inHand, resolve, reject });
+      void sync(pool);
+    });
+  }
+
   return {
     edgeId,
 
@@ -277,20 +348,12 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
      * fails.
      */
     async take(key: string, monthly: number): Promise<QuotaOutcome> {
-      const pool = poolFor(key, monthly);
-      pool.monthly = monthly;
-      if (pool.left > 0) {
-        pool.left -= 1;
-        pool.handed += 1;
-        return grant(pool);
-      }
-      const t = Date.now();
-      if (pool.refusedUntil > t) return { used: pool.used };
-      return new Promise((resolve, reject) => {
-        pool.waiters.push({ since: t, resolve, reject });
-        void sync(pool);
-      });
+      const taken = await takeMany(key, monthly, 1);
+      if ("month" in taken) return taken;
+      return taken.granted === 1 ? { refund: () => taken.refund(1) } : { used: taken.used };
     },
+
+    takeMany,
 
     /** Units in hand, per month key: for tests and metrics. */
     holding(): Map<string, number> {

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -81,5 +82,29 @@ describe("a replica down under REDIS_ACK_REPLICAS=1", () => {
     const month = new Date(Number(sec) * 1000).toISOString().slice(0, 7);
     const [counter] = quotaKeys("headroom:quota", `${k.projectId}:${month}`);
     expect(Number(await fx.edge.redis.get(counter as string))).toBe(QUOTA);
+  });
+
+  it("a batch whose job no replica confirmed: each item may be stored, and its id stays claimed", async () => {
+    await replica?.kill();
+    replica = undefined;
+    const k = await fx.createKey({
+      plan: "free",
+      overrides: { monthly: 10, burst: 1_000, capacity: 1_000 },
+    });
+    const body = [0, 1, 2].map(() => clientReport({ id: randomUUID() }));
+    const res = await fx.post(body, { key: k.key, url: "/api/reports" });
+    expect(res.statusCode).toBe(207);
+    for (const r of res.json().results) {
+      expect(r).toMatchObject({
+        error: "unavailable",
+        message: /may have been stored.*id is safe/,
+      });
+    }
+    // Sent again: the reports are in the queue already, and are not queued twice.
+    const again = await fx.post(body, { key: k.key, url: "/api/reports" });
+    expect(again.statusCode).toBe(200);
+    expect(again.json().results).toEqual(body.map((r) => ({ id: r.id, duplicate: true })));
+    const queued = (await fx.records()).filter((r) => r.project_id === k.projectId);
+    expect(queued.map((r) => r.report_id).sort()).toEqual(body.map((r) => r.id).sort());
   });
 });

@@ -70,13 +70,16 @@ describe("scopes", () => {
     expect(unknown.json()).toMatchObject({ error: "invalid_project_key" });
   });
 
-  it("a read key gets 403 on POST /api/report, and nothing is queued", async () => {
+  it.each([
+    ["/api/report", { provider: "openai", limits: {} }],
+    ["/api/reports", [{ provider: "openai", limits: {} }]],
+  ])("a read key gets 403 on POST %s, and nothing is queued", async (url, body) => {
     const before = (await queuedRecords(s.edge.queue)).length;
     const res = await s.edge.app.inject({
       method: "POST",
-      url: "/api/report",
+      url,
       headers: { authorization: `Bearer ${a.read}`, "content-type": "application/json" },
-      payload: JSON.stringify({ provider: "openai", limits: {} }),
+      payload: JSON.stringify(body),
     });
     expect(res.statusCode).toBe(403);
     expect(res.json()).toMatchObject({ error: "insufficient_scope" });

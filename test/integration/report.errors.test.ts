@@ -283,7 +283,7 @@ describe("401", () => {
 
 describe("404 and 405", () => {
   it.each([
-    ["POST", "/api/reports"],
+    ["POST", "/api/reportz"],
     ["POST", "/api/report/extra"],
     ["GET", "/"],
     ["POST", "/report"],

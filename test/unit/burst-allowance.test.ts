@@ -156,3 +156,38 @@ describe("burst allowance over a shared token bucket", () => {
     expect(await passed([edge], 120, 10, 50)).toBe(50);
   });
 });
+
+describe("burst allowance: batches take several tokens at once", () => {
+  it("a batch over the bucket gets exactly what the bucket holds, in one take", async () => {
+    const clock = { ms: 0 };
+    const bucket = memoryBucket(clock);
+    const edge = createBurstAllowance({ take: bucket.take, share: 0.05, now: () => clock.ms });
+    const got = await edge.takeMany("p", { rate: 10, capacity: 50 }, 80);
+    expect(got).toEqual({ granted: 50, msToNext: 100 });
+    expect(bucket.calls()).toBe(1);
+    // Empty now: refused locally until the next token is due.
+    expect(await edge.takeMany("p", { rate: 10, capacity: 50 }, 5)).toMatchObject({ granted: 0 });
+    expect(bucket.calls()).toBe(1);
+  });
+
+  it("batches at once on two edges: the bucket's size passes, in arrival order", async () => {
+    const clock = { ms: 0 };
+    const bucket = memoryBucket(clock);
+    const edges = [0, 1].map(() =>
+      createBurstAllowance({ take: bucket.take, share: 0.05, now: () => clock.ms }),
+    );
+    const grants = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        edges[i % 2]?.takeMany("p", { rate: 100, capacity: 120 }, 20),
+      ),
+    );
+    const granted = grants.map((g) => g?.granted ?? 0);
+    expect(granted.reduce((a, b) => a + b, 0)).toBe(120);
+    // Per edge, a batch is served in full before the next gets any.
+    for (const edge of [0, 1]) {
+      const own = granted.filter((_, i) => i % 2 === edge);
+      const firstShort = own.findIndex((g) => g < 20);
+      if (firstShort >= 0) expect(own.slice(firstShort + 1).every((g) => g === 0)).toBe(true);
+    }
+  });
+});

@@ -89,3 +89,44 @@ describe("OpenAPI 3.1 document", () => {
     expect(validError({ error: "no_such_code", message: "m" })).toBe(false);
   });
 });
+
+describe("POST /api/reports in the OpenAPI document", () => {
+  const batch = doc.paths["/api/reports"].post;
+  const validBatch = ajv.compile(batch.requestBody.content["application/json"].schema);
+  const validResults = ajv.compile(batch.responses["207"].content["application/json"].schema);
+
+  it("lists every status of the batch endpoint", () => {
+    expect(Object.keys(batch.responses).sort()).toEqual(
+      ["200", "207", "400", "401", "405", "413", "415", "429", "503"].sort(),
+    );
+    expect(Object.keys(batch.requestBody.content).sort()).toEqual([
+      "application/json",
+      "application/x-ndjson",
+    ]);
+  });
+
+  it("takes an array of reports with optional UUID ids, and refuses another id", () => {
+    const report = { provider: "groq", limits: nullLimits };
+    const id = "5b0e8a1c-2d3f-4e5a-9b6c-7d8e9f0a1b2c";
+    expect(validBatch([report, { ...report, id }, { ...report, id: null }])).toBe(true);
+    expect(validBatch([{ ...report, id: "not-a-uuid" }])).toBe(false);
+    expect(validBatch(report)).toBe(false);
+  });
+
+  it("describes the results the edge gives", () => {
+    const results = {
+      results: [
+        { id: "0192f0c4-8a1b-7c2d-9e3f-4a5b6c7d8e9f" },
+        { id: "0192f0c4-8a1b-7c2d-9e3f-4a5b6c7d8e9f", duplicate: true },
+        {
+          id: "0192f0c4-8a1b-7c2d-9e3f-4a5b6c7d8e9f",
+          warnings: [{ path: "model", message: "must not be empty: stored as null" }],
+        },
+        { error: "invalid_report", message: "provider: required", issues: [] },
+        { error: "quota_exceeded", message: "m", limit: 5, remaining: 0, reset_at: "x", used: 5 },
+      ],
+    };
+    expect(validResults(results), JSON.stringify(validResults.errors)).toBe(true);
+    expect(validResults({ results: [{ error: "no_such_code", message: "m" }] })).toBe(false);
+  });
+});

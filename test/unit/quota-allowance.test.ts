@@ -447,3 +447,37 @@ describe("quota keys", () => {
     expect(() => redisQuotaStore(untouched, "x}y:quota")).toThrow(/Cluster slot/);
   });
 });
+
+describe("quota allowance: batches take several units at once", () => {
+  it("a batch over what is left gets a prefix: exactly the quota, in one call", async () => {
+    const q = memoryQuota();
+    const edge = oneEdge(q.store);
+    const taken = await settle(edge.takeMany(KEY, 10, 25));
+    expect(taken).toMatchObject({ granted: 10, used: 10 });
+    expect(q.calls).toHaveLength(1);
+    expect(q.used()).toBe(10);
+  });
+
+  it("batches on two edges at once never pass more than the quota, and all of it", async () => {
+    const q = memoryQuota();
+    const [a, b] = twoEdges(q.store);
+    const outcomes = await settle(
+      Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? b : a).takeMany(KEY, 100, 13))),
+    );
+    const granted = outcomes.reduce((n, o) => n + ("granted" in o ? o.granted : 0), 0);
+    expect(granted).toBe(100);
+    await advance(5_000);
+    expect(q.used()).toBe(100);
+  });
+
+  it("units given back from a batch go to the next one", async () => {
+    const q = memoryQuota();
+    const edge = oneEdge(q.store);
+    const first = await settle(edge.takeMany(KEY, 5, 5));
+    if (!("granted" in first)) throw new Error("expected a grant");
+    await settle(first.refund(2));
+    expect(q.used()).toBe(3);
+    const second = await settle(edge.takeMany(KEY, 5, 5));
+    expect(second).toMatchObject({ granted: 2 });
+  });
+});

@@ -1,0 +1,65 @@
+import { createHash, randomUUID } from "node:crypto";
+
+// What `headroom import` reads: Headroom's own reports (a JSON array, or NDJSON: one a line), or
+// the original service's export, rows of its RateLimitReport model (delimiterapp/delimiter,
+// apps/web/prisma/schema.prisma: id (a cuid), projectId, app, provider, model, timestamp,
+// limits (the client's limits object, as sent), createdAt). Every report leaves with an id, so
+// that a retry, or the same file imported again, is stored once.
+
+export type Report = Record<string, unknown> & { id: string };
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A UUID fixed by a foreign id: the same row imported twice gets the same one. */
+export function uuidFromForeignId(source: string, id: string): string {
+  const h = createHash("sha256").update(`${source}:${id}`).digest();
+  h[6] = ((h[6] as number) & 0x0f) | 0x80; // version 8: custom
+  h[8] = ((h[8] as number) & 0x3f) | 0x80; // RFC 9562 variant
+  const hex = h.subarray(0, 16).toString("hex");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** A row of the original service's export: its own id, project and creation time. */
+const isDelimiterRow = (row: Record<string, unknown>) =>
+  typeof row.id === "string" && !UUID.test(row.id) && "projectId" in row && "createdAt" in row;
+
+/** One value of the file → a report to send (with an id), or null when it is no object. */
+export function toReport(value: unknown): Report | null {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return null;
+  const row = value as Record<string, unknown>;
+  if (isDelimiterRow(row)) {
+    // The original stored `timestamp ?? now` at receipt; its createdAt is that receipt.
+    const { id, projectId: _p, createdAt, ...report } = row;
+    return {
+      ...report,
+      timestamp: report.timestamp ?? createdAt,
+      id: uuidFromForeignId("delimiter", id as string),
+    };
+  }
+  const id = typeof row.id === "string" && UUID.test(row.id) ? row.id : randomUUID();
+  return { ...row, id };
+}
+
+/**
+ * The file's text → its values: a JSON array, or one JSON value a line. A line that is not JSON
+ * is sent as it is, for the edge to refuse (and name) like any other bad item.
+ */
+export function readValues(text: string): { values: unknown[]; badLines: string[] } {
+  const start = text.trimStart();
+  if (start.startsWith("[")) {
+    const parsed: unknown = JSON.parse(start);
+    if (!Array.isArray(parsed)) throw new Error("the file is neither a JSON array nor NDJSON");
+    return { values: parsed, badLines: [] };
+  }
+  const values: unknown[] = [];
+  const badLines: string[] = [];
+  for (const line of text.split("\n")) {
+    if (line.trim() === "") continue;
+    try {
+      values.push(JSON.parse(line));
+    } catch {
+      badLines.push(line);
+    }
+  }
+  return { values, badLines };
+}

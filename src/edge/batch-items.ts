@@ -1,0 +1,119 @@
+import type { KeyLookup } from "../keys/key-store.js";
+import { newReportId } from "../report/report-id.js";
+import type { ReportRecord } from "../report/report-schema.js";
+import { HttpError, type Issue, unavailable } from "../http/errors.js";
+import { validateReport } from "./parse-report.js";
+import type { ClaimState, ReportIds } from "./report-ids.js";
+
+// A batch's items one by one: each validated as a single report (with the client's optional id),
+// and the ids claimed so that a repeat is answered as a duplicate instead of stored again.
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export type ItemResult =
+  | { id: string; warnings?: Issue[]; duplicate?: true }
+  | Record<string, unknown>;
+
+export interface Taken {
+  index: number;
+  record: ReportRecord;
+  /** The client's id, when it chose one. */
+  clientId: string | null;
+  warnings: Issue[];
+}
+
+/** One item → a report to take, with its client id, or the HttpError of a single report. */
+export function validateItem(
+  value: unknown,
+  index: number,
+  project: KeyLookup,
+  receivedAt: number,
+  retentionDays: number,
+): Taken {
+  let clientId: string | null = null;
+  let idIssue: Issue | null = null;
+  if (value !== null && typeof value === "object" && Object.hasOwn(value, "id")) {
+    const id = (value as { id: unknown }).id;
+    if (typeof id === "string" && UUID.test(id)) clientId = id.toLowerCase();
+    else if (id !== null) idIssue = { path: "id", message: "expected a UUID or null" };
+  }
+  let valid: ReturnType<typeof validateReport>;
+  try {
+    valid = validateReport(
+      value,
+      {
+        reportId: clientId ?? newReportId(),
+        projectId: project.projectId,
+        keyId: project.keyId,
+        receivedAt,
+      },
+      { retentionDays },
+    );
+  } catch (err) {
+    if (idIssue && err instanceof HttpError && err.extra.issues) err.extra.issues.unshift(idIssue);
+    throw err;
+  }
+  if (idIssue) {
+    throw new HttpError("invalid_report", `${idIssue.path}: ${idIssue.message}`, {
+      issues: [idIssue],
+    });
+  }
+  return { index, record: valid.record, clientId, warnings: valid.warnings };
+}
+
+/**
+ * Claims the items' client ids. Items whose id is stored already are answered as duplicates
+ * (also an id repeated within the batch), those being enqueued elsewhere are told to retry; the
+ * rest go on, in order.
+ */
+export async function claimIds(
+  valid: Taken[],
+  results: ItemResult[],
+  project: KeyLookup,
+  reportIds: ReportIds,
+): Promise<{ taken: Taken[]; repeats: [Taken, Taken][]; token: string }> {
+  const firstOf = new Map<string, Taken>();
+  for (const t of valid) if (t.clientId && !firstOf.has(t.clientId)) firstOf.set(t.clientId, t);
+  const ids = [...firstOf.keys()];
+  let claimed: { states: ClaimState[]; token: string };
+  try {
+    claimed = await reportIds.claim(project.projectId, ids);
+  } catch {
+    throw unavailable();
+  }
+  const state = new Map(ids.map((id, i) => [id, claimed.states[i] as ClaimState]));
+  const taken: Taken[] = [];
+  const repeats: [Taken, Taken][] = [];
+  for (const t of valid) {
+    if (!t.clientId) {
+      taken.push(t);
+      continue;
+    }
+    const s = state.get(t.clientId);
+    const first = firstOf.get(t.clientId) as Taken;
+    if (s === "new" && first === t) taken.push(t);
+    else if (s === "new") repeats.push([t, first]);
+    else if (s === "pending") {
+      results[t.index] = unavailable(
+        "a report with this id is being enqueued by another request: send it again shortly",
+      ).toBody();
+    } else results[t.index] = { id: t.clientId, duplicate: true };
+  }
+  return { taken, repeats, token: claimed.token };
+}
+
+export async function settleIds(
+  reportIds: ReportIds,
+  project: KeyLookup,
+  ids: string[],
+  token: string,
+  outcome: "stored" | "released",
+  log: { warn: (obj: object, msg: string) => void },
+): Promise<void> {
+  try {
+    await reportIds.settle(project.projectId, ids, token, outcome);
+  } catch (err) {
+    // The claims lapse by themselves after PENDING_MS: a retry then is taken as a first send.
+    log.warn({ err: (err as Error).message, ids: ids.length }, "report ids not settled");
+  }
+}

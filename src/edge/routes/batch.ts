@@ -1,0 +1,217 @@
+import type { FastifyPluginAsync } from "fastify";
+import type { KeyLookup } from "../../keys/key-store.js";
+import { EnqueueError, type Enqueuer } from "../../queue/enqueuer.js";
+import { toRow } from "../../report/report-schema.js";
+import type { AuthDeps } from "../../http/authenticate.js";
+import { createAuthenticate } from "../../http/authenticate.js";
+import { requireScope } from "../../http/scope.js";
+import type { BacklogGate } from "../backlog.js";
+import { claimIds, type ItemResult, settleIds, type Taken, validateItem } from "../batch-items.js";
+import { HttpError, unavailable } from "../../http/errors.js";
+import type { Limits } from "../limits.js";
+import type { EdgeMetrics } from "../metrics.js";
+import { type BatchFormat, parseBatchBody } from "../parse-batch.js";
+import type { ReportIds } from "../report-ids.js";
+
+// POST /api/reports: many reports in one request, each validated, limited and answered on its
+// own, in order. Key first (before the body is read), then body size, media type, the envelope,
+// each item's validation, the backlog bound, the items' ids, the burst limit and the quota for
+// the reports left (the first k of n pass), and one durable enqueue of them all (group commit
+// puts them in as few jobs as ENQUEUE_MAX_REPORTS allows). 200 when every item was taken, 207
+// when some were not.
+
+export interface BatchRouteDeps extends AuthDeps {
+  bodyLimit: number;
+  maxReports: number;
+  retentionDays: number;
+  limits: Limits;
+  backlog: Pick<BacklogGate, "check">;
+  enqueuer: Pick<Enqueuer, "enqueue">;
+  reportIds: ReportIds;
+  metrics: Pick<EdgeMetrics, "reportWarnings">;
+}
+
+export const BATCH_PATH = "/api/reports";
+
+const MEDIA: Record<string, BatchFormat> = {
+  "application/json": "json",
+  "application/x-ndjson": "ndjson",
+  "application/ndjson": "ndjson",
+};
+const CHARSET = /charset\s*=\s*"?([^";\s]+)/i;
+
+interface RawBody {
+  format: BatchFormat;
+  bytes: Buffer;
+}
+
+export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps) => {
+  const { bodyLimit, maxReports, retentionDays, limits, backlog, enqueuer, reportIds, metrics } =
+    deps;
+  const authenticate = createAuthenticate(deps);
+
+  // This plugin's own parsers: raw bytes, parsed in the handler once the key is known.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    Object.keys(MEDIA),
+    { parseAs: "buffer", bodyLimit },
+    (req, body, done) => {
+      const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+      const charset = CHARSET.exec(req.headers["content-type"] ?? "")?.[1];
+      if (charset && !/^utf-?8$/i.test(charset)) {
+        done(
+          new HttpError("unsupported_media_type", `charset ${charset} is not supported`),
+          undefined,
+        );
+        return;
+      }
+      const format = MEDIA[type];
+      if (!format) {
+        done(
+          new HttpError(
+            "unsupported_media_type",
+            "send Content-Type: application/json or application/x-ndjson",
+          ),
+          undefined,
+        );
+        return;
+      }
+      done(null, { format, bytes: body as Buffer } satisfies RawBody);
+    },
+  );
+
+  app.route({
+    method: "POST",
+    url: BATCH_PATH,
+    bodyLimit,
+    onRequest: async (req, reply) => {
+      reply.header("x-request-id", req.id);
+      const project = await authenticate(req);
+      // Before any limit: a read key spends nothing and stores nothing.
+      requireScope(project, "report");
+      req.project = project;
+    },
+    preParsing: async (req) => {
+      if (Number(req.headers["content-length"]) > bodyLimit) {
+        throw new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`);
+      }
+    },
+    handler: async (req, reply) => {
+      const project = req.project as KeyLookup;
+      const raw = req.body as RawBody | undefined;
+      if (raw === undefined) throw new HttpError("invalid_json", "the body is empty");
+      const items = parseBatchBody(raw.bytes, raw.format, maxReports);
+      const results: ItemResult[] = new Array(items.length);
+      const receivedAt = Date.now();
+
+      // Each item as a single report is validated.
+      const valid: Taken[] = [];
+      items.forEach((item, index) => {
+        if ("error" in item) {
+          results[index] = item.error.toBody();
+          return;
+        }
+        try {
+          valid.push(validateItem(item.value, index, project, receivedAt, retentionDays));
+        } catch (err) {
+          if (!(err instanceof HttpError)) throw err;
+          results[index] = err.toBody();
+        }
+      });
+
+      if (valid.length > 0) backlog.check();
+      const fresh = await claimIds(valid, results, project, reportIds);
+
+      // The burst limit, then the quota: the first reports pass, the rest are refused.
+      let burst: Awaited<ReturnType<Limits["consumeBurstMany"]>>;
+      let quota: Awaited<ReturnType<Limits["consumeQuotaMany"]>>;
+      try {
+        burst = await limits.consumeBurstMany(project, fresh.taken.length);
+        quota = await limits.consumeQuotaMany(project, burst.granted);
+      } catch (err) {
+        // Redis failed: nothing was taken, so a retry is a first send.
+        const claimed = fresh.taken.flatMap((t) => (t.clientId ? [t.clientId] : []));
+        await settleIds(reportIds, project, claimed, fresh.token, "released", req.log);
+        throw err;
+      }
+      const admitted = fresh.taken.slice(0, quota.granted);
+      const refused = fresh.taken.slice(quota.granted);
+      refused.forEach((t, j) => {
+        // Its place among the reports that needed the limits: within the burst's grant, the
+        // quota refused it.
+        const refusal = quota.granted + j < burst.granted ? quota.refusal : burst.refusal;
+        results[t.index] = (refusal as HttpError).toBody();
+      });
+      const refusal = burst.refusal ?? quota.refusal;
+      const release = refused.flatMap((t) => (t.clientId ? [t.clientId] : []));
+      await settleIds(reportIds, project, release, fresh.token, "released", req.log);
+      if (refusal) {
+        for (const [name, value] of Object.entries(refusal.extra.headers ?? {})) {
+          reply.header(name, value);
+        }
+        // None could be taken, and nothing else was: the whole request is refused.
+        if (admitted.length === 0 && !results.some((r) => r && "id" in r)) throw refusal;
+      }
+
+      // One durable enqueue for every admitted report.
+      const outcomes = await Promise.allSettled(
+        admitted.map((t) => enqueuer.enqueue(toRow(t.record))),
+      );
+      const stored: string[] = [];
+      const released: string[] = [];
+      let lost = 0;
+      outcomes.forEach((outcome, i) => {
+        const t = admitted[i] as Taken;
+        if (outcome.status === "fulfilled") {
+          if (t.clientId) stored.push(t.clientId);
+          results[t.index] =
+            t.warnings.length > 0
+              ? { id: t.record.report_id, warnings: t.warnings }
+              : { id: t.record.report_id };
+          for (const w of t.warnings) metrics.reportWarnings.inc({ path: w.path });
+          return;
+        }
+        const err = outcome.reason;
+        // A report that may be stored stays counted, and its id stays claimed.
+        const mayBeStored = err instanceof EnqueueError && err.mayBeStored;
+        if (mayBeStored) {
+          if (t.clientId) stored.push(t.clientId);
+        } else {
+          lost += 1;
+          if (t.clientId) released.push(t.clientId);
+        }
+        results[t.index] = (
+          !mayBeStored
+            ? unavailable("the queue cannot take reports right now")
+            : t.clientId
+              ? unavailable("the report may have been stored: sending it again with its id is safe")
+              : unavailable(
+                  "the report may have been stored: sending it again may count it twice (give it an id)",
+                )
+        ).toBody();
+      });
+      await Promise.all([
+        quota.refund(lost),
+        settleIds(reportIds, project, stored, fresh.token, "stored", req.log),
+        settleIds(reportIds, project, released, fresh.token, "released", req.log),
+      ]);
+
+      // An id repeated within the batch is answered as its first item was.
+      for (const [t, first] of fresh.repeats) {
+        const r = results[first.index] as ItemResult;
+        results[t.index] = "id" in r ? { id: r.id as string, duplicate: true } : r;
+      }
+      const allTaken = results.every((r) => "id" in r);
+      return reply.code(allTaken ? 200 : 207).send({ results });
+    },
+  });
+
+  app.route({
+    method: ["GET", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"],
+    url: BATCH_PATH,
+    exposeHeadRoute: false,
+    handler: async () => {
+      throw new HttpError("method_not_allowed", "use POST", { headers: { allow: "POST" } });
+    },
+  });
+};

@@ -1,0 +1,124 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { type Proc, startProcess } from "../../fixtures/processes.js";
+import { createEdge, type Edge } from "../../src/edge/create-edge.js";
+import { createLogger } from "../../src/lib/logger.js";
+import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
+import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
+
+// A batch whose reports carry client ids, sent three times: twice at once (a retry racing the
+// first send), and once more after the worker holding its jobs was SIGKILLed. Each report is
+// stored once, in `reports` before any merge, in reports_v and in every rollup.
+
+const PROJECT = `p-ids-${uniqueId()}`;
+let p: Pipeline;
+let edge: Edge;
+let key: string;
+const procs: Proc[] = [];
+
+beforeAll(async () => {
+  p = await startPipeline();
+  edge = await createEdge(p.config, createLogger("silent", "test"));
+  ({ key } = await edge.keyStore.create(PROJECT, { defaultPlan: "unlimited" }));
+});
+
+afterAll(async () => {
+  for (const w of procs) w.signal("SIGKILL");
+  await Promise.all(procs.map((w) => w.exited));
+  await edge?.close();
+  await p?.close();
+});
+
+type Result = { id?: string; duplicate?: boolean; error?: string };
+
+async function send(body: unknown[]): Promise<{ status: number; results: Result[] }> {
+  const res = await edge.app.inject({
+    method: "POST",
+    url: "/api/reports",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    payload: JSON.stringify(body),
+  });
+  return { status: res.statusCode, results: res.json().results };
+}
+
+/** Sends the batch, and again what came back `unavailable` (an id another request held). */
+async function sendUntilAnswered(body: Record<string, unknown>[]): Promise<Result[]> {
+  const answers: Result[] = new Array(body.length);
+  let todo = body.map((_, i) => i);
+  for (let round = 0; todo.length > 0; round++) {
+    expect(round, "rounds of retries").toBeLessThan(50);
+    const { results } = await send(todo.map((i) => body[i] as Record<string, unknown>));
+    const again: number[] = [];
+    results.forEach((r, j) => {
+      const i = todo[j] as number;
+      if (r.error === "unavailable") again.push(i);
+      else answers[i] = r;
+    });
+    todo = again;
+    if (todo.length > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return answers;
+}
+
+const count = (sql: string) => p.scalar(sql.replaceAll("$db", p.db).replace("$p", PROJECT));
+
+it("the same batch with ids sent 3 times, at once and after a worker SIGKILL: stored once", {
+  timeout: 120_000,
+}, async () => {
+  const N = 200;
+  const body = Array.from({ length: N }, () => clientReport({ id: randomUUID() }));
+  const ids = body.map((r) => r.id as string);
+
+  // Twice at once: every id is taken by exactly one of the two sends.
+  const [first, second] = await Promise.all([sendUntilAnswered(body), sendUntilAnswered(body)]);
+  for (let i = 0; i < N; i++) {
+    const pair = [first[i], second[i]];
+    expect(pair.map((r) => r?.id)).toEqual([ids[i], ids[i]]);
+    expect(pair.filter((r) => r?.duplicate === true)).toHaveLength(1);
+  }
+
+  // A worker takes the jobs, holds them (it waits a minute to fill its insert) and is killed.
+  const holder = startProcess("workers/ingest.ts", {
+    ...p.env,
+    BATCH_MAX_WAIT_MS: "60000",
+    BATCH_MAX_ROWS: "100000",
+  });
+  procs.push(holder);
+  await eventually(
+    async () => {
+      const c = await p.jobCounts();
+      expect(c.wait).toBe(0);
+      expect(c.active).toBeGreaterThan(0);
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
+  holder.signal("SIGKILL");
+  expect((await holder.exited).signal).toBe("SIGKILL");
+
+  // The third send: every report is a duplicate, and nothing more is queued.
+  const third = await send(body);
+  expect(third.status).toBe(200);
+  expect(third.results).toEqual(ids.map((id) => ({ id, duplicate: true })));
+
+  const worker = startProcess("workers/ingest.ts", p.env);
+  procs.push(worker);
+  await eventually(
+    async () => {
+      expect(await p.distinctCount(PROJECT)).toBe(N);
+      expect(await p.jobCounts()).toStrictEqual(DRAINED);
+    },
+    { timeoutMs: 60_000, intervalMs: 200 },
+  );
+  expect(await p.rawCount(PROJECT)).toBe(N);
+  expect(await count("SELECT count() FROM $db.reports_v WHERE project_id = '$p'")).toBe(N);
+  expect(await p.rollupCount(PROJECT)).toBe(N);
+  expect(await count("SELECT sum(reports) FROM $db.reports_minute_v WHERE project_id = '$p'")).toBe(
+    N,
+  );
+  const stored = await p.client.query({
+    query: `SELECT toString(report_id) AS id FROM ${p.db}.reports WHERE project_id = '${PROJECT}'`,
+    format: "JSONEachRow",
+  });
+  expect((await stored.json<{ id: string }>()).map((r) => r.id).sort()).toEqual([...ids].sort());
+});
