@@ -99,10 +99,10 @@ describe("ClickHouse users of the compose deployment", () => {
     expect(grant).not.toMatch(/DROP TABLE|DROP DATABASE|TRUNCATE/);
   });
 
-  it("lets the workers' user insert into the two tables they write, and nothing else", async () => {
+  it("lets the workers' user insert into the two tables they write, and read report ids (dlq replay's check)", async () => {
     expect(await grantsOf("headroom_writer")).toEqual([
       "GRANT INSERT ON headroom.alert_events",
-      "GRANT INSERT ON headroom.reports",
+      "GRANT INSERT, SELECT(project_id, report_id) ON headroom.reports",
     ]);
   });
 
