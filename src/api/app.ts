@@ -7,6 +7,7 @@ import { type ServerConfig, serverOptions } from "../http/server-options.js";
 import type { LookupKey } from "../keys/key-cache.js";
 import { buildApiOpenApi } from "./openapi.js";
 import { readAuth } from "./plugins/read-auth.js";
+import type { HotStore } from "./hot-store.js";
 import type { ReadLimit } from "./read-limit.js";
 import type { ReadStore } from "./read-store.js";
 import { alertEventsRoutes } from "./routes/alert-events.js";
@@ -25,6 +26,8 @@ export interface ApiDeps {
   authLimits: AuthFailureLimits;
   readLimit: ReadLimit;
   store: ReadStore;
+  /** The hot headroom the ingest workers keep in Redis. */
+  hot?: HotStore;
   rulesFor(project: string): Promise<AlertRule[]>;
   now?: () => number;
 }
@@ -48,6 +51,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       store,
       rulesFor: deps.rulesFor,
       staleAfterMs: config.READ_STALE_AFTER_S * 1000,
+      hot: deps.hot,
       now,
     });
     v1.register(usageRoutes, { store, maxPoints: config.READ_MAX_POINTS, now });

@@ -11,6 +11,7 @@ import { createKeyStore } from "../keys/key-store.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { buildApiApp } from "./app.js";
+import { createHotStore } from "./hot-store.js";
 import { createQueryCache } from "./query-cache.js";
 import { createReadLimit } from "./read-limit.js";
 import { createReadStore } from "./read-store.js";
@@ -54,7 +55,15 @@ export async function createApi(
     store: createReadStore({
       clickhouse,
       db: config.CLICKHOUSE_DATABASE,
-      cache: createQueryCache({ ttlMs: config.READ_CACHE_TTL_MS }),
+      cache: createQueryCache({
+        ttlMs: config.READ_CACHE_TTL_MS,
+        staleMs: config.READ_CACHE_STALE_MS,
+        maxEntries: config.READ_CACHE_MAX_ENTRIES,
+      }),
+    }),
+    hot: createHotStore(redis, config.QUEUE_PREFIX, {
+      maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
+      ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,
     }),
     rulesFor: async (project) => (await rules.rulesFor([project])).get(project) ?? [],
     now: opts.now,

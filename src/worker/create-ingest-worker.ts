@@ -6,6 +6,7 @@ import { createAlertsHook } from "../alerts/ingest-hook.js";
 import { createEvalQueue } from "../alerts/queues.js";
 import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
+import { createHotStore } from "../api/hot-store.js";
 import { describeError } from "../clickhouse/classify-error.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
@@ -18,7 +19,12 @@ import {
 } from "../queue/reports-queue.js";
 import { duplicateWith, isCommandTimeout, type RedisClient } from "../redis/connections.js";
 import { reportIdOf } from "../report/report-schema.js";
-import { createManifestReleaser, createRedisManifestStore } from "./batch-manifests.js";
+import {
+  createManifestReleaser,
+  createRedisManifestStore,
+  type Manifest,
+} from "./batch-manifests.js";
+import { createHotHeadroomHook } from "./hot-headroom-hook.js";
 import { createIngestProcessor } from "./ingest-processor.js";
 import type { WorkerMetrics } from "./metrics.js";
 import { createStallWatchdog } from "./stall-watchdog.js";
@@ -42,6 +48,8 @@ export interface IngestWorkerDeps {
     | "ALERTS_RULES_TTL_MS"
     | "REDIS_ACK_REPLICAS"
     | "REDIS_ACK_TIMEOUT_MS"
+    | "READ_HOT_MAX_SERIES_PER_PROJECT"
+    | "READ_HOT_SERIES_TTL_S"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: RedisClient;
@@ -79,7 +87,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
   // The alerts live under the base prefix, whichever shard this worker consumes.
   const evalQueue = config.ALERTS_ENABLED ? createEvalQueue(deps.redis, config.QUEUE_PREFIX) : null;
   evalQueue?.on("error", (err) => logger.warn({ err: err.message }, "alerts queue error"));
-  const onStored = evalQueue
+  const alertsHook = evalQueue
     ? createAlertsHook({
         rules: createRuleCache(
           createRuleStore(deps.redis, config.QUEUE_PREFIX),
@@ -88,6 +96,18 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
         queue: evalQueue,
       })
     : undefined;
+  // The read API's hot headroom (src/api/hot-store.ts), under the base prefix like the alerts.
+  const hotHook = createHotHeadroomHook({
+    store: createHotStore(deps.redis, config.QUEUE_PREFIX, {
+      maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
+      ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,
+    }),
+    logger,
+  });
+  const onStored = async (manifest: Manifest) => {
+    await hotHook(manifest);
+    await alertsHook?.(manifest);
+  };
   const processor = createIngestProcessor({
     sink: createReportSink(deps.clickhouse, config.CLICKHOUSE_DATABASE, config.CLICKHOUSE_CLUSTER),
     manifests,
