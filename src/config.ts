@@ -137,9 +137,11 @@ export const configSchema = z.object({
   /** A usage query that would return more points is a 400 that says how to narrow it. */
   READ_MAX_POINTS: int(1, 1_000_000).default(10_000),
   /** Identical read queries within this time share one ClickHouse query (0: none). */
-  READ_CACHE_TTL_MS: int(0, 60_000).default(1_000),
-  /** ... and past it, the last answer is still served (while one refresh runs) for this long. */
-  READ_CACHE_STALE_MS: int(0, 300_000).default(5_000),
+  READ_CACHE_TTL_MS: int(0, 60_000).default(2_000),
+  /** ... and past it, the last answer is still served (while a refresh runs) for this long. */
+  READ_CACHE_STALE_MS: int(0, 300_000).default(30_000),
+  /** Stale answers refreshed at a time: what polling dashboards take of ClickHouse at most. */
+  READ_CACHE_REFRESHES: int(1, 64).default(1),
   /** Distinct read queries the cache keeps at most (least recently used go first). */
   READ_CACHE_MAX_ENTRIES: int(1, 1_000_000).default(5_000),
   /** A series with no report for this long is `stale` in /api/v1/headroom. */

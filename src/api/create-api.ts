@@ -59,6 +59,7 @@ export async function createApi(
         ttlMs: config.READ_CACHE_TTL_MS,
         staleMs: config.READ_CACHE_STALE_MS,
         maxEntries: config.READ_CACHE_MAX_ENTRIES,
+        backgroundRefreshes: config.READ_CACHE_REFRESHES,
       }),
     }),
     hot: createHotStore(redis, config.QUEUE_PREFIX, {

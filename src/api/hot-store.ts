@@ -161,9 +161,11 @@ export function createHotStore(redis: RedisClient, prefix: string, opts: HotStor
   return {
     /** Rows ClickHouse acknowledged, per project and series. Returns the series refused. */
     write: (updates: Map<string, Map<string, HotSeries>>) => merge(updates, false),
-    /** A project's whole copy, from ClickHouse; marks it ready. */
-    refill: (project: string, series: Map<string, HotSeries>) =>
-      merge(new Map([[project, series]]), true),
+    /** A project's whole copy, from ClickHouse; marks it ready. Over the cap, the newest stay. */
+    refill: (project: string, series: Map<string, HotSeries>) => {
+      const newestFirst = [...series].sort(([, a], [, b]) => b.ls - a.ls);
+      return merge(new Map([[project, new Map(newestFirst)]]), true);
+    },
     /** A project's series, or null when its copy is not whole (never refilled since lost). */
     async read(project: string): Promise<Map<string, HotSeries> | null> {
       const results = await redis

@@ -57,6 +57,31 @@ describe("query cache: stale while revalidate", () => {
     expect(await waited).toBe(9);
   });
 
+  it("refreshes at most backgroundRefreshes stale answers at a time", async () => {
+    let t = 0;
+    const cache = createQueryCache({
+      ttlMs: 100,
+      staleMs: 1_000,
+      backgroundRefreshes: 1,
+      now: () => t,
+    });
+    const q = controlled();
+    for (const key of ["a", "b"]) {
+      const first = cache.get(key, q.run);
+      q.runs.at(-1)?.resolve(1);
+      await first;
+    }
+    t = 200;
+    expect(await cache.get("a", q.run)).toBe(1);
+    expect(await cache.get("b", q.run)).toBe(1);
+    // `a` is being refreshed: `b` waits for the slot, served stale meanwhile.
+    expect(q.runs).toHaveLength(3);
+    q.runs[2]?.resolve(2);
+    await new Promise((r) => setImmediate(r));
+    expect(await cache.get("b", q.run)).toBe(1);
+    expect(q.runs).toHaveLength(4);
+  });
+
   it("keeps at most maxEntries answers, dropping the least recently used", async () => {
     const cache = createQueryCache({ ttlMs: 10_000, maxEntries: 2, now: () => 0 });
     let runs = 0;

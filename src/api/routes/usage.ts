@@ -143,12 +143,15 @@ export async function readUsage(
     limit: deps.maxPoints + 1,
     ...params,
   });
+  // A shared answer (the query cache gives every caller the same rows) is shaped once.
+  const shaped = answers.get(rows);
+  if (shaped) return shaped;
   if (rows.length > deps.maxPoints) {
     throw invalidQuery(
       `the query would return more than ${deps.maxPoints} points: narrow from/to, use a wider window, group by fewer fields, or filter by provider, model or app`,
     );
   }
-  return {
+  const out = {
     from: new Date(aligned.from).toISOString(),
     to: new Date(aligned.to).toISOString(),
     window,
@@ -169,7 +172,13 @@ export async function readUsage(
       credits_remaining_last: num(r.credits_last),
     })),
   };
+  answers.set(rows, out);
+  return out;
 }
+
+/** Answers and their text by the rows they came from: a dashboard's poll costs no re-encoding. */
+const answers = new WeakMap<object, z.infer<typeof usageResponse>>();
+const encoded = new WeakMap<object, string>();
 
 const SERIES_ORDER: SeriesField[] = ["provider", "model", "app"];
 
@@ -188,7 +197,14 @@ export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
   app.get("/api/v1/usage", async (req, reply) => {
     const q = parseQuery(usageQuery, req.query);
     const out = await readUsage(deps, req.project as KeyLookup, q);
-    if (!wantsCsv(req, q.format)) return out;
+    if (!wantsCsv(req, q.format)) {
+      let json = encoded.get(out);
+      if (json === undefined) {
+        json = JSON.stringify(out);
+        encoded.set(out, json);
+      }
+      return reply.type("application/json; charset=utf-8").send(json);
+    }
     const columns = ["bucket", ...out.group_by, ...Object.keys(usagePoint.shape).slice(4)];
     return sendCsv(reply, out.points, columns);
   });
