@@ -1,6 +1,6 @@
 import type { Config } from "../config.js";
-import { answered } from "../lib/answered.js";
 import type { RedisClient } from "../redis/connections.js";
+import { answered } from "../lib/answered.js";
 import { createJobWriter, type WriteJob } from "./job-writer.js";
 import { createReportsQueue, type QueueNames, type ReportsQueue } from "./reports-queue.js";
 import { registerShards, shardNames } from "./shards.js";

@@ -1,6 +1,6 @@
 import type { Config } from "../config.js";
-import type { QueueNames } from "../queue/reports-queue.js";
 import { knownShards, shardNames } from "../queue/shards.js";
+import type { QueueNames } from "../queue/reports-queue.js";
 import {
   createIngestWorker,
   type IngestWorker,

@@ -1,7 +1,7 @@
+import type { RedisClient } from "../../src/redis/connections.js";
 import { afterAll, expect, it } from "vitest";
 import { createEnqueuer, EnqueueError } from "../../src/queue/enqueuer.js";
 import { createJobWriter } from "../../src/queue/job-writer.js";
-import type { RedisClient } from "../../src/redis/connections.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   crashLines,
