@@ -166,6 +166,11 @@ export function createHotStore(redis: RedisClient, prefix: string, opts: HotStor
       const newestFirst = [...series].sort(([, a], [, b]) => b.ls - a.ls);
       return merge(new Map([[project, new Map(newestFirst)]]), true);
     },
+    /** The projects' copies are not whole any more: their next read refills them. */
+    async invalidate(projects: Iterable<string>): Promise<void> {
+      const keys = [...projects].map((p) => k.ready(p));
+      if (keys.length > 0) await redis.del(...keys);
+    },
     /** A project's series, or null when its copy is not whole (never refilled since lost). */
     async read(project: string): Promise<Map<string, HotSeries> | null> {
       const results = await redis

@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import { HISTORY_WINDOW_MS, type Point } from "../../alerts/burn-rate.js";
 import type { AlertRule, Metric } from "../../alerts/rule.js";
+import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { type LatestFigures, type RecentPoints, STATUSES, seriesView } from "../headroom-view.js";
 import { type HotSeries, hotFigures, seriesField } from "../hot-series.js";
@@ -213,9 +214,20 @@ const matching = (filters: SeriesFilters, s: LatestFigures) =>
 
 const refills = new WeakMap<HotStore, Map<string, Promise<Map<string, HotSeries>>>>();
 
+/** Redis failing under the hot copy is a 503, as ClickHouse failing is (read-store.ts). */
+async function orUnavailable<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    const e = unavailable("the store cannot answer right now");
+    e.cause = err;
+    throw e;
+  }
+}
+
 /** The project's hot copy; refilled from ClickHouse when Redis has none (one refill at a time). */
 async function hotSeries(deps: HeadroomDeps, hot: HotStore, project: string, now: number) {
-  const kept = await hot.read(project);
+  const kept = await orUnavailable(hot.read(project));
   if (kept) return kept;
   let pending = refills.get(hot);
   if (!pending) {
@@ -227,14 +239,14 @@ async function hotSeries(deps: HeadroomDeps, hot: HotStore, project: string, now
     const inFlight = pending;
     refill = (async () => {
       const series = await fromClickHouse(deps.store, project, now);
-      await hot.refill(project, series);
+      await orUnavailable(hot.refill(project, series));
       return series;
     })().finally(() => inFlight.delete(project));
     pending.set(project, refill);
   }
   const series = await refill;
   // What Redis holds now: the refill merged with what workers wrote meanwhile.
-  return (await hot.read(project)) ?? series;
+  return (await orUnavailable(hot.read(project))) ?? series;
 }
 
 export async function readHeadroom(
