@@ -42,6 +42,14 @@ export async function createApi(
     createRuleStore(redis, config.QUEUE_PREFIX),
     config.ALERTS_RULES_TTL_MS,
   );
+  // ClickHouse queries, and whole answers to "the last 24 h" over them (usage.ts).
+  const cacheOptions = {
+    ttlMs: config.READ_CACHE_TTL_MS,
+    staleMs: config.READ_CACHE_STALE_MS,
+    maxEntries: config.READ_CACHE_MAX_ENTRIES,
+    backgroundRefreshes: config.READ_CACHE_REFRESHES,
+  };
+  const cache = createQueryCache(cacheOptions);
   const app = buildApiApp({
     config,
     logger,
@@ -55,13 +63,9 @@ export async function createApi(
     store: createReadStore({
       clickhouse,
       db: config.CLICKHOUSE_DATABASE,
-      cache: createQueryCache({
-        ttlMs: config.READ_CACHE_TTL_MS,
-        staleMs: config.READ_CACHE_STALE_MS,
-        maxEntries: config.READ_CACHE_MAX_ENTRIES,
-        backgroundRefreshes: config.READ_CACHE_REFRESHES,
-      }),
+      cache,
     }),
+    answers: createQueryCache(cacheOptions),
     hot: createHotStore(redis, config.QUEUE_PREFIX, {
       maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
       ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,

@@ -164,9 +164,9 @@ describe("two projects never see each other's data", () => {
 });
 
 /** A read API of its own over the same stores, with other settings. */
-async function apiWith(env: Record<string, string>) {
+async function apiWith(env: Record<string, string>, now?: () => number) {
   const config = loadConfig({ ...s.p.env, ...env });
-  return createApi(config, createLogger("silent", "test"), { clickhouse: s.p.client });
+  return createApi(config, createLogger("silent", "test"), { clickhouse: s.p.client, now });
 }
 
 describe("the read limit", () => {
@@ -217,12 +217,16 @@ describe("identical queries share one ClickHouse query", () => {
     const api = await apiWith({ READ_CACHE_TTL_MS: "60000" });
     try {
       const c = await s.project();
-      // /reports goes through the query cache (/headroom reads the hot copy in Redis instead).
+      // /reports goes through the query cache (/headroom reads the hot copy in Redis instead),
+      // over a range given in full: the same query text and parameters each time.
+      const t = Date.now();
+      const range = `from=${encodeURIComponent(new Date(t - 6 * 86_400_000).toISOString())}&to=${encodeURIComponent(new Date(t + 3_600_000).toISOString())}`;
+      const url = `/api/v1/reports?${range}`;
       const get = async (key: string) =>
         (
           await api.app.inject({
             method: "GET",
-            url: "/api/v1/reports",
+            url,
             headers: { authorization: `Bearer ${key}` },
           })
         ).json();
@@ -236,9 +240,37 @@ describe("identical queries share one ClickHouse query", () => {
       expect((await get(c.read)).items).toEqual([]);
       // ...while the API without the cache (the stack's, TTL 0) sees it, and another project's
       // identical request never gets this one's entry.
-      expect((await s.get("/api/v1/reports", c.read)).json().items).toHaveLength(1);
+      expect((await s.get(url, c.read)).json().items).toHaveLength(1);
       expect((await get(a.read)).items).toHaveLength(2);
       expect((await get(a.read)).items[0].limits.requests_remaining).toBe(80);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe("the last 24 h of usage, shared across the minute's turn", () => {
+  it("keeps answering the same dashboard's query when the minute turns, within the TTL", async () => {
+    let t = Date.now();
+    const api = await apiWith({ READ_CACHE_TTL_MS: "60000" }, () => t);
+    try {
+      const get = async (url: string) =>
+        (
+          await api.app.inject({
+            method: "GET",
+            url,
+            headers: { authorization: `Bearer ${a.read}` },
+          })
+        ).json();
+      const first = await get("/api/v1/usage?window=minute");
+      // A minute later the range resolves to other bounds: the same question, the same answer.
+      t += 60_000;
+      expect(await get("/api/v1/usage?window=minute")).toEqual(first);
+      // A range given explicitly is a question of its own.
+      const explicit = await get(
+        `/api/v1/usage?window=minute&from=${encodeURIComponent(new Date(t - 86_400_000).toISOString())}`,
+      );
+      expect(explicit.to).not.toBe(first.to);
     } finally {
       await api.close();
     }

@@ -12,6 +12,7 @@ import {
   single,
   time,
 } from "../params.js";
+import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
 import {
   alignRange,
@@ -66,6 +67,12 @@ export const usageResponse = z.object({
 export interface UsageDeps {
   store: ReadStore;
   maxPoints: number;
+  /**
+   * Answers to "the last 24 h" (no from/to), shared by what was asked rather than by the range
+   * it resolved to: a dashboard's answer stays served (within the cache's staleness bound) when
+   * the minute turns, instead of every project missing at once.
+   */
+  answers?: QueryCache;
   now?: () => number;
 }
 
@@ -196,7 +203,14 @@ export function sendCsv(reply: FastifyReply, rows: Record<string, unknown>[], co
 export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
   app.get("/api/v1/usage", async (req, reply) => {
     const q = parseQuery(usageQuery, req.query);
-    const out = await readUsage(deps, req.project as KeyLookup, q);
+    const project = req.project as KeyLookup;
+    const { format: _, ...asked } = q;
+    const out =
+      deps.answers && q.from === undefined && q.to === undefined
+        ? await deps.answers.get(JSON.stringify(["usage", project.projectId, asked]), () =>
+            readUsage(deps, project, q),
+          )
+        : await readUsage(deps, project, q);
     if (!wantsCsv(req, q.format)) {
       let json = encoded.get(out);
       if (json === undefined) {
