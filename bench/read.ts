@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { configSchema } from "../src/config.js";
 import { createKeyStore } from "../src/keys/key-store.js";
 import { ensureBuilt } from "../src/local/entry-command.js";
 import { freePort } from "../src/local/redis-server.js";
@@ -8,6 +9,7 @@ import { spawnChild } from "./child.js";
 import { createCleanup } from "./cleanup.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { machine } from "./proc-stats.js";
+import { probeFreshness } from "./read-freshness.js";
 import { runReaders } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
 import { writeLoadFiles } from "./report-bodies.js";
@@ -45,6 +47,11 @@ for (const [name, v] of Object.entries(opts)) {
     process.exit(2);
   }
 }
+
+const READ_TARGETS = [
+  { name: "headroom", path: "/api/v1/headroom" },
+  { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model" },
+];
 
 const log = (msg: string) =>
   process.stderr.write(`[bench:read ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -90,12 +97,30 @@ try {
       API_PORT: String(apiPort),
       READ_RATE_PER_S: "100000",
       READ_BURST: "100000",
+      // Keys not yet cached each hold an authentication attempt while looked up: 50 readers
+      // starting at once from one IP would be over the per-IP failure limit.
+      AUTH_FAILURES_PER_IP: "100000",
     },
     cleanup,
     onUnexpectedExit: log,
   });
   await api.waitFor(/read api ready/, 60_000);
   const apiUrl = `http://127.0.0.1:${apiPort}`;
+  // The seed went straight into ClickHouse, past the workers that keep the hot headroom in
+  // Redis: each project's first /headroom refills it from ClickHouse (as after a Redis wipe).
+  // Done before the measured runs, and timed apart.
+  const refillStarted = performance.now();
+  await Promise.all(
+    readKeys.map(async (key) => {
+      const res = await fetch(`${apiUrl}/api/v1/headroom`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      const body = await res.text();
+      if (res.status !== 200) throw new Error(`headroom refill: HTTP ${res.status} ${body}`);
+    }),
+  );
+  const refillS = Math.round((performance.now() - refillStarted) / 100) / 10;
+  log(`hot headroom refilled from ClickHouse for ${opts.projects} projects in ${refillS} s`);
 
   const ingest = (phase: "ra" | "rb", keys: string[]) =>
     runEndToEndPhase(
@@ -118,20 +143,51 @@ try {
   log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
 
   log(`ingest with ${opts.readers} readers: ${opts.rate}/s for ${opts.durationS} s`);
-  const [withReaders, reads] = await Promise.all([
+  // The freshness probe's project is one of the phase's (`bench-rb-…`), so that its reports are
+  // counted among the phase's stored rows, as the edge counts them among those it enqueued.
+  const probe = {
+    report: (
+      await keyStore.create("bench-rb-probe", { plan: "unlimited", defaultPlan: "unlimited" })
+    ).key,
+    read: (await keyStore.create("bench-rb-probe", { defaultPlan: "unlimited", scope: "read" }))
+      .key,
+  };
+  // Dashboards that poll find their answers cached: one cold request per project and endpoint
+  // first (timed apart), as a steady state of polling has them.
+  const warmStarted = performance.now();
+  await Promise.all(
+    readKeys.flatMap((key) =>
+      READ_TARGETS.map(async (t) => {
+        const res = await fetch(`${apiUrl}${t.path}`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
+        await res.arrayBuffer();
+      }),
+    ),
+  );
+  const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
+  log(`  cold: one request per project and endpoint answered in ${coldS} s`);
+  const [withReaders, reads, freshness] = await Promise.all([
     ingest("rb", ingestKeys.readers),
     runReaders({
       url: apiUrl,
       keys: readKeys,
       readers: opts.readers,
       durationS: opts.durationS,
-      targets: [
-        { name: "headroom", path: "/api/v1/headroom" },
-        { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model" },
-      ],
+      targets: READ_TARGETS,
+    }),
+    probeFreshness({
+      edgeUrl: (edges[0] as { url: string }).url,
+      apiUrl,
+      reportKey: probe.report,
+      readKey: probe.read,
+      durationS: opts.durationS,
     }),
   ]);
   log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
+  log(
+    `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
+  );
   for (const [name, r] of Object.entries(reads.byEndpoint)) {
     log(
       `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}`,
@@ -141,8 +197,16 @@ try {
   const results = {
     machine: machine(started),
     options: opts,
-    settings: { ...stack.settings, READ_CACHE_TTL_MS: stack.env.READ_CACHE_TTL_MS ?? "1000" },
+    settings: {
+      ...stack.settings,
+      READ_CACHE_TTL_MS:
+        stack.env.READ_CACHE_TTL_MS ?? String(configSchema.parse({}).READ_CACHE_TTL_MS),
+      READ_CACHE_STALE_MS:
+        stack.env.READ_CACHE_STALE_MS ?? String(configSchema.parse({}).READ_CACHE_STALE_MS),
+    },
     seed,
+    hotRefillS: refillS,
+    coldS,
     ingestAlone: {
       sustainedPerSec: alone.sustainedPerSec,
       storedPerSec: alone.storedPerSec,
@@ -154,6 +218,7 @@ try {
       lagMs: withReaders.lagMs,
     },
     reads,
+    freshness,
   };
   const outDir = resolve(values.out as string);
   mkdirSync(outDir, { recursive: true });

@@ -182,11 +182,21 @@ export const configSchema = z.object({
   /** A usage query that would return more points is a 400 that says how to narrow it. */
   READ_MAX_POINTS: int(1, 1_000_000).default(10_000),
   /** Identical read queries within this time share one ClickHouse query (0: none). */
-  READ_CACHE_TTL_MS: int(0, 60_000).default(1_000),
+  READ_CACHE_TTL_MS: int(0, 60_000).default(2_000),
+  /** ... and past it, the last answer is still served (while a refresh runs) for this long. */
+  READ_CACHE_STALE_MS: int(0, 300_000).default(30_000),
+  /** Stale answers refreshed at a time: what polling dashboards take of ClickHouse at most. */
+  READ_CACHE_REFRESHES: int(1, 64).default(1),
+  /** Distinct read queries the cache keeps at most (least recently used go first). */
+  READ_CACHE_MAX_ENTRIES: int(1, 1_000_000).default(5_000),
   /** A series with no report for this long is `stale` in /api/v1/headroom. */
   READ_STALE_AFTER_S: int(1).default(900),
   /** /api/v1/metrics exports at most this many series (provider, model, app) per project. */
   READ_METRICS_MAX_SERIES: int(1, 1_000_000).default(1_000),
+  /** Series (provider × model × app) of one project the hot headroom in Redis keeps at most. */
+  READ_HOT_MAX_SERIES_PER_PROJECT: int(1).default(1_000),
+  /** A series of the hot headroom not reported on for this long is dropped from it. */
+  READ_HOT_SERIES_TTL_S: int(60).default(30 * 86_400),
 
   CLICKHOUSE_URL: z.url({ protocol: /^https?$/ }).optional(),
   CLICKHOUSE_USER: z.string().default("default"),

@@ -12,6 +12,7 @@ const I = {
   app: at("app"),
   provider: at("provider"),
   model: at("model"),
+  timestamp: at("timestamp"),
   receivedAt: at("received_at"),
 };
 
@@ -51,6 +52,10 @@ export interface Series {
 }
 
 export const projectOf = (row: ReportRow) => String(row[I.project]);
+
+/** The row's client timestamp (ClickHouse DateTime64(3) text, UTC) → Unix ms. */
+export const timestampMsOf = (row: ReportRow) =>
+  Date.parse(`${String(row[I.timestamp]).replace(" ", "T")}Z`);
 
 /** The row's received_at (ClickHouse DateTime64(3) text, UTC) → Unix ms. */
 export const receivedMsOf = (row: ReportRow) =>

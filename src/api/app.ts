@@ -5,8 +5,10 @@ import type { AuthFailureLimits } from "../http/authenticate.js";
 import { errorHandler } from "../http/error-handler.js";
 import { type ServerConfig, serverOptions } from "../http/server-options.js";
 import type { LookupKey } from "../keys/key-cache.js";
+import type { HotStore } from "./hot-store.js";
 import { buildApiOpenApi } from "./openapi.js";
 import { readAuth } from "./plugins/read-auth.js";
+import type { QueryCache } from "./query-cache.js";
 import type { ReadLimit } from "./read-limit.js";
 import type { ReadStore } from "./read-store.js";
 import { alertEventsRoutes } from "./routes/alert-events.js";
@@ -28,6 +30,10 @@ export interface ApiDeps {
   authLimits: AuthFailureLimits;
   readLimit: ReadLimit;
   store: ReadStore;
+  /** Shared answers to queries over the last 24 h (see usage.ts). */
+  answers?: QueryCache;
+  /** The hot headroom the ingest workers keep in Redis. */
+  hot?: HotStore;
   rulesFor(project: string): Promise<AlertRule[]>;
   /** Where the built page is (dist/page by default). */
   pageDir?: string;
@@ -55,9 +61,15 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       store,
       rulesFor: deps.rulesFor,
       staleAfterMs: config.READ_STALE_AFTER_S * 1000,
+      hot: deps.hot,
       now,
     });
-    v1.register(usageRoutes, { store, maxPoints: config.READ_MAX_POINTS, now });
+    v1.register(usageRoutes, {
+      store,
+      maxPoints: config.READ_MAX_POINTS,
+      answers: deps.answers,
+      now,
+    });
     v1.register(reportsRoutes, { store, now });
     v1.register(alertEventsRoutes, { store, now });
     v1.register(spendRoutes, { store, now });

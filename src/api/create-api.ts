@@ -11,6 +11,7 @@ import { createKeyStore } from "../keys/key-store.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { buildApiApp } from "./app.js";
+import { createHotStore } from "./hot-store.js";
 import { createQueryCache } from "./query-cache.js";
 import { createReadLimit } from "./read-limit.js";
 import { createReadStore } from "./read-store.js";
@@ -41,6 +42,14 @@ export async function createApi(
     createRuleStore(redis, config.QUEUE_PREFIX),
     config.ALERTS_RULES_TTL_MS,
   );
+  // ClickHouse queries, and whole answers to "the last 24 h" over them (usage.ts).
+  const cacheOptions = {
+    ttlMs: config.READ_CACHE_TTL_MS,
+    staleMs: config.READ_CACHE_STALE_MS,
+    maxEntries: config.READ_CACHE_MAX_ENTRIES,
+    backgroundRefreshes: config.READ_CACHE_REFRESHES,
+  };
+  const cache = createQueryCache(cacheOptions);
   const app = buildApiApp({
     config,
     logger,
@@ -54,7 +63,12 @@ export async function createApi(
     store: createReadStore({
       clickhouse,
       db: config.CLICKHOUSE_DATABASE,
-      cache: createQueryCache({ ttlMs: config.READ_CACHE_TTL_MS }),
+      cache,
+    }),
+    answers: createQueryCache(cacheOptions),
+    hot: createHotStore(redis, config.QUEUE_PREFIX, {
+      maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
+      ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,
     }),
     rulesFor: async (project) => (await rules.rulesFor([project])).get(project) ?? [],
     now: opts.now,

@@ -5,6 +5,7 @@ import { createAlertsHook } from "../alerts/ingest-hook.js";
 import { createEvalQueue } from "../alerts/queues.js";
 import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
+import { createHotStore } from "../api/hot-store.js";
 import { describeError } from "../clickhouse/classify-error.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
@@ -14,9 +15,10 @@ import type { RedisClient } from "../redis/connections.js";
 import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 import { createDeadLetterWriter } from "./dead-letter-writer.js";
 import { expireFailedJobs } from "./failed-job-retention.js";
+import { createHotHeadroomHook } from "./hot-headroom-hook.js";
 import { createIngestProcessor } from "./ingest-processor.js";
 import { createManifestReleaser } from "./manifest-releaser.js";
-import { createRedisManifestStore } from "./manifest-store.js";
+import { createRedisManifestStore, type Manifest } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
 
 // One ingest worker: a BullMQ Worker whose processor hands each job to the batching processor.
@@ -40,6 +42,8 @@ export interface IngestWorkerDeps {
     | "REDIS_ACK_REPLICAS"
     | "REDIS_ACK_TIMEOUT_MS"
     | "DLQ_RETENTION_DAYS"
+    | "READ_HOT_MAX_SERIES_PER_PROJECT"
+    | "READ_HOT_SERIES_TTL_S"
   >;
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: RedisClient;
@@ -83,7 +87,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
   // The alerts live under the base prefix, whichever shard this worker consumes.
   const evalQueue = config.ALERTS_ENABLED ? createEvalQueue(deps.redis, config.QUEUE_PREFIX) : null;
   evalQueue?.on("error", (err) => logger.warn({ err: err.message }, "alerts queue error"));
-  const onStored = evalQueue
+  const alertsHook = evalQueue
     ? createAlertsHook({
         rules: createRuleCache(
           createRuleStore(deps.redis, config.QUEUE_PREFIX),
@@ -97,6 +101,18 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
         },
       })
     : undefined;
+  // The read API's hot headroom (src/api/hot-store.ts), under the base prefix like the alerts.
+  const hotHook = createHotHeadroomHook({
+    store: createHotStore(deps.redis, config.QUEUE_PREFIX, {
+      maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
+      ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,
+    }),
+    logger,
+  });
+  const onStored = async (manifest: Manifest) => {
+    await hotHook(manifest);
+    await alertsHook?.(manifest);
+  };
   const processor = createIngestProcessor({
     sink: createReportSink(
       deps.clickhouse,

@@ -167,9 +167,9 @@ describe("two projects never see each other's data", () => {
 });
 
 /** A read API of its own over the same stores, with other settings. */
-async function apiWith(env: Record<string, string>) {
+async function apiWith(env: Record<string, string>, now?: () => number) {
   const config = loadConfig({ ...s.p.env, ...env });
-  return createApi(config, createLogger("silent", "test"), { clickhouse: s.p.client });
+  return createApi(config, createLogger("silent", "test"), { clickhouse: s.p.client, now });
 }
 
 describe("the read limit", () => {
@@ -220,27 +220,60 @@ describe("identical queries share one ClickHouse query", () => {
     const api = await apiWith({ READ_CACHE_TTL_MS: "60000" });
     try {
       const c = await s.project();
+      // /reports goes through the query cache (/headroom reads the hot copy in Redis instead),
+      // over a range given in full: the same query text and parameters each time.
+      const t = Date.now();
+      const range = `from=${encodeURIComponent(new Date(t - 6 * 86_400_000).toISOString())}&to=${encodeURIComponent(new Date(t + 3_600_000).toISOString())}`;
+      const url = `/api/v1/reports?${range}`;
       const get = async (key: string) =>
         (
           await api.app.inject({
             method: "GET",
-            url: "/api/v1/headroom",
+            url,
             headers: { authorization: `Bearer ${key}` },
           })
         ).json();
       const first = await get(c.read);
-      expect(first.series).toEqual([]);
+      expect(first.items).toEqual([]);
       await s.send(c.report, [
         { provider: "openai", limits: { requests_limit: 10, requests_remaining: 9 } },
       ]);
       await s.stored(c.project, 1);
       // Stored, yet the same query within the TTL is the first one's answer...
-      expect((await get(c.read)).series).toEqual([]);
+      expect((await get(c.read)).items).toEqual([]);
       // ...while the API without the cache (the stack's, TTL 0) sees it, and another project's
       // identical request never gets this one's entry.
-      expect((await s.get("/api/v1/headroom", c.read)).json().series).toHaveLength(1);
-      expect((await get(a.read)).series).toHaveLength(1);
-      expect((await get(a.read)).series[0].requests.remaining).toBe(80);
+      expect((await s.get(url, c.read)).json().items).toHaveLength(1);
+      expect((await get(a.read)).items).toHaveLength(2);
+      expect((await get(a.read)).items[0].limits.requests_remaining).toBe(80);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe("the last 24 h of usage, shared across the minute's turn", () => {
+  it("keeps answering the same dashboard's query when the minute turns, within the TTL", async () => {
+    let t = Date.now();
+    const api = await apiWith({ READ_CACHE_TTL_MS: "60000" }, () => t);
+    try {
+      const get = async (url: string) =>
+        (
+          await api.app.inject({
+            method: "GET",
+            url,
+            headers: { authorization: `Bearer ${a.read}` },
+          })
+        ).json();
+      const first = await get("/api/v1/usage?window=minute");
+      // A minute later the range resolves to other bounds: the same question, the same answer.
+      t += 60_000;
+      expect(await get("/api/v1/usage?window=minute")).toEqual(first);
+      // A range given explicitly is a question of its own.
+      const explicit = await get(
+        `/api/v1/usage?window=minute&from=${encodeURIComponent(new Date(t - 86_400_000).toISOString())}`,
+      );
+      expect(explicit.to).not.toBe(first.to);
     } finally {
       await api.close();
     }

@@ -2,14 +2,19 @@ import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import { HISTORY_WINDOW_MS, type Point } from "../../alerts/burn-rate.js";
 import type { AlertRule, Metric } from "../../alerts/rule.js";
+import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { type LatestFigures, type RecentPoints, STATUSES, seriesView } from "../headroom-view.js";
+import { type HotSeries, hotFigures, seriesField } from "../hot-series.js";
+import type { HotStore } from "../hot-store.js";
 import { filterSql, parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
 import { chTime } from "../time-range.js";
 
 // GET /api/v1/headroom: the latest figures of each series (latest_limits), with the burn rate
-// over its recent reports and a status by the project's alert rules.
+// over its recent reports and a status by the project's alert rules. Read from the hot copy the
+// ingest workers keep in Redis (hot-store.ts); a project whose copy is not whole (Redis lost it)
+// is refilled from ClickHouse first, once per process at a time.
 
 export const headroomQuery = z.strictObject(seriesFilters);
 
@@ -44,6 +49,8 @@ export interface HeadroomDeps {
   store: ReadStore;
   rulesFor(project: string): Promise<AlertRule[]>;
   staleAfterMs: number;
+  /** The hot copy in Redis; without it every request asks ClickHouse. */
+  hot?: HotStore;
   now?: () => number;
 }
 
@@ -153,12 +160,102 @@ function groupPoints(rows: PointRow[]): Map<string, RecentPoints> {
   return out;
 }
 
+/** A project's series from ClickHouse, as the hot copy keeps them. */
+async function fromClickHouse(
+  store: ReadStore,
+  project: string,
+  now: number,
+): Promise<Map<string, HotSeries>> {
+  const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
+  const [latest, points] = await Promise.all([
+    store.rows<LatestRow>(latestSql(store.db, ""), { project }),
+    store.rows<PointRow>(pointsSql(store.db, ""), { project, since: chTime(since) }),
+  ]);
+  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+  const out = new Map<string, HotSeries>();
+  for (const r of latest) {
+    const f = latestFigures(r);
+    out.set(seriesField(r), {
+      ls: f.lastSeen,
+      ...(f.limitsAt === null
+        ? {}
+        : {
+            la: f.limitsAt,
+            li: "",
+            l: [
+              r.requests_limit,
+              r.requests_remaining,
+              r.tokens_limit,
+              r.tokens_remaining,
+              r.reset_requests_ms,
+              r.reset_tokens_ms,
+            ].map(text),
+          }),
+      ...(f.creditsAt === null
+        ? {}
+        : { ca: f.creditsAt, ci: "", c: [r.credits_limit, r.credits_remaining].map(text) }),
+      p: {},
+    });
+  }
+  for (const [key, recent] of groupPoints(points)) {
+    const s = out.get(key);
+    if (!s) continue;
+    for (const m of ["requests", "tokens", "credits"] as const) {
+      if (recent[m].length > 0) s.p[m] = recent[m].map(([t, v]) => [t, String(v)]);
+    }
+  }
+  return out;
+}
+
+const matching = (filters: SeriesFilters, s: LatestFigures) =>
+  (!filters.provider || filters.provider.includes(s.provider)) &&
+  (!filters.model || filters.model.includes(s.model)) &&
+  (!filters.app || filters.app.includes(s.app));
+
+const refills = new WeakMap<HotStore, Map<string, Promise<Map<string, HotSeries>>>>();
+
+/** Redis failing under the hot copy is a 503, as ClickHouse failing is (read-store.ts). */
+async function orUnavailable<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    const e = unavailable("the store cannot answer right now");
+    e.cause = err;
+    throw e;
+  }
+}
+
+/** The project's hot copy; refilled from ClickHouse when Redis has none (one refill at a time). */
+async function hotSeries(deps: HeadroomDeps, hot: HotStore, project: string, now: number) {
+  const kept = await orUnavailable(hot.read(project));
+  if (kept) return kept;
+  let pending = refills.get(hot);
+  if (!pending) {
+    pending = new Map();
+    refills.set(hot, pending);
+  }
+  let refill = pending.get(project);
+  if (!refill) {
+    const inFlight = pending;
+    refill = (async () => {
+      const series = await fromClickHouse(deps.store, project, now);
+      await orUnavailable(hot.refill(project, series));
+      return series;
+    })().finally(() => inFlight.delete(project));
+    pending.set(project, refill);
+  }
+  const series = await refill;
+  // What Redis holds now: the refill merged with what workers wrote meanwhile.
+  return (await orUnavailable(hot.read(project))) ?? series;
+}
+
 export async function readHeadroom(
   deps: HeadroomDeps,
   project: KeyLookup,
   filters: SeriesFilters,
 ): Promise<z.infer<typeof headroomResponse>> {
   const now = (deps.now ?? Date.now)();
+  if (deps.hot) return readHot(deps, deps.hot, project, filters, now);
   const { sql, params } = filterSql(filters);
   const { db } = deps.store;
   // Whole seconds: requests within the same second share the query.
@@ -181,6 +278,38 @@ export async function readHeadroom(
         now,
         staleAfterMs: deps.staleAfterMs,
       }),
+    ),
+  };
+}
+
+async function readHot(
+  deps: HeadroomDeps,
+  hot: HotStore,
+  project: KeyLookup,
+  filters: SeriesFilters,
+  now: number,
+): Promise<z.infer<typeof headroomResponse>> {
+  const [series, rules] = await Promise.all([
+    hotSeries(deps, hot, project.projectId, now),
+    deps.rulesFor(project.projectId),
+  ]);
+  const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
+  const views = [];
+  for (const [field, s] of series) {
+    const { latest, recent } = hotFigures(field, s, since);
+    if (!matching(filters, latest)) continue;
+    views.push({ latest, recent });
+  }
+  // ClickHouse's order: provider, model, app, by bytes.
+  const bytes = (x: string, y: string) => Buffer.compare(Buffer.from(x), Buffer.from(y));
+  views.sort(
+    ({ latest: a }, { latest: b }) =>
+      bytes(a.provider, b.provider) || bytes(a.model, b.model) || bytes(a.app, b.app),
+  );
+  return {
+    at: new Date(now).toISOString(),
+    series: views.map((v) =>
+      seriesView(v.latest, v.recent, rules, { now, staleAfterMs: deps.staleAfterMs }),
     ),
   };
 }

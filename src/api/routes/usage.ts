@@ -12,6 +12,7 @@ import {
   single,
   time,
 } from "../params.js";
+import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
 import {
   alignRange,
@@ -66,6 +67,12 @@ export const usageResponse = z.object({
 export interface UsageDeps {
   store: ReadStore;
   maxPoints: number;
+  /**
+   * Answers to "the last 24 h" (no from/to), shared by what was asked rather than by the range
+   * it resolved to: a dashboard's answer stays served (within the cache's staleness bound) when
+   * the minute turns, instead of every project missing at once.
+   */
+  answers?: QueryCache;
   now?: () => number;
 }
 
@@ -143,12 +150,15 @@ export async function readUsage(
     limit: deps.maxPoints + 1,
     ...params,
   });
+  // A shared answer (the query cache gives every caller the same rows) is shaped once.
+  const shaped = answers.get(rows);
+  if (shaped) return shaped;
   if (rows.length > deps.maxPoints) {
     throw invalidQuery(
       `the query would return more than ${deps.maxPoints} points: narrow from/to, use a wider window, group by fewer fields, or filter by provider, model or app`,
     );
   }
-  return {
+  const out = {
     from: new Date(aligned.from).toISOString(),
     to: new Date(aligned.to).toISOString(),
     window,
@@ -169,7 +179,13 @@ export async function readUsage(
       credits_remaining_last: num(r.credits_last),
     })),
   };
+  answers.set(rows, out);
+  return out;
 }
+
+/** Answers and their text by the rows they came from: a dashboard's poll costs no re-encoding. */
+const answers = new WeakMap<object, z.infer<typeof usageResponse>>();
+const encoded = new WeakMap<object, string>();
 
 const SERIES_ORDER: SeriesField[] = ["provider", "model", "app"];
 
@@ -187,8 +203,22 @@ export function sendCsv(reply: FastifyReply, rows: Record<string, unknown>[], co
 export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
   app.get("/api/v1/usage", async (req, reply) => {
     const q = parseQuery(usageQuery, req.query);
-    const out = await readUsage(deps, req.project as KeyLookup, q);
-    if (!wantsCsv(req, q.format)) return out;
+    const project = req.project as KeyLookup;
+    const { format: _, ...asked } = q;
+    const out =
+      deps.answers && q.from === undefined && q.to === undefined
+        ? await deps.answers.get(JSON.stringify(["usage", project.projectId, asked]), () =>
+            readUsage(deps, project, q),
+          )
+        : await readUsage(deps, project, q);
+    if (!wantsCsv(req, q.format)) {
+      let json = encoded.get(out);
+      if (json === undefined) {
+        json = JSON.stringify(out);
+        encoded.set(out, json);
+      }
+      return reply.type("application/json; charset=utf-8").send(json);
+    }
     const columns = ["bucket", ...out.group_by, ...Object.keys(usagePoint.shape).slice(4)];
     return sendCsv(reply, out.points, columns);
   });

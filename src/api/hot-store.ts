@@ -1,0 +1,196 @@
+import type { Result } from "ioredis";
+import { HISTORY_WINDOW_MS } from "../alerts/burn-rate.js";
+import type { RedisClient } from "../redis/connections.js";
+import type { HotSeries } from "./hot-series.js";
+
+// The hot headroom in Redis: per project a hash of series → HotSeries JSON, written by the ingest
+// workers after ClickHouse took a batch (one script call per batch), read by /api/v1/headroom in
+// one round trip. Merging is commutative (the newest figures win by timestamp, then report id;
+// points are a sorted union), so a worker's write and a reader's refill from ClickHouse may
+// interleave in any order, and a redelivered batch changes nothing.
+//
+// Bounded like the alerts' series state: a sorted set per project of series by last write admits
+// a new series only under the cap, and series not written for the TTL are dropped (a bounded
+// number per call). A `ready` key says the project's copy is whole (refilled from ClickHouse
+// since Redis last lost it); without it the reader refills first.
+//
+// Keys live under the queue prefix and share its hash tag: one Cluster slot, as a script that
+// touches several projects needs.
+
+/** Points kept per series and metric: enough for the alerts' burn rate (8 points, 5 minutes). */
+export const HOT_POINTS = 16;
+/** A point closer than this to the one before replaces it (burn-rate.ts: one observation). */
+const MIN_GAP_MS = 1_000;
+/** Expired series dropped per project per call: bounded work; the rest go at later calls. */
+const PRUNE_PER_CALL = 100;
+
+export function hotKeys(prefix: string) {
+  return {
+    /** Hash per project: series field → HotSeries JSON. */
+    series: (project: string) => `${prefix}:hot-headroom:${project}`,
+    /** Sorted set per project: series field → when it was last written (ms). */
+    seen: (project: string) => `${prefix}:hot-headroom-seen:${project}`,
+    /** Set once the project's copy was refilled from ClickHouse. */
+    ready: (project: string) => `${prefix}:hot-headroom-ready:${project}`,
+  };
+}
+
+// KEYS: per project its series hash, seen set, ready key. ARGV: now, TTL (ms), cap, prune limit,
+// points kept, min gap, history window, refill ('1': also set ready), then per project a count
+// n and n × (field, JSON, score). Returns the number of series refused by the cap.
+const MERGE = `
+local now, ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local keep, gap, window, refill = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
+local function newer(t, id, t0, id0)
+  return t0 == nil or t > t0 or (t == t0 and (id or '') > (id0 or ''))
+end
+local function merge_points(a, b)
+  local all = {}
+  for _, p in ipairs(a or {}) do all[#all + 1] = p end
+  for _, p in ipairs(b or {}) do all[#all + 1] = p end
+  table.sort(all, function(x, y) if x[1] ~= y[1] then return x[1] < y[1] end return x[2] < y[2] end)
+  local out = {}
+  for _, p in ipairs(all) do
+    local last = out[#out]
+    if last and last[1] == p[1] and last[2] == p[2] then
+    elseif last and #out > 1 and p[1] - last[1] < gap then out[#out] = p
+    else out[#out + 1] = p end
+  end
+  local newest = out[#out]
+  local kept = {}
+  for _, p in ipairs(out) do
+    if p[1] >= newest[1] - window then kept[#kept + 1] = p end
+  end
+  local from = math.max(1, #kept - keep + 1)
+  local res = {}
+  for i = from, #kept do res[#res + 1] = kept[i] end
+  return res
+end
+local function merge(old, new)
+  if not old then old = {p = {}} end
+  local s = old
+  s.ls = math.max(old.ls or new.ls, new.ls)
+  if new.la and newer(new.la, new.li, old.la, old.li) then s.la, s.li, s.l = new.la, new.li, new.l end
+  if new.ca and newer(new.ca, new.ci, old.ca, old.ci) then s.ca, s.ci, s.c = new.ca, new.ci, new.c end
+  if type(s.p) ~= 'table' then s.p = {} end
+  for _, m in ipairs({'requests', 'tokens', 'credits'}) do
+    local a, b = s.p[m], new.p and new.p[m]
+    if type(b) == 'table' and #b > 0 then s.p[m] = merge_points(a, b) end
+  end
+  return s
+end
+local refused = 0
+local a = 9
+for k = 1, #KEYS, 3 do
+  local hkey, zkey, rkey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', '(' .. (now - ttl), 'LIMIT', 0, limit)
+  for _, f in ipairs(old) do
+    redis.call('HDEL', hkey, f)
+    redis.call('ZREM', zkey, f)
+  end
+  local n = tonumber(ARGV[a])
+  a = a + 1
+  for i = 1, n do
+    local field, json, score = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+    a = a + 3
+    local seen = redis.call('ZSCORE', zkey, field)
+    if score < now - ttl then
+    elseif seen or redis.call('ZCARD', zkey) < cap then
+      local prev = redis.call('HGET', hkey, field)
+      local s = merge(prev and cjson.decode(prev) or nil, cjson.decode(json))
+      redis.call('HSET', hkey, field, cjson.encode(s))
+      if not seen or tonumber(seen) < score then redis.call('ZADD', zkey, score, field) end
+    else
+      refused = refused + 1
+    end
+  end
+  redis.call('PEXPIRE', hkey, ttl)
+  redis.call('PEXPIRE', zkey, ttl)
+  if refill then redis.call('SET', rkey, '1', 'PX', ttl)
+  else redis.call('PEXPIRE', rkey, ttl) end
+end
+return refused
+`;
+
+declare module "ioredis" {
+  interface RedisCommander<Context> {
+    headroomHotMerge(...args: (string | number)[]): Result<number, Context>;
+  }
+}
+
+export interface HotStoreOptions {
+  maxSeriesPerProject: number;
+  ttlMs: number;
+  now?: () => number;
+}
+
+export function createHotStore(redis: RedisClient, prefix: string, opts: HotStoreOptions) {
+  if (!redis.headroomHotMerge) redis.defineCommand("headroomHotMerge", { lua: MERGE });
+  const k = hotKeys(prefix);
+  const now = opts.now ?? Date.now;
+
+  async function merge(
+    updates: Map<string, Map<string, HotSeries>>,
+    refill: boolean,
+  ): Promise<number> {
+    if (updates.size === 0) return 0;
+    const t = now();
+    const keys: string[] = [];
+    const args: (string | number)[] = [
+      t,
+      opts.ttlMs,
+      opts.maxSeriesPerProject,
+      PRUNE_PER_CALL,
+      HOT_POINTS,
+      MIN_GAP_MS,
+      HISTORY_WINDOW_MS,
+      refill ? "1" : "0",
+    ];
+    for (const [project, series] of updates) {
+      keys.push(k.series(project), k.seen(project), k.ready(project));
+      args.push(series.size);
+      // A worker's write is a use of the series now; a refill keeps its last report's time, so
+      // a series idle past the TTL is not brought back.
+      for (const [field, s] of series) {
+        args.push(field, JSON.stringify(s), refill ? Math.min(s.ls, t) : t);
+      }
+    }
+    return redis.headroomHotMerge(keys.length, ...keys, ...args);
+  }
+
+  return {
+    /** Rows ClickHouse acknowledged, per project and series. Returns the series refused. */
+    write: (updates: Map<string, Map<string, HotSeries>>) => merge(updates, false),
+    /** A project's whole copy, from ClickHouse; marks it ready. Over the cap, the newest stay. */
+    refill: (project: string, series: Map<string, HotSeries>) => {
+      const newestFirst = [...series].sort(([, a], [, b]) => b.ls - a.ls);
+      return merge(new Map([[project, new Map(newestFirst)]]), true);
+    },
+    /** The projects' copies are not whole any more: their next read refills them. */
+    async invalidate(projects: Iterable<string>): Promise<void> {
+      const keys = [...projects].map((p) => k.ready(p));
+      if (keys.length > 0) await redis.del(...keys);
+    },
+    /** A project's series, or null when its copy is not whole (never refilled since lost). */
+    async read(project: string): Promise<Map<string, HotSeries> | null> {
+      const results = await redis
+        .pipeline()
+        .exists(k.ready(project))
+        .hgetall(k.series(project))
+        .exec();
+      const [exists, all] = (results ?? []) as [Error | null, unknown][];
+      if (!exists || !all) throw new Error("hot headroom: the pipeline gave no replies");
+      if (exists[0]) throw exists[0];
+      if (all[0]) throw all[0];
+      if (exists[1] !== 1) return null;
+      const hash = all[1];
+      const out = new Map<string, HotSeries>();
+      for (const [field, json] of Object.entries(hash as Record<string, string>)) {
+        out.set(field, JSON.parse(json) as HotSeries);
+      }
+      return out;
+    },
+  };
+}
+
+export type HotStore = ReturnType<typeof createHotStore>;

@@ -1,0 +1,139 @@
+import { Redis } from "ioredis";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { hotFigures, hotUpdates } from "../../src/api/hot-series.js";
+import { createHotStore, HOT_POINTS, hotKeys } from "../../src/api/hot-store.js";
+import {
+  type ReportBody,
+  type ReportRow,
+  toRecord,
+  toRow,
+} from "../../src/report/report-schema.js";
+import { uniqueId } from "../helpers/edge-fixture.js";
+
+// The hot headroom's Redis script on a real Redis: batches merged in any order give the newest
+// figures; a redelivered batch changes nothing; a hint moves last_seen only; points are bounded;
+// a series not written for the TTL is dropped; the cap refuses new series, not known ones.
+
+const redis = new Redis(inject("redisUrl"));
+afterAll(() => redis.quit());
+
+const T0 = Date.UTC(2030, 0, 1);
+let n = 0;
+
+function row(
+  app: string,
+  t: number,
+  requests: number | null,
+  credits: number | null = null,
+): ReportRow {
+  n += 1;
+  const body = {
+    app,
+    provider: "openai",
+    model: "gpt-4o",
+    timestamp: t,
+    limits: {
+      requests_limit: requests === null ? null : 100,
+      requests_remaining: requests,
+      tokens_limit: null,
+      tokens_remaining: null,
+      reset_requests_ms: requests === null ? null : 60_000,
+      reset_tokens_ms: null,
+    },
+    credits:
+      credits === null
+        ? null
+        : { credits_limit: 50, credits_remaining: credits, request_cost: null },
+  } as ReportBody;
+  const id = `00000000-0000-4000-8000-${String(n).padStart(12, "0")}`;
+  return toRow(toRecord(body, { reportId: id, projectId: "p", keyId: "k", receivedAt: t }));
+}
+
+function setup(opts: { cap?: number; ttlMs?: number } = {}) {
+  let now = T0;
+  const prefix = `{hot-${uniqueId()}}`;
+  const store = createHotStore(redis, prefix, {
+    maxSeriesPerProject: opts.cap ?? 100,
+    ttlMs: opts.ttlMs ?? 86_400_000,
+    now: () => now,
+  });
+  return {
+    store,
+    keys: hotKeys(prefix),
+    at: (t: number) => {
+      now = t;
+    },
+    async view(app: string) {
+      const kept = await redis.hgetall(hotKeys(prefix).series("p"));
+      const field = JSON.stringify(["openai", "gpt-4o", app]);
+      const json = kept[field];
+      return json === undefined ? undefined : hotFigures(field, JSON.parse(json), 0);
+    },
+  };
+}
+
+describe("hot headroom store", () => {
+  it("keeps the newest figures whatever order batches arrive in, and repeats change nothing", async () => {
+    const h = setup();
+    const a = [row("x", T0 + 1_000, 90), row("x", T0 + 5_000, 70, 40)];
+    const b = [row("x", T0 + 3_000, 80), row("x", T0 + 9_000, null)];
+    await h.store.write(hotUpdates(b));
+    await h.store.write(hotUpdates(a));
+    const once = await h.view("x");
+    await h.store.write(hotUpdates(a));
+    await h.store.write(hotUpdates(b));
+    expect(await h.view("x")).toEqual(once);
+    expect(once?.latest).toMatchObject({
+      lastSeen: T0 + 9_000,
+      limitsAt: T0 + 5_000,
+      creditsAt: T0 + 5_000,
+      requests: { limit: 100, remaining: 70, resetMs: 60_000 },
+      credits: { limit: 50, remaining: 40 },
+    });
+    expect(once?.recent.requests).toEqual([
+      [T0 + 1_000, 90],
+      [T0 + 3_000, 80],
+      [T0 + 5_000, 70],
+    ]);
+    expect(once?.recent.credits).toEqual([[T0 + 5_000, 40]]);
+  });
+
+  it("keeps a bounded number of recent points, within the burn rate's window", async () => {
+    const h = setup();
+    const rows = Array.from({ length: 100 }, (_, i) => row("y", T0 + i * 2_000, 1_000 - i));
+    await h.store.write(hotUpdates(rows));
+    const points = (await h.view("y"))?.recent.requests ?? [];
+    expect(points).toHaveLength(HOT_POINTS);
+    expect(points.at(-1)).toEqual([T0 + 99 * 2_000, 901]);
+    // A report 10 minutes later: the points before its 5-minute window go.
+    await h.store.write(hotUpdates([row("y", T0 + 99 * 2_000 + 600_000, 500)]));
+    expect((await h.view("y"))?.recent.requests).toEqual([[T0 + 99 * 2_000 + 600_000, 500]]);
+  });
+
+  it("drops a series not written for the TTL, and refuses new series over the cap", async () => {
+    const h = setup({ cap: 2, ttlMs: 3_600_000 });
+    await h.store.write(hotUpdates([row("a", T0, 10)]));
+    h.at(T0 + 1_800_000);
+    await h.store.write(hotUpdates([row("b", T0 + 1_800_000, 10)]));
+    expect(await h.store.write(hotUpdates([row("c", T0 + 1_800_000, 10)]))).toBe(1);
+    // A known series is still written at the cap.
+    expect(await h.store.write(hotUpdates([row("b", T0 + 1_900_000, 5)]))).toBe(0);
+    expect((await h.view("b"))?.latest.requests.remaining).toBe(5);
+    // An hour after its last write, `a` is dropped, and `c` gets its place.
+    h.at(T0 + 3_600_001);
+    expect(await h.store.write(hotUpdates([row("c", T0 + 3_600_001, 10)]))).toBe(0);
+    expect(await h.view("a")).toBeUndefined();
+    expect(Object.keys(await redis.hgetall(h.keys.series("p")))).toHaveLength(2);
+  });
+
+  it("reads a project as absent until it is refilled, then whole", async () => {
+    const h = setup();
+    await h.store.write(hotUpdates([row("a", T0, 10)]));
+    expect(await h.store.read("p")).toBeNull();
+    await h.store.refill("p", hotUpdates([row("z", T0, 3)]).get("p") ?? new Map());
+    expect([...((await h.store.read("p"))?.keys() ?? [])].sort()).toEqual([
+      JSON.stringify(["openai", "gpt-4o", "a"]),
+      JSON.stringify(["openai", "gpt-4o", "z"]),
+    ]);
+  });
+});

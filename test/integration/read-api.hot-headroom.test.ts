@@ -1,0 +1,230 @@
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hotKeys } from "../../src/api/hot-store.js";
+import { eventually } from "../helpers/eventually.js";
+import {
+  latestOracle,
+  normalise,
+  RAW_ROWS_SQL,
+  type RawRow,
+  usedPctOf,
+} from "../helpers/read-oracle.js";
+import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
+
+// /api/v1/headroom from the hot copy the ingest worker keeps in Redis: its figures against the
+// raw rows of reports_v, whether the worker wrote the copy or a read refilled it from ClickHouse
+// after Redis lost it; a provider hint never blanks figures; new reports show without a refill;
+// and a flood of app names never grows a project's copy past its cap.
+
+const CAP = 5;
+let s: ReadStack;
+let now: number;
+const iso = (t: number) => new Date(t).toISOString();
+
+const limits = (requests: number | null, tokens: number | null = null) => ({
+  requests_limit: requests === null ? null : 200,
+  requests_remaining: requests,
+  tokens_limit: tokens === null ? null : 10_000,
+  tokens_remaining: tokens,
+  reset_requests_ms: requests === null ? null : 3_600_000,
+  reset_tokens_ms: tokens === null ? null : 30_000,
+});
+const HINT = limits(null);
+
+function reports() {
+  const at = (agoMs: number) => iso(now - agoMs);
+  return [
+    // Figures, then a newer provider hint: the figures stay, last_seen moves.
+    {
+      provider: "openai",
+      model: "gpt-4o",
+      app: "chat",
+      timestamp: at(200_000),
+      limits: limits(90, 9_000),
+    },
+    {
+      provider: "openai",
+      model: "gpt-4o",
+      app: "chat",
+      timestamp: at(100_000),
+      limits: limits(70, 5_000),
+    },
+    { provider: "openai", model: "gpt-4o", app: "chat", timestamp: at(50_000), limits: HINT },
+    {
+      provider: "openai",
+      model: "gpt-4o",
+      app: "chat",
+      timestamp: at(150_000),
+      limits: HINT,
+      credits: { credits_limit: 100, credits_remaining: 42.5, request_cost: 0.25 },
+    },
+    // Burning now: 100 → 80 over 110 s.
+    {
+      provider: "mistral",
+      model: "large",
+      app: "live",
+      timestamp: at(120_000),
+      limits: limits(100),
+    },
+    { provider: "mistral", model: "large", app: "live", timestamp: at(60_000), limits: limits(90) },
+    { provider: "mistral", model: "large", app: "live", timestamp: at(10_000), limits: limits(80) },
+    // Old, stale, and sent out of order.
+    {
+      provider: "anthropic",
+      model: "claude",
+      app: "batch",
+      timestamp: at(2 * 86_400_000),
+      limits: limits(10),
+    },
+    {
+      provider: "anthropic",
+      model: "claude",
+      app: "batch",
+      timestamp: at(3 * 86_400_000),
+      limits: limits(150),
+    },
+    // Only hints.
+    { provider: "groq", model: null, timestamp: at(30_000), limits: {} },
+  ];
+}
+
+type View = Record<string, unknown> & {
+  provider: string;
+  model: string | null;
+  app: string;
+  requests: Record<string, number | string | null>;
+  tokens: Record<string, number | string | null>;
+  credits: Record<string, number | string | null>;
+};
+
+async function headroom(k: ProjectKeys, query = ""): Promise<{ at: string; series: View[] }> {
+  const res = await s.get(`/api/v1/headroom${query}`, k.read);
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json();
+}
+
+function expectOracle(body: { series: View[] }, rows: RawRow[]) {
+  const latest = latestOracle(rows);
+  expect(body.series).toHaveLength(latest.size);
+  for (const v of body.series) {
+    const key = JSON.stringify([v.provider, v.model ?? "", v.app]);
+    const o = latest.get(key);
+    expect(o, key).toBeDefined();
+    if (!o) continue;
+    expect(v.last_seen, key).toBe(iso(o.lastSeen));
+    expect(v.reported_at, key).toBe(o.last ? iso(o.last.t) : null);
+    for (const m of ["requests", "tokens"] as const) {
+      const limit = o.last?.[`${m}_limit`] ?? null;
+      const remaining = o.last?.[`${m}_remaining`] ?? null;
+      const used = usedPctOf(limit, remaining);
+      expect(v[m], `${key} ${m}`).toMatchObject({
+        limit,
+        remaining,
+        used_pct: used === null ? null : Math.round(used * 100) / 100,
+      });
+    }
+    expect(v.credits.remaining, key).toBe(o.credits?.credits_remaining ?? null);
+  }
+}
+
+/** The answer without its clock: two reads a moment apart agree on everything else. */
+const figures = (body: { series: View[] }) => body.series;
+
+beforeAll(async () => {
+  now = Date.now();
+  s = await startReadStack({ READ_HOT_MAX_SERIES_PER_PROJECT: String(CAP) });
+});
+
+afterAll(async () => {
+  await s?.close();
+});
+
+describe("GET /api/v1/headroom from the hot copy", () => {
+  let k: ProjectKeys;
+  let rows: RawRow[];
+  let fromWorker: { at: string; series: View[] };
+  const keys = () => hotKeys(s.p.config.QUEUE_PREFIX);
+
+  beforeAll(async () => {
+    k = await s.project();
+    const sent = reports();
+    await s.send(k.report, sent);
+    await s.stored(k.project, sent.length);
+    rows = normalise(await s.sql(RAW_ROWS_SQL(s.db), { project: k.project }));
+    // The worker wrote every series after its insert; no read has refilled anything yet.
+    await eventually(async () => expect(await s.p.redis.hlen(keys().series(k.project))).toBe(4));
+    expect(await s.p.redis.exists(keys().ready(k.project))).toBe(0);
+  });
+
+  it("as the worker wrote it equals the raw rows' newest figures", async () => {
+    // Marked whole by hand: the answer is the worker's copy alone, no refill from ClickHouse.
+    await s.p.redis.set(keys().ready(k.project), "1");
+    fromWorker = await headroom(k);
+    expectOracle(fromWorker, rows);
+    const live = fromWorker.series.find((v) => v.app === "live");
+    expect(live?.requests.burn_per_s).toBeCloseTo(20 / 110, 4);
+    expect(live?.requests.exhaustion_eta_s).toBeCloseTo(440, 0);
+  });
+
+  it("keeps the figures when a newer provider hint arrives", () => {
+    const chat = fromWorker.series.find((v) => v.app === "chat");
+    expect(chat?.last_seen).toBe(iso(now - 50_000));
+    expect(chat?.reported_at).toBe(iso(now - 100_000));
+    expect(chat?.requests).toMatchObject({ limit: 200, remaining: 70, used_pct: 65 });
+    expect(chat?.credits).toMatchObject({ limit: 100, remaining: 42.5 });
+    const groq = fromWorker.series.find((v) => v.provider === "groq");
+    expect(groq?.reported_at).toBeNull();
+    expect(groq?.requests.remaining).toBeNull();
+  });
+
+  it("is refilled from ClickHouse after Redis lost it, with the same figures", async () => {
+    const { series, seen, ready } = keys();
+    await s.p.redis.del(series(k.project), seen(k.project), ready(k.project));
+    const refilled = await headroom(k);
+    expectOracle(refilled, rows);
+    expect(figures(refilled)).toEqual(figures(fromWorker));
+    expect(await s.p.redis.exists(ready(k.project))).toBe(1);
+    expect(await s.p.redis.hlen(series(k.project))).toBe(4);
+  });
+
+  it("shows a new report through the worker's write, without a refill", async () => {
+    await headroom(k);
+    const t = Date.now();
+    await s.send(k.report, [
+      { provider: "openai", model: "gpt-4o", app: "chat", timestamp: iso(t), limits: limits(12) },
+    ]);
+    await eventually(async () => {
+      const chat = (await headroom(k, "?app=chat")).series[0];
+      expect(chat?.reported_at).toBe(iso(t));
+      expect(chat?.requests.remaining).toBe(12);
+    });
+    // Still the copy refilled before: nothing asked ClickHouse for the whole project again.
+    expect(await s.p.redis.exists(keys().ready(k.project))).toBe(1);
+  });
+
+  it("never keeps more series of a project than its cap, however many apps report", async () => {
+    const flood = await s.project();
+    const apps =
+      fc.sample(
+        fc.uniqueArray(fc.stringMatching(/^[a-z0-9-]{1,24}$/), { minLength: 40, maxLength: 40 }),
+        1,
+      )[0] ?? [];
+    expect(apps).toHaveLength(40);
+    const sent = apps.map((app, i) => ({
+      provider: "openai",
+      model: "gpt-4o",
+      app,
+      timestamp: iso(now - i * 1_000),
+      limits: limits(100 - i),
+    }));
+    await s.send(flood.report, sent);
+    await s.stored(flood.project, sent.length);
+    const { series, seen } = keys();
+    await eventually(async () => expect(await s.p.redis.hlen(series(flood.project))).toBe(CAP));
+    // The refill from ClickHouse (40 series there) is held to the cap too.
+    const body = await headroom(flood);
+    expect(body.series).toHaveLength(CAP);
+    expect(await s.p.redis.hlen(series(flood.project))).toBe(CAP);
+    expect(await s.p.redis.zcard(seen(flood.project))).toBe(CAP);
+  });
+});

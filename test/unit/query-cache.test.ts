@@ -1,0 +1,100 @@
+import { describe, expect, it } from "vitest";
+import { createQueryCache } from "../../src/api/query-cache.js";
+
+// The read API's query cache past its TTL: the last answer served while one refresh runs, for a
+// bounded time; and a bounded number of answers, the least recently used dropped first.
+
+/** A query whose runs are counted and settled by hand. */
+function controlled() {
+  const runs: { resolve(v: number): void; reject(e: Error): void }[] = [];
+  const run = () =>
+    new Promise<number>((resolve, reject) => {
+      runs.push({ resolve, reject });
+    });
+  return { runs, run };
+}
+
+describe("query cache: stale while revalidate", () => {
+  it("serves the last answer past the TTL while one refresh runs, then the new one", async () => {
+    let t = 0;
+    const cache = createQueryCache({ ttlMs: 100, staleMs: 1_000, now: () => t });
+    const q = controlled();
+    const first = cache.get("q", q.run);
+    q.runs[0]?.resolve(1);
+    expect(await first).toBe(1);
+    t = 150;
+    // Stale: both callers get 1 at once; one refresh only.
+    expect(await Promise.all([cache.get("q", q.run), cache.get("q", q.run)])).toEqual([1, 1]);
+    expect(q.runs).toHaveLength(2);
+    q.runs[1]?.resolve(2);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(await cache.get("q", q.run)).toBe(2);
+    expect(q.runs).toHaveLength(2);
+  });
+
+  it("keeps the old answer when a refresh fails, and never past the stale bound", async () => {
+    let t = 0;
+    const cache = createQueryCache({ ttlMs: 100, staleMs: 400, now: () => t });
+    const q = controlled();
+    const first = cache.get("q", q.run);
+    q.runs[0]?.resolve(1);
+    await first;
+    t = 200;
+    expect(await cache.get("q", q.run)).toBe(1);
+    q.runs[1]?.reject(new Error("down"));
+    await new Promise((r) => setImmediate(r));
+    t = 300;
+    expect(await cache.get("q", q.run)).toBe(1);
+    expect(q.runs).toHaveLength(3);
+    q.runs[2]?.reject(new Error("down"));
+    await new Promise((r) => setImmediate(r));
+    // 500 = TTL + stale bound: the old answer is no longer served; callers wait for a run.
+    t = 500;
+    const waited = cache.get("q", q.run);
+    expect(q.runs).toHaveLength(4);
+    q.runs[3]?.resolve(9);
+    expect(await waited).toBe(9);
+  });
+
+  it("refreshes at most backgroundRefreshes stale answers at a time", async () => {
+    let t = 0;
+    const cache = createQueryCache({
+      ttlMs: 100,
+      staleMs: 1_000,
+      backgroundRefreshes: 1,
+      now: () => t,
+    });
+    const q = controlled();
+    for (const key of ["a", "b"]) {
+      const first = cache.get(key, q.run);
+      q.runs.at(-1)?.resolve(1);
+      await first;
+    }
+    t = 200;
+    expect(await cache.get("a", q.run)).toBe(1);
+    expect(await cache.get("b", q.run)).toBe(1);
+    // `a` is being refreshed: `b` waits for the slot, served stale meanwhile.
+    expect(q.runs).toHaveLength(3);
+    q.runs[2]?.resolve(2);
+    await new Promise((r) => setImmediate(r));
+    expect(await cache.get("b", q.run)).toBe(1);
+    expect(q.runs).toHaveLength(4);
+  });
+
+  it("keeps at most maxEntries answers, dropping the least recently used", async () => {
+    const cache = createQueryCache({ ttlMs: 10_000, maxEntries: 2, now: () => 0 });
+    let runs = 0;
+    const run = async () => ++runs;
+    await cache.get("a", run);
+    await cache.get("b", run);
+    // `a` used again: `b` is now the least recently used, and goes when `c` comes.
+    await cache.get("a", run);
+    await cache.get("c", run);
+    expect(runs).toBe(3);
+    await cache.get("a", run);
+    expect(runs).toBe(3);
+    await cache.get("b", run);
+    expect(runs).toBe(4);
+  });
+});
