@@ -13,11 +13,11 @@ import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 // manifest yet. Whoever later holds one of those jobs (a redelivery after a stall or a crash, a
 // replay) re-inserts exactly that manifest with the same token, then completes the job. A job
 // leaves its manifest only once the Redis holding the manifest holds the job completed (so it can
-// never be delivered again); the last one out deletes the manifest. A frozen worker that wakes up finds its locks gone and claims
-// nothing; one that wakes mid-insert sends the same bytes with the same token, and ClickHouse
-// keeps one copy. This is the exactly-once scheme of ClickHouse's Kafka Connect sink, with
-// BullMQ's locks in place of Kafka's offsets. Every key shares the queue prefix's hash tag, so
-// each script touches one Redis Cluster slot.
+// never be delivered again); the last one out deletes the manifest. A frozen worker that wakes
+// up finds its locks gone and claims nothing; one that wakes mid-insert sends the same bytes with
+// the same token, and ClickHouse keeps one copy. This is the exactly-once scheme of ClickHouse's
+// Kafka Connect sink, with BullMQ's locks in place of Kafka's offsets. Every key shares the queue
+// prefix's hash tag, so each script touches one Redis Cluster slot.
 
 export interface HeldJob {
   id: string;
