@@ -5,6 +5,8 @@ import { sweepManifests } from "./manifest-sweep.js";
 /**
  * A completed job can never be delivered again: it leaves its manifest. Completions are released
  * in groups, one round trip per tick; what a crash leaves behind, the periodic sweep releases.
+ * A release may reach another primary than the completion did (a failover in between): the store
+ * then keeps a job that primary still queues (manifest-store.ts).
  */
 export function createManifestReleaser(opts: {
   store: ManifestStore;

@@ -12,12 +12,12 @@ import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 // claim succeeds only if the worker still holds every job's BullMQ lock and no job belongs to a
 // manifest yet. Whoever later holds one of those jobs (a redelivery after a stall or a crash, a
 // replay) re-inserts exactly that manifest with the same token, then completes the job. A job
-// leaves its manifest only once it is completed (and so can never be delivered again); the last
-// one out deletes the manifest. A frozen worker that wakes up finds its locks gone and claims
-// nothing; one that wakes mid-insert sends the same bytes with the same token, and ClickHouse
-// keeps one copy. This is the exactly-once scheme of ClickHouse's Kafka Connect sink, with
-// BullMQ's locks in place of Kafka's offsets. Every key shares the queue prefix's hash tag, so
-// each script touches one Redis Cluster slot.
+// leaves its manifest only once the Redis holding the manifest holds the job completed (so it can
+// never be delivered again); the last one out deletes the manifest. A frozen worker that wakes
+// up finds its locks gone and claims nothing; one that wakes mid-insert sends the same bytes with
+// the same token, and ClickHouse keeps one copy. This is the exactly-once scheme of ClickHouse's
+// Kafka Connect sink, with BullMQ's locks in place of Kafka's offsets. Every key shares the queue
+// prefix's hash tag, so each script touches one Redis Cluster slot.
 
 export interface HeldJob {
   id: string;
@@ -53,7 +53,12 @@ export interface ManifestStore {
   get(token: string): Promise<Manifest | null>;
   /** Which of these jobs this worker no longer holds (their lock is gone or someone else's). */
   lost(held: HeldJob[]): Promise<string[]>;
-  /** These jobs are completed: they leave their manifests, and empty manifests are deleted. */
+  /**
+   * These jobs are done (completed, or failed): they leave their manifests, and empty manifests
+   * are deleted — but only where Redis holds them done. A job that this Redis still has in the
+   * queue keeps its manifest: its completion was on a primary that failed over before passing
+   * it on, and the promoted replica hands the job out again, to go in with its manifest.
+   */
   release(jobIds: string[]): Promise<void>;
   /**
    * With REDIS_ACK_REPLICAS: once the replicas hold the manifest `token` (claimed or read by this
@@ -92,13 +97,22 @@ for i = 3, #KEYS do redis.call('HSET', KEYS[1], ARGV[2 + (i - 2) * 2], ARGV[1]) 
 return 1
 `;
 
-// KEYS: owners hash, then one manifest key per job. ARGV: (job id, token) per job.
+// A job leaves its manifest only if this Redis holds it done: its job hash gone (completed with
+// removeOnComplete, or removed) or in the completed or failed set. The worker learns of a
+// completion from one primary, but after a failover its release runs on the promoted replica,
+// which may never have had the completion and still queues the job; released there, the job
+// would come back with no manifest and go in a second time under a new token.
+// KEYS: owners hash, completed set, failed set, then (manifest key, job key) per job.
+// ARGV: (job id, token) per job.
 const RELEASE = `
-for i = 2, #KEYS do
-  local id, token = ARGV[(i - 1) * 2 - 1], ARGV[(i - 1) * 2]
-  if redis.call('HGET', KEYS[1], id) == token then
+for i = 1, #ARGV / 2 do
+  local id, token = ARGV[2 * i - 1], ARGV[2 * i]
+  local manifest, job = KEYS[2 + 2 * i], KEYS[3 + 2 * i]
+  local done = redis.call('EXISTS', job) == 0
+    or redis.call('ZSCORE', KEYS[2], id) or redis.call('ZSCORE', KEYS[3], id)
+  if done and redis.call('HGET', KEYS[1], id) == token then
     redis.call('HDEL', KEYS[1], id)
-    if redis.call('HINCRBY', KEYS[i], 'left', -1) <= 0 then redis.call('DEL', KEYS[i]) end
+    if redis.call('HINCRBY', manifest, 'left', -1) <= 0 then redis.call('DEL', manifest) end
   end
 end
 return 1
@@ -135,6 +149,7 @@ export function createRedisManifestStore(
   const manifestKey = (token: string) => `${keyPrefix}:manifest:${token}`;
   // BullMQ keeps a job's lock at `prefix:name:<id>:lock`, holding the worker's lock token.
   const lockKey = (id: string) => `${keyPrefix}:${id}:lock`;
+  const jobKey = (id: string) => `${keyPrefix}:${id}`;
 
   return {
     async claim(manifest, held) {
@@ -209,7 +224,12 @@ export function createRedisManifestStore(
       const owners = await this.owners(jobIds);
       if (owners.size === 0) return;
       const ids = [...owners.keys()];
-      const keys = [ownersKey, ...ids.map((id) => manifestKey(owners.get(id) as string))];
+      const keys = [
+        ownersKey,
+        `${keyPrefix}:completed`,
+        `${keyPrefix}:failed`,
+        ...ids.flatMap((id) => [manifestKey(owners.get(id) as string), jobKey(id)]),
+      ];
       await redis.headroomReleaseManifests(
         keys.length,
         ...keys,
