@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { invalidQuery, single } from "./params.js";
+import type { ReadStore } from "./read-store.js";
+import { chTime, MAX_RANGE_MS, resolveRange } from "./time-range.js";
 
 // Cursors of the newest-first lists: the last row's (time, id), as base64url JSON. Opaque to
 // clients; checked in full here, so a forged or damaged cursor is a 400, never a query.
@@ -46,4 +48,45 @@ export function page<T>(rows: T[], limit: number, cursorOf: (row: T) => Cursor) 
     items,
     next_cursor: rows.length > limit && last ? encodeCursor(cursorOf(last)) : null,
   };
+}
+
+export interface NewestFirstQuery {
+  from?: number;
+  to?: number;
+  limit: number;
+  cursor?: string;
+}
+
+/**
+ * One page of a newest-first list over `from`..`to` (at most 400 days): the cursor checked
+ * against the list's id format, and one row more than the page asked for. `sql(after)` reads
+ * `{project}`, `{from}`, `{to}`, `{limit}` and, after a cursor, `{ct}` and `{cid}`; each row's
+ * `t` and `id` make the next cursor.
+ */
+export async function newestFirstPage<R extends { t: string | number; id: string }>(opts: {
+  store: ReadStore;
+  now: number;
+  q: NewestFirstQuery;
+  /** What is listed, for the message of a range too long: "reports". */
+  what: string;
+  id: RegExp;
+  project: string;
+  sql: (after: boolean) => string;
+  params: Record<string, unknown>;
+}): Promise<{ items: R[]; next_cursor: string | null }> {
+  const { q } = opts;
+  const range = resolveRange(q, Math.ceil(opts.now / 1000) * 1000);
+  if (range.to - range.from > MAX_RANGE_MS.day) {
+    throw invalidQuery(`from/to: ${opts.what} are listed over at most 400 days; narrow the range`);
+  }
+  const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor, opts.id);
+  const rows = await opts.store.rows<R>(opts.sql(cursor !== null), {
+    project: opts.project,
+    from: chTime(range.from),
+    to: chTime(range.to),
+    limit: q.limit + 1,
+    ...(cursor ? { ct: chTime(cursor.t), cid: cursor.id } : {}),
+    ...opts.params,
+  });
+  return page(rows, q.limit, (r) => ({ t: Number(r.t), id: r.id }));
 }

@@ -181,7 +181,10 @@ export type ReportBody = z.output<typeof reportBodySchema>;
 const isoMs = z.iso.datetime({ precision: 3 });
 
 /** The same schema for every key of a shape: the stored columns reuse the wire field names. */
-function eachKey<K extends string, S extends z.ZodType>(shape: Record<K, unknown>, schema: S) {
+export function eachKey<K extends string, S extends z.ZodType>(
+  shape: Record<K, unknown>,
+  schema: S,
+) {
   return Object.fromEntries(Object.keys(shape).map((k) => [k, schema])) as Record<K, S>;
 }
 

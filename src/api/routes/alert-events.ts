@@ -2,10 +2,9 @@ import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import { METRICS } from "../../alerts/rule.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { cursorParam, decodeCursor, page } from "../cursor.js";
-import { filterSql, invalidQuery, limit, parseQuery, seriesFilters, time } from "../params.js";
+import { cursorParam, newestFirstPage } from "../cursor.js";
+import { filterSql, limit, parseQuery, seriesFilters, time } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
-import { chTime, MAX_RANGE_MS, resolveRange } from "../time-range.js";
 
 // GET /api/v1/alerts/events: the project's alert events, newest first (time, then id), a page
 // at a time, from `alert_events` FINAL (an event stored twice is listed once).
@@ -81,25 +80,21 @@ export async function readAlertEvents(
   project: KeyLookup,
   q: z.output<typeof alertEventsQuery>,
 ): Promise<z.infer<typeof alertEventsResponse>> {
-  const range = resolveRange(q, Math.ceil((deps.now ?? Date.now)() / 1000) * 1000);
-  if (range.to - range.from > MAX_RANGE_MS.day) {
-    throw invalidQuery("from/to: events are listed over at most 400 days; narrow the range");
-  }
-  const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor, EVENT_ID);
   let { sql, params } = filterSql({ provider: q.provider });
   if (q.level) {
     sql += " AND toString(level) IN {levels:Array(String)}";
     params = { ...params, levels: q.level };
   }
-  const rows = await deps.store.rows<EventRow>(eventsSql(deps.store.db, sql, cursor !== null), {
+  const { items, next_cursor } = await newestFirstPage<EventRow>({
+    store: deps.store,
+    now: (deps.now ?? Date.now)(),
+    q,
+    what: "events",
+    id: EVENT_ID,
     project: project.projectId,
-    from: chTime(range.from),
-    to: chTime(range.to),
-    limit: q.limit + 1,
-    ...(cursor ? { ct: chTime(cursor.t), cid: cursor.id } : {}),
-    ...params,
+    sql: (after) => eventsSql(deps.store.db, sql, after),
+    params,
   });
-  const { items, next_cursor } = page(rows, q.limit, (r) => ({ t: Number(r.t), id: r.id }));
   return {
     items: items.map(({ t, ...r }) => ({
       ...r,

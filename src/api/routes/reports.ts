@@ -1,10 +1,10 @@
 import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { cursorParam, decodeCursor, page } from "../cursor.js";
-import { filterSql, invalidQuery, limit, parseQuery, seriesFilters, time } from "../params.js";
+import { creditsSchema, eachKey, limitsSchema } from "../../report/report-schema.js";
+import { cursorParam, newestFirstPage } from "../cursor.js";
+import { filterSql, limit, parseQuery, seriesFilters, time } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
-import { chTime, MAX_RANGE_MS, resolveRange } from "../time-range.js";
 
 // GET /api/v1/reports: the project's reports, newest first (timestamp, then id as text: a
 // UUID's own order in ClickHouse is not its text's), a page at a time. Read from `reports` FINAL, as reports_v does: a redelivered report is listed once.
@@ -27,21 +27,9 @@ export const reportItem = z.object({
   model: z.string().nullable(),
   timestamp: z.string(),
   received_at: z.string(),
-  limits: z.object({
-    requests_limit: nullableNumber,
-    requests_remaining: nullableNumber,
-    tokens_limit: nullableNumber,
-    tokens_remaining: nullableNumber,
-    reset_requests_ms: nullableNumber,
-    reset_tokens_ms: nullableNumber,
-  }),
-  credits: z
-    .object({
-      credits_limit: nullableNumber,
-      credits_remaining: nullableNumber,
-      request_cost: nullableNumber,
-    })
-    .nullable(),
+  // The report schema's own fields, as stored.
+  limits: z.object(eachKey(limitsSchema.shape, nullableNumber)),
+  credits: z.object(eachKey(creditsSchema.shape, nullableNumber)).nullable(),
 });
 
 export const reportsResponse = z.object({
@@ -119,21 +107,17 @@ export async function readReports(
   project: KeyLookup,
   q: z.output<typeof reportsQuery>,
 ): Promise<z.infer<typeof reportsResponse>> {
-  const range = resolveRange(q, Math.ceil((deps.now ?? Date.now)() / 1000) * 1000);
-  if (range.to - range.from > MAX_RANGE_MS.day) {
-    throw invalidQuery("from/to: reports are listed over at most 400 days; narrow the range");
-  }
-  const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor, UUID);
   const { sql, params } = filterSql(q);
-  const rows = await deps.store.rows<ReportRow>(reportsSql(deps.store.db, sql, cursor !== null), {
+  const { items, next_cursor } = await newestFirstPage<ReportRow>({
+    store: deps.store,
+    now: (deps.now ?? Date.now)(),
+    q,
+    what: "reports",
+    id: UUID,
     project: project.projectId,
-    from: chTime(range.from),
-    to: chTime(range.to),
-    limit: q.limit + 1,
-    ...(cursor ? { ct: chTime(cursor.t), cid: cursor.id } : {}),
-    ...params,
+    sql: (after) => reportsSql(deps.store.db, sql, after),
+    params,
   });
-  const { items, next_cursor } = page(rows, q.limit, (r) => ({ t: Number(r.t), id: r.id }));
   return { items: items.map(item), next_cursor };
 }
 
