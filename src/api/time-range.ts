@@ -38,10 +38,15 @@ export function defaultWindow(range: Range): Window {
   return "day";
 }
 
+/** The range widened to whole windows. */
+export function widen(range: Range, window: Window): Range {
+  const w = WINDOW_MS[window];
+  return { from: Math.floor(range.from / w) * w, to: Math.ceil(range.to / w) * w };
+}
+
 /** The range widened to whole windows; 400 when it is over the window's cap. */
 export function alignRange(range: Range, window: Window): Range {
-  const w = WINDOW_MS[window];
-  const aligned = { from: Math.floor(range.from / w) * w, to: Math.ceil(range.to / w) * w };
+  const aligned = widen(range, window);
   const max = MAX_RANGE_MS[window];
   if (aligned.to - aligned.from > max) {
     const wider =

@@ -5,6 +5,7 @@ import { decodeCursor, encodeCursor, page } from "../../src/api/cursor.js";
 import { type LatestFigures, seriesView, thresholdsFor } from "../../src/api/headroom-view.js";
 import { createQueryCache } from "../../src/api/query-cache.js";
 import { createReadLimit } from "../../src/api/read-limit.js";
+import { readSpend, spendQuery } from "../../src/api/routes/spend.js";
 import { alignRange, defaultWindow, resolveRange } from "../../src/api/time-range.js";
 import { HttpError } from "../../src/http/errors.js";
 
@@ -34,6 +35,41 @@ describe("time ranges", () => {
     expect(() => alignRange({ from: T - 7 * D, to: T }, "minute")).toThrow(/window=hour/);
     expect(() => alignRange({ from: T - 91 * D, to: T }, "hour")).toThrow(/window=day/);
     expect(alignRange({ from: T - 89 * D, to: T }, "hour").to).toBeGreaterThan(T);
+  });
+});
+
+describe("spend", () => {
+  it("reads the daily rollups when a range of 7 days widens past the minute rollups' cap", async () => {
+    const queries: string[] = [];
+    const store = {
+      db: "db",
+      rows: async <R>(query: string) => {
+        queries.push(query);
+        return [] as R[];
+      },
+    };
+    const lookup = {
+      keyId: "k",
+      projectId: "p",
+      scope: "read" as const,
+      plan: "free",
+      overrides: {},
+    };
+    // Seven days to the millisecond, neither end on a whole minute.
+    const q = spendQuery.parse({
+      from: new Date(T - 7 * D).toISOString(),
+      to: new Date(T).toISOString(),
+    });
+    const answer = await readSpend({ store, now: () => T }, lookup, q);
+    expect(queries[0]).toMatch(/reports_daily/);
+    expect(answer.from).toBe(new Date(Date.UTC(2030, 5, 8)).toISOString());
+    // Exactly 7 whole minutes-aligned days stay on the minute rollups.
+    const whole = spendQuery.parse({
+      from: new Date(Date.UTC(2030, 5, 8, 12, 34)).toISOString(),
+      to: new Date(Date.UTC(2030, 5, 15, 12, 34)).toISOString(),
+    });
+    await readSpend({ store, now: () => T }, lookup, whole);
+    expect(queries[1]).toMatch(/reports_minute/);
   });
 });
 

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { filterSql, parseQuery, seriesFilters, time } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
-import { alignRange, chDate, chSeconds, MAX_RANGE_MS, resolveRange } from "../time-range.js";
+import { alignRange, chDate, chSeconds, MAX_RANGE_MS, resolveRange, widen } from "../time-range.js";
 
 // GET /api/v1/spend: per provider over a range (default: the last 24 hours), the cost and
 // the reports from the rollups, the burn per hour over the range, the last credit balance, and
@@ -62,7 +62,9 @@ export async function readSpend(
   q: z.output<typeof spendQuery>,
 ): Promise<z.infer<typeof spendResponse>> {
   const range = resolveRange(q, (deps.now ?? Date.now)());
-  const daily = range.to - range.from > MAX_RANGE_MS.minute;
+  // Minute rollups while the range, widened to whole minutes, is within their cap.
+  const inMinutes = widen(range, "minute");
+  const daily = inMinutes.to - inMinutes.from > MAX_RANGE_MS.minute;
   const aligned = alignRange(range, daily ? "day" : "minute");
   const param = daily ? chDate : chSeconds;
   const { sql, params } = filterSql(q);
