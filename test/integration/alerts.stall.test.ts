@@ -25,8 +25,11 @@ let secret = "";
 beforeAll(async () => {
   p = await startPipeline({ WORKER_LOCK_DURATION_MS: "1000", WORKER_STALLED_INTERVAL_MS: "1000" });
   fx = alertsFixture(p);
-  proxy = await startTcpProxy(Number(new URL(p.config.REDIS_URL).port));
+  // The test Redis may be a container on another address than the proxy's.
+  const target = new URL(p.config.REDIS_URL);
+  proxy = await startTcpProxy(Number(target.port), target.hostname);
   const viaProxy = new URL(p.config.REDIS_URL);
+  viaProxy.hostname = "127.0.0.1";
   viaProxy.port = String(proxy.port);
   redis = createWorkerRedis(redisTopology({ ...p.config, REDIS_URL: viaProxy.toString() }));
   redis.on("error", () => {});

@@ -14,7 +14,9 @@ import { eventually } from "../helpers/eventually.js";
 // REDIS_ACK_REPLICAS on a real primary and replica: a 200 only once the replica holds the job;
 // while the replica cannot confirm (paused), 503 and never 200; back to 200 once it can.
 
-const ACK_TIMEOUT_MS = 300;
+// Long enough that a replica on a loaded machine confirms in time (300 ms did not always); the
+// paused replica's 503s wait this long.
+const ACK_TIMEOUT_MS = 2_000;
 let dir: string;
 let primary: RedisServer;
 let replica: RedisServer;
