@@ -180,7 +180,9 @@ describe("a local Redis Cluster", () => {
 });
 
 describe("a local Sentinel deployment", () => {
-  it("fails a SIGKILLed primary over to its replica; a client given the sentinels writes to the new primary; the old one comes back as its replica", async () => {
+  it("fails a SIGKILLed primary over to its replica; a client given the sentinels writes to the new primary; the old one comes back as its replica", {
+    timeout: 120_000,
+  }, async () => {
     const sentinel = await startRedisSentinel({ password: `pw-${randomUUID()}` });
     cleanups.push(() => sentinel.stop());
     expect(sentinel.nodes).toHaveLength(2);
@@ -221,7 +223,12 @@ describe("a local Sentinel deployment", () => {
     expect(await headroomClient(sentinel.env).get(key)).toBe("after");
 
     await sentinel.restart(first);
-    expect(await replicates(first)).toBe(promoted.port);
+    // Restarted as the replica of the primary the sentinels named; a sentinel that had not yet
+    // caught up would let it start as a primary, which the sentinels demote within about 20 s.
+    await eventually(async () => expect(await replicates(first)).toBe(promoted.port), {
+      timeoutMs: 30_000,
+      intervalMs: 500,
+    });
     const old = connect(first.url);
     await eventually(async () => expect(await old.get(key)).toBe("after"), { timeoutMs: 10_000 });
 
