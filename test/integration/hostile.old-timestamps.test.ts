@@ -7,7 +7,7 @@ import { createLogger } from "../../src/lib/logger.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { newReportId } from "../../src/report/report-id.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
-import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
+import { createIngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
@@ -22,14 +22,12 @@ import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
 const logger = createLogger("silent", "test");
 let p: Pipeline;
 let edge: Edge | undefined;
-let worker: IngestWorker | undefined;
 
 beforeAll(async () => {
   p = await startPipeline();
 });
 
 afterAll(async () => {
-  await worker?.close();
   await edge?.close();
   await p?.close();
 });
@@ -118,14 +116,16 @@ it("through the edge: reports dated before the retention are stored at their rec
 }, async () => {
   edge = await createEdge(p.config, logger);
   const e = edge;
-  worker = createIngestWorker({
+  // Closed whatever happens: the other test's worker shares this queue.
+  const edgeWorker = createIngestWorker({
     config: p.config,
     redis: p.redis,
     clickhouse: p.client,
     logger,
     metrics: createWorkerMetrics(),
   });
-  worker.start();
+  onTestFinished(() => edgeWorker.close());
+  edgeWorker.start();
   const attacker = { projectId: `p-old-${uniqueId()}`, key: "" };
   const victim = { projectId: `p-victim-${uniqueId()}`, key: "" };
   for (const tenant of [attacker, victim]) {

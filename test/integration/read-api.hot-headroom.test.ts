@@ -139,7 +139,8 @@ afterAll(async () => {
   await s?.close();
 });
 
-describe("GET /api/v1/headroom from the hot copy", () => {
+// One story in order: each step builds on the hot copy the one before left.
+describe("GET /api/v1/headroom from the hot copy", { shuffle: false }, () => {
   let k: ProjectKeys;
   let rows: RawRow[];
   let fromWorker: { at: string; series: View[] };
