@@ -230,7 +230,23 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
       // A former primary comes back as a replica of the current one, as an operator would bring
       // it back: left to come back as a primary, it is demoted by the sentinels only after about
       // 20 s here (they wait for its role to be stable), against 5 s this way.
-      if (data) data.setPrimary(await primary());
+      // The primary every running sentinel names: one sentinel not yet caught up with a
+      // failover would name the node itself, which would then come back as a second primary.
+      if (data) {
+        const agreed = await pollUntil(
+          "the sentinels agreeing on the primary",
+          async () => {
+            const addresses = new Set(await askSentinels(primaryAddress));
+            const [address] = addresses;
+            if (addresses.size !== 1 || address === undefined) {
+              throw new Error(`the sentinels name ${[...addresses].join(", ") || "none"}`);
+            }
+            return dataNodeAt(address);
+          },
+          { timeoutMs },
+        );
+        data.setPrimary(agreed);
+      }
       await processes.restart(node);
       await pollUntil(`${node.address} back`, healthy, { timeoutMs });
     },
