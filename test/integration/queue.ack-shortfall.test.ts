@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { quotaKeys } from "../../src/edge/quota-counter.js";
 import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import { clientReport, type EdgeFixture, startEdge } from "../helpers/edge-fixture.js";
@@ -16,13 +16,22 @@ import { eventually } from "../helpers/eventually.js";
 // 429s, and exactly three reports wait in the queue.
 
 const QUOTA = 3;
-let dir: string;
-let primary: RedisServer;
-let replica: RedisServer | undefined;
-let fx: EdgeFixture;
 
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "headroom-ack-down-"));
+/**
+ * A primary and its replica of this test's own, in sync, and an edge on the primary that waits
+ * for one replica; all stopped when the test ends. Each test kills its replica when it chooses.
+ */
+async function replicatedEdge(): Promise<{ fx: EdgeFixture; killReplica(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "headroom-ack-down-"));
+  let primary: RedisServer | undefined;
+  let replica: RedisServer | undefined;
+  let fx: EdgeFixture | undefined;
+  onTestFinished(async () => {
+    await fx?.close();
+    await replica?.kill();
+    await primary?.kill();
+    rmSync(dir, { recursive: true, force: true });
+  });
   primary = await startRedisServer({ dir: join(dir, "primary") });
   replica = await startRedisServer({ dir: join(dir, "replica"), replicaOf: primary.url });
   const probe = new Redis(primary.url, { maxRetriesPerRequest: 1 });
@@ -42,18 +51,18 @@ beforeAll(async () => {
     redisUrl: primary.url,
     env: { REDIS_ACK_REPLICAS: "1", REDIS_ACK_TIMEOUT_MS: "1000" },
   });
-});
+  return {
+    fx,
+    async killReplica() {
+      await replica?.kill();
+      replica = undefined;
+    },
+  };
+}
 
-afterAll(async () => {
-  await fx?.close();
-  await replica?.kill();
-  await primary?.kill();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
-
-// One story in order: the replica is killed in the first step and stays down.
-describe("a replica down under REDIS_ACK_REPLICAS=1", { shuffle: false }, () => {
+describe("a replica down under REDIS_ACK_REPLICAS=1", () => {
   it("a report answered 503 is stored and counted; the quota holds", async () => {
+    const { fx, killReplica } = await replicatedEdge();
     const k = await fx.createKey({
       plan: "free",
       overrides: { monthly: QUOTA, burst: 1_000, capacity: 1_000 },
@@ -62,8 +71,7 @@ describe("a replica down under REDIS_ACK_REPLICAS=1", { shuffle: false }, () => 
     const first = await fx.post(clientReport(), { key: k.key });
     expect(first.statusCode, first.body).toBe(200);
 
-    await replica?.kill();
-    replica = undefined;
+    await killReplica();
     const answers = [];
     for (let i = 0; i < 10; i++) answers.push(await fx.post(clientReport(), { key: k.key }));
     const statuses = answers.map((a) => a.statusCode);
@@ -86,8 +94,8 @@ describe("a replica down under REDIS_ACK_REPLICAS=1", { shuffle: false }, () => 
   });
 
   it("a batch whose job no replica confirmed: each item may be stored, and its id stays claimed", async () => {
-    await replica?.kill();
-    replica = undefined;
+    const { fx, killReplica } = await replicatedEdge();
+    await killReplica();
     const k = await fx.createKey({
       plan: "free",
       overrides: { monthly: 10, burst: 1_000, capacity: 1_000 },
@@ -107,5 +115,17 @@ describe("a replica down under REDIS_ACK_REPLICAS=1", { shuffle: false }, () => 
     expect(again.json().results).toEqual(body.map((r) => ({ id: r.id, duplicate: true })));
     const queued = (await fx.records()).filter((r) => r.project_id === k.projectId);
     expect(queued.map((r) => r.report_id).sort()).toEqual(body.map((r) => r.id).sort());
+
+    // An item without an id has nothing to claim: resending it would queue it again.
+    const anonymous = await fx.post([clientReport()], { key: k.key, url: "/api/reports" });
+    expect(anonymous.statusCode).toBe(207);
+    expect(anonymous.json().results).toEqual([
+      {
+        error: "unavailable",
+        message: expect.stringMatching(
+          /may have been stored.*may count it twice \(give it an id\)/,
+        ),
+      },
+    ]);
   });
 });
