@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hotKeys } from "../../src/api/hot-store.js";
 import { eventually } from "../helpers/eventually.js";
+import { DRAINED } from "../helpers/pipeline.js";
 import {
   latestOracle,
   normalise,
@@ -18,7 +19,7 @@ import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/rea
 
 const CAP = 5;
 let s: ReadStack;
-let now: number;
+const keys = () => hotKeys(s.p.config.QUEUE_PREFIX);
 const iso = (t: number) => new Date(t).toISOString();
 
 const limits = (requests: number | null, tokens: number | null = null) => ({
@@ -31,7 +32,7 @@ const limits = (requests: number | null, tokens: number | null = null) => ({
 });
 const HINT = limits(null);
 
-function reports() {
+function reports(now: number) {
   const at = (agoMs: number) => iso(now - agoMs);
   return [
     // Figures, then a newer provider hint: the figures stay, last_seen moves.
@@ -127,11 +128,61 @@ function expectOracle(body: { series: View[] }, rows: RawRow[]) {
   }
 }
 
+/** Every job sent so far completed: a job completes after the worker wrote it to the copy. */
+async function drained() {
+  await eventually(async () => expect(await s.p.jobCounts()).toStrictEqual(DRAINED), {
+    timeoutMs: 20_000,
+  });
+}
+
 /** The answer without its clock: two reads a moment apart agree on everything else. */
 const figures = (body: { series: View[] }) => body.series;
 
+interface Seeded {
+  k: ProjectKeys;
+  /** The clock reports() was given. */
+  now: number;
+  rows: RawRow[];
+}
+
+/**
+ * A project of the caller's own with reports() stored; its hot copy is the worker's alone.
+ * `apart`: each report is in the copy before the next is sent, so every one goes through the
+ * merge in Redis (sent together, they may be merged within one batch first).
+ */
+async function seeded(opts: { apart?: boolean } = {}): Promise<Seeded> {
+  const k = await s.project();
+  const now = Date.now();
+  const sent = reports(now);
+  if (opts.apart) {
+    for (const report of sent) {
+      await s.send(k.report, [report]);
+      await drained();
+    }
+  } else {
+    await s.send(k.report, sent);
+    await drained();
+  }
+  await s.stored(k.project, sent.length);
+  const rows = normalise(await s.sql(RAW_ROWS_SQL(s.db), { project: k.project }));
+  // The worker wrote every series after its insert; no read has refilled anything yet.
+  expect(await s.p.redis.hlen(keys().series(k.project))).toBe(4);
+  expect(await s.p.redis.exists(keys().ready(k.project))).toBe(0);
+  return { k, now, rows };
+}
+
+/**
+ * The worker's copy as /headroom answers it, against the raw rows' newest figures: marked whole
+ * by hand, so no read refills it from ClickHouse.
+ */
+async function fromWorker({ k, rows }: Seeded): Promise<{ at: string; series: View[] }> {
+  await s.p.redis.set(keys().ready(k.project), "1");
+  const body = await headroom(k);
+  expectOracle(body, rows);
+  return body;
+}
+
 beforeAll(async () => {
-  now = Date.now();
   s = await startReadStack({ READ_HOT_MAX_SERIES_PER_PROJECT: String(CAP) });
 });
 
@@ -139,72 +190,82 @@ afterAll(async () => {
   await s?.close();
 });
 
-// One story in order: each step builds on the hot copy the one before left.
-describe("GET /api/v1/headroom from the hot copy", { shuffle: false }, () => {
-  let k: ProjectKeys;
-  let rows: RawRow[];
-  let fromWorker: { at: string; series: View[] };
-  const keys = () => hotKeys(s.p.config.QUEUE_PREFIX);
-
-  beforeAll(async () => {
-    k = await s.project();
-    const sent = reports();
-    await s.send(k.report, sent);
-    await s.stored(k.project, sent.length);
-    rows = normalise(await s.sql(RAW_ROWS_SQL(s.db), { project: k.project }));
-    // The worker wrote every series after its insert; no read has refilled anything yet.
-    await eventually(async () => expect(await s.p.redis.hlen(keys().series(k.project))).toBe(4));
-    expect(await s.p.redis.exists(keys().ready(k.project))).toBe(0);
-  });
-
+// Each test has projects of its own: one stack, copies that no other test touches.
+describe("GET /api/v1/headroom from the hot copy", () => {
   it("as the worker wrote it equals the raw rows' newest figures", async () => {
-    // Marked whole by hand: the answer is the worker's copy alone, no refill from ClickHouse.
-    await s.p.redis.set(keys().ready(k.project), "1");
-    fromWorker = await headroom(k);
-    expectOracle(fromWorker, rows);
-    const live = fromWorker.series.find((v) => v.app === "live");
+    const body = await fromWorker(await seeded({ apart: true }));
+    const live = body.series.find((v) => v.app === "live");
     expect(live?.requests.burn_per_s).toBeCloseTo(20 / 110, 4);
     expect(live?.requests.exhaustion_eta_s).toBeCloseTo(440, 0);
   });
 
-  it("keeps the figures when a newer provider hint arrives", () => {
-    const chat = fromWorker.series.find((v) => v.app === "chat");
+  it("keeps the figures when a newer provider hint arrives", async () => {
+    const seed = await seeded();
+    const { k, now } = seed;
+    const body = await fromWorker(seed);
+    const chat = body.series.find((v) => v.app === "chat");
     expect(chat?.last_seen).toBe(iso(now - 50_000));
     expect(chat?.reported_at).toBe(iso(now - 100_000));
     expect(chat?.requests).toMatchObject({ limit: 200, remaining: 70, used_pct: 65 });
     expect(chat?.credits).toMatchObject({ limit: 100, remaining: 42.5 });
-    const groq = fromWorker.series.find((v) => v.provider === "groq");
+    const groq = body.series.find((v) => v.provider === "groq");
     expect(groq?.reported_at).toBeNull();
     expect(groq?.requests.remaining).toBeNull();
+
+    // A hint sent after the figures are in the copy: merged in Redis, not within one batch.
+    const t = Date.now();
+    await s.send(k.report, [
+      { provider: "openai", model: "gpt-4o", app: "chat", timestamp: iso(t), limits: HINT },
+    ]);
+    await drained();
+    const hinted = (await headroom(k, "?app=chat")).series[0];
+    expect(hinted?.last_seen).toBe(iso(t));
+    expect(hinted?.reported_at).toBe(iso(now - 100_000));
+    expect(hinted?.requests).toMatchObject({ limit: 200, remaining: 70, used_pct: 65 });
+    expect(hinted?.credits).toMatchObject({ limit: 100, remaining: 42.5 });
   });
 
   it("is refilled from ClickHouse after Redis lost it, with the same figures", async () => {
+    const seed = await seeded();
+    const { k, rows } = seed;
+    const worker = await fromWorker(seed);
     const { series, seen, ready } = keys();
     await s.p.redis.del(series(k.project), seen(k.project), ready(k.project));
     const refilled = await headroom(k);
     expectOracle(refilled, rows);
-    expect(figures(refilled)).toEqual(figures(fromWorker));
+    expect(figures(refilled)).toEqual(figures(worker));
     expect(await s.p.redis.exists(ready(k.project))).toBe(1);
     expect(await s.p.redis.hlen(series(k.project))).toBe(4);
   });
 
   it("shows a new report through the worker's write, without a refill", async () => {
-    await headroom(k);
+    const seed = await seeded();
+    const { k } = seed;
+    await fromWorker(seed);
+    // A series taken out of the copy by hand: a refill from ClickHouse would bring it back.
+    const { series, ready } = keys();
+    const groq = (await s.p.redis.hkeys(series(k.project))).find((f) => f.startsWith('["groq"'));
+    expect(groq).toBeDefined();
+    await s.p.redis.hdel(series(k.project), groq as string);
+    const providers = async () => (await headroom(k)).series.map((v) => v.provider);
+    expect(await providers()).not.toContain("groq");
+
     const t = Date.now();
     await s.send(k.report, [
       { provider: "openai", model: "gpt-4o", app: "chat", timestamp: iso(t), limits: limits(12) },
     ]);
-    await eventually(async () => {
-      const chat = (await headroom(k, "?app=chat")).series[0];
-      expect(chat?.reported_at).toBe(iso(t));
-      expect(chat?.requests.remaining).toBe(12);
-    });
-    // Still the copy refilled before: nothing asked ClickHouse for the whole project again.
-    expect(await s.p.redis.exists(keys().ready(k.project))).toBe(1);
+    await drained();
+    const chat = (await headroom(k, "?app=chat")).series[0];
+    expect(chat?.reported_at).toBe(iso(t));
+    expect(chat?.requests.remaining).toBe(12);
+    // Nothing asked ClickHouse for the whole project again.
+    expect(await providers()).not.toContain("groq");
+    expect(await s.p.redis.exists(ready(k.project))).toBe(1);
   });
 
   it("never keeps more series of a project than its cap, however many apps report", async () => {
     const flood = await s.project();
+    const now = Date.now();
     const apps =
       fc.sample(
         fc.uniqueArray(fc.stringMatching(/^[a-z0-9-]{1,24}$/), { minLength: 40, maxLength: 40 }),
@@ -219,9 +280,10 @@ describe("GET /api/v1/headroom from the hot copy", { shuffle: false }, () => {
       limits: limits(100 - i),
     }));
     await s.send(flood.report, sent);
+    await drained();
     await s.stored(flood.project, sent.length);
     const { series, seen } = keys();
-    await eventually(async () => expect(await s.p.redis.hlen(series(flood.project))).toBe(CAP));
+    expect(await s.p.redis.hlen(series(flood.project))).toBe(CAP);
     // The refill from ClickHouse (40 series there) is held to the cap too.
     const body = await headroom(flood);
     expect(body.series).toHaveLength(CAP);
