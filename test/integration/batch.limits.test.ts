@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { clientReport, type EdgeFixture, startEdge, uniqueId } from "../helpers/edge-fixture.js";
+import { notAtMonthEnd } from "../helpers/month-end.js";
 
 // The burst limit and the monthly quota count a batch's reports, not its request: the first k
 // of n pass, the others are answered rate_limited / quota_exceeded in place, and a whole-request
@@ -20,13 +20,6 @@ afterAll(async () => {
   await a?.close();
   await b?.close();
 });
-
-// A test that began in the last seconds of a month would see the quota reset half way.
-async function notAtMonthEnd() {
-  const now = new Date();
-  const untilNextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) - now.getTime();
-  if (untilNextMonth < 60_000) await sleep(untilNextMonth + 100);
-}
 
 const reports = (n: number) => Array.from({ length: n }, () => clientReport());
 const send = (on: EdgeFixture, key: string, n: number) =>

@@ -8,6 +8,7 @@ import { quotaKeys } from "../../src/edge/quota-counter.js";
 import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import { clientReport, type EdgeFixture, startEdge } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
+import { notAtMonthEnd } from "../helpers/month-end.js";
 
 // REDIS_ACK_REPLICAS=1 with the replica down (its process killed): the primary takes each job
 // but no replica confirms it. Such a report is stored — the job stays in the queue for workers —
@@ -63,6 +64,8 @@ async function replicatedEdge(): Promise<{ fx: EdgeFixture; killReplica(): Promi
 describe("a replica down under REDIS_ACK_REPLICAS=1", () => {
   it("a report answered 503 is stored and counted; the quota holds", async () => {
     const { fx, killReplica } = await replicatedEdge();
+    const redisNow = async () => Number((await fx.edge.redis.time())[0]) * 1000;
+    await notAtMonthEnd(redisNow);
     const k = await fx.createKey({
       plan: "free",
       overrides: { monthly: QUOTA, burst: 1_000, capacity: 1_000 },
@@ -87,8 +90,7 @@ describe("a replica down under REDIS_ACK_REPLICAS=1", () => {
     const queued = (await fx.records()).filter((r) => r.project_id === k.projectId);
     expect(queued).toHaveLength(QUOTA);
     // And Redis counts all three against the month.
-    const [sec] = await fx.edge.redis.time();
-    const month = new Date(Number(sec) * 1000).toISOString().slice(0, 7);
+    const month = new Date(await redisNow()).toISOString().slice(0, 7);
     const [counter] = quotaKeys("headroom:quota", `${k.projectId}:${month}`);
     expect(Number(await fx.edge.redis.get(counter as string))).toBe(QUOTA);
   });

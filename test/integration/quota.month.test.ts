@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
@@ -7,6 +6,7 @@ import { createLimits } from "../../src/edge/limits.js";
 import { type QuotaCall, quotaKeys, redisQuotaStore } from "../../src/edge/quota-counter.js";
 import type { KeyLookup } from "../../src/keys/key-store.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
+import { notAtMonthEnd } from "../helpers/month-end.js";
 
 // The quota's month is Redis's, not the edge's: an edge whose clock is in another month (here,
 // 40 days off either way, which is another month on any date) counts its reports in the month
@@ -36,13 +36,6 @@ const redisNow = async () => {
   return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
 };
 
-/** Waits out the last seconds of Redis's month, which would turn half way through a test. */
-async function notAtMonthEnd() {
-  const now = await redisNow();
-  const left = nextMonthStart(monthOf(now)) - now;
-  if (left < 30_000) await sleep(left + 100);
-}
-
 const call: QuotaCall = {
   monthly: 100,
   want: 5,
@@ -57,7 +50,7 @@ const call: QuotaCall = {
 describe("the quota's month is Redis's", () => {
   for (const skewDays of [-40, 40]) {
     it(`an edge ${Math.abs(skewDays)} days ${skewDays < 0 ? "slow" : "fast"} counts in Redis's month`, async () => {
-      await notAtMonthEnd();
+      await notAtMonthEnd(redisNow);
       const prefix = `t-month-${uniqueId()}`;
       // This process's clock is the edge's (timers stay real: Redis's client needs them).
       vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + skewDays * DAY_MS });
@@ -93,7 +86,7 @@ describe("the quota's month is Redis's", () => {
   }
 
   it("a reservation for another month is refused untouched, with Redis's month named", async () => {
-    await notAtMonthEnd();
+    await notAtMonthEnd(redisNow);
     const prefix = `t-month-${uniqueId()}`;
     const store = redisQuotaStore(redis, prefix);
     const now = await redisNow();

@@ -1,5 +1,4 @@
 import { request as httpRequest } from "node:http";
-import { setTimeout as sleep } from "node:timers/promises";
 import type { LightMyRequestResponse } from "fastify";
 import { beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/keys/key-format.js";
@@ -11,6 +10,7 @@ import {
   type TestKey,
 } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
+import { notAtMonthEnd } from "../helpers/month-end.js";
 
 // Every row of the contract's response table, each with the contract's body and headers, and
 // for every refusal: nothing reached the queue.
@@ -483,11 +483,8 @@ describe("429", () => {
   });
 
   it("quota_exceeded: the monthly quota, counting only valid reports", async () => {
-    // The quota is per calendar month (UTC): a test that began in the last seconds of a month
-    // would see it reset half way. Those seconds are waited out.
+    await notAtMonthEnd();
     const monthEndOf = (t: Date) => Date.UTC(t.getUTCFullYear(), t.getUTCMonth() + 1, 1);
-    const untilNextMonth = monthEndOf(new Date()) - Date.now();
-    if (untilNextMonth < 30_000) await sleep(untilNextMonth + 100);
     const q = await fx.createKey({ plan: "free", overrides: { monthly: 3, burst: 100 } });
     // Refused reports do not use the quota up.
     for (let i = 0; i < 4; i++) {

@@ -2,7 +2,6 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
@@ -13,6 +12,7 @@ import { freePort } from "../../src/local/redis-server.js";
 import { waitForReady } from "../../src/redis/connections.js";
 import { clientReport, type EdgeFixture, startEdge, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
+import { notAtMonthEnd } from "../helpers/month-end.js";
 
 // The monthly quota with two edges at once: two edges in process sharing one Redis, one key
 // store and one queue, as two edge processes behind a load balancer do. Each test owns its
@@ -35,14 +35,6 @@ afterAll(async () => {
   await a?.close();
   await b?.close();
 });
-
-// The quota is per calendar month (UTC): a test that began in the last seconds of a month would
-// see it reset half way. Those seconds are waited out.
-async function notAtMonthEnd() {
-  const now = new Date();
-  const untilNextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) - now.getTime();
-  if (untilNextMonth < 60_000) await sleep(untilNextMonth + 100);
-}
 
 const month = () => new Date().toISOString().slice(0, 7);
 
