@@ -18,6 +18,7 @@ want=(
   "redis-tools:redis-cli"                       # the failover tests' Clusters (redis-cli --cluster)
   "chromium:/usr/bin/chromium"                  # browser tests (playwright-core)
   "prometheus:prometheus promtool"              # a real Prometheus, and promtool for the rules
+  "openssl:openssl"                             # certificates for the Redis TLS test
 )
 
 present() { # command or absolute path
