@@ -6,6 +6,7 @@ import type { Cleanup } from "./cleanup.js";
 import { summarize } from "./figure.js";
 import { type BenchResults, buildFigures, type PhaseResults } from "./figures.js";
 import type { BenchOptions } from "./options.js";
+import { BATCH_SIZE, runBatchPhase } from "./phase-batch.js";
 import { runDrainPhase } from "./phase-drain.js";
 import { runEdgePhase, warmUp } from "./phase-edge.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
@@ -18,7 +19,8 @@ import { startStack } from "./stack.js";
 const FIXED_RATE_CONNECTIONS = 64;
 
 // One benchmark run: start the stack, measure the ceilings, then the edge(s) alone, the workers
-// draining their backlog, and the whole pipeline saturated and at a fixed rate.
+// draining their backlog, the whole pipeline saturated and at a fixed rate, and last the edge(s)
+// alone with batches (its reports dropped, so that no phase before it sees them).
 
 const ROWS_PER_INSERT = 10_000;
 
@@ -43,6 +45,8 @@ export async function runBench(
     sat: await stack.createKeys("sat", opts.keys),
     rate: await stack.createKeys("rate", opts.keys),
     warm: await stack.createKeys("warm", opts.keys),
+    // The edge is measured, not the burst limit: batches reach far past a plan's rate.
+    batch: await stack.createKeys("batch", opts.keys, { burst: 1_000_000 }),
   };
   const load = { connections: opts.connections, durationS: opts.durationS };
   // Bodies stamped at the start of each phase, for wrk and the fixed-rate client.
@@ -130,9 +134,19 @@ export async function runBench(
   );
   log(`  p99 ${fixedRate.load.latencyMs.p99} ms, lag p99 ${fixedRate.lagMs.p99} ms`);
 
+  log(`edge alone, batches of ${BATCH_SIZE}: ${opts.durationS} s saturated (queues paused)`);
+  const edgeBatch = await runBatchPhase(
+    stack,
+    edges,
+    { keys: keys.batch, durationS: opts.durationS, warmupS: opts.warmupS },
+    cleanup,
+  );
+  log(`  ${edgeBatch.reportsPerSec} reports/s accepted`);
+
   const phases: PhaseResults = {
     ceilings: { bareFastify, bullmq, clickhouse },
     edgeAlone,
+    edgeBatch,
     drain,
     saturation,
     fixedRate: { ...fixedRate, requestedRate: opts.rate },

@@ -1,7 +1,9 @@
+import { batchFigures } from "./batch-figures.js";
 import { type Capacity, capacityOf } from "./capacity.js";
 import type { BareCeiling, EnqueueCeiling, InsertCeiling } from "./ceilings.js";
 import { atLeast, atMost, type Figure, figure, perUnitUs, TARGETS } from "./figure.js";
 import type { LoadResult } from "./load-spec.js";
+import type { BatchPhase } from "./phase-batch.js";
 import type { DrainPhase } from "./phase-drain.js";
 import type { EndToEndPhase } from "./phase-e2e.js";
 import type { EdgePhase } from "./phase-edge.js";
@@ -22,6 +24,7 @@ export interface RunInfo {
 export interface PhaseResults {
   ceilings: { bareFastify: BareCeiling; bullmq: EnqueueCeiling; clickhouse: InsertCeiling };
   edgeAlone: EdgePhase;
+  edgeBatch: BatchPhase;
   drain: DrainPhase;
   saturation: EndToEndPhase;
   fixedRate: EndToEndPhase & { requestedRate: number };
@@ -35,7 +38,7 @@ export interface BenchResults extends RunInfo, PhaseResults {
 }
 
 /** CPU per process, the load generator, the whole machine, and what others took from it. */
-function cpuFigures(
+export function cpuFigures(
   id: string,
   section: string,
   cores: Record<string, number>,
@@ -205,6 +208,7 @@ export function buildFigures(
       ceiling: { label: "raw BullMQ addBulk", value: r.ceilings.bullmq.reportsPerSec },
     }),
     ...cpuFigures("edge", E, e.cpuCores, e.load),
+    ...batchFigures(r.edgeBatch, bareUs, cpuFigures),
 
     figure(
       "drain.rowsPerSec",

@@ -16,6 +16,8 @@ export interface LoadSpec {
   mode: "saturate" | "fixed";
   /** Requests per second of the fixed mode. */
   rate?: number;
+  /** The request path of the saturated mode (default REPORT_PATH). */
+  path?: string;
 }
 
 export interface Latency {

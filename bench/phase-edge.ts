@@ -40,11 +40,14 @@ export interface EdgeCounts {
  * The count is what ClickHouse must end up holding, so a /metrics that cannot be read fails the
  * run rather than let it wait for a wrong number.
  */
-export async function settledEnqueued(edges: ServiceProc[]): Promise<EdgeCounts> {
+export async function settledEnqueued(
+  edges: ServiceProc[],
+  route = REPORT_PATH,
+): Promise<EdgeCounts> {
   let last: EdgeCounts = { reports: -1, jobs: 0, statuses: {} };
   for (let i = 0; i < 40; i++) {
     const texts = await Promise.all(edges.map((e) => e.metrics()));
-    const now = countsOf(texts);
+    const now = countsOf(texts, route);
     if (now.reports === last.reports) return now;
     last = now;
     await sleep(250);
@@ -52,12 +55,10 @@ export async function settledEnqueued(edges: ServiceProc[]): Promise<EdgeCounts>
   return last;
 }
 
-export function countsOf(texts: string[]): EdgeCounts {
+export function countsOf(texts: string[], route = REPORT_PATH): EdgeCounts {
   const statuses: Record<string, number> = {};
   for (const text of texts) {
-    const by = metricByLabel(text, "headroom_http_requests_total", "status", {
-      route: REPORT_PATH,
-    });
+    const by = metricByLabel(text, "headroom_http_requests_total", "status", { route });
     for (const [status, n] of Object.entries(by)) statuses[status] = (statuses[status] ?? 0) + n;
   }
   return {

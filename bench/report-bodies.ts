@@ -59,3 +59,24 @@ export function writeLoadFiles(
   writeFileSync(files.keysFile, `${keys.join("\n")}\n`);
   return files;
 }
+
+/**
+ * Writes `<name>.bodies` with `batches` batches for POST /api/reports (one JSON array of `size`
+ * reports of the sample mix per line, stamped now) and `<name>.keys` into `dir`.
+ */
+export function writeBatchFiles(
+  dir: string,
+  name: string,
+  keys: string[],
+  opts: { batches: number; size: number; now?: () => number },
+): LoadFiles {
+  const source = createBodySource(opts.batches * opts.size, opts.now);
+  const batches = Array.from({ length: opts.batches }, (_, b) => {
+    const items = Array.from({ length: opts.size }, (_, i) => source.body(b * opts.size + i));
+    return `[${items.join(",")}]`;
+  });
+  const files = { bodiesFile: join(dir, `${name}.bodies`), keysFile: join(dir, `${name}.keys`) };
+  writeFileSync(files.bodiesFile, `${batches.join("\n")}\n`);
+  writeFileSync(files.keysFile, `${keys.join("\n")}\n`);
+  return files;
+}

@@ -5,7 +5,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import { Redis } from "ioredis";
 import { createClickHouse } from "../src/clickhouse/client.js";
 import { migrate } from "../src/clickhouse/migrations.js";
-import { CONFIG_KEYS, loadConfig } from "../src/config.js";
+import { CONFIG_KEYS, loadConfig, type Plan } from "../src/config.js";
 import { createKeyStore } from "../src/keys/key-store.js";
 import {
   type EmbeddedClickHouseProcess,
@@ -193,8 +193,11 @@ export async function startStack(opts: StackOptions) {
       }
     },
 
-    /** One key per project `bench-<phase>-<i>`, each project on the unlimited plan. */
-    async createKeys(phase: string, count: number): Promise<string[]> {
+    /**
+     * One key per project `bench-<phase>-<i>`, each project on the unlimited plan, with
+     * `overrides` of its numbers when given.
+     */
+    async createKeys(phase: string, count: number, overrides?: Partial<Plan>): Promise<string[]> {
       const keys: string[] = [];
       for (let i = 0; i < count; i++) {
         const project = `bench-${phase}-${String(i).padStart(3, "0")}`;
@@ -202,6 +205,7 @@ export async function startStack(opts: StackOptions) {
           plan: "unlimited",
           defaultPlan: "unlimited",
         });
+        if (overrides) await keyStore.setPlan(project, "unlimited", overrides);
         keys.push(key);
       }
       return keys;

@@ -1,3 +1,4 @@
+import { batchTargetFigure } from "./batch-figures.js";
 import { type Capacity, componentOf } from "./capacity.js";
 import type { InsertCeiling } from "./ceilings.js";
 import { atLeast, atMost, type Figure, figure, ISSUE_12, perUnitUs } from "./figure.js";
@@ -92,6 +93,7 @@ export function issue12Figures(r: PhaseResults, capacity: Capacity): Figure[] {
         ceiling: { label: "edge alone accepted", value: e.load.okPerSec },
       },
     ),
+    batchTargetFigure(r.edgeBatch, T, bareUs),
     figure("target.edgeRss", T, "edge peak RSS at saturation", edgeRssAtSaturation, "MB", {
       targets: [atMost(ISSUE_12.edgeRssMb)],
     }),

@@ -1,9 +1,9 @@
--- wrk script of the benchmark's saturated phases (bench/wrk.ts): POST /api/report with the
--- realistic sample bodies, one per line of a file written at the start of the phase, and the
--- project keys (one per line) round-robin; every request is formatted once, in init(), so that
+-- wrk script of the benchmark's saturated phases (bench/wrk.ts): POST to PATH (/api/report, or
+-- /api/reports with a batch a line) with the realistic sample bodies, one per line of a file
+-- written at the start of the phase, and the project keys (one per line) round-robin; every request is formatted once, in init(), so that
 -- request() is a table lookup. done() prints one JSON line: requests, errors, latency
 -- percentiles (µs), answers by status, and the CPU wrk itself used (from /proc/self/stat).
---   wrk -t1 -c64 -d15s -s bench/wrk-report.lua http://127.0.0.1:3000 -- BODIES KEYS TALLY
+--   wrk -t1 -c64 -d15s -s bench/wrk-report.lua http://127.0.0.1:3000 -- BODIES KEYS TALLY [PATH]
 -- TALLY "1" counts answers by status in response(): wrk then parses every answer's headers and
 -- body into Lua, which costs CPU (bench/README.md has the measurement); "0" leaves response()
 -- out, and wrk counts answers >= 400 in summary.errors.status only.
@@ -22,6 +22,7 @@ statuses = {}
 
 function init(args)
   local bodies_file, keys_file, tally = args[1], args[2], args[3]
+  local path = args[4] or "/api/report"
   local keys = {}
   for line in io.lines(keys_file) do
     if #line > 0 then keys[#keys + 1] = line end
@@ -29,7 +30,7 @@ function init(args)
   for body in io.lines(bodies_file) do
     if #body > 0 then
       local key = keys[(count % #keys) + 1]
-      requests[count + 1] = wrk.format("POST", "/api/report", {
+      requests[count + 1] = wrk.format("POST", path, {
         ["Content-Type"] = "application/json",
         ["Authorization"] = "Bearer " .. key,
       }, body)

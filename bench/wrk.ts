@@ -68,6 +68,8 @@ export function wrkArgs(opts: {
   threads?: number;
   /** Count answers by status in Lua (costs wrk CPU per answer). */
   tally?: boolean;
+  /** The request path (default /api/report). */
+  path?: string;
 }): string[] {
   return [
     `--threads=${opts.threads ?? 1}`,
@@ -80,6 +82,7 @@ export function wrkArgs(opts: {
     opts.bodiesFile,
     opts.keysFile,
     opts.tally ? "1" : "0",
+    ...(opts.path ? [opts.path] : []),
   ];
 }
 
@@ -153,6 +156,7 @@ export async function runWrk(spec: LoadSpec, cleanup: Cleanup): Promise<LoadResu
         durationS: spec.durationS,
         bodiesFile: spec.bodiesFile,
         keysFile: spec.keysFile,
+        path: spec.path,
       }),
       cleanup,
     });

@@ -1,7 +1,8 @@
 import type { KeyLookup } from "../keys/key-store.js";
 import { newReportId } from "../report/report-id.js";
-import type { ReportRecord } from "../report/report-schema.js";
+import { type ReportRow, toRow } from "../report/report-schema.js";
 import { HttpError, type Issue, unavailable } from "../http/errors.js";
+import { type BatchFormat, type BatchItem, parseBatchBody } from "./parse-batch.js";
 import { validateReport } from "./parse-report.js";
 import type { ClaimState, ReportIds } from "./report-ids.js";
 
@@ -16,10 +17,45 @@ export type ItemResult =
 
 export interface Taken {
   index: number;
-  record: ReportRecord;
+  /** The report as it is enqueued. */
+  row: ReportRow;
+  reportId: string;
   /** The client's id, when it chose one. */
   clientId: string | null;
   warnings: Issue[];
+}
+
+/**
+ * A batch's body → the reports to take, in order; each item that is no report gets its error in
+ * `results` at its index. Only rows are kept: the parsed items and records are garbage before the
+ * request waits for Redis, so that a batch in flight holds little.
+ */
+export function validateBatch(
+  body: Buffer,
+  format: BatchFormat,
+  maxReports: number,
+  results: ItemResult[],
+  project: KeyLookup,
+  receivedAt: number,
+  retentionDays: number,
+): Taken[] {
+  const items = parseBatchBody(body, format, maxReports);
+  results.length = items.length;
+  const valid: Taken[] = [];
+  for (let index = 0; index < items.length; index++) {
+    const item = items[index] as BatchItem;
+    if ("error" in item) {
+      results[index] = item.error.toBody();
+      continue;
+    }
+    try {
+      valid.push(validateItem(item.value, index, project, receivedAt, retentionDays));
+    } catch (err) {
+      if (!(err instanceof HttpError)) throw err;
+      results[index] = err.toBody();
+    }
+  }
+  return valid;
 }
 
 /** One item → a report to take, with its client id, or the HttpError of a single report. */
@@ -58,7 +94,8 @@ export function validateItem(
       issues: [idIssue],
     });
   }
-  return { index, record: valid.record, clientId, warnings: valid.warnings };
+  const { record, warnings } = valid;
+  return { index, row: toRow(record), reportId: record.report_id, clientId, warnings };
 }
 
 /**
@@ -74,6 +111,7 @@ export async function claimIds(
 ): Promise<{ taken: Taken[]; repeats: [Taken, Taken][]; token: string }> {
   const firstOf = new Map<string, Taken>();
   for (const t of valid) if (t.clientId && !firstOf.has(t.clientId)) firstOf.set(t.clientId, t);
+  if (firstOf.size === 0) return { taken: valid, repeats: [], token: "" };
   const ids = [...firstOf.keys()];
   let claimed: { states: ClaimState[]; token: string };
   try {

@@ -1,6 +1,8 @@
 import { isUtf8 } from "node:buffer";
 import { HttpError, type Issue } from "../http/errors.js";
+import { plainReportBody } from "../report/plain-report.js";
 import {
+  type ReportBody,
   type ReportRecord,
   reportBodySchema,
   type ServerFields,
@@ -114,23 +116,24 @@ export function validateReport(
   server: ServerFields,
   options: ValidateOptions,
 ): ValidReport {
+  // A report with nothing to fix or refuse skips zod; the schema has the last word on the rest.
+  const plain = plainReportBody(value);
+  if (plain) return finish(plain, [], server, options);
+  return validateReportBySchema(value, server, options);
+}
+
+/** validateReport through reportBodySchema alone, for every body: the reference of the fast path. */
+export function validateReportBySchema(
+  value: unknown,
+  server: ServerFields,
+  options: ValidateOptions,
+): ValidReport {
   let input = value;
   const warnings: Issue[] = [];
   // Each pass fixes every unusable value zod found; a value is fixed at most once.
   for (let pass = 0; pass < 3; pass++) {
     const parsed = reportBodySchema.safeParse(input);
-    if (parsed.success) {
-      const body = parsed.data;
-      const oldest = server.receivedAt - options.retentionDays * DAY_MS;
-      if (body.timestamp != null && body.timestamp < oldest) {
-        body.timestamp = null;
-        warnings.push({
-          path: "timestamp",
-          message: `older than the retention of ${options.retentionDays} days: stored as the receive time`,
-        });
-      }
-      return { record: toRecord(body, server), warnings };
-    }
+    if (parsed.success) return finish(parsed.data, warnings, server, options);
     const fatal = parsed.error.issues.filter((i) => !unusableValue(i, valueAt(input, i.path)));
     if (fatal.length > 0 || pass === 2) {
       const issues = (fatal.length > 0 ? fatal : parsed.error.issues).map((i) => ({
@@ -151,6 +154,24 @@ export function validateReport(
     }
   }
   throw new Error("unreachable");
+}
+
+/** The record of a valid body, its timestamp dropped when older than the retention. */
+function finish(
+  body: ReportBody,
+  warnings: Issue[],
+  server: ServerFields,
+  options: ValidateOptions,
+): ValidReport {
+  const oldest = server.receivedAt - options.retentionDays * DAY_MS;
+  if (body.timestamp != null && body.timestamp < oldest) {
+    body.timestamp = null;
+    warnings.push({
+      path: "timestamp",
+      message: `older than the retention of ${options.retentionDays} days: stored as the receive time`,
+    });
+  }
+  return { record: toRecord(body, server), warnings };
 }
 
 function valueAt(root: unknown, path: PropertyKey[]): unknown {

@@ -5,6 +5,7 @@ import type { Config } from "../config.js";
 import { HttpError } from "./errors.js";
 import { whenAnswered } from "./in-flight.js";
 import { serializeRequest } from "./request-log.js";
+import { lazyRequestLogger } from "./request-logger.js";
 
 // How the edge's HTTP server is set up: timeouts, body limit, logging, and the answer to requests
 // Node refuses before Fastify sees them.
@@ -25,6 +26,7 @@ export function serverOptions(config: ServerConfig, logger: FastifyBaseLogger) {
     // once here, so request loggers inherit it at no cost per request.
     loggerInstance: logger.child({}, { serializers: { req: serializeRequest } }),
     logController: new LogController({ disableRequestLogging: !config.LOG_REQUESTS }),
+    childLoggerFactory: lazyRequestLogger,
     requestIdHeader: "x-request-id",
     trustProxy: trustProxyOf(config.TRUST_PROXY),
     bodyLimit: config.BODY_LIMIT_BYTES,

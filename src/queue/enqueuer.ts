@@ -117,12 +117,43 @@ export function createEnqueuer(opts: EnqueuerOptions) {
     else setImmediate(run);
   }
 
+  function added() {
+    if (pending.length >= opts.maxReports) pump(false);
+    else if (pickShard(true) >= 0) schedule();
+  }
+
   return {
     enqueue(row: ReportRow): Promise<void> {
       return new Promise<void>((resolve, reject) => {
         pending.push({ row, resolve, reject });
-        if (pending.length >= opts.maxReports) pump(false);
-        else if (pickShard(true) >= 0) schedule();
+        added();
+      });
+    },
+
+    /**
+     * A batch's reports, as many enqueues with one promise: it resolves once every job holding
+     * them settled, with each report's error (undefined: acknowledged), in order. They may span
+     * jobs, so some may fail while others are stored.
+     */
+    enqueueMany(rows: ReportRow[]): Promise<(EnqueueError | undefined)[]> {
+      return new Promise((resolve) => {
+        const errors = new Array<EnqueueError | undefined>(rows.length);
+        let left = rows.length;
+        if (left === 0) return resolve(errors);
+        const settled = () => {
+          if (--left === 0) resolve(errors);
+        };
+        for (let i = 0; i < rows.length; i++) {
+          pending.push({
+            row: rows[i] as ReportRow,
+            resolve: settled,
+            reject: (err) => {
+              errors[i] = err as EnqueueError;
+              settled();
+            },
+          });
+        }
+        added();
       });
     },
 

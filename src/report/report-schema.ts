@@ -4,11 +4,15 @@ import { z } from "zod";
 // normalised record the server stores (`reportRecordSchema`), and the positional row that travels
 // in queue jobs and is inserted into ClickHouse as JSONCompactEachRow (`toRow`/`fromRow`).
 
-const INT64_LIMIT = 2 ** 63;
+/** Limits must fit Int64: strictly between -2^63 and 2^63. */
+export const INT64_LIMIT = 2 ** 63;
 /** Credits are stored as Decimal(38, 12); toFixed(12) is exact text below 1e21. */
-const CREDIT_LIMIT = 1e21;
-const MIN_TIMESTAMP_MS = Date.UTC(2000, 0, 1);
-const MAX_FUTURE_MS = 24 * 60 * 60 * 1000;
+export const CREDIT_LIMIT = 1e21;
+/** A timestamp lies between 2000-01-01 and this long after the server's clock. */
+export const MIN_TIMESTAMP_MS = Date.UTC(2000, 0, 1);
+export const MAX_FUTURE_MS = 24 * 60 * 60 * 1000;
+/** The longest provider (after trimming), app (after trimming) and model, in characters. */
+export const MAX_LENGTH = { provider: 64, app: 128, model: 256 } as const;
 
 const wellFormed = (s: string) => s.isWellFormed();
 
@@ -20,7 +24,7 @@ const wellFormed = (s: string) => s.isWellFormed();
 const UNUSABLE = { unusable: true } as const;
 
 /** Optional string fields: too long is cut at the limit, empty `model` is null. */
-export const CUT_AT = { app: 128, model: 256 } as const;
+export const CUT_AT = { app: MAX_LENGTH.app, model: MAX_LENGTH.model } as const;
 
 /**
  * What to store instead of an unusable optional value, given the issue zod raised about it:
@@ -153,20 +157,30 @@ export const reportBodySchema = z.object(
       .string({ error: "required: a non-empty string" })
       .refine(wellFormed, NOT_UTF8)
       .transform((s) => s.trim().toLowerCase())
-      .pipe(z.string().min(1, "must not be empty").max(64, "must be at most 64 characters")),
+      .pipe(
+        z
+          .string()
+          .min(1, "must not be empty")
+          .max(MAX_LENGTH.provider, `must be at most ${MAX_LENGTH.provider} characters`),
+      ),
     limits: limitsSchema,
     app: z
       .string({ error: "expected a string" })
       .refine(wellFormed, NOT_UTF8)
       .transform((s) => s.trim())
-      .pipe(z.string().max(128, "must be at most 128 characters"))
+      .pipe(z.string().max(MAX_LENGTH.app, `must be at most ${MAX_LENGTH.app} characters`))
       .nullable()
       .optional()
       .transform((s) => (s ? s : "default")),
     model: z
       .string({ error: "expected a string or null" })
       .refine(wellFormed, NOT_UTF8)
-      .pipe(z.string().min(1, "must not be empty").max(256, "must be at most 256 characters"))
+      .pipe(
+        z
+          .string()
+          .min(1, "must not be empty")
+          .max(MAX_LENGTH.model, `must be at most ${MAX_LENGTH.model} characters`),
+      )
       .nullable()
       .optional()
       .transform((s) => s ?? null),
@@ -205,8 +219,8 @@ export const reportRecordSchema = z.object({
 export type ReportRecord = z.infer<typeof reportRecordSchema>;
 export type ReportColumn = keyof ReportRecord;
 export const REPORT_COLUMNS = Object.keys(reportRecordSchema.shape) as ReportColumn[];
-const LIMIT_FIELDS = Object.keys(limitsSchema.shape) as (keyof ReportBody["limits"])[];
-const CREDIT_FIELDS = Object.keys(creditsSchema.shape) as (keyof NonNullable<
+export const LIMIT_FIELDS = Object.keys(limitsSchema.shape) as (keyof ReportBody["limits"])[];
+export const CREDIT_FIELDS = Object.keys(creditsSchema.shape) as (keyof NonNullable<
   ReportBody["credits"]
 >)[];
 
@@ -220,9 +234,17 @@ export interface ServerFields {
   receivedAt: number;
 }
 
+/** The receive time's ISO text: reports received in the same millisecond share it. */
+let lastReceived = { ms: Number.NaN, iso: "" };
+function receivedIso(ms: number): string {
+  if (lastReceived.ms !== ms) lastReceived = { ms, iso: new Date(ms).toISOString() };
+  return lastReceived.iso;
+}
+
 export function toRecord(body: ReportBody, server: ServerFields): ReportRecord {
   const credits = body.credits;
   const hasCredits = credits != null && CREDIT_FIELDS.some((k) => credits[k] !== null);
+  const receivedAt = receivedIso(server.receivedAt);
   const record: Record<string, unknown> = {
     report_id: server.reportId,
     project_id: server.projectId,
@@ -230,8 +252,8 @@ export function toRecord(body: ReportBody, server: ServerFields): ReportRecord {
     app: body.app,
     provider: body.provider,
     model: body.model,
-    timestamp: new Date(body.timestamp ?? server.receivedAt).toISOString(),
-    received_at: new Date(server.receivedAt).toISOString(),
+    timestamp: body.timestamp == null ? receivedAt : new Date(body.timestamp).toISOString(),
+    received_at: receivedAt,
   };
   for (const k of LIMIT_FIELDS) record[k] = body.limits[k];
   // A credits object whose three fields are all null is stored as "no credits".
@@ -259,15 +281,23 @@ export const reportIdOf = (row: ReportRow) => String(row[REPORT_ID_INDEX]);
 export const receivedAtMsOf = (row: ReportRow) =>
   Date.parse(fromClickHouseTime(String(row[RECEIVED_AT_INDEX])));
 
+/** How each column's value becomes row text, in REPORT_COLUMNS order. */
+const TO_ROW_VALUE = REPORT_COLUMNS.map((column): ((v: unknown) => string | number) =>
+  TIME_COLUMNS.has(column)
+    ? (v) => toClickHouseTime(v as string)
+    : // Decimal text keeps credits exact; JSON numbers like 1e-7 would not parse as Decimal.
+      CREDIT_COLUMNS.has(column)
+      ? (v) => (v as number).toFixed(12)
+      : (v) => v as string | number,
+);
+
 export function toRow(record: ReportRecord): ReportRow {
-  return REPORT_COLUMNS.map((column) => {
-    const value = record[column];
-    if (value === null) return null;
-    if (TIME_COLUMNS.has(column)) return toClickHouseTime(value as string);
-    // Decimal text keeps credits exact; JSON numbers like 1e-7 would not parse as Decimal.
-    if (CREDIT_COLUMNS.has(column)) return (value as number).toFixed(12);
-    return value;
-  });
+  const row: ReportRow = new Array(REPORT_COLUMNS.length);
+  for (let i = 0; i < REPORT_COLUMNS.length; i++) {
+    const value = record[REPORT_COLUMNS[i] as ReportColumn];
+    row[i] = value === null ? null : (TO_ROW_VALUE[i] as (v: unknown) => string | number)(value);
+  }
+  return row;
 }
 
 export function fromRow(row: ReportRow): ReportRecord {

@@ -55,6 +55,9 @@ const REQUIRED = [
   "edge.max",
   "edge.rss",
   "edge.redis.bytes",
+  "batch.accepted",
+  "batch.cpuPerReport",
+  "batch.rss",
   "drain.rowsPerSec",
   "sat.sustained",
   "sat.accepted",
@@ -84,6 +87,7 @@ const REQUIRED = [
   "target.drain",
   "target.pipelineCpu",
   "target.sustained",
+  "target.batchEdgeCpu",
   "target.edgeRss",
   "target.redisBytes",
 ];
@@ -125,13 +129,20 @@ describe("npm run bench -- --quick", () => {
     }
     // Real traffic went through every stage.
     const value = (id: string) => r.figures.find((f) => f.id === id)?.value ?? 0;
-    for (const id of ["ceiling.bare", "ceiling.bullmq", "ceiling.clickhouse", "edge.accepted"]) {
+    for (const id of [
+      "ceiling.bare",
+      "ceiling.bullmq",
+      "ceiling.clickhouse",
+      "edge.accepted",
+      "batch.accepted",
+    ]) {
       expect(value(id), id).toBeGreaterThan(0);
     }
     expect(value("drain.complete")).toBe(1);
     expect(value("sat.complete")).toBe(1);
     // One wrk per edge, both of them loaded.
     expect(r.edgeAlone.load).toMatchObject({ generator: "wrk", generators: 2 });
+    expect(r.edgeBatch.load).toMatchObject({ generator: "wrk", generators: 2 });
     expect(value("edge.cpu.edge-1")).toBeGreaterThan(0);
     expect(value("edge.cpu.edge-2")).toBeGreaterThan(0);
 

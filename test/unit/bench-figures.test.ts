@@ -74,6 +74,15 @@ const phases: PhaseResults = {
     redisUsedMb: 50,
     cpuCores: { edge: 1, redis: 0.2 },
   },
+  edgeBatch: {
+    batchSize: 100,
+    load: load(300),
+    reports: 300_000,
+    reportsPerSec: 30_000,
+    jobs: 600,
+    edgePeakRssMb: 120,
+    cpuCores: { edge: 0.24, redis: 0.1 },
+  },
   drain: {
     rows: 150_000,
     seconds: 1.2,
@@ -150,6 +159,10 @@ describe("bench figures", () => {
     // The highest edge peak, edge alone (180) or end to end (150).
     expect(byId.get("target.edgeRss")).toMatchObject({ value: 180, met: false });
     expect(byId.get("target.redisBytes")).toMatchObject({ value: 300, met: true });
+    // Batches: 0.24 cores at 30,000 reports/s = 8 µs a report, 0.16 of the bare request's 50.
+    expect(byId.get("batch.cpuPerReport")).toMatchObject({ value: 8, ratio: 0.16 });
+    expect(byId.get("batch.reportsPerJob")?.value).toBe(500);
+    expect(byId.get("target.batchEdgeCpu")).toMatchObject({ value: 8, ratio: 0.16, met: false });
 
     const lean = buildFigures({
       ...phases,
@@ -158,6 +171,15 @@ describe("bench figures", () => {
     const leanById = new Map(lean.map((f) => [f.id, f]));
     expect(leanById.get("target.edgeCpu")).toMatchObject({ value: 60, ratio: 1.2, met: true });
     expect(leanById.get("target.reportsPerJob")).toMatchObject({ value: 300, met: true });
+    const leanBatch = buildFigures({
+      ...phases,
+      edgeBatch: { ...phases.edgeBatch, cpuCores: { "edge 1": 0.1, "edge 2": 0.1, redis: 0.1 } },
+    });
+    expect(leanBatch.find((f) => f.id === "target.batchEdgeCpu")).toMatchObject({
+      value: 7,
+      ratio: 0.14,
+      met: true,
+    });
   });
 
   it("sums the CPU of each component into the capacity table", () => {

@@ -154,6 +154,36 @@ describe("enqueuer (group commit)", () => {
     expect(c.settled).toBe("resolved");
   });
 
+  it("enqueueMany: one promise for many reports, settled once every job holding them did, with each report's error in order", async () => {
+    const { write, calls, jobs } = fakeWriter();
+    const enqueuer = createEnqueuer({ ...options, maxReports: 4, write });
+    void enqueuer.enqueue(row("a"));
+    const many = enqueuer.enqueueMany(ids("b", 5).map(row));
+    let outcome: (EnqueueError | undefined)[] | null = null;
+    void many.then((errors) => {
+      outcome = errors;
+    });
+    await turn();
+    // The batch's reports join the jobs as single reports do: a full job goes at once, the rest
+    // waits for its acknowledgement.
+    expect(jobs()).toEqual([["a", "b0", "b1", "b2"]]);
+    calls[0]?.ack();
+    await turn();
+    expect(jobs()[1]).toEqual(["b3", "b4"]);
+    expect(outcome).toBeNull();
+    const redisDown = new Error("Connection is closed.");
+    calls[1]?.fail(redisDown);
+    await turn();
+    const errors = outcome as unknown as (EnqueueError | undefined)[];
+    expect(errors).toHaveLength(5);
+    expect(errors.slice(0, 3)).toEqual([undefined, undefined, undefined]);
+    for (const err of errors.slice(3)) {
+      expect(err).toBeInstanceOf(EnqueueError);
+      expect(err?.cause).toBe(redisDown);
+    }
+    expect(await enqueuer.enqueueMany([])).toEqual([]);
+  });
+
   it("passes the writer's own EnqueueError on (e.g. too few replicas confirmed)", async () => {
     const { write, calls } = fakeWriter();
     const enqueuer = createEnqueuer({ ...options, write });

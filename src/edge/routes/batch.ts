@@ -1,16 +1,16 @@
 import type { FastifyPluginAsync } from "fastify";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { EnqueueError, type Enqueuer } from "../../queue/enqueuer.js";
-import { toRow } from "../../report/report-schema.js";
+import type { Enqueuer } from "../../queue/enqueuer.js";
+import type { ReportRow } from "../../report/report-schema.js";
 import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
 import { requireScope } from "../../http/scope.js";
 import type { BacklogGate } from "../backlog.js";
-import { claimIds, type ItemResult, settleIds, type Taken, validateItem } from "../batch-items.js";
+import { claimIds, type ItemResult, settleIds, type Taken, validateBatch } from "../batch-items.js";
 import { HttpError, unavailable } from "../../http/errors.js";
 import type { Limits } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
-import { type BatchFormat, parseBatchBody } from "../parse-batch.js";
+import type { BatchFormat } from "../parse-batch.js";
 import type { ReportIds } from "../report-ids.js";
 
 // POST /api/reports: many reports in one request, each validated, limited and answered on its
@@ -26,7 +26,7 @@ export interface BatchRouteDeps extends AuthDeps {
   retentionDays: number;
   limits: Limits;
   backlog: Pick<BacklogGate, "check">;
-  enqueuer: Pick<Enqueuer, "enqueue">;
+  enqueuer: Pick<Enqueuer, "enqueueMany">;
   reportIds: ReportIds;
   metrics: Pick<EdgeMetrics, "reportWarnings">;
 }
@@ -100,24 +100,17 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       const project = req.project as KeyLookup;
       const raw = req.body as RawBody | undefined;
       if (raw === undefined) throw new HttpError("invalid_json", "the body is empty");
-      const items = parseBatchBody(raw.bytes, raw.format, maxReports);
-      const results: ItemResult[] = new Array(items.length);
-      const receivedAt = Date.now();
-
       // Each item as a single report is validated.
-      const valid: Taken[] = [];
-      items.forEach((item, index) => {
-        if ("error" in item) {
-          results[index] = item.error.toBody();
-          return;
-        }
-        try {
-          valid.push(validateItem(item.value, index, project, receivedAt, retentionDays));
-        } catch (err) {
-          if (!(err instanceof HttpError)) throw err;
-          results[index] = err.toBody();
-        }
-      });
+      const results: ItemResult[] = [];
+      const valid = validateBatch(
+        raw.bytes,
+        raw.format,
+        maxReports,
+        results,
+        project,
+        Date.now(),
+        retentionDays,
+      );
 
       if (valid.length > 0) backlog.check();
       const fresh = await claimIds(valid, results, project, reportIds);
@@ -154,26 +147,26 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       }
 
       // One durable enqueue for every admitted report.
-      const outcomes = await Promise.allSettled(
-        admitted.map((t) => enqueuer.enqueue(toRow(t.record))),
-      );
+      const rows = new Array<ReportRow>(admitted.length);
+      for (let i = 0; i < admitted.length; i++) rows[i] = (admitted[i] as Taken).row;
+      const errors = await enqueuer.enqueueMany(rows);
       const stored: string[] = [];
       const released: string[] = [];
       let lost = 0;
-      outcomes.forEach((outcome, i) => {
+      for (let i = 0; i < admitted.length; i++) {
         const t = admitted[i] as Taken;
-        if (outcome.status === "fulfilled") {
+        const err = errors[i];
+        if (err === undefined) {
           if (t.clientId) stored.push(t.clientId);
-          results[t.index] =
-            t.warnings.length > 0
-              ? { id: t.record.report_id, warnings: t.warnings }
-              : { id: t.record.report_id };
-          for (const w of t.warnings) metrics.reportWarnings.inc({ path: w.path });
-          return;
+          if (t.warnings.length === 0) results[t.index] = { id: t.reportId };
+          else {
+            results[t.index] = { id: t.reportId, warnings: t.warnings };
+            for (const w of t.warnings) metrics.reportWarnings.inc({ path: w.path });
+          }
+          continue;
         }
-        const err = outcome.reason;
         // A report that may be stored stays counted, and its id stays claimed.
-        const mayBeStored = err instanceof EnqueueError && err.mayBeStored;
+        const mayBeStored = err.mayBeStored;
         if (mayBeStored) {
           if (t.clientId) stored.push(t.clientId);
         } else {
@@ -189,7 +182,7 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
                   "the report may have been stored: sending it again may count it twice (give it an id)",
                 )
         ).toBody();
-      });
+      }
       await Promise.all([
         quota.refund(lost),
         settleIds(reportIds, project, stored, fresh.token, "stored", req.log),

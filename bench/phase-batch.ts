@@ -1,0 +1,88 @@
+import { mb } from "./ceilings.js";
+import type { Cleanup } from "./cleanup.js";
+import type { LoadResult } from "./load-spec.js";
+import { settledEnqueued, withEdgeStatuses } from "./phase-edge.js";
+import { cpuMeter, peakRssBytes, resetPeakRss } from "./proc-stats.js";
+import { writeBatchFiles } from "./report-bodies.js";
+import { runLoad } from "./run-load.js";
+import type { EdgeProc, Stack } from "./stack.js";
+
+// Phase 2b: the edge(s) alone, saturated with POST /api/reports carrying batches of realistic
+// reports (the sample mix, stamped at the phase's start, no client ids): what a report costs the
+// edge inside a batch. It runs last, with the queues paused so that the workers take no CPU from
+// the edges, and its reports are dropped afterwards: no other phase sees them.
+
+export const BATCH_PATH = "/api/reports";
+/** Reports per request. */
+export const BATCH_SIZE = 100;
+/** Distinct batches in the phase's file (each a line of BATCH_SIZE reports, ~40 KB). */
+const BATCHES = 64;
+/** A few connections saturate an edge that reads 40 KB a request. */
+const BATCH_CONNECTIONS = 16;
+
+export interface BatchPhase {
+  /** Reports per request. */
+  batchSize: number;
+  /** Requests: wrk's count, statuses other than 200 from the edges' own counter. */
+  load: LoadResult;
+  /** Reports the edges durably enqueued during the phase (their own count). */
+  reports: number;
+  reportsPerSec: number;
+  jobs: number;
+  /** The highest peak RSS of the edges. */
+  edgePeakRssMb: number;
+  cpuCores: Record<string, number>;
+}
+
+export interface BatchPhaseOptions {
+  keys: string[];
+  /** Connections in all (at least one per edge). */
+  connections?: number;
+  durationS: number;
+  warmupS: number;
+}
+
+export async function runBatchPhase(
+  stack: Stack,
+  edges: EdgeProc[],
+  opts: BatchPhaseOptions,
+  cleanup: Cleanup,
+): Promise<BatchPhase> {
+  const files = () =>
+    writeBatchFiles(stack.dir, "batch", opts.keys, { batches: BATCHES, size: BATCH_SIZE });
+  const spec = {
+    urls: edges.map((e) => e.url),
+    connections: Math.max(edges.length, opts.connections ?? BATCH_CONNECTIONS),
+    mode: "saturate" as const,
+    path: BATCH_PATH,
+  };
+  await stack.pauseQueues();
+  // The batch route's own code is cold until now.
+  await runLoad({ ...spec, ...files(), durationS: opts.warmupS }, cleanup);
+  await settledEnqueued(edges, BATCH_PATH);
+  await stack.dropQueues();
+  await stack.pauseQueues();
+
+  const measured = files();
+  const before = await settledEnqueued(edges, BATCH_PATH);
+  for (const e of edges) resetPeakRss(e.pid);
+  const cpu = cpuMeter({
+    ...Object.fromEntries(edges.map((e) => [e.name, e.pid])),
+    ...stack.redisPids(),
+  });
+  const load = await runLoad({ ...spec, ...measured, durationS: opts.durationS }, cleanup);
+  const cpuCores = cpu.read().cores;
+  const after = await settledEnqueued(edges, BATCH_PATH);
+  const edgePeakRssMb = Math.max(0, ...edges.map((e) => mb(peakRssBytes(e.pid))));
+  await stack.dropQueues();
+  const reports = after.reports - before.reports;
+  return {
+    batchSize: BATCH_SIZE,
+    load: withEdgeStatuses(load, before, after),
+    reports,
+    reportsPerSec: load.durationS > 0 ? Math.round(reports / load.durationS) : 0,
+    jobs: after.jobs - before.jobs,
+    edgePeakRssMb,
+    cpuCores,
+  };
+}

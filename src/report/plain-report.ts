@@ -1,0 +1,92 @@
+import {
+  CREDIT_FIELDS,
+  CREDIT_LIMIT,
+  INT64_LIMIT,
+  LIMIT_FIELDS,
+  MAX_FUTURE_MS,
+  MAX_LENGTH,
+  MIN_TIMESTAMP_MS,
+  parseIsoTimestamp,
+  type ReportBody,
+} from "./report-schema.js";
+
+// The body reportBodySchema makes of a report that has nothing to fix or refuse, read without
+// zod, from the schema's own field lists and bounds: the hot path of every report. Anything else
+// (a wrong type, a value out of range, a string over its length, a timestamp outside its window,
+// an object that is not plain JSON) is null here and goes to the schema, which decides what it is
+// and says why. Lengths are checked in UTF-16 units, which bound the code points zod counts, so
+// a string this path takes is one the schema takes too.
+
+type Limits = ReportBody["limits"];
+type Credits = NonNullable<ReportBody["credits"]>;
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && Object.getPrototypeOf(v) === Object.prototype;
+
+/** What reportBodySchema would give for `value`, when it would give it unchanged; else null. */
+export function plainReportBody(value: unknown): ReportBody | null {
+  if (!isPlainObject(value)) return null;
+
+  const sentProvider = value.provider;
+  if (typeof sentProvider !== "string" || !sentProvider.isWellFormed()) return null;
+  const provider = sentProvider.trim().toLowerCase();
+  if (provider.length === 0 || provider.length > MAX_LENGTH.provider) return null;
+
+  const sentApp = value.app;
+  let app = "default";
+  if (typeof sentApp === "string") {
+    if (!sentApp.isWellFormed()) return null;
+    const trimmed = sentApp.trim();
+    if (trimmed.length > MAX_LENGTH.app) return null;
+    if (trimmed.length > 0) app = trimmed;
+  } else if (sentApp != null) return null;
+
+  const model = value.model ?? null;
+  if (
+    model !== null &&
+    (typeof model !== "string" ||
+      model.length === 0 ||
+      model.length > MAX_LENGTH.model ||
+      !model.isWellFormed())
+  )
+    return null;
+
+  const sentTimestamp = value.timestamp;
+  let timestamp: number | null = null;
+  if (typeof sentTimestamp === "string") {
+    if (!sentTimestamp.isWellFormed()) return null;
+    const ms = parseIsoTimestamp(sentTimestamp);
+    if (ms === null || ms < MIN_TIMESTAMP_MS || ms > Date.now() + MAX_FUTURE_MS) return null;
+    timestamp = ms;
+  } else if (sentTimestamp != null) return null;
+
+  const sentLimits = value.limits;
+  if (!isPlainObject(sentLimits)) return null;
+  const limits = {} as Limits;
+  for (const field of LIMIT_FIELDS) {
+    const n = sentLimits[field] ?? null;
+    if (n === null) {
+      limits[field] = null;
+      continue;
+    }
+    if (typeof n !== "number") return null;
+    const rounded = Math.round(n);
+    // False for NaN and ±Infinity too.
+    if (!(rounded > -INT64_LIMIT && rounded < INT64_LIMIT)) return null;
+    limits[field] = rounded;
+  }
+
+  const sentCredits = value.credits;
+  let credits: Credits | null = null;
+  if (sentCredits != null) {
+    if (!isPlainObject(sentCredits)) return null;
+    credits = {} as Credits;
+    for (const field of CREDIT_FIELDS) {
+      const n = sentCredits[field] ?? null;
+      if (n !== null && (typeof n !== "number" || !(Math.abs(n) < CREDIT_LIMIT))) return null;
+      credits[field] = n;
+    }
+  }
+
+  return { provider, limits, app, model, timestamp, credits };
+}
