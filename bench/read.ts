@@ -8,11 +8,11 @@ import { freePort } from "../src/local/redis-server.js";
 import { spawnChild } from "./child.js";
 import { createCleanup } from "./cleanup.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
-import { machine } from "./proc-stats.js";
+import { cpuMeter, machine } from "./proc-stats.js";
 import { probeFreshness } from "./read-freshness.js";
-import { runReaders } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
 import { writeLoadFiles } from "./report-bodies.js";
+import { runReadersProcess } from "./run-readers.js";
 import { startStack } from "./stack.js";
 
 // `npm run bench:read`: the read API under load. Stored history is seeded by direct inserts
@@ -29,6 +29,10 @@ const { values } = parseArgs({
     duration: { type: "string", default: "15" },
     rate: { type: "string", default: "2000" },
     readers: { type: "string", default: "50" },
+    // CPU profile of the read API (node --cpu-prof) in <out>/profiles/api.
+    profile: { type: "boolean", default: false },
+    // What the readers accept, as a browser asks; "" for uncompressed answers.
+    "accept-encoding": { type: "string", default: "gzip, deflate, br" },
     // Runs go to bench/runs (ignored); the figures the README quotes are in bench/results.
     out: { type: "string", default: "bench/runs" },
   },
@@ -87,9 +91,13 @@ try {
   const edges = await stack.startEdges(1);
   await stack.startWorkers(1);
   const apiPort = await freePort();
+  const outDir = resolve(values.out as string);
+  const profileDir = join(outDir, "profiles", "api");
+  if (values.profile) mkdirSync(profileDir, { recursive: true });
   const api = spawnChild({
     name: "api",
     entry: "src/main/api.ts",
+    nodeArgs: values.profile ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [],
     // The readers measure the queries, not the per-key limit: room for all of them.
     env: {
       ...stack.env,
@@ -138,8 +146,21 @@ try {
       cleanup,
     );
 
+  // CPU of the read side (the API and this process, whose readers are the load) beside the rest.
+  const meter = () =>
+    cpuMeter({
+      api: api.pid,
+      bench: process.pid,
+      ...Object.fromEntries(edges.map((e) => [e.name, e.pid])),
+      ...Object.fromEntries(stack.workers().map((w) => [w.name, w.pid])),
+      clickhouse: stack.clickhouse.process.pid ?? 0,
+      ...stack.redisPids(),
+    });
+
   log(`ingest alone: ${opts.rate}/s for ${opts.durationS} s`);
+  const aloneCpu = meter();
   const alone = await ingest("ra", ingestKeys.alone);
+  const aloneCores = aloneCpu.read().cores;
   log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
 
   log(`ingest with ${opts.readers} readers: ${opts.rate}/s for ${opts.durationS} s`);
@@ -167,15 +188,20 @@ try {
   );
   const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
   log(`  cold: one request per project and endpoint answered in ${coldS} s`);
+  const readersCpu = meter();
   const [withReaders, reads, freshness] = await Promise.all([
     ingest("rb", ingestKeys.readers),
-    runReaders({
-      url: apiUrl,
-      keys: readKeys,
-      readers: opts.readers,
-      durationS: opts.durationS,
-      targets: READ_TARGETS,
-    }),
+    runReadersProcess(
+      {
+        url: apiUrl,
+        keys: readKeys,
+        readers: opts.readers,
+        durationS: opts.durationS,
+        targets: READ_TARGETS,
+        acceptEncoding: values["accept-encoding"] as string,
+      },
+      cleanup,
+    ),
     probeFreshness({
       edgeUrl: (edges[0] as { url: string }).url,
       apiUrl,
@@ -184,15 +210,18 @@ try {
       durationS: opts.durationS,
     }),
   ]);
+  const readersCores = readersCpu.read().cores;
   log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
   log(
     `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
   );
   for (const [name, r] of Object.entries(reads.byEndpoint)) {
     log(
-      `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}`,
+      `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
     );
   }
+  log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
+  log(`  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`);
 
   const results = {
     machine: machine(started),
@@ -219,8 +248,9 @@ try {
     },
     reads,
     freshness,
+    // Cores used on average (the API, this process with the readers, the stack, the machine).
+    cpuCores: { ingestAlone: aloneCores, withReaders: readersCores },
   };
-  const outDir = resolve(values.out as string);
   mkdirSync(outDir, { recursive: true });
   const file = join(outDir, "read-latest.json");
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
