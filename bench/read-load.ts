@@ -3,9 +3,12 @@ import { promisify } from "node:util";
 import { brotliDecompress, gunzip, inflate } from "node:zlib";
 import { type Latency, latencyOf } from "./load-spec.js";
 
-// Readers of the read API: `readers` closed loops (each sends its next request when the last is
-// answered), each alternating between the endpoints and going round the keys, for `durationS`.
-// Latency per endpoint, from sending to the end of the decoded body. They ask as a browser does
+// Readers of the read API, for `durationS`, in one of two models. Closed loop: `readers` loops,
+// each sending its next request when the last is answered, alternating between the endpoints and
+// going round the keys. Dashboards: `readers` pages, each polling every target at its own
+// interval (the page's: /headroom every 2 s, /usage every 6 s), on one key each, phases spread
+// evenly; open loop, so a request's latency counts from when it was due (no coordinated
+// omission). Latency per endpoint, until the end of the decoded body. They ask as a browser does
 // (Accept-Encoding: gzip, deflate, br) and decompress what comes compressed, whole, with zlib;
 // node:http rather than fetch, whose web streams cost several times the CPU per body on the
 // machine's shared cores. Run in a process of their own (read-readers.ts).
@@ -13,6 +16,8 @@ import { type Latency, latencyOf } from "./load-spec.js";
 export interface ReadTarget {
   name: string;
   path: string;
+  /** How often a dashboard asks for it. */
+  everyMs: number;
 }
 
 export interface ReadersSpec {
@@ -23,10 +28,12 @@ export interface ReadersSpec {
   durationS: number;
   /** Accept-Encoding to send; "" sends none. */
   acceptEncoding: string;
+  model: "closed" | "dashboards";
 }
 
 export interface ReadLoadResult {
   readers: number;
+  model: ReadersSpec["model"];
   durationS: number;
   requests: number;
   acceptEncoding: string;
@@ -50,6 +57,8 @@ const DECODE: Record<string, (b: Buffer) => Promise<Buffer>> = {
   deflate: promisify(inflate),
   br: promisify(brotliDecompress),
 };
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 interface Answer {
   status: number;
@@ -97,38 +106,60 @@ export async function runReaders(spec: ReadersSpec): Promise<ReadLoadResult> {
   const end = performance.now() + spec.durationS * 1000;
   let requests = 0;
 
+  async function ask(target: ReadTarget, key: string, t0: number) {
+    const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+    if (spec.acceptEncoding !== "") headers["accept-encoding"] = spec.acceptEncoding;
+    let status = "error";
+    try {
+      const res = await get(agent, `${spec.url}${target.path}`, headers);
+      status = String(res.status);
+      const b = bytes.get(target.name);
+      if (b && res.status === 200) {
+        b.n++;
+        b.sent += res.sent;
+        b.decoded += res.body.length;
+        b.encodings[res.encoding] = (b.encodings[res.encoding] ?? 0) + 1;
+      }
+    } catch {
+      // counted as "error"
+    }
+    latencies.get(target.name)?.push(performance.now() - t0);
+    const s = statuses.get(target.name) as Record<string, number>;
+    s[status] = (s[status] ?? 0) + 1;
+    requests++;
+  }
+
   async function reader(r: number) {
     for (let i = r; performance.now() < end; i++) {
       const target = spec.targets[i % spec.targets.length] as ReadTarget;
-      const key = spec.keys[(i * 7 + r) % spec.keys.length] as string;
-      const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-      if (spec.acceptEncoding !== "") headers["accept-encoding"] = spec.acceptEncoding;
-      const t0 = performance.now();
-      let status = "error";
-      try {
-        const res = await get(agent, `${spec.url}${target.path}`, headers);
-        status = String(res.status);
-        const b = bytes.get(target.name);
-        if (b && res.status === 200) {
-          b.n++;
-          b.sent += res.sent;
-          b.decoded += res.body.length;
-          b.encodings[res.encoding] = (b.encodings[res.encoding] ?? 0) + 1;
-        }
-      } catch {
-        // counted as "error"
-      }
-      latencies.get(target.name)?.push(performance.now() - t0);
-      const s = statuses.get(target.name) as Record<string, number>;
-      s[status] = (s[status] ?? 0) + 1;
-      requests++;
+      await ask(target, spec.keys[(i * 7 + r) % spec.keys.length] as string, performance.now());
     }
   }
-  await Promise.all(Array.from({ length: spec.readers }, (_, r) => reader(r)));
+
+  async function dashboard(d: number) {
+    const key = spec.keys[d % spec.keys.length] as string;
+    const start = performance.now();
+    await Promise.all(
+      spec.targets.map(async (target) => {
+        const asked: Promise<void>[] = [];
+        for (let k = 0; ; k++) {
+          const due = start + (d / spec.readers) * target.everyMs + k * target.everyMs;
+          if (due >= end) break;
+          await sleep(due - performance.now());
+          asked.push(ask(target, key, due));
+        }
+        await Promise.all(asked);
+      }),
+    );
+  }
+
+  const run = spec.model === "dashboards" ? dashboard : reader;
+  await Promise.all(Array.from({ length: spec.readers }, (_, r) => run(r)));
   agent.destroy();
 
   return {
     readers: spec.readers,
+    model: spec.model,
     durationS: spec.durationS,
     requests,
     acceptEncoding: spec.acceptEncoding,

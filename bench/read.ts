@@ -33,6 +33,8 @@ const { values } = parseArgs({
     profile: { type: "boolean", default: false },
     // What the readers accept, as a browser asks; "" for uncompressed answers.
     "accept-encoding": { type: "string", default: "gzip, deflate, br" },
+    // closed: readers ask again as soon as answered; dashboards: readers poll as the page does.
+    model: { type: "string", default: "closed" },
     // Runs go to bench/runs (ignored); the figures the README quotes are in bench/results.
     out: { type: "string", default: "bench/runs" },
   },
@@ -45,6 +47,10 @@ const opts = {
   rate: Number(values.rate),
   readers: Number(values.readers),
 };
+if (values.model !== "closed" && values.model !== "dashboards") {
+  process.stderr.write("--model: closed or dashboards, please\n");
+  process.exit(2);
+}
 for (const [name, v] of Object.entries(opts)) {
   if (!Number.isInteger(v) || v < 1) {
     process.stderr.write(`--${name}: a positive integer, please\n`);
@@ -52,9 +58,10 @@ for (const [name, v] of Object.entries(opts)) {
   }
 }
 
+// Polled by a dashboard as often as the page (src/page/client) polls them.
 const READ_TARGETS = [
-  { name: "headroom", path: "/api/v1/headroom" },
-  { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model" },
+  { name: "headroom", path: "/api/v1/headroom", everyMs: 2_000 },
+  { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model", everyMs: 6_000 },
 ];
 
 const log = (msg: string) =>
@@ -163,7 +170,9 @@ try {
   const aloneCores = aloneCpu.read().cores;
   log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
 
-  log(`ingest with ${opts.readers} readers: ${opts.rate}/s for ${opts.durationS} s`);
+  log(
+    `ingest with ${opts.readers} readers (${values.model}): ${opts.rate}/s for ${opts.durationS} s`,
+  );
   // The freshness probe's project is one of the phase's (`bench-rb-…`), so that its reports are
   // counted among the phase's stored rows, as the edge counts them among those it enqueued.
   const probe = {
@@ -199,6 +208,7 @@ try {
         durationS: opts.durationS,
         targets: READ_TARGETS,
         acceptEncoding: values["accept-encoding"] as string,
+        model: values.model as "closed" | "dashboards",
       },
       cleanup,
     ),
@@ -225,7 +235,7 @@ try {
 
   const results = {
     machine: machine(started),
-    options: opts,
+    options: { ...opts, model: values.model, acceptEncoding: values["accept-encoding"] },
     settings: {
       ...stack.settings,
       READ_CACHE_TTL_MS:
