@@ -17,9 +17,11 @@ import { startStack } from "./stack.js";
 
 // `npm run bench:read`: the read API under load. Stored history is seeded by direct inserts
 // (read-seed.ts), then ingest runs at a fixed rate through an edge and a worker twice, once
-// alone and once with `--readers` closed-loop readers of /api/v1/headroom and /api/v1/usage
-// (24 h, minute windows, grouped by provider and model) on the projects' read keys. Reported:
-// the readers' p50/p99 per endpoint, and ingest's end-to-end rate and lag in both runs.
+// alone and once with `--readers` readers of /api/v1/headroom and /api/v1/usage (24 h, minute
+// windows, grouped by provider and model) on the projects' read keys: closed loops, or pages
+// polling as the page does (`--model`; read-load.ts, in a process of their own). Reported: the
+// readers' p50/p99 per endpoint, freshness, ingest's end-to-end rate and lag in both runs, and
+// the cores each process used.
 
 const { values } = parseArgs({
   options: {
@@ -153,7 +155,7 @@ try {
       cleanup,
     );
 
-  // CPU of the read side (the API and this process, whose readers are the load) beside the rest.
+  // Cores of the API beside the rest (the readers measure their own: `clientCores`).
   const meter = () =>
     cpuMeter({
       api: api.pid,
