@@ -85,6 +85,15 @@ export function matchesEtag(header: string | string[] | undefined, etag: string)
   return text.split(",").some((tag) => opaque(tag) === opaque(etag));
 }
 
+/**
+ * Encodes `value` and compresses it in `encoding` now, so that an answer refreshed behind the
+ * readers' backs is published ready to send: no reader waits for its compression.
+ */
+export async function prepareAnswer(value: object, project: string, encoding: Encoding) {
+  const e = encodeAnswer(value, project);
+  if (e.identity.length >= MIN_COMPRESS_BYTES) await compressed(e, encoding);
+}
+
 function compressed(e: EncodedAnswer, encoding: Encoding): Promise<Buffer | null> {
   let p = e.compressed[encoding];
   if (p === undefined) {

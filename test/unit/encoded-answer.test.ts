@@ -1,6 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { encodeAnswer, matchesEtag, negotiateEncoding } from "../../src/api/encoded-answer.js";
+import { brotliDecompressSync } from "node:zlib";
+import {
+  encodeAnswer,
+  matchesEtag,
+  negotiateEncoding,
+  prepareAnswer,
+} from "../../src/api/encoded-answer.js";
 import { isoOf } from "../../src/api/time-range.js";
 
 describe("negotiateEncoding", () => {
@@ -52,6 +58,20 @@ describe("encodeAnswer", () => {
     expect(same.etag).not.toBe(e.etag);
     expect(encodeAnswer({ points: [] }, "p1").etag).not.toBe(e.etag);
     expect(encodeAnswer(structuredClone(answer), "p1").etag).toBe(e.etag);
+  });
+});
+
+describe("prepareAnswer", () => {
+  it("compresses a large answer before it is published, and leaves a small one plain", async () => {
+    const large = { points: Array.from({ length: 200 }, (_, i) => ({ bucket: i, reports: i })) };
+    await prepareAnswer(large, "p1", "br");
+    const e = encodeAnswer(large, "p1");
+    const br = await e.compressed.br;
+    expect(br && brotliDecompressSync(br).equals(e.identity)).toBe(true);
+    expect(e.compressed.gzip).toBeUndefined();
+    const small = { points: [] };
+    await prepareAnswer(small, "p1", "br");
+    expect(encodeAnswer(small, "p1").compressed).toEqual({});
   });
 });
 

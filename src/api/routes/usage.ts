@@ -2,7 +2,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { toCsv } from "../csv.js";
-import { encodeAnswer, sendEncoded } from "../encoded-answer.js";
+import { encodeAnswer, prepareAnswer, sendEncoded } from "../encoded-answer.js";
 import {
   filterSql,
   groupBy,
@@ -207,9 +207,12 @@ export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
     const { format: _, ...asked } = q;
     const out =
       deps.answers && q.from === undefined && q.to === undefined
-        ? await deps.answers.get(JSON.stringify(["usage", project.projectId, asked]), () =>
-            readUsage(deps, project, q),
-          )
+        ? await deps.answers.get(JSON.stringify(["usage", project.projectId, asked]), async () => {
+            const answer = await readUsage(deps, project, q);
+            // Most polled answers go to browsers, which take br.
+            await prepareAnswer(answer, project.projectId, "br");
+            return answer;
+          })
         : await readUsage(deps, project, q);
     if (!wantsCsv(req, q.format)) {
       return sendEncoded(req, reply, encodeAnswer(out, project.projectId), ["Accept"]);
