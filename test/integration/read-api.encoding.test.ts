@@ -54,17 +54,20 @@ describe("encoded /usage answers", () => {
   it.each([
     ["gzip", "gzip, deflate", gunzipSync],
     ["br", "gzip, deflate, br", brotliDecompressSync],
-  ] as const)("serves %s that decodes to the plain answer's bytes", async (encoding, accept, decode) => {
-    const plain = await s.get(USAGE, a.read);
-    const res = await s.get(USAGE, a.read, { "accept-encoding": accept });
-    expect(res.statusCode).toBe(200);
-    expect(res.headers["content-encoding"]).toBe(encoding);
-    expect(res.headers.etag).toBe(`W/${plain.headers.etag}`);
-    expect(res.headers.vary).toBe("Accept, Accept-Encoding");
-    expect(Number(res.headers["content-length"])).toBe(res.rawPayload.length);
-    expect(res.rawPayload.length).toBeLessThan(plain.rawPayload.length);
-    expect(decode(res.rawPayload).equals(plain.rawPayload)).toBe(true);
-  });
+  ] as const)(
+    "serves %s that decodes to the plain answer's bytes",
+    async (encoding, accept, decode) => {
+      const plain = await s.get(USAGE, a.read);
+      const res = await s.get(USAGE, a.read, { "accept-encoding": accept });
+      expect(res.statusCode).toBe(200);
+      expect(res.headers["content-encoding"]).toBe(encoding);
+      expect(res.headers.etag).toBe(`W/${plain.headers.etag}`);
+      expect(res.headers.vary).toBe("Accept, Accept-Encoding");
+      expect(Number(res.headers["content-length"])).toBe(res.rawPayload.length);
+      expect(res.rawPayload.length).toBeLessThan(plain.rawPayload.length);
+      expect(decode(res.rawPayload).equals(plain.rawPayload)).toBe(true);
+    },
+  );
 
   it("answers 304 with no body to the answer's own tag, strong or weak", async () => {
     const plain = await s.get(USAGE, a.read);
