@@ -6,9 +6,8 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 // A JSON answer as bytes, kept with the answer it encodes: an answer shared by many readers (the
 // query cache's) is serialised once, compressed at most once per encoding (on zlib's threads,
 // before a refreshed answer is published, or when a reader first accepts an encoding), and sent
-// to each reader as a buffer. Its ETag comes from the
-// bytes and the project, so a reader that already holds the answer gets a 304, and a tag never
-// matches another project's answer.
+// to each reader as a buffer. Its ETag comes from the bytes and the project, so a reader that
+// already holds the answer gets a 304, and a tag never matches another project's answer.
 
 export type Encoding = "br" | "gzip";
 
