@@ -1,73 +1,181 @@
+import { Agent, request } from "node:http";
+import { promisify } from "node:util";
+import { brotliDecompress, gunzip, inflate } from "node:zlib";
 import { type Latency, latencyOf } from "./load-spec.js";
 
-// Readers of the read API: `readers` closed loops (each sends its next request when the last is
-// answered), each alternating between the endpoints and going round the keys, for `durationS`.
-// Latency per endpoint, from sending to the end of the body.
+// Readers of the read API, for `durationS`, in one of two models. Closed loop: `readers` loops,
+// each sending its next request when the last is answered, alternating between the endpoints and
+// going round the keys. Dashboards: `readers` pages, each polling every target at its own
+// interval (the page's: /headroom every 2 s, /usage every 6 s), on one key each, phases spread
+// evenly; open loop, so a request's latency counts from when it was due (no coordinated
+// omission). Latency per endpoint, until the end of the decoded body. They ask as a browser does
+// (Accept-Encoding: gzip, deflate, br) and decompress what comes compressed, whole, with zlib;
+// node:http rather than fetch, whose web streams cost several times the CPU per body on the
+// machine's shared cores. Run in a process of their own (read-readers.ts).
 
 export interface ReadTarget {
   name: string;
   path: string;
+  /** How often a dashboard asks for it. */
+  everyMs: number;
 }
 
-export interface ReadLoadResult {
-  readers: number;
-  durationS: number;
-  requests: number;
-  byEndpoint: Record<
-    string,
-    { requests: number; perSec: number; statuses: Record<string, number>; latencyMs: Latency }
-  >;
-}
-
-export async function runReaders(opts: {
+export interface ReadersSpec {
   url: string;
   keys: string[];
   targets: ReadTarget[];
   readers: number;
   durationS: number;
-}): Promise<ReadLoadResult> {
-  const latencies = new Map<string, number[]>(opts.targets.map((t) => [t.name, []]));
-  const statuses = new Map<string, Record<string, number>>(opts.targets.map((t) => [t.name, {}]));
-  const end = performance.now() + opts.durationS * 1000;
+  /** Accept-Encoding to send; "" sends none. */
+  acceptEncoding: string;
+  model: "closed" | "dashboards";
+}
+
+export interface ReadLoadResult {
+  readers: number;
+  model: ReadersSpec["model"];
+  durationS: number;
+  requests: number;
+  acceptEncoding: string;
+  byEndpoint: Record<
+    string,
+    {
+      requests: number;
+      perSec: number;
+      statuses: Record<string, number>;
+      latencyMs: Latency;
+      /** Mean size of a 200's body as sent (compressed when it was) and as decoded. */
+      bytes: { sent: number; decoded: number; encodings: Record<string, number> };
+    }
+  >;
+  /** The readers' own CPU (this process), in cores. */
+  clientCores?: number;
+}
+
+const DECODE: Record<string, (b: Buffer) => Promise<Buffer>> = {
+  gzip: promisify(gunzip),
+  deflate: promisify(inflate),
+  br: promisify(brotliDecompress),
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+interface Answer {
+  status: number;
+  sent: number;
+  body: Buffer;
+  encoding: string;
+}
+
+function get(agent: Agent, url: string, headers: Record<string, string>): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      let sent = 0;
+      res.on("data", (c: Buffer) => {
+        chunks.push(c);
+        sent += c.length;
+      });
+      res.on("error", reject);
+      res.on("end", () => {
+        const raw = Buffer.concat(chunks, sent);
+        const encoding = res.headers["content-encoding"] ?? "identity";
+        const decode = DECODE[encoding];
+        const status = res.statusCode ?? 0;
+        (decode ? decode(raw) : Promise.resolve(raw)).then(
+          (body) => resolve({ status, sent, body, encoding }),
+          reject,
+        );
+      });
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+export async function runReaders(spec: ReadersSpec): Promise<ReadLoadResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: spec.readers });
+  const latencies = new Map<string, number[]>(spec.targets.map((t) => [t.name, []]));
+  const statuses = new Map<string, Record<string, number>>(spec.targets.map((t) => [t.name, {}]));
+  const bytes = new Map(
+    spec.targets.map((t) => [
+      t.name,
+      { n: 0, sent: 0, decoded: 0, encodings: {} as Record<string, number> },
+    ]),
+  );
+  const end = performance.now() + spec.durationS * 1000;
   let requests = 0;
+
+  async function ask(target: ReadTarget, key: string, t0: number) {
+    const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+    if (spec.acceptEncoding !== "") headers["accept-encoding"] = spec.acceptEncoding;
+    let status = "error";
+    try {
+      const res = await get(agent, `${spec.url}${target.path}`, headers);
+      status = String(res.status);
+      const b = bytes.get(target.name);
+      if (b && res.status === 200) {
+        b.n++;
+        b.sent += res.sent;
+        b.decoded += res.body.length;
+        b.encodings[res.encoding] = (b.encodings[res.encoding] ?? 0) + 1;
+      }
+    } catch {
+      // counted as "error"
+    }
+    latencies.get(target.name)?.push(performance.now() - t0);
+    const s = statuses.get(target.name) as Record<string, number>;
+    s[status] = (s[status] ?? 0) + 1;
+    requests++;
+  }
 
   async function reader(r: number) {
     for (let i = r; performance.now() < end; i++) {
-      const target = opts.targets[i % opts.targets.length] as ReadTarget;
-      const key = opts.keys[(i * 7 + r) % opts.keys.length] as string;
-      const t0 = performance.now();
-      let status = "error";
-      try {
-        const res = await fetch(`${opts.url}${target.path}`, {
-          headers: { authorization: `Bearer ${key}` },
-        });
-        await res.arrayBuffer();
-        status = String(res.status);
-      } catch {
-        // counted as "error"
-      }
-      latencies.get(target.name)?.push(performance.now() - t0);
-      const s = statuses.get(target.name) as Record<string, number>;
-      s[status] = (s[status] ?? 0) + 1;
-      requests++;
+      const target = spec.targets[i % spec.targets.length] as ReadTarget;
+      await ask(target, spec.keys[(i * 7 + r) % spec.keys.length] as string, performance.now());
     }
   }
-  await Promise.all(Array.from({ length: opts.readers }, (_, r) => reader(r)));
+
+  async function dashboard(d: number) {
+    const key = spec.keys[d % spec.keys.length] as string;
+    const start = performance.now();
+    await Promise.all(
+      spec.targets.map(async (target) => {
+        const asked: Promise<void>[] = [];
+        for (let k = 0; ; k++) {
+          const due = start + (d / spec.readers) * target.everyMs + k * target.everyMs;
+          if (due >= end) break;
+          await sleep(due - performance.now());
+          asked.push(ask(target, key, due));
+        }
+        await Promise.all(asked);
+      }),
+    );
+  }
+
+  const run = spec.model === "dashboards" ? dashboard : reader;
+  await Promise.all(Array.from({ length: spec.readers }, (_, r) => run(r)));
+  agent.destroy();
 
   return {
-    readers: opts.readers,
-    durationS: opts.durationS,
+    readers: spec.readers,
+    model: spec.model,
+    durationS: spec.durationS,
     requests,
+    acceptEncoding: spec.acceptEncoding,
     byEndpoint: Object.fromEntries(
-      opts.targets.map((t) => {
+      spec.targets.map((t) => {
         const values = latencies.get(t.name) ?? [];
+        const b = bytes.get(t.name) ?? { n: 0, sent: 0, decoded: 0, encodings: {} };
+        const mean = (v: number) => (b.n > 0 ? Math.round(v / b.n) : 0);
         return [
           t.name,
           {
             requests: values.length,
-            perSec: Math.round(values.length / opts.durationS),
+            perSec: Math.round(values.length / spec.durationS),
             statuses: statuses.get(t.name) ?? {},
             latencyMs: latencyOf(Float64Array.from(values)),
+            bytes: { sent: mean(b.sent), decoded: mean(b.decoded), encodings: b.encodings },
           },
         ];
       }),

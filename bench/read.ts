@@ -8,18 +8,20 @@ import { freePort } from "../src/local/redis-server.js";
 import { spawnChild } from "./child.js";
 import { createCleanup } from "./cleanup.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
-import { machine } from "./proc-stats.js";
+import { cpuMeter, machine } from "./proc-stats.js";
 import { probeFreshness } from "./read-freshness.js";
-import { runReaders } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
 import { writeLoadFiles } from "./report-bodies.js";
+import { runReadersProcess } from "./run-readers.js";
 import { startStack } from "./stack.js";
 
 // `npm run bench:read`: the read API under load. Stored history is seeded by direct inserts
 // (read-seed.ts), then ingest runs at a fixed rate through an edge and a worker twice, once
-// alone and once with `--readers` closed-loop readers of /api/v1/headroom and /api/v1/usage
-// (24 h, minute windows, grouped by provider and model) on the projects' read keys. Reported:
-// the readers' p50/p99 per endpoint, and ingest's end-to-end rate and lag in both runs.
+// alone and once with `--readers` readers of /api/v1/headroom and /api/v1/usage (24 h, minute
+// windows, grouped by provider and model) on the projects' read keys: closed loops, or pages
+// polling as the page does (`--model`; read-load.ts, in a process of their own). Reported: the
+// readers' p50/p99 per endpoint, freshness, ingest's end-to-end rate and lag in both runs, and
+// the cores each process used.
 
 const { values } = parseArgs({
   options: {
@@ -29,6 +31,12 @@ const { values } = parseArgs({
     duration: { type: "string", default: "15" },
     rate: { type: "string", default: "2000" },
     readers: { type: "string", default: "50" },
+    // CPU profile of the read API (node --cpu-prof) in <out>/profiles/api.
+    profile: { type: "boolean", default: false },
+    // What the readers accept, as a browser asks; "" for uncompressed answers.
+    "accept-encoding": { type: "string", default: "gzip, deflate, br" },
+    // closed: readers ask again as soon as answered; dashboards: readers poll as the page does.
+    model: { type: "string", default: "closed" },
     // Runs go to bench/runs (ignored); the figures the README quotes are in bench/results.
     out: { type: "string", default: "bench/runs" },
   },
@@ -41,6 +49,10 @@ const opts = {
   rate: Number(values.rate),
   readers: Number(values.readers),
 };
+if (values.model !== "closed" && values.model !== "dashboards") {
+  process.stderr.write("--model: closed or dashboards, please\n");
+  process.exit(2);
+}
 for (const [name, v] of Object.entries(opts)) {
   if (!Number.isInteger(v) || v < 1) {
     process.stderr.write(`--${name}: a positive integer, please\n`);
@@ -48,9 +60,10 @@ for (const [name, v] of Object.entries(opts)) {
   }
 }
 
+// Polled by a dashboard as often as the page (src/page/client) polls them.
 const READ_TARGETS = [
-  { name: "headroom", path: "/api/v1/headroom" },
-  { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model" },
+  { name: "headroom", path: "/api/v1/headroom", everyMs: 2_000 },
+  { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model", everyMs: 6_000 },
 ];
 
 const log = (msg: string) =>
@@ -87,9 +100,13 @@ try {
   const edges = await stack.startEdges(1);
   await stack.startWorkers(1);
   const apiPort = await freePort();
+  const outDir = resolve(values.out as string);
+  const profileDir = join(outDir, "profiles", "api");
+  if (values.profile) mkdirSync(profileDir, { recursive: true });
   const api = spawnChild({
     name: "api",
     entry: "src/main/api.ts",
+    nodeArgs: values.profile ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [],
     // The readers measure the queries, not the per-key limit: room for all of them.
     env: {
       ...stack.env,
@@ -138,11 +155,26 @@ try {
       cleanup,
     );
 
+  // Cores of the API beside the rest (the readers measure their own: `clientCores`).
+  const meter = () =>
+    cpuMeter({
+      api: api.pid,
+      bench: process.pid,
+      ...Object.fromEntries(edges.map((e) => [e.name, e.pid])),
+      ...Object.fromEntries(stack.workers().map((w) => [w.name, w.pid])),
+      clickhouse: stack.clickhouse.process.pid ?? 0,
+      ...stack.redisPids(),
+    });
+
   log(`ingest alone: ${opts.rate}/s for ${opts.durationS} s`);
+  const aloneCpu = meter();
   const alone = await ingest("ra", ingestKeys.alone);
+  const aloneCores = aloneCpu.read().cores;
   log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
 
-  log(`ingest with ${opts.readers} readers: ${opts.rate}/s for ${opts.durationS} s`);
+  log(
+    `ingest with ${opts.readers} readers (${values.model}): ${opts.rate}/s for ${opts.durationS} s`,
+  );
   // The freshness probe's project is one of the phase's (`bench-rb-…`), so that its reports are
   // counted among the phase's stored rows, as the edge counts them among those it enqueued.
   const probe = {
@@ -167,15 +199,21 @@ try {
   );
   const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
   log(`  cold: one request per project and endpoint answered in ${coldS} s`);
+  const readersCpu = meter();
   const [withReaders, reads, freshness] = await Promise.all([
     ingest("rb", ingestKeys.readers),
-    runReaders({
-      url: apiUrl,
-      keys: readKeys,
-      readers: opts.readers,
-      durationS: opts.durationS,
-      targets: READ_TARGETS,
-    }),
+    runReadersProcess(
+      {
+        url: apiUrl,
+        keys: readKeys,
+        readers: opts.readers,
+        durationS: opts.durationS,
+        targets: READ_TARGETS,
+        acceptEncoding: values["accept-encoding"] as string,
+        model: values.model as "closed" | "dashboards",
+      },
+      cleanup,
+    ),
     probeFreshness({
       edgeUrl: (edges[0] as { url: string }).url,
       apiUrl,
@@ -184,19 +222,22 @@ try {
       durationS: opts.durationS,
     }),
   ]);
+  const readersCores = readersCpu.read().cores;
   log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
   log(
     `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
   );
   for (const [name, r] of Object.entries(reads.byEndpoint)) {
     log(
-      `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}`,
+      `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
     );
   }
+  log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
+  log(`  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`);
 
   const results = {
     machine: machine(started),
-    options: opts,
+    options: { ...opts, model: values.model, acceptEncoding: values["accept-encoding"] },
     settings: {
       ...stack.settings,
       READ_CACHE_TTL_MS:
@@ -219,8 +260,9 @@ try {
     },
     reads,
     freshness,
+    // Cores used on average (the API, this process with the readers, the stack, the machine).
+    cpuCores: { ingestAlone: aloneCores, withReaders: readersCores },
   };
-  const outDir = resolve(values.out as string);
   mkdirSync(outDir, { recursive: true });
   const file = join(outDir, "read-latest.json");
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);

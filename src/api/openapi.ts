@@ -39,6 +39,30 @@ const error = (description: string) => ({
   content: { "application/json": { schema: schemaOf(errorBody, "output") } },
 });
 
+const etag = {
+  description: "The answer's tag: strong for JSON as it is, weak (W/) for a compressed copy",
+  schema: { type: "string" },
+};
+
+// Answers to /usage carry an ETag; one the client already holds is answered 304.
+const conditional = {
+  parameters: [
+    {
+      name: "If-None-Match",
+      in: "header",
+      required: false,
+      schema: { type: "string" },
+      description: "ETags the client holds: 304 when the answer has one of them",
+    },
+  ],
+  notModified: {
+    "304": {
+      description: "Not Modified: the client's copy is the answer",
+      headers: { ETag: etag },
+    },
+  },
+};
+
 function operation(
   operationId: string,
   summary: string,
@@ -50,15 +74,17 @@ function operation(
     get: {
       operationId,
       summary,
-      parameters: parameters(query),
+      parameters: [...parameters(query), ...(csv ? conditional.parameters : [])],
       responses: {
         "200": {
           description: "OK",
+          ...(csv ? { headers: { ETag: etag } } : {}),
           content: {
             "application/json": { schema: schemaOf(response, "output") },
             ...(csv ? { "text/csv": { schema: { type: "string" } } } : {}),
           },
         },
+        ...(csv ? conditional.notModified : {}),
         "400": error("invalid_query: a parameter is unknown, repeated or out of range"),
         "401": error("missing_project_key or invalid_project_key"),
         "403": error("insufficient_scope: the key is not a read key"),

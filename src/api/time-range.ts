@@ -64,6 +64,13 @@ export const chTime = (ms: number) => new Date(ms).toISOString().replace("T", " 
 export const chSeconds = (ms: number) => chTime(ms).slice(0, 19);
 /** Unix ms → a ClickHouse Date parameter. */
 export const chDate = (ms: number) => chTime(ms).slice(0, 10);
+const WHOLE_SECONDS = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/;
+
 /** ClickHouse's UTC date-time text (`2025-01-31 12:00:00[.000]`) → RFC 3339. */
-export const isoOf = (text: string) =>
-  new Date(`${text.length === 10 ? `${text}T00:00:00` : text.replace(" ", "T")}Z`).toISOString();
+export function isoOf(text: string): string {
+  // A usage answer has thousands of buckets: whole seconds are rewritten as text, not parsed.
+  if (WHOLE_SECONDS.test(text)) return `${text.slice(0, 10)}T${text.slice(11)}.000Z`;
+  return new Date(
+    `${text.length === 10 ? `${text}T00:00:00` : text.replace(" ", "T")}Z`,
+  ).toISOString();
+}

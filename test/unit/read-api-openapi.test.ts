@@ -5,8 +5,11 @@ import { buildApiOpenApi } from "../../src/api/openapi.js";
 
 describe("read API OpenAPI", () => {
   const doc = buildApiOpenApi();
-  const params = (path: keyof typeof doc.paths) =>
-    doc.paths[path].get.parameters.map((p) => p.name).sort();
+  const params = (path: keyof typeof doc.paths, where = "query") =>
+    doc.paths[path].get.parameters
+      .filter((p) => p.in === where)
+      .map((p) => p.name)
+      .sort();
 
   it("describes every route with its parameters, as the route validates them", () => {
     expect(Object.keys(doc.paths).sort()).toEqual([
@@ -26,12 +29,23 @@ describe("read API OpenAPI", () => {
     expect(params("/api/v1/alerts/events")).toEqual(
       ["cursor", "from", "level", "limit", "provider", "to"].sort(),
     );
+    // /usage answers carry an ETag and are conditional; the others are not.
+    expect(params("/api/v1/usage", "header")).toEqual(["If-None-Match"]);
+    expect(params("/api/v1/headroom", "header")).toEqual([]);
   });
 
   it("answers with the contract's error codes, 403 for a key outside its scope", () => {
-    for (const path of Object.values(doc.paths)) {
+    for (const [name, path] of Object.entries(doc.paths)) {
       expect(Object.keys(path.get.responses).sort()).toEqual(
-        ["200", "400", "401", "403", "429", "503"].sort(),
+        [
+          ...(name === "/api/v1/usage" ? ["304"] : []),
+          "200",
+          "400",
+          "401",
+          "403",
+          "429",
+          "503",
+        ].sort(),
       );
     }
     const json = JSON.stringify(doc);

@@ -2,6 +2,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { toCsv } from "../csv.js";
+import { encodeAnswer, prepareAnswer, sendEncoded } from "../encoded-answer.js";
 import {
   filterSql,
   groupBy,
@@ -183,9 +184,8 @@ export async function readUsage(
   return out;
 }
 
-/** Answers and their text by the rows they came from: a dashboard's poll costs no re-encoding. */
+/** Answers by the rows they came from: a dashboard's poll costs no re-encoding. */
 const answers = new WeakMap<object, z.infer<typeof usageResponse>>();
-const encoded = new WeakMap<object, string>();
 
 const SERIES_ORDER: SeriesField[] = ["provider", "model", "app"];
 
@@ -207,17 +207,15 @@ export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
     const { format: _, ...asked } = q;
     const out =
       deps.answers && q.from === undefined && q.to === undefined
-        ? await deps.answers.get(JSON.stringify(["usage", project.projectId, asked]), () =>
-            readUsage(deps, project, q),
-          )
+        ? await deps.answers.get(JSON.stringify(["usage", project.projectId, asked]), async () => {
+            const answer = await readUsage(deps, project, q);
+            // Most polled answers go to browsers, which take br.
+            await prepareAnswer(answer, project.projectId, "br");
+            return answer;
+          })
         : await readUsage(deps, project, q);
     if (!wantsCsv(req, q.format)) {
-      let json = encoded.get(out);
-      if (json === undefined) {
-        json = JSON.stringify(out);
-        encoded.set(out, json);
-      }
-      return reply.type("application/json; charset=utf-8").send(json);
+      return sendEncoded(req, reply, encodeAnswer(out, project.projectId), ["Accept"]);
     }
     const columns = ["bucket", ...out.group_by, ...Object.keys(usagePoint.shape).slice(4)];
     return sendCsv(reply, out.points, columns);
