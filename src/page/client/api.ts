@@ -116,7 +116,8 @@ export function queryString(q: Query): string {
 export async function getJson<T>(key: string, path: string, q: Query = {}): Promise<T> {
   const res = await fetch(`/api/v1/${path}${queryString(q)}`, {
     headers: { authorization: `Bearer ${key}`, accept: "application/json" },
-    cache: "no-store",
+    // Revalidated each time (If-None-Match): an unchanged /usage answer comes back as a 304.
+    cache: "no-cache",
   });
   const body = (await res.json().catch(() => ({}))) as { error?: string; message?: string };
   if (res.status === 401 || res.status === 403) {
