@@ -22,8 +22,6 @@ const FIXED_RATE_CONNECTIONS = 64;
 // draining their backlog, the whole pipeline saturated and at a fixed rate, and last the edge(s)
 // alone with batches (its reports dropped, so that no phase before it sees them).
 
-const ROWS_PER_INSERT = 10_000;
-
 export async function runBench(
   opts: BenchOptions,
   cleanup: Cleanup,
@@ -68,7 +66,9 @@ export async function runBench(
   log(`ceiling: raw ClickHouse insert, ${opts.ceilingS} s`);
   const clickhouse = await measureClickHouseInsert(stack, {
     seconds: opts.ceilingS,
-    rowsPerInsert: ROWS_PER_INSERT,
+    // As many rows as the worker's inserts hold (BATCH_MAX_ROWS): a smaller insert costs
+    // ClickHouse more per row, and would make the worker's ceiling look lower than it is.
+    rowsPerInsert: config.BATCH_MAX_ROWS,
   });
   log(`  ${clickhouse.rowsPerSec} rows/s`);
 

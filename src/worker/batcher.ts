@@ -2,6 +2,8 @@
 // a batch is due when it holds `maxRows` rows, when every job slot of the worker is taken (waiting
 // longer gains nothing), when its oldest entry is `maxWaitMs` old, or on close. At most
 // `maxParallel` batches are delivered at once: the next one fills while one is being inserted.
+// When the queue runs dry after full batches (the end of a backlog), what is in hand goes at once:
+// no more is coming to fill it, and lingering would only delay the backlog's last rows.
 
 export interface BatcherOptions<E> {
   maxRows: number;
@@ -24,13 +26,15 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
   const inFlight = new Set<Promise<void>>();
   let inFlightEntries = 0;
   let closing = false;
+  /** The last batch went out full: a backlog is being worked through. */
+  let backlog = false;
+  /** The queue ran dry during a backlog: the next batch goes without lingering. */
+  let dry = false;
 
   const oldestAt = () => pending[0]?.at ?? 0;
-  const due = () =>
-    pendingRows >= opts.maxRows ||
-    pending.length + inFlightEntries >= opts.maxEntries ||
-    closing ||
-    now() - oldestAt() >= opts.maxWaitMs;
+  const full = () =>
+    pendingRows >= opts.maxRows || pending.length + inFlightEntries >= opts.maxEntries;
+  const due = () => full() || closing || dry || now() - oldestAt() >= opts.maxWaitMs;
 
   function take(): E[] {
     const batch: E[] = [];
@@ -49,6 +53,8 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
 
   function schedule(): void {
     while (inFlight.size < opts.maxParallel && pending.length > 0 && due()) {
+      backlog = full();
+      dry = false;
       const batch = take();
       inFlightEntries += batch.length;
       const delivery: Promise<void> = opts
@@ -75,6 +81,13 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
     add(entry: E): void {
       pending.push({ entry, at: now() });
       pendingRows += opts.rowsOf(entry);
+      schedule();
+    },
+
+    /** The queue had no job to give. */
+    drained(): void {
+      if (!backlog || pending.length === 0) return;
+      dry = true;
       schedule();
     },
 

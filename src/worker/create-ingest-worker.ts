@@ -125,7 +125,9 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,
     maxJobs: config.WORKER_CONCURRENCY,
-    // Two: one batch fills (and is serialised) while the other is being inserted.
+    // Batches are claimed ahead while two are being inserted: ClickHouse is never left waiting
+    // for a manifest to be written.
+    maxParallelBatches: 4,
     maxParallelInserts: 2,
     retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
     logger,
@@ -161,6 +163,8 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
   };
   deps.metrics.watched.push(watched);
   worker.on("stalled", () => deps.metrics.stalls.inc());
+  // BullMQ says so while jobs it fetched just before may not have reached the processor yet.
+  worker.on("drained", () => setImmediate(processor.drained));
   const releaser = createManifestReleaser({
     store: manifests,
     redis: deps.redis,

@@ -8,6 +8,7 @@ import { type ReportRow, receivedAtMsOf } from "../report/report-schema.js";
 import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 import { createBatcher } from "./batcher.js";
 import { DataError } from "./bisecting-insert.js";
+import { createInsertSlots } from "./insert-slots.js";
 import { createManifestDelivery, type Entry as ManifestEntry } from "./manifest-delivery.js";
 import type { Manifest, ManifestStore } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
@@ -34,7 +35,12 @@ export interface IngestOptions {
   maxWaitMs: number;
   /** The worker's concurrency: with this many jobs in hand, waiting for more is pointless. */
   maxJobs: number;
-  /** Batches inserted at once: the next batch fills while one is being inserted. */
+  /**
+   * Batches in hand at once (claimed, being inserted, or being settled), so that the next ones
+   * are claimed while one is being inserted; maxParallelInserts when not given.
+   */
+  maxParallelBatches?: number;
+  /** Inserts ClickHouse is sent at once. */
   maxParallelInserts: number;
   retryMaxDelayMs: number;
   /** Stores rows ClickHouse refused, with the reason, where `dlq` can list and replay them. */
@@ -73,20 +79,22 @@ export function createIngestProcessor(opts: IngestOptions) {
       },
     });
 
+  const inSlot = createInsertSlots(opts.maxParallelInserts);
   const insert = (rows: ReportRow[], token: string) =>
     retry(
       "insert",
-      async () => {
-        const started = performance.now();
-        try {
-          await sink.insert(rows, token);
-        } catch (err) {
-          throw classifyInsertError(err) === "data"
-            ? new DataError("refused", { cause: err })
-            : err;
-        }
-        metrics.insertSeconds.observe((performance.now() - started) / 1000);
-      },
+      () =>
+        inSlot(async () => {
+          const started = performance.now();
+          try {
+            await sink.insert(rows, token);
+          } catch (err) {
+            throw classifyInsertError(err) === "data"
+              ? new DataError("refused", { cause: err })
+              : err;
+          }
+          metrics.insertSeconds.observe((performance.now() - started) / 1000);
+        }),
       (e) => e instanceof DataError,
     );
 
@@ -115,7 +123,7 @@ export function createIngestProcessor(opts: IngestOptions) {
     maxRows: opts.maxRows,
     maxWaitMs: opts.maxWaitMs,
     maxEntries: opts.maxJobs,
-    maxParallel: opts.maxParallelInserts,
+    maxParallel: opts.maxParallelBatches ?? opts.maxParallelInserts,
     rowsOf: (e) => e.rows.length,
     deliver: (batch) => {
       observeLag(batch);
@@ -143,6 +151,9 @@ export function createIngestProcessor(opts: IngestOptions) {
         batcher.add({ job, id: String(job.id), lockToken, rows, replay, resolve, reject });
       });
     },
+
+    /** The queue had no job to give (BullMQ's `drained`). */
+    drained: () => batcher.drained(),
 
     /**
      * Flushes everything in hand now. If that cannot finish within `graceMs` (ClickHouse down),

@@ -99,6 +99,33 @@ describe("batcher", () => {
     expect(delivered()).toEqual([["a"], ["b"], ["c"], ["d"]]);
   });
 
+  it("once the queue runs dry after a full batch, delivers what it holds without lingering", async () => {
+    const { batcher, add, delivered, deliveries } = harness({ maxRows: 3, maxWaitMs: 1_000 });
+    add("a", "b", "c", "d");
+    expect(delivered()).toEqual([["a", "b", "c"]]);
+    batcher.drained();
+    expect(delivered()).toEqual([["a", "b", "c"], ["d"]]);
+    // Back to lingering: that batch was not full.
+    deliveries[0]?.done();
+    deliveries[1]?.done();
+    await vi.advanceTimersByTimeAsync(0);
+    add("e");
+    batcher.drained();
+    expect(delivered()).toEqual([["a", "b", "c"], ["d"]]);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(delivered()).toEqual([["a", "b", "c"], ["d"], ["e"]]);
+  });
+
+  it("lingers when the queue runs dry under light load (no full batch before)", async () => {
+    const { batcher, add, delivered } = harness({ maxRows: 3, maxWaitMs: 1_000 });
+    add("a");
+    batcher.drained();
+    await vi.advanceTimersByTimeAsync(999);
+    expect(delivered()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(delivered()).toEqual([["a"]]);
+  });
+
   it("passes a failed delivery's batch and error to onFailed", async () => {
     const { add, deliveries, failed } = harness({ maxRows: 2 });
     add("a", "b");
