@@ -1,81 +1,141 @@
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyPluginAsync, FastifyReply } from "fastify";
 import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
-import { HttpError } from "../../http/errors.js";
+import { HttpError, type Issue } from "../../http/errors.js";
 import { requireScope } from "../../http/scope.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { EnqueueError, type Enqueuer } from "../../queue/enqueuer.js";
+import type { EnqueueError, Enqueuer } from "../../queue/enqueuer.js";
 import { newReportId } from "../../report/report-id.js";
 import { toRow } from "../../report/report-schema.js";
 import type { BacklogGate } from "../backlog.js";
-import type { Limits } from "../limits.js";
+import type { Limits, Refund } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
 import { validateReport } from "../parse-report.js";
 
 // POST /api/report, in the contract's order: key (and its scope), burst limit (both before the body is read),
 // body size, media type, JSON and report validation, backlog bound, quota, durable enqueue. The
 // 200 goes out only after Redis acknowledged the job holding the report.
+//
+// Every report takes this path, so its steps are callbacks that go on at once when they can:
+// a known key, a token in hand and a plan without a quota need no promise, and the answer waits
+// only for the job's acknowledgement.
 
 export interface ReportRouteDeps extends AuthDeps {
   bodyLimit: number;
   retentionDays: number;
   limits: Limits;
   backlog: Pick<BacklogGate, "check">;
-  enqueuer: Pick<Enqueuer, "enqueue">;
+  enqueuer: Pick<Enqueuer, "add">;
   metrics: Pick<EdgeMetrics, "reportWarnings">;
 }
 
 export const REPORT_PATH = "/api/report";
 
+const JSON_TYPE = "application/json; charset=utf-8";
+
+/** `then(value)` now, or once the promise settles; a refusal goes to `fail`. */
+function whenReady<T>(
+  value: T | Promise<T>,
+  then: (value: T) => void,
+  fail: (err: unknown) => void,
+): void {
+  if (value instanceof Promise) value.then(then, fail);
+  else then(value);
+}
+
 export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, deps) => {
   const { bodyLimit, retentionDays, limits, backlog, enqueuer, metrics } = deps;
   const authenticate = createAuthenticate(deps);
 
+  /**
+   * The 200 once the job holding the report is acknowledged; otherwise the error, the quota
+   * given back when the report is surely not stored.
+   */
+  function answer(
+    reply: FastifyReply,
+    id: string,
+    warnings: Issue[],
+    refund: Refund,
+    err: EnqueueError | undefined,
+  ): void {
+    if (err) {
+      // A report that may be stored stays counted: refunding it would let every report
+      // through uncounted while a replica is away.
+      if (err.mayBeStored) reply.send(err);
+      else
+        refund().then(
+          () => reply.send(err),
+          (refundErr) => reply.send(refundErr),
+        );
+      return;
+    }
+    if (warnings.length === 0) {
+      // Serialised here: a report id needs no escaping.
+      reply.header("content-type", JSON_TYPE).send(`{"id":"${id}"}`);
+      return;
+    }
+    for (const w of warnings) metrics.reportWarnings.inc({ path: w.path });
+    reply.send({ id, warnings });
+  }
+
   app.route({
     method: "POST",
     url: REPORT_PATH,
-    onRequest: async (req, reply) => {
+    onRequest: (req, reply, done) => {
       reply.header("x-request-id", req.id);
-      const project = await authenticate(req);
-      // A read key never stores a report, nor spends the project's burst.
-      requireScope(project, "report");
-      await limits.consumeBurst(project);
-      req.project = project;
+      const admit = (project: KeyLookup) => {
+        try {
+          // A read key never stores a report, nor spends the project's burst.
+          requireScope(project, "report");
+          const burst = limits.consumeBurst(project);
+          req.project = project;
+          if (burst)
+            burst.then(
+              () => done(),
+              (err: Error) => done(err),
+            );
+          else done();
+        } catch (err) {
+          done(err as Error);
+        }
+      };
+      let project: KeyLookup | Promise<KeyLookup>;
+      try {
+        project = authenticate(req);
+      } catch (err) {
+        done(err as Error);
+        return;
+      }
+      whenReady(project, admit, (err) => done(err as Error));
     },
-    preParsing: async (req) => {
+    preParsing: (req, _reply, payload, done) => {
       // Body size before media type, as the contract orders them, when the length is declared.
       if (Number(req.headers["content-length"]) > bodyLimit) {
-        throw new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`);
-      }
+        done(new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`));
+      } else done(null, payload);
     },
-    handler: async (req, reply) => {
+    handler: (req, reply) => {
       const project = req.project as KeyLookup;
       if (req.body === undefined) throw new HttpError("invalid_json", "the body is empty");
-      const receivedAt = Date.now();
       const { record, warnings } = validateReport(
         req.body,
         {
           reportId: newReportId(),
           projectId: project.projectId,
           keyId: project.keyId,
-          receivedAt,
+          receivedAt: Date.now(),
         },
         { retentionDays },
       );
       // The backlog bound belongs to the enqueue: after validation, before the quota is used.
       backlog.check();
-      const refund = await limits.consumeQuota(project);
-      try {
-        await enqueuer.enqueue(toRow(record));
-      } catch (err) {
-        // A report that may be stored stays counted: refunding it would let every report
-        // through uncounted while a replica is away.
-        if (!(err instanceof EnqueueError && err.mayBeStored)) await refund();
-        throw err;
-      }
-      if (warnings.length === 0) return reply.send({ id: record.report_id });
-      for (const w of warnings) metrics.reportWarnings.inc({ path: w.path });
-      return reply.send({ id: record.report_id, warnings });
+      const id = record.report_id;
+      const row = toRow(record);
+      whenReady(
+        limits.consumeQuota(project),
+        (refund) => enqueuer.add(row, (err) => answer(reply, id, warnings, refund, err)),
+        (err) => reply.send(err),
+      );
     },
   });
 
