@@ -90,7 +90,7 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
     throw invalid();
   }
 
-  async function lookUpShared(ip: string, key: string): Promise<KeyLookup> {
+  async function lookUp(ip: string, key: string): Promise<KeyLookup> {
     const id = `${ip} ${key}`;
     const shared = inFlight.get(id);
     if (shared) {
@@ -108,14 +108,6 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
     return project;
   }
 
-  function lookUp(ip: string, key: string): KeyLookup | Promise<KeyLookup> {
-    const known = lookupKey.peek?.(key);
-    if (known) return known;
-    // A key the cache knows to be bad: a failure, without a look-up.
-    if (known === null) return refuse(ip);
-    return lookUpShared(ip, key);
-  }
-
   function identify(
     req: FastifyRequest,
     header: string | undefined,
@@ -128,8 +120,13 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
         "missing_project_key",
         "the Authorization header must use the Bearer scheme",
       );
+    // A key the cache holds was well-formed when it was looked up.
+    const known = lookupKey.peek?.(key);
+    if (known) return known;
     // No look-up, but a failure all the same, counted before the answer.
     if (!isWellFormedKey(key)) return refuse(req.ip);
+    // A key the cache knows to be bad: a failure, without a look-up.
+    if (known === null) return refuse(req.ip);
     return lookUp(req.ip, key);
   }
 

@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync, FastifyReply } from "fastify";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
 import { HttpError, type Issue } from "../../http/errors.js";
@@ -6,7 +6,7 @@ import { requireScope } from "../../http/scope.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import type { EnqueueError, Enqueuer } from "../../queue/enqueuer.js";
 import { newReportId } from "../../report/report-id.js";
-import { toRow } from "../../report/report-schema.js";
+import { type ReportRow, toRow } from "../../report/report-schema.js";
 import type { BacklogGate } from "../backlog.js";
 import type { Limits, Refund } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
@@ -33,19 +33,44 @@ export const REPORT_PATH = "/api/report";
 
 const JSON_TYPE = "application/json; charset=utf-8";
 
-/** `then(value)` now, or once the promise settles; a refusal goes to `fail`. */
-function whenReady<T>(
-  value: T | Promise<T>,
-  then: (value: T) => void,
-  fail: (err: unknown) => void,
-): void {
-  if (value instanceof Promise) value.then(then, fail);
-  else then(value);
-}
+/** A hook's callback: on, or the error that answers the request. */
+type Done = (err?: Error) => void;
 
 export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, deps) => {
   const { bodyLimit, retentionDays, limits, backlog, enqueuer, metrics } = deps;
   const authenticate = createAuthenticate(deps);
+
+  /** The key's scope, then the burst limit, then the declared body size. */
+  function admit(req: FastifyRequest, project: KeyLookup, done: Done): void {
+    try {
+      // A read key never stores a report, nor spends the project's burst.
+      requireScope(project, "report");
+      const burst = limits.consumeBurst(project);
+      req.project = project;
+      if (burst) burst.then(() => checkSize(req, done), done);
+      else checkSize(req, done);
+    } catch (err) {
+      done(err as Error);
+    }
+  }
+
+  /** Body size before media type, as the contract orders them, when the length is declared. */
+  function checkSize(req: FastifyRequest, done: Done): void {
+    if (Number(req.headers["content-length"]) > bodyLimit) {
+      done(new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`));
+    } else done();
+  }
+
+  /** Hands the row to the next job; the answer goes out once that job is acknowledged. */
+  function store(
+    reply: FastifyReply,
+    row: ReportRow,
+    id: string,
+    warnings: Issue[],
+    refund: Refund,
+  ) {
+    enqueuer.add(row, (err) => answer(reply, id, warnings, refund, err));
+  }
 
   /**
    * The 200 once the job holding the report is acknowledged; otherwise the error, the quota
@@ -83,22 +108,6 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
     url: REPORT_PATH,
     onRequest: (req, reply, done) => {
       reply.header("x-request-id", req.id);
-      const admit = (project: KeyLookup) => {
-        try {
-          // A read key never stores a report, nor spends the project's burst.
-          requireScope(project, "report");
-          const burst = limits.consumeBurst(project);
-          req.project = project;
-          if (burst)
-            burst.then(
-              () => done(),
-              (err: Error) => done(err),
-            );
-          else done();
-        } catch (err) {
-          done(err as Error);
-        }
-      };
       let project: KeyLookup | Promise<KeyLookup>;
       try {
         project = authenticate(req);
@@ -106,24 +115,21 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
         done(err as Error);
         return;
       }
-      whenReady(project, admit, (err) => done(err as Error));
-    },
-    preParsing: (req, _reply, payload, done) => {
-      // Body size before media type, as the contract orders them, when the length is declared.
-      if (Number(req.headers["content-length"]) > bodyLimit) {
-        done(new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`));
-      } else done(null, payload);
+      if (project instanceof Promise) project.then((p) => admit(req, p, done), done);
+      else admit(req, project, done);
     },
     handler: (req, reply) => {
       const project = req.project as KeyLookup;
       if (req.body === undefined) throw new HttpError("invalid_json", "the body is empty");
+      // The id is made after the receive time: its time is never before it.
+      const receivedAt = Date.now();
       const { record, warnings } = validateReport(
         req.body,
         {
           reportId: newReportId(),
           projectId: project.projectId,
           keyId: project.keyId,
-          receivedAt: Date.now(),
+          receivedAt,
         },
         { retentionDays },
       );
@@ -131,11 +137,13 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
       backlog.check();
       const id = record.report_id;
       const row = toRow(record);
-      whenReady(
-        limits.consumeQuota(project),
-        (refund) => enqueuer.add(row, (err) => answer(reply, id, warnings, refund, err)),
-        (err) => reply.send(err),
-      );
+      const quota = limits.consumeQuota(project);
+      if (quota instanceof Promise) {
+        quota.then(
+          (refund) => store(reply, row, id, warnings, refund),
+          (err) => reply.send(err),
+        );
+      } else store(reply, row, id, warnings, quota);
     },
   });
 
