@@ -107,12 +107,8 @@ export function createBurstAllowance(opts: {
     if (pool.left === 0 && pool.back === 0 && pool.emptyUntil <= now()) pools.delete(key);
   }
 
-  /**
-   * Up to `n` tokens (a batch of reports): all of them, or fewer only when the bucket has no
-   * whole token left.
-   */
-  function takeMany(key: string, limit: BurstLimit, n: number): Promise<BurstGrant> {
-    const t = now();
+  /** The project's pool, its tokens in hand given back when stale or when its limit changed. */
+  function poolOf(key: string, limit: BurstLimit, t: number): Pool {
     let pool = pools.get(key);
     if (!pool) {
       pool = { limit, left: 0, takenAt: t, back: 0, emptyUntil: 0, waiters: [], taking: false };
@@ -127,6 +123,16 @@ export function createBurstAllowance(opts: {
       pool.limit = limit;
       pool.emptyUntil = 0;
     }
+    return pool;
+  }
+
+  /**
+   * Up to `n` tokens (a batch of reports): all of them, or fewer only when the bucket has no
+   * whole token left.
+   */
+  function takeMany(key: string, limit: BurstLimit, n: number): Promise<BurstGrant> {
+    const t = now();
+    const pool = poolOf(key, limit, t);
     // Tokens in hand go to those waiting first.
     const inHand = pool.waiters.length === 0 ? Math.min(pool.left, n) : 0;
     pool.left -= inHand;
@@ -134,15 +140,25 @@ export function createBurstAllowance(opts: {
     if (pool.emptyUntil > t) {
       return Promise.resolve({ granted: inHand, msToNext: pool.emptyUntil - t });
     }
-    const waiting = pool;
     return new Promise((resolve, reject) => {
-      waiting.waiters.push({ want: n - inHand, got: inHand, resolve, reject });
-      if (!waiting.taking) void refill(key, waiting);
+      pool.waiters.push({ want: n - inHand, got: inHand, resolve, reject });
+      if (!pool.taking) void refill(key, pool);
     });
   }
 
   return {
     takeMany,
+
+    /**
+     * One token from those in hand, at once: false when there is none (or others wait for
+     * them), and `take` must ask.
+     */
+    takeInHand(key: string, limit: BurstLimit): boolean {
+      const pool = poolOf(key, limit, now());
+      if (pool.left === 0 || pool.waiters.length > 0) return false;
+      pool.left -= 1;
+      return true;
+    },
 
     /** Null when the report may pass; otherwise when the next token is due. */
     async take(key: string, limit: BurstLimit): Promise<BurstRefusal | null> {

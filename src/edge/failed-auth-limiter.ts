@@ -72,6 +72,8 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions) {
   return {
     /** The client's window, or null when it has no failures. */
     get(ip: string): FailureWindow | null {
+      // Nobody has failed lately: the usual case, and no address to work out.
+      if (windows.size === 0) return null;
       const now = Date.now();
       const w = live(clientOf(ip), now);
       return w ? result(w, now) : null;

@@ -2,7 +2,7 @@ import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
 import { HttpError, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
-import { type BurstGrant, type BurstRefusal, createBurstAllowance } from "./burst-allowance.js";
+import { type BurstGrant, type BurstLimit, createBurstAllowance } from "./burst-allowance.js";
 import { createFailedAuthLimiter } from "./failed-auth-limiter.js";
 import { createQuotaAllowance, type QuotaAllowanceOptions } from "./quota-allowance.js";
 import { redisQuotaStore } from "./quota-counter.js";
@@ -102,17 +102,22 @@ function burstExceeded(burst: number, msToNext: number): HttpError {
   });
 }
 
+/** Gives a report's unit of the quota back. */
+export type Refund = () => Promise<void>;
+const noRefund: Refund = async () => {};
+
 export function createLimits(opts: LimitsOptions) {
   const prefix = opts.prefix ?? "headroom";
   /** The month Redis last named, and this edge's month when it did. */
   let redisMonth: { own: string; redis: string } | null = null;
   // Both limits need a request's plan; the key cache hands out one look-up object per key for
   // its lifetime, so the plan is worked out once per look-up, not twice per request.
-  const plans = new WeakMap<KeyLookup, ReturnType<typeof effectivePlan>>();
+  const plans = new WeakMap<KeyLookup, ReturnType<typeof effectivePlan> & { bucket: BurstLimit }>();
   const planOf = (lookup: KeyLookup) => {
     let plan = plans.get(lookup);
     if (!plan) {
-      plan = effectivePlan(opts.plans, lookup);
+      const effective = effectivePlan(opts.plans, lookup);
+      plan = { ...effective, bucket: { rate: effective.burst, capacity: effective.capacity } };
       plans.set(lookup, plan);
     }
     return plan;
@@ -141,9 +146,32 @@ export function createLimits(opts: LimitsOptions) {
       headers: limitHeaders(opts.authFailuresPerIp, state),
     });
 
+  async function takeQuota(lookup: KeyLookup, monthly: number): Promise<Refund> {
+    const t = Date.now();
+    // This edge's month, unless Redis last said it is another one while this edge's clock
+    // was still in it (a few seconds around the turn of a month).
+    const own = monthOf(t);
+    let month = redisMonth?.own === own ? redisMonth.redis : own;
+    for (let asked = 0; asked < 2; asked++) {
+      let taken: Awaited<ReturnType<typeof quota.take>>;
+      try {
+        taken = await quota.take(`${lookup.projectId}:${month}`, monthly);
+      } catch {
+        // Redis failed: the report could not be enqueued either.
+        throw unavailable();
+      }
+      if ("refund" in taken) return taken.refund;
+      if ("used" in taken) throw quotaExceeded(monthly, taken.used, month, t);
+      redisMonth = { own, redis: taken.month };
+      month = taken.month;
+    }
+    // Redis's month changed between two calls: the turn of the month, this very instant.
+    throw unavailable();
+  }
+
   return {
-    /** 429 when this IP has failed authentication too often recently. */
-    async checkAuthFailures(ip: string): Promise<void> {
+    /** Throws the 429 when this IP has failed authentication too often recently. */
+    checkAuthFailures(ip: string): void {
       const res = authFailures.get(ip);
       if (res && res.remaining <= 0) throw tooManyFailures(res);
     },
@@ -154,10 +182,10 @@ export function createLimits(opts: LimitsOptions) {
 
     /**
      * Takes one of this IP's failures before the attempt is known to fail, so that attempts made
-     * at once cannot outrun the limit; 429 when none is left. Give it back with
+     * at once cannot outrun the limit; throws the 429 when none is left. Give it back with
      * `releaseAuthAttempt` if the attempt succeeds.
      */
-    async reserveAuthAttempt(ip: string): Promise<void> {
+    reserveAuthAttempt(ip: string): void {
       // A refused attempt is answered 429 without a look-up, and takes nothing.
       const refused = authFailures.take(ip);
       if (refused) throw tooManyFailures(refused);
@@ -172,16 +200,22 @@ export function createLimits(opts: LimitsOptions) {
       return authFailures.size;
     },
 
-    async consumeBurst(lookup: KeyLookup): Promise<void> {
-      const { burst, capacity } = planOf(lookup);
-      let refused: BurstRefusal | null;
-      try {
-        refused = await burstAllowance.take(lookup.projectId, { rate: burst, capacity });
-      } catch {
-        // Redis failed: the report could not be enqueued either.
-        throw unavailable();
-      }
-      if (refused) throw burstExceeded(burst, refused.msToNext);
+    /**
+     * One report's worth of the burst limit: null when a token in hand passes it at once,
+     * otherwise a promise that settles (or rejects with the 429) once the bucket answered.
+     */
+    consumeBurst(lookup: KeyLookup): Promise<void> | null {
+      const { burst, bucket } = planOf(lookup);
+      if (burstAllowance.takeInHand(lookup.projectId, bucket)) return null;
+      return burstAllowance.take(lookup.projectId, bucket).then(
+        (refused) => {
+          if (refused) throw burstExceeded(burst, refused.msToNext);
+        },
+        () => {
+          // Redis failed: the report could not be enqueued either.
+          throw unavailable();
+        },
+      );
     },
 
     /**
@@ -192,10 +226,10 @@ export function createLimits(opts: LimitsOptions) {
       lookup: KeyLookup,
       n: number,
     ): Promise<{ granted: number; refusal: HttpError | null }> {
-      const { burst, capacity } = planOf(lookup);
+      const { burst, bucket } = planOf(lookup);
       let got: BurstGrant;
       try {
-        got = await burstAllowance.takeMany(lookup.projectId, { rate: burst, capacity }, n);
+        got = await burstAllowance.takeMany(lookup.projectId, bucket, n);
       } catch {
         throw unavailable();
       }
@@ -241,31 +275,12 @@ export function createLimits(opts: LimitsOptions) {
 
     /**
      * Counts one report against the monthly quota of the month Redis's clock is in; returns how
-     * to give it back.
+     * to give it back (at once for a plan without a quota).
      */
-    async consumeQuota(lookup: KeyLookup): Promise<() => Promise<void>> {
+    consumeQuota(lookup: KeyLookup): Refund | Promise<Refund> {
       const { monthly } = planOf(lookup);
-      if (monthly === null) return async () => {};
-      const t = Date.now();
-      // This edge's month, unless Redis last said it is another one while this edge's clock
-      // was still in it (a few seconds around the turn of a month).
-      const own = monthOf(t);
-      let month = redisMonth?.own === own ? redisMonth.redis : own;
-      for (let asked = 0; asked < 2; asked++) {
-        let taken: Awaited<ReturnType<typeof quota.take>>;
-        try {
-          taken = await quota.take(`${lookup.projectId}:${month}`, monthly);
-        } catch {
-          // Redis failed: the report could not be enqueued either.
-          throw unavailable();
-        }
-        if ("refund" in taken) return taken.refund;
-        if ("used" in taken) throw quotaExceeded(monthly, taken.used, month, t);
-        redisMonth = { own, redis: taken.month };
-        month = taken.month;
-      }
-      // Redis's month changed between two calls: the turn of the month, this very instant.
-      throw unavailable();
+      if (monthly === null) return noRefund;
+      return takeQuota(lookup, monthly);
     },
 
     /** Gives back the quota this edge holds unused: after intake stopped, before Redis closes. */

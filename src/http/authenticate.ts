@@ -17,10 +17,11 @@ declare module "fastify" {
   }
 }
 
+/** Refusals are thrown, or rejected when a limiter needs to wait for its answer. */
 export interface AuthFailureLimits {
-  checkAuthFailures(ip: string): Promise<void>;
+  checkAuthFailures(ip: string): void | Promise<void>;
   recordAuthFailure(ip: string): void;
-  reserveAuthAttempt(ip: string): Promise<void>;
+  reserveAuthAttempt(ip: string): void | Promise<void>;
   releaseAuthAttempt(ip: string): void;
 }
 
@@ -78,14 +79,18 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
     return project;
   }
 
-  async function lookUp(ip: string, key: string): Promise<KeyLookup> {
-    const known = lookupKey.peek?.(key);
-    if (known) return known;
-    if (known === null) {
-      // A key the cache knows to be bad: a failure, without a look-up.
-      await limits.reserveAuthAttempt(ip);
-      throw invalid();
+  /** A failure counted against `ip` before the answer: the 401 (or the limit's 429). */
+  function refuse(ip: string): never | Promise<never> {
+    const reserved = limits.reserveAuthAttempt(ip);
+    if (reserved) {
+      return reserved.then(() => {
+        throw invalid();
+      });
     }
+    throw invalid();
+  }
+
+  async function lookUp(ip: string, key: string): Promise<KeyLookup> {
     const id = `${ip} ${key}`;
     const shared = inFlight.get(id);
     if (shared) {
@@ -103,15 +108,10 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
     return project;
   }
 
-  return async function authenticate(req: FastifyRequest): Promise<KeyLookup> {
-    const header = req.headers.authorization;
-    // A credential sent twice is ambiguous: which one was meant is not ours to guess.
-    if (header !== undefined && repeatsAuthorization(req.raw.rawHeaders)) {
-      throw new HttpError("invalid_request", "send one Authorization header, not several", {
-        headers: { "www-authenticate": 'Bearer error="invalid_request"' },
-      });
-    }
-    await limits.checkAuthFailures(req.ip);
+  function identify(
+    req: FastifyRequest,
+    header: string | undefined,
+  ): KeyLookup | Promise<KeyLookup> {
     if (!header)
       throw unauthorized("missing_project_key", "send Authorization: Bearer <project key>");
     const key = BEARER.exec(header.trim())?.[1];
@@ -120,11 +120,30 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
         "missing_project_key",
         "the Authorization header must use the Bearer scheme",
       );
-    if (!isWellFormedKey(key)) {
-      // No look-up, but a failure all the same, counted before the answer.
-      await limits.reserveAuthAttempt(req.ip);
-      throw invalid();
-    }
+    // A key the cache holds was well-formed when it was looked up.
+    const known = lookupKey.peek?.(key);
+    if (known) return known;
+    // No look-up, but a failure all the same, counted before the answer.
+    if (!isWellFormedKey(key)) return refuse(req.ip);
+    // A key the cache knows to be bad: a failure, without a look-up.
+    if (known === null) return refuse(req.ip);
     return lookUp(req.ip, key);
+  }
+
+  /**
+   * The request's key, at once when the cache knows it; a promise when it must be looked up.
+   * Refusals are thrown, or rejected.
+   */
+  return function authenticate(req: FastifyRequest): KeyLookup | Promise<KeyLookup> {
+    const header = req.headers.authorization;
+    // A credential sent twice is ambiguous: which one was meant is not ours to guess.
+    if (header !== undefined && repeatsAuthorization(req.raw.rawHeaders)) {
+      throw new HttpError("invalid_request", "send one Authorization header, not several", {
+        headers: { "www-authenticate": 'Bearer error="invalid_request"' },
+      });
+    }
+    const checked = limits.checkAuthFailures(req.ip);
+    if (checked) return checked.then(() => identify(req, header));
+    return identify(req, header);
   };
 }

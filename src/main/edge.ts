@@ -1,3 +1,5 @@
+// First: V8's settings apply to what the other modules allocate.
+import "./edge-v8-flags.js";
 import type { AddressInfo } from "node:net";
 import { loadConfig } from "../config.js";
 import { createEdge } from "../edge/create-edge.js";

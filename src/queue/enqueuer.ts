@@ -11,10 +11,15 @@ import type { WriteJob } from "./job-writer.js";
 
 export { EnqueueError };
 
+/**
+ * Told once the job holding the report was acknowledged (no error), or failed. It must not
+ * throw: the other reports of the job are told after it.
+ */
+export type Enqueued = (err?: EnqueueError) => void;
+
 interface Pending {
   row: ReportRow;
-  resolve: () => void;
-  reject: (err: Error) => void;
+  done: Enqueued;
 }
 
 export interface EnqueuerOptions {
@@ -44,22 +49,21 @@ export function createEnqueuer(opts: EnqueuerOptions) {
 
   async function write(shard: number, batch: Pending[]) {
     const started = process.hrtime.bigint();
-    let ok = true;
+    let failure: EnqueueError | undefined;
     try {
       await opts.write(
         shard,
         batch.map((p) => p.row),
       );
-      for (const p of batch) p.resolve();
     } catch (cause) {
-      ok = false;
       failedUntil[shard] = now() + (opts.shardCooldownMs ?? SHARD_COOLDOWN_MS);
-      const err =
+      failure =
         cause instanceof EnqueueError
           ? cause
           : new EnqueueError("the queue did not acknowledge the job", { cause });
-      for (const p of batch) p.reject(err);
     }
+    for (const p of batch) p.done(failure);
+    const ok = failure === undefined;
     // After the callers are settled: what the callback does cannot change their answer.
     opts.onFlush?.(batch.length, Number(process.hrtime.bigint() - started) / 1e9, ok);
   }
@@ -117,21 +121,25 @@ export function createEnqueuer(opts: EnqueuerOptions) {
     else setImmediate(run);
   }
 
-  function added() {
+  /** Adds a report to the next job; `done` is told when that job is acknowledged or failed. */
+  function add(row: ReportRow, done: Enqueued): void {
+    pending.push({ row, done });
     if (pending.length >= opts.maxReports) pump(false);
     else if (pickShard(true) >= 0) schedule();
   }
 
   return {
+    add,
+
+    /** `add` as a promise. */
     enqueue(row: ReportRow): Promise<void> {
       return new Promise<void>((resolve, reject) => {
-        pending.push({ row, resolve, reject });
-        added();
+        add(row, (err) => (err ? reject(err) : resolve()));
       });
     },
 
     /**
-     * A batch's reports, as many enqueues with one promise: it resolves once every job holding
+     * A batch's reports, as many adds with one promise: it resolves once every job holding
      * them settled, with each report's error (undefined: acknowledged), in order. They may span
      * jobs, so some may fail while others are stored.
      */
@@ -140,20 +148,17 @@ export function createEnqueuer(opts: EnqueuerOptions) {
         const errors = new Array<EnqueueError | undefined>(rows.length);
         let left = rows.length;
         if (left === 0) return resolve(errors);
-        const settled = () => {
-          if (--left === 0) resolve(errors);
-        };
         for (let i = 0; i < rows.length; i++) {
           pending.push({
             row: rows[i] as ReportRow,
-            resolve: settled,
-            reject: (err) => {
-              errors[i] = err as EnqueueError;
-              settled();
+            done: (err) => {
+              errors[i] = err;
+              if (--left === 0) resolve(errors);
             },
           });
         }
-        added();
+        if (pending.length >= opts.maxReports) pump(false);
+        else if (pickShard(true) >= 0) schedule();
       });
     },
 

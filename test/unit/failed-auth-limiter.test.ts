@@ -38,10 +38,10 @@ describe("failed authentications per client", () => {
   it("refuses a /64 whose addresses each failed once", async () => {
     const l = limits(3, 1_000);
     for (let i = 1; i <= 3; i++) l.recordAuthFailure(`2001:db8:5:6:${i.toString(16)}::${i}`);
-    await expect(l.checkAuthFailures("2001:db8:5:6:ffff::9")).rejects.toMatchObject({
-      code: "rate_limited",
-    });
-    await expect(l.checkAuthFailures("2001:db8:5:7::1")).resolves.toBeUndefined();
+    expect(() => l.checkAuthFailures("2001:db8:5:6:ffff::9")).toThrow(
+      expect.objectContaining({ code: "rate_limited" }),
+    );
+    expect(() => l.checkAuthFailures("2001:db8:5:7::1")).not.toThrow();
   });
 
   it("holds at most the configured number of clients, dropping the oldest", async () => {
@@ -50,8 +50,8 @@ describe("failed authentications per client", () => {
     expect(l.authFailureClients()).toBe(100);
     // The newest clients are still counted.
     l.recordAuthFailure("198.51.19.135");
-    await expect(l.checkAuthFailures("198.51.19.135")).rejects.toMatchObject({
-      code: "rate_limited",
-    });
+    expect(() => l.checkAuthFailures("198.51.19.135")).toThrow(
+      expect.objectContaining({ code: "rate_limited" }),
+    );
   });
 });

@@ -1,56 +1,127 @@
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
-import { HttpError } from "../../http/errors.js";
+import { HttpError, type Issue } from "../../http/errors.js";
 import { requireScope } from "../../http/scope.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { EnqueueError, type Enqueuer } from "../../queue/enqueuer.js";
+import type { EnqueueError, Enqueuer } from "../../queue/enqueuer.js";
 import { newReportId } from "../../report/report-id.js";
-import { toRow } from "../../report/report-schema.js";
+import { type ReportRow, toRow } from "../../report/report-schema.js";
 import type { BacklogGate } from "../backlog.js";
-import type { Limits } from "../limits.js";
+import type { Limits, Refund } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
 import { validateReport } from "../parse-report.js";
 
 // POST /api/report, in the contract's order: key (and its scope), burst limit (both before the body is read),
 // body size, media type, JSON and report validation, backlog bound, quota, durable enqueue. The
 // 200 goes out only after Redis acknowledged the job holding the report.
+//
+// Every report takes this path, so its steps are callbacks that go on at once when they can:
+// a known key, a token in hand and a plan without a quota need no promise, and the answer waits
+// only for the job's acknowledgement.
 
 export interface ReportRouteDeps extends AuthDeps {
   bodyLimit: number;
   retentionDays: number;
   limits: Limits;
   backlog: Pick<BacklogGate, "check">;
-  enqueuer: Pick<Enqueuer, "enqueue">;
+  enqueuer: Pick<Enqueuer, "add">;
   metrics: Pick<EdgeMetrics, "reportWarnings">;
 }
 
 export const REPORT_PATH = "/api/report";
 
+const JSON_TYPE = "application/json; charset=utf-8";
+
+/** A hook's callback: on, or the error that answers the request. */
+type Done = (err?: Error) => void;
+
 export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, deps) => {
   const { bodyLimit, retentionDays, limits, backlog, enqueuer, metrics } = deps;
   const authenticate = createAuthenticate(deps);
 
+  /** The key's scope, then the burst limit, then the declared body size. */
+  function admit(req: FastifyRequest, project: KeyLookup, done: Done): void {
+    try {
+      // A read key never stores a report, nor spends the project's burst.
+      requireScope(project, "report");
+      const burst = limits.consumeBurst(project);
+      req.project = project;
+      if (burst) burst.then(() => checkSize(req, done), done);
+      else checkSize(req, done);
+    } catch (err) {
+      done(err as Error);
+    }
+  }
+
+  /** Body size before media type, as the contract orders them, when the length is declared. */
+  function checkSize(req: FastifyRequest, done: Done): void {
+    if (Number(req.headers["content-length"]) > bodyLimit) {
+      done(new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`));
+    } else done();
+  }
+
+  /** Hands the row to the next job; the answer goes out once that job is acknowledged. */
+  function store(
+    reply: FastifyReply,
+    row: ReportRow,
+    id: string,
+    warnings: Issue[],
+    refund: Refund,
+  ) {
+    enqueuer.add(row, (err) => answer(reply, id, warnings, refund, err));
+  }
+
+  /**
+   * The 200 once the job holding the report is acknowledged; otherwise the error, the quota
+   * given back when the report is surely not stored.
+   */
+  function answer(
+    reply: FastifyReply,
+    id: string,
+    warnings: Issue[],
+    refund: Refund,
+    err: EnqueueError | undefined,
+  ): void {
+    if (err) {
+      // A report that may be stored stays counted: refunding it would let every report
+      // through uncounted while a replica is away.
+      if (err.mayBeStored) reply.send(err);
+      else
+        refund().then(
+          () => reply.send(err),
+          (refundErr) => reply.send(refundErr),
+        );
+      return;
+    }
+    if (warnings.length === 0) {
+      // Serialised here: a report id needs no escaping.
+      reply.header("content-type", JSON_TYPE).send(`{"id":"${id}"}`);
+      return;
+    }
+    for (const w of warnings) metrics.reportWarnings.inc({ path: w.path });
+    reply.send({ id, warnings });
+  }
+
   app.route({
     method: "POST",
     url: REPORT_PATH,
-    onRequest: async (req, reply) => {
+    onRequest: (req, reply, done) => {
       reply.header("x-request-id", req.id);
-      const project = await authenticate(req);
-      // A read key never stores a report, nor spends the project's burst.
-      requireScope(project, "report");
-      await limits.consumeBurst(project);
-      req.project = project;
-    },
-    preParsing: async (req) => {
-      // Body size before media type, as the contract orders them, when the length is declared.
-      if (Number(req.headers["content-length"]) > bodyLimit) {
-        throw new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`);
+      let project: KeyLookup | Promise<KeyLookup>;
+      try {
+        project = authenticate(req);
+      } catch (err) {
+        done(err as Error);
+        return;
       }
+      if (project instanceof Promise) project.then((p) => admit(req, p, done), done);
+      else admit(req, project, done);
     },
-    handler: async (req, reply) => {
+    handler: (req, reply) => {
       const project = req.project as KeyLookup;
       if (req.body === undefined) throw new HttpError("invalid_json", "the body is empty");
+      // The id is made after the receive time: its time is never before it.
       const receivedAt = Date.now();
       const { record, warnings } = validateReport(
         req.body,
@@ -64,18 +135,15 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
       );
       // The backlog bound belongs to the enqueue: after validation, before the quota is used.
       backlog.check();
-      const refund = await limits.consumeQuota(project);
-      try {
-        await enqueuer.enqueue(toRow(record));
-      } catch (err) {
-        // A report that may be stored stays counted: refunding it would let every report
-        // through uncounted while a replica is away.
-        if (!(err instanceof EnqueueError && err.mayBeStored)) await refund();
-        throw err;
-      }
-      if (warnings.length === 0) return reply.send({ id: record.report_id });
-      for (const w of warnings) metrics.reportWarnings.inc({ path: w.path });
-      return reply.send({ id: record.report_id, warnings });
+      const id = record.report_id;
+      const row = toRow(record);
+      const quota = limits.consumeQuota(project);
+      if (quota instanceof Promise) {
+        quota.then(
+          (refund) => store(reply, row, id, warnings, refund),
+          (err) => reply.send(err),
+        );
+      } else store(reply, row, id, warnings, quota);
     },
   });
 
