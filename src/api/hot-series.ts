@@ -81,7 +81,38 @@ function addRow(into: HotSeries | undefined, row: ReportRow): HotSeries {
   return s;
 }
 
-const byTime = (a: [number, string], b: [number, string]) => a[0] - b[0];
+/** A point closer than this to the one before replaces it (burn-rate.ts: one observation). */
+export const MIN_GAP_MS = 1_000;
+
+/**
+ * A sorted list of points cut to what the merge script (hot-store.ts) can keep of it, whatever is
+ * stored: the script keeps one point per run of points less than MIN_GAP_MS apart (its last; and
+ * the first of the oldest run), and where runs begin and end depends only on the points that
+ * stay here — each run's ends, and in between a chain whose steps stay under the gap. So a busy
+ * series sends a point or two a second, not every report, and the result is the same.
+ */
+export function thinPoints<P extends [number, unknown]>(list: P[]): P[] {
+  const out: P[] = [];
+  for (let i = 0; i < list.length; ) {
+    let end = i;
+    while (end + 1 < list.length && (list[end + 1] as P)[0] - (list[end] as P)[0] < MIN_GAP_MS)
+      end++;
+    let at = i;
+    out.push(list[at] as P);
+    while (at < end) {
+      let next = at + 1;
+      while (next < end && (list[next + 1] as P)[0] - (list[at] as P)[0] < MIN_GAP_MS) next++;
+      out.push(list[next] as P);
+      at = next;
+    }
+    i = end + 1;
+  }
+  return out;
+}
+
+/** The merge script's order (hot-store.ts): by time, then by value's text. */
+const byTime = (a: [number, string], b: [number, string]) =>
+  a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
 
 /** A batch of stored rows → per project, per series field, what they add to the hot copy. */
 export function hotUpdates(rows: ReportRow[]): Map<string, Map<string, HotSeries>> {
@@ -98,7 +129,11 @@ export function hotUpdates(rows: ReportRow[]): Map<string, Map<string, HotSeries
     series.set(field, addRow(series.get(field), row));
   }
   for (const series of out.values())
-    for (const s of series.values()) for (const list of Object.values(s.p)) list.sort(byTime);
+    for (const s of series.values())
+      for (const metric of ["requests", "tokens", "credits"] as const) {
+        const list = s.p[metric];
+        if (list) s.p[metric] = thinPoints(list.sort(byTime));
+      }
   return out;
 }
 

@@ -1,7 +1,7 @@
 import type { Result } from "ioredis";
 import { HISTORY_WINDOW_MS } from "../alerts/burn-rate.js";
 import type { RedisClient } from "../redis/connections.js";
-import type { HotSeries } from "./hot-series.js";
+import { type HotSeries, MIN_GAP_MS } from "./hot-series.js";
 
 // The hot headroom in Redis: per project a hash of series → HotSeries JSON, written by the ingest
 // workers after ClickHouse took a batch (one script call per batch), read by /api/v1/headroom in
@@ -19,8 +19,6 @@ import type { HotSeries } from "./hot-series.js";
 
 /** Points kept per series and metric: enough for the alerts' burn rate (8 points, 5 minutes). */
 export const HOT_POINTS = 16;
-/** A point closer than this to the one before replaces it (burn-rate.ts: one observation). */
-const MIN_GAP_MS = 1_000;
 /** Expired series dropped per project per call: bounded work; the rest go at later calls. */
 const PRUNE_PER_CALL = 100;
 
@@ -44,11 +42,41 @@ local keep, gap, window, refill = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber
 local function newer(t, id, t0, id0)
   return t0 == nil or t > t0 or (t == t0 and (id or '') > (id0 or ''))
 end
-local function merge_points(a, b)
+local function before(x, y)
+  if x[1] ~= y[1] then return x[1] < y[1] end
+  return x[2] < y[2]
+end
+local function in_order(list)
+  for i = 2, #list do
+    if before(list[i], list[i - 1]) then return false end
+  end
+  return true
+end
+-- Both lists come sorted (the stored one by this script, a batch's by hot-series.ts): merged in
+-- one pass, since a sort of a large batch's points held Redis for tens of milliseconds. Any
+-- other input is sorted whole, to the same order.
+local function union(a, b)
   local all = {}
-  for _, p in ipairs(a or {}) do all[#all + 1] = p end
-  for _, p in ipairs(b or {}) do all[#all + 1] = p end
-  table.sort(all, function(x, y) if x[1] ~= y[1] then return x[1] < y[1] end return x[2] < y[2] end)
+  if in_order(a) and in_order(b) then
+    local i, j = 1, 1
+    while i <= #a or j <= #b do
+      if j > #b or (i <= #a and not before(b[j], a[i])) then
+        all[#all + 1] = a[i]
+        i = i + 1
+      else
+        all[#all + 1] = b[j]
+        j = j + 1
+      end
+    end
+    return all
+  end
+  for _, p in ipairs(a) do all[#all + 1] = p end
+  for _, p in ipairs(b) do all[#all + 1] = p end
+  table.sort(all, before)
+  return all
+end
+local function merge_points(a, b)
+  local all = union(a or {}, b or {})
   local out = {}
   for _, p in ipairs(all) do
     local last = out[#out]

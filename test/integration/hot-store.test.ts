@@ -1,6 +1,7 @@
+import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { hotFigures, hotUpdates } from "../../src/api/hot-series.js";
+import { type HotSeries, hotFigures, hotUpdates } from "../../src/api/hot-series.js";
 import { createHotStore, HOT_POINTS, hotKeys } from "../../src/api/hot-store.js";
 import {
   type ReportBody,
@@ -9,6 +10,7 @@ import {
   toRow,
 } from "../../src/report/report-schema.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
+import { mergePointsReference, type Point, pointOrder } from "../helpers/hot-points-reference.js";
 
 // The hot headroom's Redis script on a real Redis: batches merged in any order give the newest
 // figures; a redelivered batch changes nothing; a hint moves last_seen only; points are bounded;
@@ -135,5 +137,32 @@ describe("hot headroom store", () => {
       JSON.stringify(["openai", "gpt-4o", "a"]),
       JSON.stringify(["openai", "gpt-4o", "z"]),
     ]);
+  });
+
+  it("merges points as one sort of their union would, in order or not", async () => {
+    const point = fc.tuple(
+      fc.integer({ min: 0, max: 600_000 }).map((t) => T0 + t - (t % 250)),
+      fc.integer({ min: 0, max: 30 }).map(String),
+    );
+    const list = fc.array(point, { minLength: 1, maxLength: 60 });
+    await fc.assert(
+      fc.asyncProperty(list, list, fc.boolean(), async (first, second, sorted) => {
+        const h = setup();
+        const series = (points: Point[]): Map<string, Map<string, HotSeries>> => {
+          const ps = sorted ? [...points].sort(pointOrder) : points;
+          const ls = Math.max(...ps.map(([t]) => t));
+          const field = JSON.stringify(["openai", "gpt-4o", "m"]);
+          return new Map([["p", new Map([[field, { ls, p: { requests: ps } }]])]]);
+        };
+        await h.store.write(series(first));
+        await h.store.write(series(second));
+        const kept = Object.values(await redis.hgetall(h.keys.series("p")));
+        const stored = JSON.parse(kept[0] as string) as HotSeries;
+        expect(stored.p.requests).toEqual(
+          mergePointsReference(mergePointsReference([], first), second),
+        );
+      }),
+      { numRuns: 200 },
+    );
   });
 });
