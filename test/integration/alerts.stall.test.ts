@@ -76,6 +76,14 @@ it("a silently dead connection: the alerts worker reconnects and delivers what w
   await eventually(() => expect(receiver.deliveries.map((d) => d.id)).toEqual(["evt-before"]), {
     timeoutMs: 20_000,
   });
+  // Its completion reaches Redis after the delivery: frozen before it, the job would stall and be
+  // delivered again (at least once, as webhooks are), which is not what this test is about.
+  await eventually(
+    async () => expect(await fx.webhooks.getJobState("evt-before")).toBe("completed"),
+    {
+      timeoutMs: 20_000,
+    },
+  );
 
   expect(proxy.freeze()).toBeGreaterThan(0);
   await webhookJob("evt-after");
