@@ -1,5 +1,6 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
 import { REDIS_ACK_TIMEOUT_MAX_MS } from "../config.js";
+import { RevivingRedis } from "./reviving-client.js";
 import type { RedisTopology } from "./topology.js";
 
 // Redis clients by role (BullMQ's production guide): the edge must fail fast when Redis is away
@@ -69,7 +70,7 @@ function build(topology: RedisTopology, role: keyof typeof CLUSTER_ROLE, options
       return new Redis(topology.url, options);
     case "sentinel": {
       const { auth } = topology;
-      return new Redis({
+      return new RevivingRedis({
         ...options,
         sentinels: topology.sentinels,
         name: topology.name,
