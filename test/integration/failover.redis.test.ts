@@ -122,7 +122,15 @@ async function underLoad(
       }
     },
     { timeoutMs: RECOVER_MS, intervalMs: 200 },
-  );
+  ).catch((err) => {
+    // What each process last said is what tells a stuck worker from a slow one.
+    for (const [i, w] of workers.entries()) {
+      console.error(
+        `worker ${i} output (last 40 lines):\n${w.proc.output().split("\n").slice(-40).join("\n")}`,
+      );
+    }
+    throw err;
+  });
   const outcomes = await load.stop();
   return { s, workers, outcomes, killDone };
 }
@@ -228,7 +236,11 @@ it("Cluster, REDIS_ACK_REPLICAS=0: the same failover; says how many acknowledged
 it("Sentinel, REDIS_ACK_REPLICAS=1: the primary killed under load; every 200 lands exactly once", {
   timeout: TEST_MS,
 }, async () => {
-  const sentinel: RedisSentinel = await startRedisSentinel();
+  // Sentinel promotes only a replica whose link has been down for less than 10 × down-after
+  // (plus how long the primary has been down). The replica's link is cut from leaveBehind() until
+  // the kill, which a loaded machine can stretch past 9 s: at 1 s no replica was eligible and the
+  // failover never came. 3 s allows 27 s.
+  const sentinel: RedisSentinel = await startRedisSentinel({ downAfterMs: 3_000 });
   cleanups.push(() => sentinel.stop());
   const s = await startFaultStack({ topology: sentinel, env: settings(1, 1) });
   cleanups.push(() => s.close());
