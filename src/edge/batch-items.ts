@@ -1,5 +1,5 @@
 import type { KeyLookup } from "../keys/key-store.js";
-import { newReportId } from "../report/report-id.js";
+import { newReportIds } from "../report/report-id.js";
 import { type ReportRow, toRow } from "../report/report-schema.js";
 import { HttpError, type Issue, unavailable } from "../http/errors.js";
 import { type BatchFormat, type BatchItem, parseBatchBody } from "./parse-batch.js";
@@ -42,6 +42,8 @@ export function validateBatch(
   const items = parseBatchBody(body, format, maxReports);
   results.length = items.length;
   const valid: Taken[] = [];
+  // The ids the server gives, stamped with the receive time, made together.
+  const ids = newReportIds(items.length, receivedAt);
   for (let index = 0; index < items.length; index++) {
     const item = items[index] as BatchItem;
     if ("error" in item) {
@@ -49,7 +51,9 @@ export function validateBatch(
       continue;
     }
     try {
-      valid.push(validateItem(item.value, index, project, receivedAt, retentionDays));
+      valid.push(
+        validateItem(item.value, index, ids[index] as string, project, receivedAt, retentionDays),
+      );
     } catch (err) {
       if (!(err instanceof HttpError)) throw err;
       results[index] = err.toBody();
@@ -58,10 +62,14 @@ export function validateBatch(
   return valid;
 }
 
-/** One item → a report to take, with its client id, or the HttpError of a single report. */
+/**
+ * One item → a report to take, with its client id, or the HttpError of a single report. `newId`
+ * is its id unless the client chose one.
+ */
 export function validateItem(
   value: unknown,
   index: number,
+  newId: string,
   project: KeyLookup,
   receivedAt: number,
   retentionDays: number,
@@ -78,7 +86,7 @@ export function validateItem(
     valid = validateReport(
       value,
       {
-        reportId: clientId ?? newReportId(),
+        reportId: clientId ?? newId,
         projectId: project.projectId,
         keyId: project.keyId,
         receivedAt,

@@ -62,31 +62,53 @@ export function plainReportBody(value: unknown): ReportBody | null {
 
   const sentLimits = value.limits;
   if (!isPlainObject(sentLimits)) return null;
-  const limits = {} as Limits;
-  for (const field of LIMIT_FIELDS) {
-    const n = sentLimits[field] ?? null;
-    if (n === null) {
-      limits[field] = null;
-      continue;
-    }
-    if (typeof n !== "number") return null;
-    const rounded = Math.round(n);
-    // False for NaN and ±Infinity too.
-    if (!(rounded > -INT64_LIMIT && rounded < INT64_LIMIT)) return null;
-    limits[field] = rounded;
-  }
+  const limits = readLimits(sentLimits, limitValue);
+  if (limits === null) return null;
 
   const sentCredits = value.credits;
   let credits: Credits | null = null;
   if (sentCredits != null) {
     if (!isPlainObject(sentCredits)) return null;
-    credits = {} as Credits;
-    for (const field of CREDIT_FIELDS) {
-      const n = sentCredits[field] ?? null;
-      if (n !== null && (typeof n !== "number" || !(Math.abs(n) < CREDIT_LIMIT))) return null;
-      credits[field] = n;
-    }
+    credits = readCredits(sentCredits, creditValue);
+    if (credits === null) return null;
   }
 
   return { provider, limits, app, model, timestamp, credits };
 }
+
+/** A limit as the schema gives it (rounded, or null when absent); undefined when it is not one. */
+function limitValue(sent: unknown): number | null | undefined {
+  if (sent == null) return null;
+  if (typeof sent !== "number") return undefined;
+  const rounded = Math.round(sent);
+  // False for NaN and ±Infinity too.
+  return rounded > -INT64_LIMIT && rounded < INT64_LIMIT ? rounded : undefined;
+}
+
+/** A credit as the schema gives it (null when absent); undefined when it is not one. */
+function creditValue(sent: unknown): number | null | undefined {
+  if (sent == null) return null;
+  return typeof sent === "number" && Math.abs(sent) < CREDIT_LIMIT ? sent : undefined;
+}
+
+type ReadFields<T> = (
+  sent: Record<string, unknown>,
+  value: (v: unknown) => number | null | undefined,
+) => T | null;
+
+/**
+ * An object of `fields`, each read from `sent` by `value`, or null when one is not usable: one
+ * object literal compiled from the schema's field list, so that every result has one shape
+ * (report-schema.ts checks that the field names are plain identifiers).
+ */
+function compileReader<T>(fields: readonly string[]): ReadFields<T> {
+  return new Function(
+    "sent",
+    "value",
+    `${fields.map((f) => `const ${f} = value(sent.${f}); if (${f} === undefined) return null;`).join("\n")}
+    return { ${fields.join(", ")} };`,
+  ) as ReadFields<T>;
+}
+
+const readLimits = compileReader<Limits>(LIMIT_FIELDS);
+const readCredits = compileReader<Credits>(CREDIT_FIELDS);

@@ -98,6 +98,15 @@ const ISO_TIMESTAMP =
 
 /** Parses an ISO 8601 date-time with `Z` or an offset, any fractional precision, to UTC ms. */
 export function parseIsoTimestamp(text: string): number | null {
+  if (text.length === CANONICAL_LENGTH) {
+    const ms = parseCanonical(text);
+    if (!Number.isNaN(ms)) return ms;
+  }
+  return parseIsoTimestampFully(text);
+}
+
+/** parseIsoTimestamp by the regex alone, for every form: the reference of the canonical path. */
+export function parseIsoTimestampFully(text: string): number | null {
   const m = ISO_TIMESTAMP.exec(text);
   if (!m) return null;
   const [, y, mo, d, h, mi, s, frac = "", zone = "Z"] = m;
@@ -122,6 +131,64 @@ export function parseIsoTimestamp(text: string): number | null {
   const offsetMin = Number(digits.slice(0, 2)) * 60 + offsetMinutes;
   if (offsetMin > 18 * 60 || offsetMinutes > 59) return null;
   return utc - sign * offsetMin * 60_000;
+}
+
+/** `YYYY-MM-DDTHH:MM:SS.sssZ`, what toISOString writes and most clients send. */
+const CANONICAL_LENGTH = 24;
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/** The canonical text last parsed, and its ms: toRecord gives it back instead of formatting. */
+let canonicalMs = Number.NaN;
+let canonicalText = "";
+
+/**
+ * A canonical timestamp of an existing date and time at or after year 100 (Date.UTC reads
+ * smaller years as 19xx) → its UTC ms, without the regex; NaN for anything else, which the
+ * full parser then decides.
+ */
+function parseCanonical(t: string): number {
+  if (
+    t.charCodeAt(4) !== 45 ||
+    t.charCodeAt(7) !== 45 ||
+    t.charCodeAt(10) !== 84 ||
+    t.charCodeAt(13) !== 58 ||
+    t.charCodeAt(16) !== 58 ||
+    t.charCodeAt(19) !== 46 ||
+    t.charCodeAt(23) !== 90
+  )
+    return Number.NaN;
+  const y = digits(t, 0, 4);
+  const mo = digits(t, 5, 2);
+  const d = digits(t, 8, 2);
+  const h = digits(t, 11, 2);
+  const mi = digits(t, 14, 2);
+  const s = digits(t, 17, 2);
+  const frac = digits(t, 20, 3);
+  // NaN (a non-digit) fails every comparison.
+  if (!(y >= 100 && mo >= 1 && mo <= 12 && d >= 1 && h <= 23 && mi <= 59 && s <= 59 && frac >= 0))
+    return Number.NaN;
+  const leap = mo === 2 && y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+  if (d > (DAYS_IN_MONTH[mo - 1] as number) + (leap ? 1 : 0)) return Number.NaN;
+  const ms = Date.UTC(y, mo - 1, d, h, mi, s, frac);
+  canonicalMs = ms;
+  canonicalText = t;
+  return ms;
+}
+
+/** The decimal number written by `length` ASCII digits at `from`; NaN if one is not a digit. */
+function digits(t: string, from: number, length: number): number {
+  let n = 0;
+  for (let i = from; i < from + length; i++) {
+    const c = t.charCodeAt(i) - 48;
+    if (c < 0 || c > 9) return Number.NaN;
+    n = n * 10 + c;
+  }
+  return n;
+}
+
+/** The ISO text of a timestamp in ms (toISOString's), reusing the canonical text just parsed. */
+export function isoOf(ms: number): string {
+  return ms === canonicalMs ? canonicalText : new Date(ms).toISOString();
 }
 
 const timestampSchema = z
@@ -242,24 +309,47 @@ function receivedIso(ms: number): string {
 }
 
 export function toRecord(body: ReportBody, server: ServerFields): ReportRecord {
-  const credits = body.credits;
-  const hasCredits = credits != null && CREDIT_FIELDS.some((k) => credits[k] !== null);
   const receivedAt = receivedIso(server.receivedAt);
-  const record: Record<string, unknown> = {
+  const timestamp = body.timestamp == null ? receivedAt : isoOf(body.timestamp);
+  return buildRecord(body, server, timestamp, receivedAt);
+}
+
+/** Field names are spliced into the compiled functions below: only plain identifiers. */
+const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
+for (const f of [...LIMIT_FIELDS, ...CREDIT_FIELDS, ...Object.keys(reportRecordSchema.shape)]) {
+  if (!IDENTIFIER.test(f)) throw new Error(`report field ${f} is not an identifier`);
+}
+
+/**
+ * The record as one object literal compiled from the schema's field lists, so that every record
+ * has one shape from the start. A credits object whose three fields are all null is stored as
+ * "no credits".
+ */
+const buildRecord = new Function(
+  "body",
+  "server",
+  "timestamp",
+  "receivedAt",
+  `const c = body.credits;
+  const credits = c != null && (${CREDIT_FIELDS.map((k) => `c.${k} !== null`).join(" || ")});
+  return {
     report_id: server.reportId,
     project_id: server.projectId,
     key_id: server.keyId,
     app: body.app,
     provider: body.provider,
     model: body.model,
-    timestamp: body.timestamp == null ? receivedAt : new Date(body.timestamp).toISOString(),
+    timestamp,
     received_at: receivedAt,
-  };
-  for (const k of LIMIT_FIELDS) record[k] = body.limits[k];
-  // A credits object whose three fields are all null is stored as "no credits".
-  for (const k of CREDIT_FIELDS) record[k] = hasCredits ? credits[k] : null;
-  return record as ReportRecord;
-}
+    ${LIMIT_FIELDS.map((k) => `${k}: body.limits.${k}`).join(",\n    ")},
+    ${CREDIT_FIELDS.map((k) => `${k}: credits ? c.${k} : null`).join(",\n    ")}
+  };`,
+) as (
+  body: ReportBody,
+  server: ServerFields,
+  timestamp: string,
+  receivedAt: string,
+) => ReportRecord;
 
 const TIME_COLUMNS = new Set<ReportColumn>(["timestamp", "received_at"]);
 const CREDIT_COLUMNS = new Set<string>(CREDIT_FIELDS);
@@ -281,24 +371,36 @@ export const reportIdOf = (row: ReportRow) => String(row[REPORT_ID_INDEX]);
 export const receivedAtMsOf = (row: ReportRow) =>
   Date.parse(fromClickHouseTime(String(row[RECEIVED_AT_INDEX])));
 
-/** How each column's value becomes row text, in REPORT_COLUMNS order. */
-const TO_ROW_VALUE = REPORT_COLUMNS.map((column): ((v: unknown) => string | number) =>
+/** A one-entry memo of toClickHouseTime: a batch's reports share their receive time. */
+function timeColumn(): (iso: string) => string {
+  let lastIso = "";
+  let lastText = "";
+  return (iso) => {
+    if (iso !== lastIso) {
+      lastText = toClickHouseTime(iso);
+      lastIso = iso;
+    }
+    return lastText;
+  };
+}
+
+/** How each column's value becomes row text, in REPORT_COLUMNS order (null: as it is). */
+const TO_ROW_VALUE = REPORT_COLUMNS.map((column): ((v: never) => string) | null =>
   TIME_COLUMNS.has(column)
-    ? (v) => toClickHouseTime(v as string)
+    ? timeColumn()
     : // Decimal text keeps credits exact; JSON numbers like 1e-7 would not parse as Decimal.
       CREDIT_COLUMNS.has(column)
-      ? (v) => (v as number).toFixed(12)
-      : (v) => v as string | number,
+      ? (v: number) => v.toFixed(12)
+      : null,
 );
 
-export function toRow(record: ReportRecord): ReportRow {
-  const row: ReportRow = new Array(REPORT_COLUMNS.length);
-  for (let i = 0; i < REPORT_COLUMNS.length; i++) {
-    const value = record[REPORT_COLUMNS[i] as ReportColumn];
-    row[i] = value === null ? null : (TO_ROW_VALUE[i] as (v: unknown) => string | number)(value);
-  }
-  return row;
-}
+/** A record → its row, compiled from REPORT_COLUMNS: one named read per column, no loop. */
+export const toRow = new Function(
+  "convert",
+  `return (r) => [${REPORT_COLUMNS.map((c, i) =>
+    TO_ROW_VALUE[i] ? `r.${c} === null ? null : convert[${i}](r.${c})` : `r.${c}`,
+  ).join(", ")}];`,
+)(TO_ROW_VALUE) as (record: ReportRecord) => ReportRow;
 
 export function fromRow(row: ReportRow): ReportRecord {
   const record: Record<string, unknown> = {};

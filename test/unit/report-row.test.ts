@@ -1,12 +1,19 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  CREDIT_FIELDS,
   fromRow,
+  LIMIT_FIELDS,
+  REPORT_COLUMNS,
+  type ReportBody,
+  type ReportRow,
   receivedAtMsOf,
   reportBodySchema,
   reportIdOf,
   toRecord,
   toRow,
 } from "../../src/report/report-schema.js";
+import { reports } from "../helpers/report-arbitraries.js";
 
 // The stored record (a parsed body plus the server's fields) and the positional row of a queue
 // job that is inserted into ClickHouse.
@@ -86,5 +93,51 @@ describe("record and row", () => {
     const row = toRow(toRecord(full, server));
     const odd = row.map((v) => (v === "2024-05-01 10:00:00.123" ? "garbage" : v));
     expect(fromRow(odd).timestamp).toBe("garbage");
+  });
+});
+
+/** The record and row by plain loops over the schema's lists: the reference of the compiled ones. */
+function referenceRow(body: ReportBody, server: Parameters<typeof toRecord>[1]): ReportRow {
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const chTime = (text: string) => `${text.slice(0, 10)} ${text.slice(11, 23)}`;
+  const credits = body.credits;
+  const hasCredits = credits != null && CREDIT_FIELDS.some((k) => credits[k] !== null);
+  const record: Record<string, unknown> = {
+    report_id: server.reportId,
+    project_id: server.projectId,
+    key_id: server.keyId,
+    app: body.app,
+    provider: body.provider,
+    model: body.model,
+    timestamp: chTime(iso(body.timestamp ?? server.receivedAt)),
+    received_at: chTime(iso(server.receivedAt)),
+  };
+  for (const k of LIMIT_FIELDS) record[k] = body.limits[k];
+  for (const k of CREDIT_FIELDS) {
+    const v = hasCredits ? credits[k] : null;
+    record[k] = v === null ? null : v.toFixed(12);
+  }
+  return REPORT_COLUMNS.map((c) => record[c] as string | number | null);
+}
+
+describe("the compiled record and row", () => {
+  it("equal plain loops over the schema's lists, for any body the schema takes", () => {
+    fc.assert(
+      fc.property(
+        reports,
+        fc.integer({ min: Date.UTC(2000, 0, 1), max: Date.now() + 86_400_000 }),
+        fc.uuid({ version: 7 }),
+        (value, receivedAt, reportId) => {
+          const parsed = reportBodySchema.safeParse(value);
+          fc.pre(parsed.success);
+          const body = parsed.data as ReportBody;
+          const server = { reportId, projectId: "prj_1", keyId: "key_1", receivedAt };
+          const row = toRow(toRecord(body, server));
+          expect(row).toEqual(referenceRow(body, server));
+          expect(Object.keys(toRecord(body, server))).toEqual(REPORT_COLUMNS);
+        },
+      ),
+      { numRuns: 1_000 },
+    );
   });
 });
