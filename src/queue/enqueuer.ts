@@ -121,11 +121,16 @@ export function createEnqueuer(opts: EnqueuerOptions) {
     else setImmediate(run);
   }
 
+  /** After reports were added: a full job goes now, anything else by the end of this turn. */
+  function added(): void {
+    if (pending.length >= opts.maxReports) pump(false);
+    else if (pickShard(true) >= 0) schedule();
+  }
+
   /** Adds a report to the next job; `done` is told when that job is acknowledged or failed. */
   function add(row: ReportRow, done: Enqueued): void {
     pending.push({ row, done });
-    if (pending.length >= opts.maxReports) pump(false);
-    else if (pickShard(true) >= 0) schedule();
+    added();
   }
 
   return {
@@ -157,8 +162,7 @@ export function createEnqueuer(opts: EnqueuerOptions) {
             },
           });
         }
-        if (pending.length >= opts.maxReports) pump(false);
-        else if (pickShard(true) >= 0) schedule();
+        added();
       });
     },
 
