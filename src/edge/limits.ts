@@ -4,7 +4,11 @@ import type { KeyLookup } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
 import { type BurstGrant, type BurstLimit, createBurstAllowance } from "./burst-allowance.js";
 import { createFailedAuthLimiter } from "./failed-auth-limiter.js";
-import { createQuotaAllowance, type QuotaAllowanceOptions } from "./quota-allowance.js";
+import {
+  createQuotaAllowance,
+  type QuotaAllowanceOptions,
+  type QuotaElsewhere,
+} from "./quota-allowance.js";
 import { redisQuotaStore } from "./quota-counter.js";
 import { redisTokenBucket } from "./token-bucket.js";
 
@@ -146,27 +150,39 @@ export function createLimits(opts: LimitsOptions) {
       headers: limitHeaders(opts.authFailuresPerIp, state),
     });
 
-  async function takeQuota(lookup: KeyLookup, monthly: number): Promise<Refund> {
-    const t = Date.now();
-    // This edge's month, unless Redis last said it is another one while this edge's clock
-    // was still in it (a few seconds around the turn of a month).
+  /**
+   * Asks the quota of the month Redis's clock is in: this edge's month, unless Redis last named
+   * another one while this edge's clock was still in it (a few seconds around the turn of a
+   * month); that month when Redis answers with it.
+   */
+  async function inRedisMonth<T extends object>(
+    lookup: KeyLookup,
+    t: number,
+    ask: (key: string) => Promise<T | QuotaElsewhere>,
+  ): Promise<{ taken: T; month: string }> {
     const own = monthOf(t);
     let month = redisMonth?.own === own ? redisMonth.redis : own;
     for (let asked = 0; asked < 2; asked++) {
-      let taken: Awaited<ReturnType<typeof quota.take>>;
+      let taken: T | QuotaElsewhere;
       try {
-        taken = await quota.take(`${lookup.projectId}:${month}`, monthly);
+        taken = await ask(`${lookup.projectId}:${month}`);
       } catch {
         // Redis failed: the report could not be enqueued either.
         throw unavailable();
       }
-      if ("refund" in taken) return taken.refund;
-      if ("used" in taken) throw quotaExceeded(monthly, taken.used, month, t);
+      if (!("month" in taken)) return { taken, month };
       redisMonth = { own, redis: taken.month };
       month = taken.month;
     }
     // Redis's month changed between two calls: the turn of the month, this very instant.
     throw unavailable();
+  }
+
+  async function takeQuota(lookup: KeyLookup, monthly: number): Promise<Refund> {
+    const t = Date.now();
+    const { taken, month } = await inRedisMonth(lookup, t, (key) => quota.take(key, monthly));
+    if ("used" in taken) throw quotaExceeded(monthly, taken.used, month, t);
+    return taken.refund;
   }
 
   return {
@@ -254,23 +270,11 @@ export function createLimits(opts: LimitsOptions) {
       const { monthly } = planOf(lookup);
       if (monthly === null) return { granted: n, refund: async () => {}, refusal: null };
       const t = Date.now();
-      const own = monthOf(t);
-      let month = redisMonth?.own === own ? redisMonth.redis : own;
-      for (let asked = 0; asked < 2; asked++) {
-        let taken: Awaited<ReturnType<typeof quota.takeMany>>;
-        try {
-          taken = await quota.takeMany(`${lookup.projectId}:${month}`, monthly, n);
-        } catch {
-          throw unavailable();
-        }
-        if ("refund" in taken) {
-          const refusal = taken.granted < n ? quotaExceeded(monthly, taken.used, month, t) : null;
-          return { granted: taken.granted, refund: taken.refund, refusal };
-        }
-        redisMonth = { own, redis: taken.month };
-        month = taken.month;
-      }
-      throw unavailable();
+      const { taken, month } = await inRedisMonth(lookup, t, (key) =>
+        quota.takeMany(key, monthly, n),
+      );
+      const refusal = taken.granted < n ? quotaExceeded(monthly, taken.used, month, t) : null;
+      return { granted: taken.granted, refund: taken.refund, refusal };
     },
 
     /**
