@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { HttpError } from "../../http/errors.js";
+import { matchesEtag } from "../encoded-answer.js";
 
 // The headroom page: `/` and its files under `/page/`, built into dist/page (bin/build-page.mjs).
 // They are read and gzipped once, when the app is built, and served from memory. The page reads
@@ -69,7 +70,7 @@ function send(req: FastifyRequest, reply: FastifyReply, asset: Asset) {
     .header("x-content-type-options", "nosniff")
     .header("referrer-policy", "no-referrer");
   if (asset.type.startsWith("text/html")) reply.header("content-security-policy", CSP);
-  if (req.headers["if-none-match"] === asset.etag) return reply.code(304).send();
+  if (matchesEtag(req.headers["if-none-match"], asset.etag)) return reply.code(304).send();
   if (/\bgzip\b/.test(req.headers["accept-encoding"] ?? "")) {
     return reply.header("content-encoding", "gzip").send(asset.gzip);
   }
