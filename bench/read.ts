@@ -35,6 +35,8 @@ const { values } = parseArgs({
     profile: { type: "boolean", default: false },
     // What the readers accept, as a browser asks; "" for uncompressed answers.
     "accept-encoding": { type: "string", default: "gzip, deflate, br" },
+    // Decode every n-th compressed answer after timing it (1: all; read-load.ts says why).
+    "decode-every": { type: "string", default: "20" },
     // closed: readers ask again as soon as answered; dashboards: readers poll as the page does.
     model: { type: "string", default: "closed" },
     // Runs go to bench/runs (ignored); the figures the README quotes are in bench/results.
@@ -48,6 +50,7 @@ const opts = {
   durationS: Number(values.duration),
   rate: Number(values.rate),
   readers: Number(values.readers),
+  decodeEvery: Number(values["decode-every"]),
 };
 if (values.model !== "closed" && values.model !== "dashboards") {
   process.stderr.write("--model: closed or dashboards, please\n");
@@ -210,6 +213,7 @@ try {
         durationS: opts.durationS,
         targets: READ_TARGETS,
         acceptEncoding: values["accept-encoding"] as string,
+        decodeEvery: opts.decodeEvery,
         model: values.model as "closed" | "dashboards",
       },
       cleanup,
