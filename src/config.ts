@@ -187,6 +187,17 @@ export const configSchema = z.object({
   READ_CACHE_STALE_MS: int(0, 300_000).default(30_000),
   /** Stale answers refreshed at a time: what polling dashboards take of ClickHouse at most. */
   READ_CACHE_REFRESHES: int(1, 64).default(1),
+  /**
+   * Identical /api/v1/headroom requests within this time share one answer (0: none). Short: it
+   * adds to how late a report shows there (the target is 2 s).
+   */
+  READ_HEADROOM_TTL_MS: int(0, 2_000).default(250),
+  /**
+   * A polled /usage over the last 24 h asks ClickHouse for its newest buckets only, and for the
+   * whole range this often: how late a report timestamped minutes in the past reaches its bucket.
+   * 0: always the whole range.
+   */
+  READ_USAGE_FULL_REFRESH_MS: int(0, 3_600_000).default(60_000),
   /** Distinct read queries the cache keeps at most (least recently used go first). */
   READ_CACHE_MAX_ENTRIES: int(1, 1_000_000).default(5_000),
   /** A series with no report for this long is `stale` in /api/v1/headroom. */

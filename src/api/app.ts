@@ -24,7 +24,13 @@ import { usageRoutes } from "./routes/usage.js";
 
 export interface ApiDeps {
   config: ServerConfig &
-    Pick<Config, "READ_MAX_POINTS" | "READ_STALE_AFTER_S" | "READ_METRICS_MAX_SERIES">;
+    Pick<
+      Config,
+      | "READ_MAX_POINTS"
+      | "READ_STALE_AFTER_S"
+      | "READ_METRICS_MAX_SERIES"
+      | "READ_USAGE_FULL_REFRESH_MS"
+    >;
   logger: FastifyBaseLogger;
   lookupKey: LookupKey;
   authLimits: AuthFailureLimits;
@@ -32,6 +38,8 @@ export interface ApiDeps {
   store: ReadStore;
   /** Shared answers to queries over the last 24 h (see usage.ts). */
   answers?: QueryCache;
+  /** Shared /api/v1/headroom answers, for READ_HEADROOM_TTL_MS (see headroom.ts). */
+  headroomAnswers?: QueryCache;
   /** The hot headroom the ingest workers keep in Redis. */
   hot?: HotStore;
   rulesFor(project: string): Promise<AlertRule[]>;
@@ -62,12 +70,14 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       rulesFor: deps.rulesFor,
       staleAfterMs: config.READ_STALE_AFTER_S * 1000,
       hot: deps.hot,
+      answers: deps.headroomAnswers,
       now,
     });
     v1.register(usageRoutes, {
       store,
       maxPoints: config.READ_MAX_POINTS,
       answers: deps.answers,
+      fullRefreshMs: config.READ_USAGE_FULL_REFRESH_MS,
       now,
     });
     v1.register(reportsRoutes, { store, now });

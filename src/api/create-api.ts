@@ -66,6 +66,10 @@ export async function createApi(
       cache,
     }),
     answers: createQueryCache(cacheOptions),
+    headroomAnswers: createQueryCache({
+      ttlMs: config.READ_HEADROOM_TTL_MS,
+      maxEntries: config.READ_CACHE_MAX_ENTRIES,
+    }),
     hot: createHotStore(redis, config.QUEUE_PREFIX, {
       maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
       ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,

@@ -44,13 +44,15 @@ const answers = new WeakMap<object, EncodedAnswer>();
  * project is the answer's.
  */
 export function encodeAnswer(value: object, project: string): EncodedAnswer {
-  let e = answers.get(value);
-  if (e === undefined) {
-    const identity = Buffer.from(JSON.stringify(value));
-    const hash = createHash("sha1").update(project).update("\0").update(identity);
-    e = { identity, etag: `"${hash.digest("base64url")}"`, compressed: {} };
-    answers.set(value, e);
-  }
+  return answers.get(value) ?? encodeAnswerJson(value, project, JSON.stringify(value));
+}
+
+/** As encodeAnswer, with `json` given: JSON.stringify(value), built by the caller from parts. */
+export function encodeAnswerJson(value: object, project: string, json: string): EncodedAnswer {
+  const identity = Buffer.from(json);
+  const hash = createHash("sha1").update(project).update("\0").update(identity);
+  const e: EncodedAnswer = { identity, etag: `"${hash.digest("base64url")}"`, compressed: {} };
+  answers.set(value, e);
   return e;
 }
 

@@ -7,10 +7,11 @@
 // served a little longer. Failures are never kept (a failed refresh leaves the old answer until
 // it is too stale). At most `maxEntries` answers are kept, the least recently used dropped
 // first, so random query strings cannot grow memory. Keys are the query's text and parameters,
-// so two projects never share an entry.
+// so two projects never share an entry. A refresh is given the answer it replaces, fresh, stale
+// or expired (usage-rolling.ts refreshes only what changed), or undefined when there is none.
 
 export interface QueryCache {
-  get<T>(key: string, run: () => Promise<T>): Promise<T>;
+  get<T>(key: string, run: (previous: T | undefined) => Promise<T>): Promise<T>;
 }
 
 export function createQueryCache(opts: {
@@ -29,10 +30,14 @@ export function createQueryCache(opts: {
   const done = new Map<string, { value: unknown; fresh: number; usable: number }>();
   const pending = new Map<string, Promise<unknown>>();
 
-  function refresh<T>(key: string, run: () => Promise<T>): Promise<T> {
+  function refresh<T>(
+    key: string,
+    run: (previous: T | undefined) => Promise<T>,
+    previous: T | undefined,
+  ): Promise<T> {
     const shared = pending.get(key);
     if (shared) return shared as Promise<T>;
-    const p = run()
+    const p = run(previous)
       .then((value) => {
         if (opts.ttlMs > 0) {
           const t = now();
@@ -48,7 +53,7 @@ export function createQueryCache(opts: {
   }
 
   return {
-    get<T>(key: string, run: () => Promise<T>): Promise<T> {
+    get<T>(key: string, run: (previous: T | undefined) => Promise<T>): Promise<T> {
       const hit = done.get(key);
       const t = now();
       if (hit && hit.usable > t) {
@@ -57,7 +62,7 @@ export function createQueryCache(opts: {
         // Stale: answer now, refresh once behind it (a failure leaves the old answer).
         if (hit.fresh <= t && !pending.has(key) && background < maxBackground) {
           background += 1;
-          refresh(key, run)
+          refresh(key, run, hit.value as T)
             .catch(() => {})
             .finally(() => {
               background -= 1;
@@ -66,7 +71,7 @@ export function createQueryCache(opts: {
         return Promise.resolve(hit.value as T);
       }
       if (hit) done.delete(key);
-      return refresh(key, run);
+      return refresh(key, run, hit?.value as T | undefined);
     },
   };
 }

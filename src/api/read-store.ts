@@ -10,7 +10,8 @@ import type { QueryCache } from "./query-cache.js";
 export interface ReadStore {
   /** The database every table name is qualified with. */
   db: string;
-  rows<T>(query: string, params: Record<string, unknown>): Promise<T[]>;
+  /** Shared through the cache, unless `uncached`: for a caller that caches what it makes of them. */
+  rows<T>(query: string, params: Record<string, unknown>, uncached?: boolean): Promise<T[]>;
 }
 
 export function createReadStore(opts: {
@@ -21,8 +22,8 @@ export function createReadStore(opts: {
   const { clickhouse, cache } = opts;
   return {
     db: opts.db,
-    rows<T>(query: string, params: Record<string, unknown>): Promise<T[]> {
-      return cache.get(JSON.stringify([query, params]), async () => {
+    rows<T>(query: string, params: Record<string, unknown>, uncached = false): Promise<T[]> {
+      const run = async () => {
         try {
           const rs = await clickhouse.query({
             query,
@@ -36,7 +37,8 @@ export function createReadStore(opts: {
           e.cause = err;
           throw e;
         }
-      });
+      };
+      return uncached ? run() : cache.get(JSON.stringify([query, params]), run);
     },
   };
 }

@@ -30,8 +30,13 @@ export interface ProjectKeys {
 
 export async function startReadStack(env: Record<string, string> = {}) {
   const logger = createLogger("silent", "test");
-  // READ_CACHE_TTL_MS=0 by default: each request asks ClickHouse (the cache is tested apart).
-  const p: Pipeline = await startPipeline({ READ_CACHE_TTL_MS: "0", ...env });
+  // READ_CACHE_TTL_MS=0 and READ_HEADROOM_TTL_MS=0 by default: each request asks ClickHouse or
+  // the hot copy (the caches are tested apart).
+  const p: Pipeline = await startPipeline({
+    READ_CACHE_TTL_MS: "0",
+    READ_HEADROOM_TTL_MS: "0",
+    ...env,
+  });
   const edge: Edge = await createEdge(p.config, logger);
   const worker: IngestWorker = createIngestWorker({
     config: p.config,

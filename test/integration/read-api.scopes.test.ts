@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApi } from "../../src/api/create-api.js";
+import { type Api, createApi } from "../../src/api/create-api.js";
 import { buildApiOpenApi } from "../../src/api/openapi.js";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { queuedRecords } from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
 import {
   ENDPOINTS,
   type ProjectKeys,
@@ -246,6 +247,50 @@ describe("identical queries share one ClickHouse query", () => {
       expect((await s.get(url, c.read)).json().items).toHaveLength(1);
       expect((await get(a.read)).items).toHaveLength(2);
       expect((await get(a.read)).items[0].limits.requests_remaining).toBe(80);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS", () => {
+  // The API's clock moves a millisecond per reading: an answer made again has another `at`.
+  const ticking = () => {
+    let t = Date.now();
+    return () => t++;
+  };
+  const at = async (api: Api, key: string) => {
+    const res = await api.app.inject({
+      method: "GET",
+      url: "/api/v1/headroom",
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    return (res.json() as { at: string }).at;
+  };
+
+  it("answers within the TTL what the first request read, per project, and anew after it", async () => {
+    const api = await apiWith({ READ_HEADROOM_TTL_MS: "2000" }, ticking());
+    try {
+      const c = await s.project();
+      const first = await at(api, c.read);
+      expect(await at(api, c.read)).toBe(first);
+      // Another project's identical request is never this one's answer.
+      expect(await at(api, a.read)).not.toBe(first);
+      await eventually(async () => expect(await at(api, c.read)).not.toBe(first), {
+        timeoutMs: 10_000,
+      });
+    } finally {
+      await api.close();
+    }
+  });
+
+  it("makes each answer anew with READ_HEADROOM_TTL_MS=0", async () => {
+    const api = await apiWith({ READ_HEADROOM_TTL_MS: "0" }, ticking());
+    try {
+      const c = await s.project();
+      const first = await at(api, c.read);
+      expect(await at(api, c.read)).not.toBe(first);
     } finally {
       await api.close();
     }

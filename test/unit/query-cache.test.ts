@@ -97,4 +97,22 @@ describe("query cache: stale while revalidate", () => {
     await cache.get("b", run);
     expect(runs).toBe(4);
   });
+
+  it("gives a refresh the answer it replaces: none, a stale one, an expired one", async () => {
+    let t = 0;
+    const cache = createQueryCache({ ttlMs: 100, staleMs: 100, now: () => t });
+    const given: (number | undefined)[] = [];
+    let next = 0;
+    const run = async (previous: number | undefined) => {
+      given.push(previous);
+      return ++next;
+    };
+    expect(await cache.get("q", run)).toBe(1);
+    t = 150; // stale: served, refreshed behind
+    expect(await cache.get("q", run)).toBe(1);
+    await new Promise((r) => setImmediate(r));
+    t = 1_000; // expired: the caller waits for a refresh, which still gets the old answer
+    expect(await cache.get("q", run)).toBe(3);
+    expect(given).toEqual([undefined, 1, 2]);
+  });
 });

@@ -6,6 +6,7 @@ import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { type LatestFigures, type RecentPoints, STATUSES, seriesView } from "../headroom-view.js";
 import { type HotSeries, hotFigures, seriesField } from "../hot-series.js";
+import type { QueryCache } from "../query-cache.js";
 import type { HotStore } from "../hot-store.js";
 import { filterSql, parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
@@ -51,6 +52,11 @@ export interface HeadroomDeps {
   staleAfterMs: number;
   /** The hot copy in Redis; without it every request asks ClickHouse. */
   hot?: HotStore;
+  /**
+   * Answers shared by identical requests for a short time (READ_HEADROOM_TTL_MS): a project's
+   * dashboards and programs polling at once cost one read of the hot copy, not one each.
+   */
+  answers?: QueryCache;
   now?: () => number;
 }
 
@@ -315,8 +321,14 @@ async function readHot(
 }
 
 export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps) => {
-  app.get("/api/v1/headroom", async (req) => {
+  app.get("/api/v1/headroom", async (req, reply) => {
     const filters = parseQuery(headroomQuery, req.query);
-    return readHeadroom(deps, req.project as KeyLookup, filters);
+    const project = req.project as KeyLookup;
+    const read = async () => JSON.stringify(await readHeadroom(deps, project, filters));
+    const body = deps.answers
+      ? await deps.answers.get(JSON.stringify(["headroom", project.projectId, filters]), read)
+      : await read();
+    // Sent as the text it is: serialised once per shared answer.
+    return reply.type("application/json; charset=utf-8").send(body);
   });
 };

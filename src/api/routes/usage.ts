@@ -2,7 +2,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { toCsv } from "../csv.js";
-import { encodeAnswer, prepareAnswer, sendEncoded } from "../encoded-answer.js";
+import { encodeAnswer, encodeAnswerJson, prepareAnswer, sendEncoded } from "../encoded-answer.js";
 import {
   filterSql,
   groupBy,
@@ -21,10 +21,13 @@ import {
   chSeconds,
   defaultWindow,
   isoOf,
+  type Range,
   resolveRange,
+  WINDOW_MS,
   WINDOWS,
   type Window,
 } from "../time-range.js";
+import { answerJson, mergeRecent, sameRecent, type UsageEntry } from "../usage-rolling.js";
 
 // GET /api/v1/usage: a time series from the rollups (minute rollups for minute and hour windows,
 // daily ones for days), per window and per group. A query that would return more than
@@ -74,6 +77,8 @@ export interface UsageDeps {
    * the minute turns, instead of every project missing at once.
    */
   answers?: QueryCache;
+  /** A shared answer asks for its whole range this often, else its newest buckets (usage-rolling.ts). */
+  fullRefreshMs?: number;
   now?: () => number;
 }
 
@@ -133,55 +138,160 @@ export function usageSql(db: string, window: Window, groups: SeriesField[], filt
   LIMIT {limit:UInt32}`;
 }
 
-export async function readUsage(
-  deps: UsageDeps,
-  project: KeyLookup,
-  q: z.output<typeof usageQuery>,
-): Promise<z.infer<typeof usageResponse>> {
+type UsageAnswer = z.infer<typeof usageResponse>;
+type UsagePoint = z.infer<typeof usagePoint>;
+
+/** What a query resolves to: its window, range and groups, and the SQL of its filters. */
+function plan(deps: UsageDeps, q: z.output<typeof usageQuery>) {
   const range = resolveRange(q, (deps.now ?? Date.now)());
   const window = q.window ?? defaultWindow(range);
   const aligned = alignRange(range, window);
   const groups = SERIES_ORDER.filter((f) => q.group_by?.includes(f));
-  const { sql, params } = filterSql(q);
-  const param = window === "day" ? chDate : chSeconds;
-  const rows = await deps.store.rows<UsageRow>(usageSql(deps.store.db, window, groups, sql), {
-    project: project.projectId,
-    from: param(aligned.from),
-    to: param(aligned.to),
-    limit: deps.maxPoints + 1,
-    ...params,
-  });
+  return { window, aligned, groups, ...filterSql(q) };
+}
+
+function queryRows(
+  deps: UsageDeps,
+  project: KeyLookup,
+  p: ReturnType<typeof plan>,
+  range: Range,
+  uncached = false,
+): Promise<UsageRow[]> {
+  const param = p.window === "day" ? chDate : chSeconds;
+  return deps.store.rows<UsageRow>(
+    usageSql(deps.store.db, p.window, p.groups, p.sql),
+    {
+      project: project.projectId,
+      from: param(range.from),
+      to: param(range.to),
+      limit: deps.maxPoints + 1,
+      ...p.params,
+    },
+    uncached,
+  );
+}
+
+function tooManyPoints(maxPoints: number) {
+  return invalidQuery(
+    `the query would return more than ${maxPoints} points: narrow from/to, use a wider window, group by fewer fields, or filter by provider, model or app`,
+  );
+}
+
+function head(p: ReturnType<typeof plan>) {
+  return {
+    from: new Date(p.aligned.from).toISOString(),
+    to: new Date(p.aligned.to).toISOString(),
+    window: p.window,
+    group_by: p.groups,
+  };
+}
+
+function toPoint(r: UsageRow): UsagePoint {
+  return {
+    bucket: isoOf(r.bucket),
+    ...(r.provider === undefined ? {} : { provider: r.provider }),
+    ...(r.model === undefined ? {} : { model: r.model === "" ? null : r.model }),
+    ...(r.app === undefined ? {} : { app: r.app }),
+    reports: Number(r.reports),
+    provider_hints: Number(r.hints),
+    requests_remaining_min: num(r.rr_min),
+    tokens_remaining_min: num(r.tr_min),
+    requests_limit_max: num(r.rl_max),
+    tokens_limit_max: num(r.tl_max),
+    used_pct_max: r.used_pct_max === null ? null : Math.round(r.used_pct_max * 100) / 100,
+    cost: Number(r.cost),
+    credits_remaining_last: num(r.credits_last),
+  };
+}
+
+export async function readUsage(
+  deps: UsageDeps,
+  project: KeyLookup,
+  q: z.output<typeof usageQuery>,
+): Promise<UsageAnswer> {
+  const p = plan(deps, q);
+  const rows = await queryRows(deps, project, p, p.aligned);
   // A shared answer (the query cache gives every caller the same rows) is shaped once.
   const shaped = answers.get(rows);
   if (shaped) return shaped;
-  if (rows.length > deps.maxPoints) {
-    throw invalidQuery(
-      `the query would return more than ${deps.maxPoints} points: narrow from/to, use a wider window, group by fewer fields, or filter by provider, model or app`,
-    );
-  }
-  const out = {
-    from: new Date(aligned.from).toISOString(),
-    to: new Date(aligned.to).toISOString(),
-    window,
-    group_by: groups,
-    points: rows.map((r) => ({
-      bucket: isoOf(r.bucket),
-      ...(r.provider === undefined ? {} : { provider: r.provider }),
-      ...(r.model === undefined ? {} : { model: r.model === "" ? null : r.model }),
-      ...(r.app === undefined ? {} : { app: r.app }),
-      reports: Number(r.reports),
-      provider_hints: Number(r.hints),
-      requests_remaining_min: num(r.rr_min),
-      tokens_remaining_min: num(r.tr_min),
-      requests_limit_max: num(r.rl_max),
-      tokens_limit_max: num(r.tl_max),
-      used_pct_max: r.used_pct_max === null ? null : Math.round(r.used_pct_max * 100) / 100,
-      cost: Number(r.cost),
-      credits_remaining_last: num(r.credits_last),
-    })),
-  };
+  if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
+  const out = { ...head(p), points: rows.map(toPoint) };
   answers.set(rows, out);
   return out;
+}
+
+/** A shared answer to "the last 24 h", with what its next refresh keeps. */
+interface RollingAnswer {
+  answer: UsageAnswer;
+  window: Window;
+  /** The end of its range, Unix ms. */
+  to: number;
+  entries: UsageEntry<UsagePoint>[];
+  json: string;
+  /** When its whole range was last read. */
+  fullAt: number;
+}
+
+/** Buckets this recent are read again at every refresh: where reports timestamped now land. */
+const RECENT_MS = 5 * 60_000;
+
+/**
+ * `previous` brought up to date: its newest buckets read again, or its whole range when it is
+ * due (`fullRefreshMs`), a day window (a few points), or there is none.
+ */
+async function refreshUsage(
+  deps: UsageDeps,
+  project: KeyLookup,
+  q: z.output<typeof usageQuery>,
+  previous: RollingAnswer | undefined,
+): Promise<RollingAnswer> {
+  const now = (deps.now ?? Date.now)();
+  const p = plan(deps, q);
+  const whole =
+    previous === undefined ||
+    p.window === "day" ||
+    previous.window !== p.window ||
+    now - previous.fullAt >= (deps.fullRefreshMs ?? 0);
+  const w = WINDOW_MS[p.window];
+  // Never after the previous answer's end: buckets it did not cover are read too (an answer can
+  // be served stale, or kept expired, for longer than RECENT_MS).
+  const recentFrom =
+    whole || previous === undefined
+      ? p.aligned.from
+      : Math.max(p.aligned.from, Math.min(Math.floor((now - RECENT_MS) / w) * w, previous.to));
+  // Past the rows' cache: the answers' cache is this query's (single flight, TTL), and rows it
+  // served stale would hold the newest buckets back.
+  const rows = await queryRows(deps, project, p, { from: recentFrom, to: p.aligned.to }, true);
+  if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
+  const fresh = rows.map((r) => {
+    const point = toPoint(r);
+    const group = JSON.stringify([r.provider ?? "", r.model ?? "", r.app ?? ""]);
+    return { ms: Date.parse(point.bucket), group, point, json: JSON.stringify(point) };
+  });
+  const to = p.aligned.to;
+  const h = head(p);
+  // Unchanged (the same range, the same newest buckets): the same answer object, so its bytes,
+  // ETag and compressed copies are kept, and nothing is serialised.
+  if (
+    previous !== undefined &&
+    !whole &&
+    previous.to === to &&
+    previous.answer.from === h.from &&
+    sameRecent(previous.entries, fresh, recentFrom)
+  ) {
+    return previous;
+  }
+  const entries =
+    previous === undefined || whole
+      ? fresh
+      : mergeRecent(previous.entries, fresh, p.aligned.from, recentFrom);
+  if (entries.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
+  const fullAt = whole ? now : (previous?.fullAt ?? now);
+  const json = answerJson(h, entries);
+  if (previous !== undefined && json === previous.json) return { ...previous, to, entries, fullAt };
+  const answer = { ...h, points: entries.map((e) => e.point) };
+  encodeAnswerJson(answer, project.projectId, json);
+  return { answer, window: p.window, to, entries, json, fullAt };
 }
 
 /** Answers by the rows they came from: a dashboard's poll costs no re-encoding. */
@@ -207,12 +317,17 @@ export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
     const { format: _, ...asked } = q;
     const out =
       deps.answers && q.from === undefined && q.to === undefined
-        ? await deps.answers.get(JSON.stringify(["usage", project.projectId, asked]), async () => {
-            const answer = await readUsage(deps, project, q);
-            // Most polled answers go to browsers, which take br.
-            await prepareAnswer(answer, project.projectId, "br");
-            return answer;
-          })
+        ? (
+            await deps.answers.get<RollingAnswer>(
+              JSON.stringify(["usage", project.projectId, asked]),
+              async (previous) => {
+                const next = await refreshUsage(deps, project, q, previous);
+                // Most polled answers go to browsers, which take br.
+                await prepareAnswer(next.answer, project.projectId, "br");
+                return next;
+              },
+            )
+          ).answer
         : await readUsage(deps, project, q);
     if (!wantsCsv(req, q.format)) {
       return sendEncoded(req, reply, encodeAnswer(out, project.projectId), ["Accept"]);
