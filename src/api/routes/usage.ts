@@ -232,6 +232,9 @@ interface RollingAnswer {
   fullAt: number;
 }
 
+/** Points shaped between two turns of the event loop (~1 ms). */
+const YIELD_EVERY = 500;
+
 /** Buckets this recent are read again at every refresh: where reports timestamped now land. */
 const RECENT_MS = 5 * 60_000;
 
@@ -263,11 +266,14 @@ async function refreshUsage(
   // served stale would hold the newest buckets back.
   const rows = await queryRows(deps, project, p, { from: recentFrom, to: p.aligned.to }, true);
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
-  const fresh = rows.map((r) => {
+  const fresh: UsageEntry<UsagePoint>[] = [];
+  for (const [i, r] of rows.entries()) {
+    // A whole range is thousands of points: other requests are answered between slices.
+    if (i > 0 && i % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
     const point = toPoint(r);
     const group = JSON.stringify([r.provider ?? "", r.model ?? "", r.app ?? ""]);
-    return { ms: Date.parse(point.bucket), group, point, json: JSON.stringify(point) };
-  });
+    fresh.push({ ms: Date.parse(point.bucket), group, point, json: JSON.stringify(point) });
+  }
   const to = p.aligned.to;
   const h = head(p);
   // Unchanged (the same range, the same newest buckets): the same answer object, so its bytes,
