@@ -11,6 +11,7 @@ import { runEndToEndPhase } from "./phase-e2e.js";
 import { cpuMeter, machine } from "./proc-stats.js";
 import { probeFreshness } from "./read-freshness.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
+import { touchProjects } from "./read-touch.js";
 import { writeLoadFiles } from "./report-bodies.js";
 import { runReadersProcess } from "./run-readers.js";
 import { startStack } from "./stack.js";
@@ -35,6 +36,8 @@ const { values } = parseArgs({
     profile: { type: "boolean", default: false },
     // What the readers accept, as a browser asks; "" for uncompressed answers.
     "accept-encoding": { type: "string", default: "gzip, deflate, br" },
+    // The readers' projects get a report per series this often, in both runs (0: none; read-touch.ts).
+    "touch-every-ms": { type: "string", default: "1000" },
     // Decode every n-th compressed answer after timing it (1: all; read-load.ts says why).
     "decode-every": { type: "string", default: "20" },
     // closed: readers ask again as soon as answered; dashboards: readers poll as the page does.
@@ -54,6 +57,11 @@ const opts = {
 };
 if (values.model !== "closed" && values.model !== "dashboards") {
   process.stderr.write("--model: closed or dashboards, please\n");
+  process.exit(2);
+}
+const touchEveryMs = Number(values["touch-every-ms"]);
+if (!Number.isInteger(touchEveryMs) || touchEveryMs < 0) {
+  process.stderr.write("--touch-every-ms: a whole number of ms (0: none), please\n");
   process.exit(2);
 }
 for (const [name, v] of Object.entries(opts)) {
@@ -171,7 +179,16 @@ try {
 
   log(`ingest alone: ${opts.rate}/s for ${opts.durationS} s`);
   const aloneCpu = meter();
-  const alone = await ingest("ra", ingestKeys.alone);
+  // The touches run in both runs: ingest with readers is compared with the same load without.
+  const touch = () =>
+    touchEveryMs > 0
+      ? touchProjects(stack.ch, {
+          projects: opts.projects,
+          durationS: opts.durationS,
+          everyMs: touchEveryMs,
+        })
+      : Promise.resolve({ inserts: 0, rows: 0, failed: 0 });
+  const [alone] = await Promise.all([ingest("ra", ingestKeys.alone), touch()]);
   const aloneCores = aloneCpu.read().cores;
   log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
 
@@ -203,7 +220,7 @@ try {
   const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
   log(`  cold: one request per project and endpoint answered in ${coldS} s`);
   const readersCpu = meter();
-  const [withReaders, reads, freshness] = await Promise.all([
+  const [withReaders, reads, freshness, touched] = await Promise.all([
     ingest("rb", ingestKeys.readers),
     runReadersProcess(
       {
@@ -225,6 +242,7 @@ try {
       readKey: probe.read,
       durationS: opts.durationS,
     }),
+    touch(),
   ]);
   const readersCores = readersCpu.read().cores;
   log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
@@ -236,12 +254,20 @@ try {
       `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
     );
   }
+  log(
+    `  readers' projects touched: ${touched.rows} reports in ${touched.inserts} inserts, ${touched.failed} failed`,
+  );
   log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
   log(`  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`);
 
   const results = {
     machine: machine(started),
-    options: { ...opts, model: values.model, acceptEncoding: values["accept-encoding"] },
+    options: {
+      ...opts,
+      model: values.model,
+      acceptEncoding: values["accept-encoding"],
+      touchEveryMs,
+    },
     settings: {
       ...stack.settings,
       READ_CACHE_TTL_MS:
@@ -264,6 +290,7 @@ try {
     },
     reads,
     freshness,
+    touched,
     // Cores used on average (the API, this process with the readers, the stack, the machine).
     cpuCores: { ingestAlone: aloneCores, withReaders: readersCores },
   };
