@@ -44,16 +44,18 @@ const answers = new WeakMap<object, EncodedAnswer>();
  * project is the answer's.
  */
 export function encodeAnswer(value: object, project: string): EncodedAnswer {
-  return answers.get(value) ?? encodeAnswerJson(value, project, JSON.stringify(value));
+  let e = answers.get(value);
+  if (e === undefined) {
+    e = encodeJson(Buffer.from(JSON.stringify(value)), project);
+    answers.set(value, e);
+  }
+  return e;
 }
 
-/** As encodeAnswer, with `json` given: JSON.stringify(value), built by the caller from parts. */
-export function encodeAnswerJson(value: object, project: string, json: string): EncodedAnswer {
-  const identity = Buffer.from(json);
+/** An answer's JSON bytes, as made by its owner (usage.ts builds them from kept parts). */
+export function encodeJson(identity: Buffer, project: string): EncodedAnswer {
   const hash = createHash("sha1").update(project).update("\0").update(identity);
-  const e: EncodedAnswer = { identity, etag: `"${hash.digest("base64url")}"`, compressed: {} };
-  answers.set(value, e);
-  return e;
+  return { identity, etag: `"${hash.digest("base64url")}"`, compressed: {} };
 }
 
 /** The encoding to send, by the request's Accept-Encoding (RFC 9110 12.5.3): br, gzip or none. */
@@ -92,7 +94,11 @@ export function matchesEtag(header: string | string[] | undefined, etag: string)
  * readers' backs is published ready to send: no reader waits for its compression.
  */
 export async function prepareAnswer(value: object, project: string, encoding: Encoding) {
-  const e = encodeAnswer(value, project);
+  await precompress(encodeAnswer(value, project), encoding);
+}
+
+/** As prepareAnswer, for an answer already encoded. */
+export async function precompress(e: EncodedAnswer, encoding: Encoding) {
   if (e.identity.length >= MIN_COMPRESS_BYTES) await compressed(e, encoding);
 }
 

@@ -164,5 +164,19 @@ describe("/api/v1/usage over the last 24 h, refreshed by its newest buckets", ()
     const answer = await usage(a, k.read);
     expect(answer.points).toEqual(expected(await rowsOf(k), answer));
     expect(answer.points).toHaveLength(2);
+    // Its CSV is the CSV of the same range read whole.
+    const csv = async (url: string) => {
+      const res = await a.app.inject({
+        method: "GET",
+        url,
+        headers: { authorization: `Bearer ${k.read}` },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      return res.body;
+    };
+    const range = `from=${encodeURIComponent(answer.from)}&to=${encodeURIComponent(answer.to)}`;
+    const rolled = await csv(`${URL}&format=csv`);
+    expect(rolled.trim().split("\r\n")).toHaveLength(3);
+    expect(rolled).toBe(await csv(`${URL}&${range}&format=csv`));
   });
 });

@@ -2,7 +2,13 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { toCsv } from "../csv.js";
-import { encodeAnswer, encodeAnswerJson, prepareAnswer, sendEncoded } from "../encoded-answer.js";
+import {
+  type EncodedAnswer,
+  encodeAnswer,
+  encodeJson,
+  precompress,
+  sendEncoded,
+} from "../encoded-answer.js";
 import {
   filterSql,
   groupBy,
@@ -27,7 +33,13 @@ import {
   WINDOWS,
   type Window,
 } from "../time-range.js";
-import { answerJson, mergeRecent, sameRecent, type UsageEntry } from "../usage-rolling.js";
+import {
+  answerJson,
+  mergeRecent,
+  pointsJson,
+  sameRecent,
+  type UsageEntry,
+} from "../usage-rolling.js";
 
 // GET /api/v1/usage: a time series from the rollups (minute rollups for minute and hour windows,
 // daily ones for days), per window and per group. A query that would return more than
@@ -220,14 +232,16 @@ export async function readUsage(
   return out;
 }
 
-/** A shared answer to "the last 24 h", with what its next refresh keeps. */
+/** A shared answer to "the last 24 h", as bytes, with what its next refresh keeps. */
 interface RollingAnswer {
-  answer: UsageAnswer;
+  encoded: EncodedAnswer;
+  groups: SeriesField[];
+  /** The start of its range, Unix ms. */
+  from: number;
   window: Window;
   /** The end of its range, Unix ms. */
   to: number;
-  entries: UsageEntry<UsagePoint>[];
-  json: string;
+  entries: UsageEntry[];
   /** When its whole range was last read. */
   fullAt: number;
 }
@@ -266,23 +280,29 @@ async function refreshUsage(
   // served stale would hold the newest buckets back.
   const rows = await queryRows(deps, project, p, { from: recentFrom, to: p.aligned.to }, true);
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
-  const fresh: UsageEntry<UsagePoint>[] = [];
+  const fresh: UsageEntry[] = [];
+  const groupsSeen = new Map<string, string>();
   for (const [i, r] of rows.entries()) {
     // A whole range is thousands of points: other requests are answered between slices.
     if (i > 0 && i % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
     const point = toPoint(r);
-    const group = JSON.stringify([r.provider ?? "", r.model ?? "", r.app ?? ""]);
-    fresh.push({ ms: Date.parse(point.bucket), group, point, json: JSON.stringify(point) });
+    const key = JSON.stringify([r.provider ?? "", r.model ?? "", r.app ?? ""]);
+    // One string per group, however many points it has.
+    let group = groupsSeen.get(key);
+    if (group === undefined) {
+      group = key;
+      groupsSeen.set(key, key);
+    }
+    fresh.push({ ms: Date.parse(point.bucket), group, json: JSON.stringify(point) });
   }
-  const to = p.aligned.to;
-  const h = head(p);
-  // Unchanged (the same range, the same newest buckets): the same answer object, so its bytes,
-  // ETag and compressed copies are kept, and nothing is serialised.
+  const { from, to } = p.aligned;
+  // Unchanged (the same range, the same newest buckets): the same answer, so its bytes, ETag
+  // and compressed copies are kept, and nothing is serialised.
   if (
     previous !== undefined &&
     !whole &&
+    previous.from === from &&
     previous.to === to &&
-    previous.answer.from === h.from &&
     sameRecent(previous.entries, fresh, recentFrom)
   ) {
     return previous;
@@ -293,11 +313,12 @@ async function refreshUsage(
       : mergeRecent(previous.entries, fresh, p.aligned.from, recentFrom);
   if (entries.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
   const fullAt = whole ? now : (previous?.fullAt ?? now);
-  const json = answerJson(h, entries);
-  if (previous !== undefined && json === previous.json) return { ...previous, to, entries, fullAt };
-  const answer = { ...h, points: entries.map((e) => e.point) };
-  encodeAnswerJson(answer, project.projectId, json);
-  return { answer, window: p.window, to, entries, json, fullAt };
+  const bytes = Buffer.from(answerJson(head(p), entries));
+  const encoded =
+    previous !== undefined && bytes.equals(previous.encoded.identity)
+      ? previous.encoded
+      : encodeJson(bytes, project.projectId);
+  return { encoded, groups: p.groups, from, to, window: p.window, entries, fullAt };
 }
 
 /** Answers by the rows they came from: a dashboard's poll costs no re-encoding. */
@@ -321,24 +342,28 @@ export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
     const q = parseQuery(usageQuery, req.query);
     const project = req.project as KeyLookup;
     const { format: _, ...asked } = q;
-    const out =
-      deps.answers && q.from === undefined && q.to === undefined
-        ? (
-            await deps.answers.get<RollingAnswer>(
-              JSON.stringify(["usage", project.projectId, asked]),
-              async (previous) => {
-                const next = await refreshUsage(deps, project, q, previous);
-                // Most polled answers go to browsers, which take br.
-                await prepareAnswer(next.answer, project.projectId, "br");
-                return next;
-              },
-            )
-          ).answer
-        : await readUsage(deps, project, q);
-    if (!wantsCsv(req, q.format)) {
-      return sendEncoded(req, reply, encodeAnswer(out, project.projectId), ["Accept"]);
+    const csv = wantsCsv(req, q.format);
+    const columns = (groups: string[]) => [
+      "bucket",
+      ...groups,
+      ...Object.keys(usagePoint.shape).slice(4),
+    ];
+    if (deps.answers && q.from === undefined && q.to === undefined) {
+      const shared = await deps.answers.get<RollingAnswer>(
+        JSON.stringify(["usage", project.projectId, asked]),
+        async (previous) => {
+          const next = await refreshUsage(deps, project, q, previous);
+          // Most polled answers go to browsers, which take br.
+          await precompress(next.encoded, "br");
+          return next;
+        },
+      );
+      if (!csv) return sendEncoded(req, reply, shared.encoded, ["Accept"]);
+      const points = JSON.parse(pointsJson(shared.entries)) as Record<string, unknown>[];
+      return sendCsv(reply, points, columns(shared.groups));
     }
-    const columns = ["bucket", ...out.group_by, ...Object.keys(usagePoint.shape).slice(4)];
-    return sendCsv(reply, out.points, columns);
+    const out = await readUsage(deps, project, q);
+    if (!csv) return sendEncoded(req, reply, encodeAnswer(out, project.projectId), ["Accept"]);
+    return sendCsv(reply, out.points, columns(out.group_by));
   });
 };
