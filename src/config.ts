@@ -188,10 +188,10 @@ export const configSchema = z.object({
   /** Stale answers refreshed at a time: what polling dashboards take of ClickHouse at most. */
   READ_CACHE_REFRESHES: int(1, 64).default(1),
   /**
-   * Identical /api/v1/headroom requests within this time share one answer (0: none). Short: it
-   * adds to how late a report shows there (the target is 2 s).
+   * Identical /api/v1/headroom requests within this time share one answer while the hot copy is
+   * unchanged (0: none): how old its `at`, burn rates and exhaustion times can be.
    */
-  READ_HEADROOM_TTL_MS: int(0, 2_000).default(250),
+  READ_HEADROOM_TTL_MS: int(0, 10_000).default(1_000),
   /**
    * A polled /usage over the last 24 h asks ClickHouse for its newest buckets only, and for the
    * whole range this often: how late a report timestamped minutes in the past reaches its bucket.

@@ -28,7 +28,10 @@ export function hotKeys(prefix: string) {
     series: (project: string) => `${prefix}:hot-headroom:${project}`,
     /** Sorted set per project: series field → when it was last written (ms). */
     seen: (project: string) => `${prefix}:hot-headroom-seen:${project}`,
-    /** Set once the project's copy was refilled from ClickHouse. */
+    /**
+     * Set once the project's copy was refilled from ClickHouse; its value is the copy's version,
+     * a number each write moves on (readers keep an answer until it does).
+     */
     ready: (project: string) => `${prefix}:hot-headroom-ready:${project}`,
   };
 }
@@ -134,8 +137,13 @@ for k = 1, #KEYS, 3 do
   end
   redis.call('PEXPIRE', hkey, ttl)
   redis.call('PEXPIRE', zkey, ttl)
-  if refill then redis.call('SET', rkey, '1', 'PX', ttl)
-  else redis.call('PEXPIRE', rkey, ttl) end
+  -- The version: a refill starts it at its time (a copy lost and refilled does not come back
+  -- to an old number), a write moves it on, and only a whole copy has one.
+  if refill then redis.call('SET', rkey, now, 'PX', ttl)
+  elseif redis.call('EXISTS', rkey) == 1 then
+    redis.call('INCR', rkey)
+    redis.call('PEXPIRE', rkey, ttl)
+  end
 end
 return refused
 `;
@@ -199,6 +207,8 @@ export function createHotStore(redis: RedisClient, prefix: string, opts: HotStor
       const keys = [...projects].map((p) => k.ready(p));
       if (keys.length > 0) await redis.del(...keys);
     },
+    /** The version of a project's copy (moved on by every write), or null when it is not whole. */
+    version: (project: string): Promise<string | null> => redis.get(k.ready(project)),
     /** A project's series, or null when its copy is not whole (never refilled since lost). */
     async read(project: string): Promise<Map<string, HotSeries> | null> {
       const results = await redis

@@ -9,9 +9,15 @@
 // first, so random query strings cannot grow memory. Keys are the query's text and parameters,
 // so two projects never share an entry. A refresh is given the answer it replaces, fresh, stale
 // or expired (usage-rolling.ts refreshes only what changed), or undefined when there is none.
+// A caller that can tell a held answer is out of date (`current`, e.g. by a version of what it
+// was made from) gets a new one at once, TTL or not.
 
 export interface QueryCache {
-  get<T>(key: string, run: (previous: T | undefined) => Promise<T>): Promise<T>;
+  get<T>(
+    key: string,
+    run: (previous: T | undefined) => Promise<T>,
+    current?: (held: T) => boolean,
+  ): Promise<T>;
 }
 
 export function createQueryCache(opts: {
@@ -53,10 +59,14 @@ export function createQueryCache(opts: {
   }
 
   return {
-    get<T>(key: string, run: (previous: T | undefined) => Promise<T>): Promise<T> {
+    get<T>(
+      key: string,
+      run: (previous: T | undefined) => Promise<T>,
+      current?: (held: T) => boolean,
+    ): Promise<T> {
       const hit = done.get(key);
       const t = now();
-      if (hit && hit.usable > t) {
+      if (hit && hit.usable > t && (current === undefined || current(hit.value as T))) {
         done.delete(key);
         done.set(key, hit);
         // Stale: answer now, refresh once behind it (a failure leaves the old answer).

@@ -259,20 +259,23 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
     let t = Date.now();
     return () => t++;
   };
-  const at = async (api: Api, key: string) => {
+  const headroom = async (api: Api, key: string) => {
     const res = await api.app.inject({
       method: "GET",
       url: "/api/v1/headroom",
       headers: { authorization: `Bearer ${key}` },
     });
     expect(res.statusCode, res.body).toBe(200);
-    return (res.json() as { at: string }).at;
+    return res.json() as { at: string; series: { requests: { remaining: number } }[] };
   };
+  const at = async (api: Api, key: string) => (await headroom(api, key)).at;
 
   it("answers within the TTL what the first request read, per project, and anew after it", async () => {
     const api = await apiWith({ READ_HEADROOM_TTL_MS: "2000" }, ticking());
     try {
       const c = await s.project();
+      // The first request refills the project's hot copy; answers are shared once it is whole.
+      await at(api, c.read);
       const first = await at(api, c.read);
       expect(await at(api, c.read)).toBe(first);
       // Another project's identical request is never this one's answer.
@@ -280,6 +283,30 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
       await eventually(async () => expect(await at(api, c.read)).not.toBe(first), {
         timeoutMs: 10_000,
       });
+    } finally {
+      await api.close();
+    }
+  });
+
+  it("answers anew as soon as a report changed the hot copy, TTL or not", async () => {
+    // A TTL no test outlives: only the copy's version can make a new answer.
+    const config = { ...loadConfig({ ...s.p.env }), READ_HEADROOM_TTL_MS: 3_600_000 };
+    const api = await createApi(config, createLogger("silent", "test"), {
+      clickhouse: s.p.client,
+      now: ticking(),
+    });
+    try {
+      const c = await s.project();
+      await at(api, c.read);
+      const first = await headroom(api, c.read);
+      expect(first.series).toEqual([]);
+      expect((await headroom(api, c.read)).at).toBe(first.at);
+      await s.send(c.report, [
+        { provider: "openai", limits: { requests_limit: 10, requests_remaining: 7 } },
+      ]);
+      await eventually(async () =>
+        expect((await headroom(api, c.read)).series.map((x) => x.requests.remaining)).toEqual([7]),
+      );
     } finally {
       await api.close();
     }

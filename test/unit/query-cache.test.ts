@@ -115,4 +115,17 @@ describe("query cache: stale while revalidate", () => {
     expect(await cache.get("q", run)).toBe(3);
     expect(given).toEqual([undefined, 1, 2]);
   });
+
+  it("makes a new answer at once when the held one is not current, TTL or not", async () => {
+    const cache = createQueryCache({ ttlMs: 60_000, now: () => 0 });
+    let version = 1;
+    let runs = 0;
+    const run = async () => ({ version, n: ++runs });
+    const current = (held: { version: number }) => held.version === version;
+    expect(await cache.get("q", run, current)).toEqual({ version: 1, n: 1 });
+    expect(await cache.get("q", run, current)).toEqual({ version: 1, n: 1 });
+    version = 2;
+    expect(await cache.get("q", run, current)).toEqual({ version: 2, n: 2 });
+    expect(await cache.get("q", run, current)).toEqual({ version: 2, n: 2 });
+  });
 });

@@ -53,8 +53,9 @@ export interface HeadroomDeps {
   /** The hot copy in Redis; without it every request asks ClickHouse. */
   hot?: HotStore;
   /**
-   * Answers shared by identical requests for a short time (READ_HEADROOM_TTL_MS): a project's
-   * dashboards and programs polling at once cost one read of the hot copy, not one each.
+   * Answers shared by identical requests for a short time (READ_HEADROOM_TTL_MS) while the hot
+   * copy's version is the one they were made from: a project's dashboards and programs polling
+   * at once cost one read of the hot copy, not one each, and a report shows no later for it.
    */
   answers?: QueryCache;
   now?: () => number;
@@ -324,11 +325,23 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
   app.get("/api/v1/headroom", async (req, reply) => {
     const filters = parseQuery(headroomQuery, req.query);
     const project = req.project as KeyLookup;
-    const read = async () => JSON.stringify(await readHeadroom(deps, project, filters));
-    const body = deps.answers
-      ? await deps.answers.get(JSON.stringify(["headroom", project.projectId, filters]), read)
-      : await read();
+    // The hot copy's version before reading it: an answer is kept only while it is current (a
+    // write moves the version on), so sharing never delays a report by more than a read.
+    const version =
+      deps.answers && deps.hot ? await orUnavailable(deps.hot.version(project.projectId)) : null;
+    const read = async () => ({
+      version,
+      body: JSON.stringify(await readHeadroom(deps, project, filters)),
+    });
+    const answer =
+      deps.answers && version !== null
+        ? await deps.answers.get(
+            JSON.stringify(["headroom", project.projectId, filters]),
+            read,
+            (held) => held.version === version,
+          )
+        : await read();
     // Sent as the text it is: serialised once per shared answer.
-    return reply.type("application/json; charset=utf-8").send(body);
+    return reply.type("application/json; charset=utf-8").send(answer.body);
   });
 };
