@@ -10,6 +10,7 @@ import { measureClickHouseInsert } from "./ceilings.js";
 import { spawnChild } from "./child.js";
 import { createCleanup } from "./cleanup.js";
 import { cpuMeter } from "./proc-stats.js";
+import { metricSum, scrape } from "./prometheus.js";
 import { startStack, waitStored } from "./stack.js";
 
 // Phase 3 of the benchmark on its own, for comparing worker builds (A/B/A/B) in one stack: each
@@ -101,7 +102,8 @@ try {
         cleanup,
         onUnexpectedExit: log,
       });
-      await child.waitFor(/worker ready/, 60_000);
+      const ready = await child.waitFor(/"metricsPort":(\d+)[^\n]*worker ready/, 60_000);
+      const metricsUrl = `http://127.0.0.1:${ready[1]}/metrics`;
       const cpu = cpuMeter({
         worker: child.pid,
         clickhouse: stack.clickhouse.process.pid ?? 0,
@@ -110,10 +112,12 @@ try {
       await stack.resumeQueues();
       const { complete, seconds, stored } = await waitStored(stack, phase, totalRows, 120);
       const used = cpu.read();
+      const metrics = await scrape(metricsUrl);
+      const inserts = metricSum(metrics, "headroom_worker_batch_rows_count");
       await child.stop();
       const rps = Math.round(stored / seconds);
       const per = (k: string) => (((used.seconds[k] ?? 0) * 1e6) / stored).toFixed(2);
-      const line = `${b.name}: ${rps} rows/s = ${(rps / ceiling.rowsPerSec).toFixed(2)}x raw; ${seconds.toFixed(2)} s${complete ? "" : " INCOMPLETE"}; µs/row worker ${per("worker")} clickhouse ${per("clickhouse")} redis ${per("redis")}; machine outside ${((used.cores.machine ?? 0) - (used.cores.worker ?? 0) - (used.cores.clickhouse ?? 0) - (used.cores.redis ?? 0)).toFixed(2)} cores`;
+      const line = `${b.name}: ${rps} rows/s = ${(rps / ceiling.rowsPerSec).toFixed(2)}x raw; ${seconds.toFixed(2)} s${complete ? "" : " INCOMPLETE"}; ${Math.round(stored / Math.max(1, inserts))} rows/insert; µs/row worker ${per("worker")} clickhouse ${per("clickhouse")} redis ${per("redis")}; machine outside ${((used.cores.machine ?? 0) - (used.cores.worker ?? 0) - (used.cores.clickhouse ?? 0) - (used.cores.redis ?? 0)).toFixed(2)} cores`;
       log(`  ${line}`);
       results[b.name] = [...(results[b.name] ?? []), line];
     }
