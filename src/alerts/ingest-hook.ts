@@ -33,6 +33,8 @@ export function createAlertsHook(deps: AlertsHookDeps) {
     const projects = new Set<string>();
     for (const row of manifest.rows) projects.add(projectOf(row));
     const byProject = await deps.rules.rulesFor(projects);
+    // Most batches belong to projects without rules: no row needs a look.
+    if (![...byProject.values()].some((rules) => rules.length > 0)) return;
 
     const used = new Set<AlertRule>();
     const rows: ReportRow[] = [];

@@ -1,6 +1,6 @@
 import type { Point } from "../alerts/burn-rate.js";
 import type { Metric } from "../alerts/rule.js";
-import { projectOf, seriesOf, timestampMsOf } from "../alerts/usage.js";
+import { timestampReader } from "../alerts/usage.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 import type { LatestFigures, RecentPoints } from "./headroom-view.js";
 
@@ -47,6 +47,16 @@ const at = (c: ReportColumn) => REPORT_COLUMNS.indexOf(c);
 const text = (v: unknown): string | null =>
   v === null || v === undefined || v === "" ? null : String(v);
 const ID = at("report_id");
+const PROJECT = at("project_id");
+const PROVIDER = at("provider");
+const MODEL = at("model");
+const APP = at("app");
+const LIMIT_AT = LIMIT_COLUMNS.map(at);
+const CREDIT_AT = CREDIT_COLUMNS.map(at);
+const HAS_LIMITS_AT = HAS_LIMITS.map(at);
+const HAS_CREDITS_AT = HAS_CREDITS.map(at);
+const METRICS = ["requests", "tokens", "credits"] as const satisfies Metric[];
+const REMAINING_AT = METRICS.map((m) => at(REMAINING[m]));
 
 /** A series' hash field: provider, model ('' when none), app. */
 export const seriesField = (s: { provider: string; model: string; app: string }) =>
@@ -56,27 +66,57 @@ export const seriesField = (s: { provider: string; model: string; app: string })
 const newer = (t: number, id: string, t0: number | undefined, id0: string | undefined) =>
   t0 === undefined || t > t0 || (t === t0 && id > (id0 ?? ""));
 
-function addRow(into: HotSeries | undefined, row: ReportRow): HotSeries {
-  const t = timestampMsOf(row);
-  const id = String(row[ID]);
-  const s: HotSeries = into ?? { ls: t, p: {} };
+const anyIn = (row: ReportRow, columns: number[]) => columns.some((i) => row[i] !== null);
+
+type Value = ReportRow[number];
+
+/**
+ * A series as a batch is read: figures stay the rows' own values (the newest rows are kept) and
+ * become text once, for what is sent: the newest rows' figures and the points thinning keeps.
+ */
+interface Gathering {
+  s: HotSeries;
+  limitsRow?: ReportRow;
+  creditsRow?: ReportRow;
+  p: Partial<Record<Metric, [number, Value][]>>;
+}
+
+function addRow(g: Gathering, row: ReportRow, t: number): void {
+  const s = g.s;
   s.ls = Math.max(s.ls, t);
-  if (HAS_LIMITS.some((c) => row[at(c)] !== null) && newer(t, id, s.la, s.li)) {
-    s.la = t;
-    s.li = id;
-    s.l = LIMIT_COLUMNS.map((c) => text(row[at(c)]));
+  const limits = anyIn(row, HAS_LIMITS_AT);
+  const credits = anyIn(row, HAS_CREDITS_AT);
+  if (limits || credits) {
+    const id = String(row[ID]);
+    if (limits && newer(t, id, s.la, s.li)) {
+      s.la = t;
+      s.li = id;
+      g.limitsRow = row;
+    }
+    if (credits && newer(t, id, s.ca, s.ci)) {
+      s.ca = t;
+      s.ci = id;
+      g.creditsRow = row;
+    }
   }
-  if (HAS_CREDITS.some((c) => row[at(c)] !== null) && newer(t, id, s.ca, s.ci)) {
-    s.ca = t;
-    s.ci = id;
-    s.c = CREDIT_COLUMNS.map((c) => text(row[at(c)]));
+  for (let m = 0; m < METRICS.length; m++) {
+    const v = row[REMAINING_AT[m] as number];
+    if (v === null || v === undefined || v === "") continue;
+    const metric = METRICS[m] as Metric;
+    const list = g.p[metric];
+    if (list) list.push([t, v]);
+    else g.p[metric] = [[t, v]];
   }
-  for (const metric of ["requests", "tokens", "credits"] as const) {
-    const v = text(row[at(REMAINING[metric])]);
-    if (v === null) continue;
-    const list = s.p[metric] ?? [];
-    list.push([t, v]);
-    s.p[metric] = list;
+}
+
+/** Gathers a series' rows; what it adds to the hot copy once every row is in. */
+function seriesOfBatch(g: Gathering): HotSeries {
+  const { s, limitsRow, creditsRow } = g;
+  if (limitsRow) s.l = LIMIT_AT.map((i) => text(limitsRow[i]));
+  if (creditsRow) s.c = CREDIT_AT.map((i) => text(creditsRow[i]));
+  for (const metric of Object.keys(g.p) as Metric[]) {
+    const list = orderedPoints(g.p[metric] as [number, Value][]);
+    s.p[metric] = thinPoints(list).map(([t, v]): [number, string] => [t, String(v)]);
   }
   return s;
 }
@@ -110,30 +150,71 @@ export function thinPoints<P extends [number, unknown]>(list: P[]): P[] {
   return out;
 }
 
-/** The merge script's order (hot-store.ts): by time, then by value's text. */
-const byTime = (a: [number, string], b: [number, string]) =>
-  a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
+/**
+ * A series' points in the merge script's order (hot-store.ts: by time, then by the value's text),
+ * with each millisecond's points cut to the first and the last: thinPoints keeps nothing from
+ * the middle of a millisecond (a run never ends there, nor does a step of its chain). A batch's
+ * reports often share their millisecond, and only those points need their text to be ordered.
+ */
+function orderedPoints(list: [number, Value][]): [number, Value][] {
+  list.sort((a, b) => a[0] - b[0]);
+  const out: [number, Value][] = [];
+  for (let i = 0; i < list.length; ) {
+    const first = list[i] as [number, Value];
+    let end = i + 1;
+    while (end < list.length && (list[end] as [number, Value])[0] === first[0]) end++;
+    if (end - i === 1) out.push(first);
+    else {
+      // Stable, as a sort would be: the first of equal texts is the lowest, the last the highest.
+      let lo = String(first[1]);
+      let hi = lo;
+      for (let k = i + 1; k < end; k++) {
+        const v = String((list[k] as [number, Value])[1]);
+        if (v < lo) lo = v;
+        if (v >= hi) hi = v;
+      }
+      out.push([first[0], lo], [first[0], hi]);
+    }
+    i = end;
+  }
+  return out;
+}
+
+function entry<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) {
+    value = make();
+    map.set(key, value);
+  }
+  return value;
+}
 
 /** A batch of stored rows → per project, per series field, what they add to the hot copy. */
 export function hotUpdates(rows: ReportRow[]): Map<string, Map<string, HotSeries>> {
-  const out = new Map<string, Map<string, HotSeries>>();
+  const timestampOf = timestampReader();
+  const gathered = new Map<string, Map<string, Gathering>>();
+  // provider → model → app → series field: one JSON.stringify per series, not per row.
+  const fields = new Map<string, Map<string, Map<string, string>>>();
   for (const row of rows) {
-    if (!Number.isFinite(timestampMsOf(row))) continue;
-    const project = projectOf(row);
-    let series = out.get(project);
-    if (!series) {
-      series = new Map();
-      out.set(project, series);
-    }
-    const field = seriesField(seriesOf(row));
-    series.set(field, addRow(series.get(field), row));
+    const t = timestampOf(row);
+    if (!Number.isFinite(t)) continue;
+    const project = String(row[PROJECT]);
+    const series = entry(gathered, project, () => new Map<string, Gathering>());
+    const provider = String(row[PROVIDER]);
+    const model = row[MODEL] === null ? "" : String(row[MODEL]);
+    const app = String(row[APP]);
+    const byModel = entry(fields, provider, () => new Map<string, Map<string, string>>());
+    const byApp = entry(byModel, model, () => new Map<string, string>());
+    const field = entry(byApp, app, () => seriesField({ provider, model, app }));
+    const g = entry(series, field, (): Gathering => ({ s: { ls: t, p: {} }, p: {} }));
+    addRow(g, row, t);
   }
-  for (const series of out.values())
-    for (const s of series.values())
-      for (const metric of ["requests", "tokens", "credits"] as const) {
-        const list = s.p[metric];
-        if (list) s.p[metric] = thinPoints(list.sort(byTime));
-      }
+  const out = new Map<string, Map<string, HotSeries>>();
+  for (const [project, series] of gathered) {
+    const updates = new Map<string, HotSeries>();
+    for (const [field, g] of series) updates.set(field, seriesOfBatch(g));
+    out.set(project, updates);
+  }
   return out;
 }
 

@@ -1,13 +1,18 @@
+import { Readable } from "node:stream";
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
 import type { ReportRow } from "../report/report-schema.js";
 import { ROW_SHAPES } from "../report/row-shapes.js";
+import { rowsJson } from "./rows-json.js";
 
 // Where report rows land: one JSONCompactEachRow insert per batch into `reports` (the rollups and
 // the latest-limits table follow through materialized views).
 
 export interface ReportSink {
-  /** Every insert of one batch passes the same rows and token, so ClickHouse keeps one copy. */
-  insert(rows: ReportRow[], dedupToken: string): Promise<void>;
+  /**
+   * Every insert of one batch passes the same rows and token, so ClickHouse keeps one copy.
+   * `json` is the rows' rowsJson when the caller has it already (the batch's manifest).
+   */
+  insert(rows: ReportRow[], dedupToken: string, json?: Buffer): Promise<void>;
   /** Which of these rows' report ids `reports` holds already (a replayed job's check). */
   stored(rows: ReportRow[]): Promise<Set<string>>;
 }
@@ -68,15 +73,19 @@ export function createReportSink(
 ): ReportSink {
   const projectIndex = columns.indexOf("project_id");
   const idIndex = columns.indexOf("report_id");
+  const insertQuery = `INSERT INTO ${db}.reports (${columns.join(", ")}) FORMAT JSONCompactEachRow`;
   return {
-    async insert(rows, dedupToken) {
-      await client.insert({
-        table: `${db}.reports`,
-        columns: columns as [string, ...string[]],
-        values: rows,
-        format: "JSONCompactEachRow",
+    async insert(rows, dedupToken, json = rowsJson(rows)) {
+      if (rows.length === 0) return;
+      // The JSON array without its brackets: JSONCompactEachRow reads rows separated by commas
+      // as well as by newlines, so the manifest's bytes go as they are, with no second encoding.
+      const result = await client.exec({
+        query: insertQuery,
+        values: Readable.from([json.subarray(1, json.length - 1)], { objectMode: false }),
         clickhouse_settings: exactInsertSettings(dedupToken, cluster),
       });
+      // Nothing to read, but the connection goes back to the pool only once the answer is read.
+      for await (const _ of result.stream);
     },
 
     async stored(rows) {

@@ -80,14 +80,14 @@ export function createIngestProcessor(opts: IngestOptions) {
     });
 
   const inSlot = createInsertSlots(opts.maxParallelInserts);
-  const insert = (rows: ReportRow[], token: string) =>
+  const insert = (rows: ReportRow[], token: string, json?: Buffer) =>
     retry(
       "insert",
       () =>
         inSlot(async () => {
           const started = performance.now();
           try {
-            await sink.insert(rows, token);
+            await sink.insert(rows, token, json);
           } catch (err) {
             throw classifyInsertError(err) === "data"
               ? new DataError("refused", { cause: err })

@@ -3,6 +3,7 @@ import { ReplyError } from "ioredis";
 import type { Logger } from "pino";
 import { v7 as uuidv7 } from "uuid";
 import { describeError } from "../clickhouse/classify-error.js";
+import { rowsJson } from "../clickhouse/rows-json.js";
 import { type ReportRow, reportIdOf } from "../report/report-schema.js";
 import { DataError, insertIsolating } from "./bisecting-insert.js";
 import type { HeldJob, Manifest, ManifestStore } from "./manifest-store.js";
@@ -47,8 +48,11 @@ export type Retry = <T>(
 
 export interface ManifestDeliveryDeps<J> {
   manifests: ManifestStore;
-  /** One insert of rows with a token, retried until done; throws DataError when refused. */
-  insert: (rows: ReportRow[], token: string) => Promise<void>;
+  /**
+   * One insert of rows with a token, retried until done; throws DataError when refused. `json`
+   * is the rows' rowsJson when the manifest has it.
+   */
+  insert: (rows: ReportRow[], token: string, json?: Buffer) => Promise<void>;
   /** Which of these rows' report ids ClickHouse holds already. */
   stored: (rows: ReportRow[]) => Promise<Set<string>>;
   retry: Retry;
@@ -63,10 +67,11 @@ export interface ManifestDeliveryDeps<J> {
 export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
   const { metrics, logger, retry } = deps;
   type E = Entry<J>;
-  const insert = (items: Item[], token: string) =>
+  const insert = (items: Item[], token: string, json?: Buffer) =>
     deps.insert(
       items.map((i) => i.row),
       token,
+      json,
     );
 
   /**
@@ -135,7 +140,11 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
     let stored = manifest;
     if (refused) {
       const bad = new Set(refused.map(([item]) => item.row));
-      stored = { ...manifest, rows: manifest.rows.filter((r) => !bad.has(r)) };
+      stored = {
+        token: manifest.token,
+        jobs: manifest.jobs,
+        rows: manifest.rows.filter((r) => !bad.has(r)),
+      };
     }
     await retry("stored hook", () => onStored(stored), cannotPass);
   }
@@ -172,7 +181,7 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
     // by the jobs' new holder.
     const insertOrSplit = async (part: Item[], token: string) => {
       try {
-        await insert(part, token);
+        await insert(part, token, part === items ? manifest.json : undefined);
       } catch (err) {
         if (err instanceof DataError && token === manifest.token) {
           const lost = await retry("lock check", () => deps.manifests.lost(held), cannotPass);
@@ -258,10 +267,12 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
       for (const [token, held] of byToken) await reinsert(token, held);
       const fresh = left.filter((e) => !owners.has(e.id));
       if (fresh.length === 0) return;
+      const rows = fresh.flatMap((e) => e.rows);
       const manifest: Manifest = {
         token: uuidv7(),
-        rows: fresh.flatMap((e) => e.rows),
+        rows,
         jobs: fresh.map((e) => [e.id, e.rows.length]),
+        json: rowsJson(rows),
       };
       const claim = await retry(
         "manifest claim",

@@ -2,6 +2,7 @@ import type { Result } from "ioredis";
 import type { RedisClient } from "../redis/connections.js";
 import type { ReportRow } from "../report/report-schema.js";
 import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
+import { rowsJson } from "../clickhouse/rows-json.js";
 
 // Exactly once by construction: every insert of a batch is byte-identical to its first attempt,
 // so ClickHouse's insert deduplication (same token, same data) drops every repeat, in `reports`
@@ -31,6 +32,11 @@ export interface Manifest {
   rows: ReportRow[];
   /** For each job of the batch, in order: its id and how many of `rows` are its. */
   jobs: [id: string, rows: number][];
+  /**
+   * `rows` as rowsJson encodes them (src/clickhouse/rows-json.ts), when this worker made the
+   * manifest: stored and inserted as they are, so the rows are encoded once.
+   */
+  json?: Buffer;
 }
 
 export type ClaimResult =
@@ -120,7 +126,9 @@ return 1
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    headroomClaimManifest(...args: (string | number)[]): Result<1 | [string[], string[]], Context>;
+    headroomClaimManifest(
+      ...args: (string | number | Buffer)[]
+    ): Result<1 | [string[], string[]], Context>;
     headroomReleaseManifests(...args: (string | number)[]): Result<1, Context>;
   }
 }
@@ -128,8 +136,11 @@ declare module "ioredis" {
 // A manifest's rows: shape 1 as a bare array, as releases before row versions wrote and read
 // them; a later shape as `{v, rows}`. A manifest an older release recorded is re-inserted in the
 // current shape under its token, which is what ClickHouse deduplicates the repeat by.
-const storedRows = (shapes: RowShapes, rows: ReportRow[]) =>
-  JSON.stringify(shapes.current === 1 ? rows : { v: shapes.current, rows });
+function storedRows(shapes: RowShapes, rows: ReportRow[], json = rowsJson(rows)): Buffer {
+  if (shapes.current === 1) return json;
+  // JSON.stringify({ v, rows }), byte for byte.
+  return Buffer.concat([Buffer.from(`{"v":${shapes.current},"rows":`), json, Buffer.from("}")]);
+}
 function readRows(shapes: RowShapes, stored: ReportRow[] | { v: number; rows: ReportRow[] }) {
   return Array.isArray(stored) ? shapes.upgrade(1, stored) : shapes.upgrade(stored.v, stored.rows);
 }
@@ -156,7 +167,7 @@ export function createRedisManifestStore(
       const keys = [ownersKey, manifestKey(manifest.token), ...held.map((j) => lockKey(j.id))];
       const args = [
         manifest.token,
-        storedRows(shapes, manifest.rows),
+        storedRows(shapes, manifest.rows, manifest.json),
         JSON.stringify(manifest.jobs),
         ...held.flatMap((j) => [j.id, j.lockToken]),
       ];

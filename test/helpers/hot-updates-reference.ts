@@ -1,0 +1,82 @@
+import { projectOf, seriesOf, timestampMsOf } from "../../src/alerts/usage.js";
+import { type HotSeries, seriesField, thinPoints } from "../../src/api/hot-series.js";
+import {
+  REPORT_COLUMNS,
+  type ReportColumn,
+  type ReportRow,
+} from "../../src/report/report-schema.js";
+
+// hotUpdates (src/api/hot-series.ts) written plainly, one row at a time, every figure turned into
+// text as it is read: the oracle its faster version is checked against.
+
+const LIMIT_COLUMNS: ReportColumn[] = [
+  "requests_limit",
+  "requests_remaining",
+  "tokens_limit",
+  "tokens_remaining",
+  "reset_requests_ms",
+  "reset_tokens_ms",
+];
+const CREDIT_COLUMNS: ReportColumn[] = ["credits_limit", "credits_remaining"];
+const HAS_LIMITS = LIMIT_COLUMNS.slice(0, 4);
+const HAS_CREDITS: ReportColumn[] = [...CREDIT_COLUMNS, "request_cost"];
+const REMAINING = {
+  requests: "requests_remaining",
+  tokens: "tokens_remaining",
+  credits: "credits_remaining",
+} as const;
+
+const at = (c: ReportColumn) => REPORT_COLUMNS.indexOf(c);
+const text = (v: unknown): string | null =>
+  v === null || v === undefined || v === "" ? null : String(v);
+const newer = (t: number, id: string, t0: number | undefined, id0: string | undefined) =>
+  t0 === undefined || t > t0 || (t === t0 && id > (id0 ?? ""));
+const byTime = (a: [number, string], b: [number, string]) =>
+  a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
+
+function addRow(into: HotSeries | undefined, row: ReportRow): HotSeries {
+  const t = timestampMsOf(row);
+  const id = String(row[at("report_id")]);
+  const s: HotSeries = into ?? { ls: t, p: {} };
+  s.ls = Math.max(s.ls, t);
+  if (HAS_LIMITS.some((c) => row[at(c)] !== null) && newer(t, id, s.la, s.li)) {
+    s.la = t;
+    s.li = id;
+    s.l = LIMIT_COLUMNS.map((c) => text(row[at(c)]));
+  }
+  if (HAS_CREDITS.some((c) => row[at(c)] !== null) && newer(t, id, s.ca, s.ci)) {
+    s.ca = t;
+    s.ci = id;
+    s.c = CREDIT_COLUMNS.map((c) => text(row[at(c)]));
+  }
+  for (const metric of ["requests", "tokens", "credits"] as const) {
+    const v = text(row[at(REMAINING[metric])]);
+    if (v === null) continue;
+    const list = s.p[metric] ?? [];
+    list.push([t, v]);
+    s.p[metric] = list;
+  }
+  return s;
+}
+
+export function hotUpdatesReference(rows: ReportRow[]): Map<string, Map<string, HotSeries>> {
+  const out = new Map<string, Map<string, HotSeries>>();
+  for (const row of rows) {
+    if (!Number.isFinite(timestampMsOf(row))) continue;
+    const project = projectOf(row);
+    let series = out.get(project);
+    if (!series) {
+      series = new Map();
+      out.set(project, series);
+    }
+    const field = seriesField(seriesOf(row));
+    series.set(field, addRow(series.get(field), row));
+  }
+  for (const series of out.values())
+    for (const s of series.values())
+      for (const metric of ["requests", "tokens", "credits"] as const) {
+        const list = s.p[metric];
+        if (list) s.p[metric] = thinPoints(list.sort(byTime));
+      }
+  return out;
+}
