@@ -2,8 +2,8 @@ import { ReplyError } from "ioredis";
 import type { RedisClient } from "../redis/connections.js";
 import { waitForReplicas } from "../redis/replicas.js";
 import type { ReportRow } from "../report/report-schema.js";
-import { ROW_SHAPES } from "../report/row-shapes.js";
 import { EnqueueError } from "./enqueue-error.js";
+import { jobData } from "./job-rows.js";
 import { type QueueNames, REPORT_JOB, type ReportsQueue } from "./reports-queue.js";
 
 // Writes one job of reports to one shard, durably: Redis acknowledged the job's add, and with
@@ -35,7 +35,7 @@ export function createJobWriter(opts: ShardWriterOptions): WriteJob {
     try {
       // One job: `add` is one script call, where `addBulk` builds an ioredis pipeline (copying
       // every BullMQ script onto it) and a transaction around it.
-      await queue.add(REPORT_JOB, { v: ROW_SHAPES.current, rows });
+      await queue.add(REPORT_JOB, jobData(rows));
     } catch (cause) {
       throw new EnqueueError("the queue did not acknowledge the job", {
         cause,
