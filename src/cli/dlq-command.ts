@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { Job, Queue } from "bullmq";
 import { z } from "zod";
-import { jobRows } from "../queue/job-rows.js";
+import { jobRowCount, jobRows } from "../queue/job-rows.js";
 import { createReportsQueue, type ReportJobData } from "../queue/reports-queue.js";
 import { knownShards, shardNames } from "../queue/shards.js";
 import { fromRow, reportRecordSchema, toRow } from "../report/report-schema.js";
@@ -26,7 +26,7 @@ interface Shard {
 function summary(shard: Shard, job: Job<ReportJobData>) {
   return {
     id: `${shard.ref}${job.id}`,
-    rows: job.data?.rows?.length ?? 0,
+    rows: job.data ? jobRowCount(job.data) : 0,
     reason: job.failedReason,
     from_job: job.data?.dead?.from ?? null,
     failed_at: job.finishedOn ? new Date(job.finishedOn).toISOString() : null,
@@ -193,10 +193,6 @@ export const dlqReplay = (target: { id: string; rows?: string } | { all: true })
           : { v, groups: data.groups, replay: true },
       );
       await job.retry("failed");
-      const rows =
-        data.groups === undefined
-          ? data.rows.length
-          : data.groups.reduce((n, g) => n + g.rows.length, 0);
-      process.stdout.write(`replayed ${shard.ref}${job.id} (${rows} rows)\n`);
+      process.stdout.write(`replayed ${shard.ref}${job.id} (${jobRowCount(data)} rows)\n`);
     }
   });

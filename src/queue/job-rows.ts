@@ -80,6 +80,12 @@ export function isJobData(data: unknown): data is ReportJobData {
   );
 }
 
+/** How many rows a job holds, in either form, without reading them (any shape). */
+export const jobRowCount = (data: ReportJobData): number =>
+  data.groups === undefined
+    ? (data.rows?.length ?? 0)
+    : data.groups.reduce((n, g) => n + g.rows.length, 0);
+
 const isRows = (rows: unknown) => Array.isArray(rows) && rows.every(Array.isArray);
 
 /** A shape's grouped rows → its whole rows, in order; compiled once per shape. */

@@ -114,8 +114,14 @@ it.each(["flat", "grouped"] as const)(
       });
     }
 
+    const list = cli(["dlq", "list", "--json"]);
+    expect(list.status, list.stderr).toBe(0);
+    expect(JSON.parse(list.stdout)).toContainEqual(
+      expect.objectContaining({ id: failing, rows: 5 }),
+    );
     const replay = cli(["dlq", "replay", failing]);
     expect(replay.status, replay.stderr).toBe(0);
+    expect(replay.stdout).toContain("(5 rows)");
     const metrics = createWorkerMetrics();
     const worker: IngestWorker = createIngestWorker({
       config: p.config,

@@ -1,6 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { GROUP_COLUMNS, isJobData, jobData, jobRows } from "../../src/queue/job-rows.js";
+import {
+  GROUP_COLUMNS,
+  isJobData,
+  jobData,
+  jobRowCount,
+  jobRows,
+} from "../../src/queue/job-rows.js";
 import type { ReportJobData } from "../../src/queue/reports-queue.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../src/report/report-schema.js";
 import { ROW_SHAPE_HISTORY, rowShapes, UnknownRowShapeError } from "../../src/report/row-shapes.js";
@@ -97,6 +103,7 @@ describe("job rows", () => {
         const data = travel(jobData(rows));
         expect(isJobData(data)).toBe(true);
         expect(jobRows(data)).toEqual(rows);
+        expect(jobRowCount(data)).toBe(rows.length);
         // Grouped only when it saves: at least two rows a group on average.
         if (data.groups) expect(data.groups.length * 2).toBeLessThanOrEqual(rows.length);
       }),
