@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { Job, Queue } from "bullmq";
 import { z } from "zod";
+import { jobRowCount, jobRows } from "../queue/job-rows.js";
 import { createReportsQueue, type ReportJobData } from "../queue/reports-queue.js";
 import { knownShards, shardNames } from "../queue/shards.js";
 import { fromRow, reportRecordSchema, toRow } from "../report/report-schema.js";
@@ -25,7 +26,7 @@ interface Shard {
 function summary(shard: Shard, job: Job<ReportJobData>) {
   return {
     id: `${shard.ref}${job.id}`,
-    rows: job.data?.rows?.length ?? 0,
+    rows: job.data ? jobRowCount(job.data) : 0,
     reason: job.failedReason,
     from_job: job.data?.dead?.from ?? null,
     failed_at: job.finishedOn ? new Date(job.finishedOn).toISOString() : null,
@@ -53,10 +54,13 @@ async function withShards(
   }
 }
 
+// BullMQ's types split a job of a union data type into a union of jobs: one job type again.
+type ReportJob = Job<ReportJobData>;
+
 async function failedJobs(shards: Shard[]) {
   const all = await Promise.all(
     shards.map(async (shard) =>
-      (await shard.queue.getFailed(0, -1)).map((job) => ({ shard, job })),
+      (await shard.queue.getFailed(0, -1)).map((job) => ({ shard, job: job as ReportJob })),
     ),
   );
   return all.flat();
@@ -69,7 +73,7 @@ async function failedJob(shards: Shard[], id: string) {
   const shard = shards.find((s) => s.ref === ref);
   const job = await shard?.queue.getJob(id.slice(slash + 1));
   if (!shard || !job || !(await job.isFailed())) throw new UsageError(`no failed job ${id}`);
-  return { shard, job };
+  return { shard, job: job as ReportJob };
 }
 
 export const dlqList = (opts: { json: boolean }) =>
@@ -146,7 +150,7 @@ export const dlqShow = (id: string) =>
       true,
       {
         ...summary(shard, job),
-        reports: ROW_SHAPES.upgrade(job.data.v, job.data.rows).map(fromRow),
+        reports: jobRows(job.data).map(fromRow),
       },
       () => "",
     );
@@ -179,12 +183,16 @@ export const dlqReplay = (target: { id: string; rows?: string } | { all: true })
           `job ${shard.ref}${job.id} holds no refused rows: replay it without --rows (it goes in as it was)`,
         );
       }
-      // Corrected rows are in this release's shape; a job goes again in the shape it was.
-      const data = corrected ? { v: ROW_SHAPES.current, rows: corrected } : job.data;
-      const rows = data.rows;
-      // Without the dead-letter mark, and marked as a replay.
-      await job.updateData({ v: data.v ?? 1, rows, replay: true });
+      // Corrected rows are in this release's shape; a job goes again in the shape and the form
+      // (flat or grouped rows) it was, without the dead-letter mark, and marked as a replay.
+      const data: ReportJobData = corrected ? { v: ROW_SHAPES.current, rows: corrected } : job.data;
+      const v = data.v ?? 1;
+      await job.updateData(
+        data.groups === undefined
+          ? { v, rows: data.rows, replay: true }
+          : { v, groups: data.groups, replay: true },
+      );
       await job.retry("failed");
-      process.stdout.write(`replayed ${shard.ref}${job.id} (${rows.length} rows)\n`);
+      process.stdout.write(`replayed ${shard.ref}${job.id} (${jobRowCount(data)} rows)\n`);
     }
   });

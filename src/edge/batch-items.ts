@@ -107,6 +107,24 @@ export function validateItem(
 }
 
 /**
+ * The answer's body, `{"results":[…]}`, as JSON.stringify writes it: an item answered with its id
+ * alone (most are) from a template, since a report id needs no escaping (ours are hex, a client's
+ * passed the UUID check), anything else by JSON.stringify.
+ */
+export function resultsJson(results: ItemResult[]): string {
+  let json = '{"results":[';
+  for (let i = 0; i < results.length; i++) {
+    const r = results[i] as ItemResult;
+    if (i > 0) json += ",";
+    json +=
+      typeof r.id === "string" && r.warnings === undefined && r.duplicate === undefined
+        ? `{"id":"${r.id}"}`
+        : JSON.stringify(r);
+  }
+  return `${json}]}`;
+}
+
+/**
  * Claims the items' client ids. Items whose id is stored already are answered as duplicates
  * (also an id repeated within the batch), those being enqueued elsewhere are told to retry; the
  * rest go on, in order.

@@ -1,6 +1,6 @@
 import { isUtf8 } from "node:buffer";
 import { HttpError } from "../http/errors.js";
-import { inspect, MAX_JSON_DEPTH, parseJsonBody, SUSPECT } from "./parse-report.js";
+import { inspect, MAX_JSON_DEPTH, parseJsonBody, suspectText } from "./parse-report.js";
 
 // A batch's body → its items, each a JSON value or that item's own error. The envelope is
 // refused as a whole only when it is broken: not JSON, not an array, too many items. Each item
@@ -38,7 +38,7 @@ function parseJsonArray(body: Buffer, maxItems: number): BatchItem[] {
   // has bad UTF-8 or a suspect key, or the item nests deeper than a body may. The depth check
   // walks the parsed value without allocating; it is bounded by MAX_JSON_DEPTH, so deep junk
   // costs no more than a report.
-  const suspect = !validUtf8 || SUSPECT.test(text);
+  const suspect = !validUtf8 || suspectText(text);
   return value.map((item) => {
     if (!suspect && !deeperThan(item, MAX_JSON_DEPTH)) return { value: item };
     const issues = inspect(item, !validUtf8);

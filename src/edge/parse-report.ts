@@ -39,14 +39,22 @@ export function parseJsonBody(body: Buffer): unknown {
   return value;
 }
 
-export const SUSPECT = /__proto__|constructor|prototype|\\u/;
+const FORBIDDEN_WORD = /__proto__|constructor|prototype/;
+
+/**
+ * Whether the text could spell a forbidden key: plainly, or with a `\u` escape (the only way to
+ * spell one differently). Two searches rather than one regex with `\u` as a fourth alternative:
+ * with no two-character alternative the regex can skip ahead by the words' length.
+ */
+export const suspectText = (text: string): boolean =>
+  FORBIDDEN_WORD.test(text) || text.includes("\\u");
 
 /**
  * Whether the text could hold a forbidden key (also escaped: only a `\u` escape can spell one
  * differently) or nesting deeper than MAX_JSON_DEPTH (which needs that many brackets).
  */
 function mayHideProblem(text: string): boolean {
-  if (SUSPECT.test(text)) return true;
+  if (suspectText(text)) return true;
   let brackets = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);

@@ -2,17 +2,17 @@ import { ReplyError } from "ioredis";
 import type { RedisClient } from "../redis/connections.js";
 import { waitForReplicas } from "../redis/replicas.js";
 import type { ReportRow } from "../report/report-schema.js";
-import { ROW_SHAPES } from "../report/row-shapes.js";
 import { EnqueueError } from "./enqueue-error.js";
+import { jobData } from "./job-rows.js";
 import { type QueueNames, REPORT_JOB, type ReportsQueue } from "./reports-queue.js";
 
-// Writes one job of reports to one shard, durably: Redis acknowledged the `addBulk`, and with
+// Writes one job of reports to one shard, durably: Redis acknowledged the job's add, and with
 // REDIS_ACK_REPLICAS=N, `WAIT N` confirmed that N replicas hold it too. Redis replicates
 // asynchronously, so a primary that dies right after acknowledging can take the job with it; the
 // replica promoted in its place is one that confirmed it. Kafka calls this acks=all.
 //
-// WAIT counts the writes of its own connection, so it must follow the addBulk on the same one
-// (src/redis/replicas.ts). It is issued in the continuation of the addBulk's reply, before any
+// WAIT counts the writes of its own connection, so it must follow the add on the same one
+// (src/redis/replicas.ts). It is issued in the continuation of the add's reply, before any
 // timer can run — ioredis reconnects and refreshes a Cluster's slots only on timers — so it goes
 // on the same socket or fails.
 
@@ -33,7 +33,9 @@ export function createJobWriter(opts: ShardWriterOptions): WriteJob {
     const names = opts.names[shard];
     if (!queue || !names) throw new EnqueueError(`no queue shard ${shard}`);
     try {
-      await queue.addBulk([{ name: REPORT_JOB, data: { v: ROW_SHAPES.current, rows } }]);
+      // One job: `add` is one script call, where `addBulk` builds an ioredis pipeline (copying
+      // every BullMQ script onto it) and a transaction around it.
+      await queue.add(REPORT_JOB, jobData(rows));
     } catch (cause) {
       throw new EnqueueError("the queue did not acknowledge the job", {
         cause,

@@ -4,14 +4,19 @@ import type { ReportRow } from "../report/report-schema.js";
 // The queue between edge and workers. A job carries many reports as positional rows
 // (REPORT_COLUMNS order): about half the Redis bytes of objects, and ready for JSONCompactEachRow.
 // `v` names the rows' shape (src/report/row-shapes.ts), so a worker reads jobs an older edge
-// queued.
+// queued. The rows are flat, or grouped by the columns a batch's rows share (job-rows.ts).
 
 export const REPORT_JOB = "reports";
 
-export interface ReportJobData {
+/** Rows that share GROUP_COLUMNS (job-rows.ts): their values once, each row without them. */
+export interface RowGroup {
+  shared: ReportRow;
+  rows: ReportRow[];
+}
+
+interface JobFields {
   /** The rows' shape (src/report/row-shapes.ts): workers map older shapes to theirs. */
   v: number;
-  rows: ReportRow[];
   /** Set on a job of rows that ClickHouse refused: it fails at once and waits in the DLQ. */
   dead?: { reason: string; from: string };
   /**
@@ -20,6 +25,18 @@ export interface ReportJobData {
    */
   replay?: true;
 }
+
+export interface FlatJobData extends JobFields {
+  rows: ReportRow[];
+  groups?: undefined;
+}
+
+export interface GroupedJobData extends JobFields {
+  groups: RowGroup[];
+  rows?: undefined;
+}
+
+export type ReportJobData = FlatJobData | GroupedJobData;
 
 export interface QueueNames {
   prefix: string;

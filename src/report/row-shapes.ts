@@ -41,6 +41,8 @@ export interface RowShapes {
   current: number;
   /** The columns of the current shape, in order: the insert's column list. */
   columns: readonly string[];
+  /** The columns of shape `version`, in order. */
+  columnsOf(version: number): readonly string[];
   /** Rows of shape `version` (1 when a payload names none) in the current shape. */
   upgrade(version: number | undefined, rows: ReportRow[]): ReportRow[];
 }
@@ -53,17 +55,22 @@ export function rowShapes(history: RowShapeHistory): RowShapes {
     const from = columns.map((c) => old.indexOf(c));
     mappers.set(Number(version), (row) => from.map((i) => (i < 0 ? null : (row[i] ?? null))));
   }
+  const unknown = (version: number) =>
+    new UnknownRowShapeError(
+      `rows of shape v${version}; this release knows v1 to v${current}: upgrade this worker`,
+    );
   return {
     current,
     columns,
+    columnsOf(version) {
+      const of = history[version];
+      if (!of) throw unknown(version);
+      return of;
+    },
     upgrade(version = 1, rows) {
       if (version === current) return rows;
       const map = mappers.get(version);
-      if (!map) {
-        throw new UnknownRowShapeError(
-          `rows of shape v${version}; this release knows v1 to v${current}: upgrade this worker`,
-        );
-      }
+      if (!map) throw unknown(version);
       return rows.map(map);
     },
   };

@@ -9,6 +9,7 @@ import { createHotStore } from "../api/hot-store.js";
 import { describeError } from "../clickhouse/classify-error.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
+import { isJobData } from "../queue/job-rows.js";
 import { createReportsQueue, type QueueNames, type ReportJobData } from "../queue/reports-queue.js";
 import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
@@ -54,13 +55,6 @@ export interface IngestWorkerDeps {
   metrics: WorkerMetrics;
   /** The row shapes this release reads and writes: src/report/row-shapes.ts's unless a test's. */
   rowShapes?: RowShapes;
-}
-
-function isValidJob(data: unknown): data is ReportJobData {
-  const d = data as ReportJobData | null;
-  return (
-    d !== null && typeof d === "object" && Array.isArray(d.rows) && d.rows.every(Array.isArray)
-  );
 }
 
 const MANIFEST_SWEEP_MS = 60_000;
@@ -150,8 +144,8 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     async process(job, token) {
       // A dead-letter job fails at once, with its reason, and waits in the failed set.
       if (job.data?.dead) throw new UnrecoverableError(job.data.dead.reason);
-      if (!isValidJob(job.data))
-        throw new UnrecoverableError("malformed job: expected { rows: [[...]] }");
+      if (!isJobData(job.data))
+        throw new UnrecoverableError("malformed job: expected { rows: [[...]] } or { groups }");
       await processor.process(job, token);
     },
   });

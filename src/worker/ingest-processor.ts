@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
 import type { ReportSink } from "../clickhouse/report-sink.js";
 import { retryUntilDone, ShutdownAbort, shutdownSignal } from "../lib/retry.js";
+import { jobRows } from "../queue/job-rows.js";
 import type { ReportJobData } from "../queue/reports-queue.js";
 import { type ReportRow, receivedAtMsOf } from "../report/report-schema.js";
 import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
@@ -143,7 +144,7 @@ export function createIngestProcessor(opts: IngestOptions) {
         let rows: ReportRow[];
         try {
           // A job queued by an older edge; one from a newer release fails, to wait for replay.
-          rows = (opts.rowShapes ?? ROW_SHAPES).upgrade(job.data.v, job.data.rows);
+          rows = jobRows(job.data, opts.rowShapes ?? ROW_SHAPES);
         } catch (err) {
           return reject(err as Error);
         }

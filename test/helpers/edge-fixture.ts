@@ -7,6 +7,7 @@ import type { Plan } from "../../src/config.js";
 import { loadConfig } from "../../src/config.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
+import { jobRows } from "../../src/queue/job-rows.js";
 import type { ReportsQueue } from "../../src/queue/reports-queue.js";
 import { fromRow, type ReportRecord } from "../../src/report/report-schema.js";
 
@@ -48,7 +49,7 @@ export interface PostOptions {
 /** Queued reports, decoded: every row of every waiting job. */
 export async function queuedRecords(queue: ReportsQueue): Promise<ReportRecord[]> {
   const jobs = await queue.getJobs(["wait", "prioritized", "delayed"]);
-  return jobs.filter((j) => j !== undefined).flatMap((j) => j.data.rows.map(fromRow));
+  return jobs.filter((j) => j !== undefined).flatMap((j) => jobRows(j.data).map(fromRow));
 }
 
 export async function startEdge(

@@ -48,6 +48,8 @@ describe("a batch mixing valid, lenient and invalid items", () => {
     ];
     const res = await batch(items, { key: k.key });
     expect(res.statusCode).toBe(207);
+    expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(res.body).toBe(JSON.stringify(res.json()));
     const { results } = res.json();
     expect(results).toHaveLength(items.length);
     expect(results[0]).toEqual({ id: expect.stringMatching(UUID_V7) });

@@ -4,10 +4,11 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { sampleRow } from "../../fixtures/sample-reports.js";
 import { createReportSink } from "../../src/clickhouse/report-sink.js";
 import { createLogger } from "../../src/lib/logger.js";
+import { jobData } from "../../src/queue/job-rows.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { createWorkerRedis } from "../../src/redis/connections.js";
 import { redisTopology } from "../../src/redis/topology.js";
-import { reportIdOf } from "../../src/report/report-schema.js";
+import { REPORT_COLUMNS, reportIdOf } from "../../src/report/report-schema.js";
 import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { expireFailedJobs } from "../../src/worker/failed-job-retention.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
@@ -45,15 +46,20 @@ function cli(args: string[]) {
 
 /**
  * Three jobs inserted as one batch (one manifest) by a holder that then fails the first job for
- * good, as a worker crash or a bug after the insert would; the other two complete.
+ * good, as a worker crash or a bug after the insert would; the other two complete. Their rows are
+ * flat, as single reports' are, or grouped, as a batch request's are (each job one request's).
  */
-async function batchWithOneFailedJob(proj: string) {
+async function batchWithOneFailedJob(proj: string, form: "flat" | "grouped" = "flat") {
   const rows = Array.from({ length: 15 }, (_, i) => sampleRow(i, proj));
+  const received = REPORT_COLUMNS.indexOf("received_at");
+  if (form === "grouped") for (const r of rows) r[received] = rows[0]?.[received] ?? null;
   const jobs = await p.queue.addBulk(
-    [0, 1, 2].map((j) => ({
-      name: REPORT_JOB,
-      data: { v: 1 as const, rows: rows.slice(j * 5, j * 5 + 5) },
-    })),
+    [0, 1, 2].map((j) => {
+      const slice = rows.slice(j * 5, j * 5 + 5);
+      const data = form === "grouped" ? jobData(slice) : { v: 1, rows: slice };
+      expect(data.groups === undefined).toBe(form === "flat");
+      return { name: REPORT_JOB, data };
+    }),
   );
   const failing = String(jobs[0]?.id);
   const connection = createWorkerRedis(redisTopology(p.config));
@@ -93,67 +99,77 @@ async function batchWithOneFailedJob(proj: string) {
   return { failing, rows };
 }
 
-it("a replay after the deduplication window stores each report once, and no batch-mate again", {
-  timeout: 120_000,
-}, async () => {
-  const proj = `p-${uniqueId()}`;
-  const { failing, rows } = await batchWithOneFailedJob(proj);
-  // The next day: the batch's token has left ClickHouse's deduplication window.
-  for (const t of DEDUP_TABLES) {
-    await p.client.command({
-      query: `ALTER TABLE ${p.db}.${t} MODIFY SETTING non_replicated_deduplication_window = 0`,
-    });
-  }
+it.each(["flat", "grouped"] as const)(
+  "a replay after the deduplication window stores each report once, and no batch-mate again (%s rows)",
+  {
+    timeout: 120_000,
+  },
+  async (form) => {
+    const proj = `p-${uniqueId()}`;
+    const { failing, rows } = await batchWithOneFailedJob(proj, form);
+    // The next day: the batch's token has left ClickHouse's deduplication window.
+    for (const t of DEDUP_TABLES) {
+      await p.client.command({
+        query: `ALTER TABLE ${p.db}.${t} MODIFY SETTING non_replicated_deduplication_window = 0`,
+      });
+    }
 
-  const replay = cli(["dlq", "replay", failing]);
-  expect(replay.status, replay.stderr).toBe(0);
-  const metrics = createWorkerMetrics();
-  const worker: IngestWorker = createIngestWorker({
-    config: p.config,
-    redis: p.redis,
-    clickhouse: p.client,
-    logger: createLogger("silent", "test"),
-    metrics,
-  });
-  worker.start();
-  try {
-    await eventually(
-      async () =>
-        expect(await p.queue.getJobCounts("failed", "wait", "active")).toStrictEqual({
-          failed: 0,
-          wait: 0,
-          active: 0,
-        }),
-      { timeoutMs: 30_000 },
+    const list = cli(["dlq", "list", "--json"]);
+    expect(list.status, list.stderr).toBe(0);
+    expect(JSON.parse(list.stdout)).toContainEqual(
+      expect.objectContaining({ id: failing, rows: 5 }),
     );
-    expect(await p.rawCount(proj)).toBe(15);
-    expect(await p.rollupCount(proj)).toBe(15);
-    const replayed = await metrics.replayedRows.get();
-    expect(replayed.values.map((v) => [v.labels.outcome, v.value]).sort()).toEqual([
-      ["already_stored", 5],
-      ["stored", 0],
-    ]);
+    const replay = cli(["dlq", "replay", failing]);
+    expect(replay.status, replay.stderr).toBe(0);
+    expect(replay.stdout).toContain("(5 rows)");
+    const metrics = createWorkerMetrics();
+    const worker: IngestWorker = createIngestWorker({
+      config: p.config,
+      redis: p.redis,
+      clickhouse: p.client,
+      logger: createLogger("silent", "test"),
+      metrics,
+    });
+    worker.start();
+    try {
+      await eventually(
+        async () =>
+          expect(await p.queue.getJobCounts("failed", "wait", "active")).toStrictEqual({
+            failed: 0,
+            wait: 0,
+            active: 0,
+          }),
+        { timeoutMs: 30_000 },
+      );
+      expect(await p.rawCount(proj)).toBe(15);
+      expect(await p.rollupCount(proj)).toBe(15);
+      const replayed = await metrics.replayedRows.get();
+      expect(replayed.values.map((v) => [v.labels.outcome, v.value]).sort()).toEqual([
+        ["already_stored", 5],
+        ["stored", 0],
+      ]);
 
-    // A report of the job that had not landed (say it was lost) is stored by a second replay,
-    // once; the others are not stored again.
-    const lost = reportIdOf(rows[2] as (typeof rows)[number]);
-    await p.client.command({
-      query: `ALTER TABLE ${p.db}.reports DELETE WHERE report_id = '${lost}'`,
-      clickhouse_settings: { mutations_sync: "2" },
-    });
-    await p.queue.add(REPORT_JOB, { v: 1, rows: rows.slice(0, 5), replay: true });
-    await eventually(async () => expect(await p.distinctCount(proj)).toBe(15), {
-      timeoutMs: 30_000,
-    });
-    await eventually(async () =>
-      expect(await p.queue.getJobCounts("wait", "active")).toStrictEqual({ wait: 0, active: 0 }),
-    );
-    expect(await p.rawCount(proj)).toBe(15);
-    expect(await p.distinctCount(proj)).toBe(15);
-  } finally {
-    await worker.close();
-  }
-});
+      // A report of the job that had not landed (say it was lost) is stored by a second replay,
+      // once; the others are not stored again.
+      const lost = reportIdOf(rows[2] as (typeof rows)[number]);
+      await p.client.command({
+        query: `ALTER TABLE ${p.db}.reports DELETE WHERE report_id = '${lost}'`,
+        clickhouse_settings: { mutations_sync: "2" },
+      });
+      await p.queue.add(REPORT_JOB, { v: 1, rows: rows.slice(0, 5), replay: true });
+      await eventually(async () => expect(await p.distinctCount(proj)).toBe(15), {
+        timeoutMs: 30_000,
+      });
+      await eventually(async () =>
+        expect(await p.queue.getJobCounts("wait", "active")).toStrictEqual({ wait: 0, active: 0 }),
+      );
+      expect(await p.rawCount(proj)).toBe(15);
+      expect(await p.distinctCount(proj)).toBe(15);
+    } finally {
+      await worker.close();
+    }
+  },
+);
 
 it("failed jobs expire after the retention, and the manifests they held go with them", {
   timeout: 60_000,

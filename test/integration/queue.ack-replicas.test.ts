@@ -7,6 +7,7 @@ import { loadConfig } from "../../src/config.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
+import { jobRows } from "../../src/queue/job-rows.js";
 import { createReportsQueue } from "../../src/queue/reports-queue.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
@@ -69,7 +70,7 @@ async function queuedOn(redisUrl: string): Promise<Set<string>> {
   const queue = createReportsQueue(client, edge.queues.names[0] ?? { prefix: "", name: "" });
   try {
     const jobs = await queue.getJobs(["wait"]);
-    return new Set(jobs.flatMap((j) => j.data.rows.map((r) => String(r[0]))));
+    return new Set(jobs.flatMap((j) => jobRows(j.data).map((r) => String(r[0]))));
   } finally {
     await queue.close();
     client.disconnect();

@@ -30,6 +30,19 @@ describe("JSON array envelopes", () => {
   it("a prototype key, escaped or not, is that item's error only", () => {
     const items = json('[{"a":1},{"__proto__":{}},{"\\u005f_proto__":1},{"b":2}]');
     expect(errors(items)).toEqual(["ok", "invalid_report", "invalid_report", "ok"]);
+    // Each way of spelling one, alone in a batch.
+    for (const key of [
+      "__proto__",
+      "constructor",
+      "prototype",
+      "\\u005f_proto__",
+      "c\\u006fnstructor",
+    ]) {
+      expect(errors(json(`[{"a":1},{"limits":{"${key}":1}}]`)), key).toEqual([
+        "ok",
+        "invalid_report",
+      ]);
+    }
   });
 
   it("invalid UTF-8 inside one item's string is that item's error", () => {

@@ -6,7 +6,14 @@ import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
 import { requireScope } from "../../http/scope.js";
 import type { BacklogGate } from "../backlog.js";
-import { claimIds, type ItemResult, settleIds, type Taken, validateBatch } from "../batch-items.js";
+import {
+  claimIds,
+  type ItemResult,
+  resultsJson,
+  settleIds,
+  type Taken,
+  validateBatch,
+} from "../batch-items.js";
 import { HttpError, unavailable } from "../../http/errors.js";
 import type { Limits } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
@@ -38,6 +45,7 @@ const MEDIA: Record<string, BatchFormat> = {
   "application/x-ndjson": "ndjson",
   "application/ndjson": "ndjson",
 };
+const JSON_TYPE = "application/json; charset=utf-8";
 const CHARSET = /charset\s*=\s*"?([^";\s]+)/i;
 
 interface RawBody {
@@ -195,7 +203,10 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
         results[t.index] = "id" in r ? { id: r.id as string, duplicate: true } : r;
       }
       const allTaken = results.every((r) => "id" in r);
-      return reply.code(allTaken ? 200 : 207).send({ results });
+      return reply
+        .code(allTaken ? 200 : 207)
+        .header("content-type", JSON_TYPE)
+        .send(resultsJson(results));
     },
   });
 
