@@ -16,7 +16,7 @@ export function createEdgeMetrics() {
     }),
     enqueueSeconds: new Histogram({
       name: "headroom_enqueue_seconds",
-      help: "Time for Redis to acknowledge one job",
+      help: "Time for Redis to acknowledge one job (an addBulk)",
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers: [registry],
     }),

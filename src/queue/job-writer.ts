@@ -33,9 +33,10 @@ export function createJobWriter(opts: ShardWriterOptions): WriteJob {
     const names = opts.names[shard];
     if (!queue || !names) throw new EnqueueError(`no queue shard ${shard}`);
     try {
-      // One job: `add` is one script call, where `addBulk` builds an ioredis pipeline (copying
-      // every BullMQ script onto it) and a transaction around it.
-      await queue.add(REPORT_JOB, jobData(rows));
+      // addBulk, though it is one job: `queue.add` (one script call, cheaper) left requests
+      // without an answer for over 10 s on a connection that went silently dead, where the
+      // pipeline addBulk sends fails within the producer's command timeout (faults.redis-kill).
+      await queue.addBulk([{ name: REPORT_JOB, data: jobData(rows) }]);
     } catch (cause) {
       throw new EnqueueError("the queue did not acknowledge the job", {
         cause,
