@@ -33,7 +33,7 @@ const report = (provider: string, t: number, remaining: number) => ({
 });
 
 /** A read API on the stack's stores with its own settings; closed after the file. */
-async function api(fullRefreshMs: number): Promise<Api> {
+async function api(fullRefreshMs: number, now?: () => number): Promise<Api> {
   const a = await createApi(
     // The cache's TTL is short and nothing stale is served: each poll after it refreshes.
     {
@@ -43,7 +43,7 @@ async function api(fullRefreshMs: number): Promise<Api> {
       READ_USAGE_FULL_REFRESH_MS: fullRefreshMs,
     },
     createLogger("silent", "test"),
-    { clickhouse: s.p.client },
+    { clickhouse: s.p.client, now },
   );
   apis.push(a);
   return a;
@@ -142,17 +142,7 @@ describe("/api/v1/usage over the last 24 h, refreshed by its newest buckets", ()
     // end is read again, not only the newest minutes.
     const k = await s.project();
     let t = Date.now() - 30 * MINUTE;
-    const a = await createApi(
-      {
-        ...s.p.config,
-        READ_CACHE_TTL_MS: 100,
-        READ_CACHE_STALE_MS: 0,
-        READ_USAGE_FULL_REFRESH_MS: HOUR,
-      },
-      createLogger("silent", "test"),
-      { clickhouse: s.p.client, now: () => t },
-    );
-    apis.push(a);
+    const a = await api(HOUR, () => t);
     await usage(a, k.read);
     const sent = [
       report("openai", Date.now() - 20 * MINUTE, 500),
