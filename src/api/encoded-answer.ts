@@ -90,14 +90,9 @@ export function matchesEtag(header: string | string[] | undefined, etag: string)
 }
 
 /**
- * Encodes `value` and compresses it in `encoding` now, so that an answer refreshed behind the
- * readers' backs is published ready to send: no reader waits for its compression.
+ * Compresses `e` in `encoding` now, so that an answer refreshed behind the readers' backs is
+ * published ready to send: no reader waits for its compression.
  */
-export async function prepareAnswer(value: object, project: string, encoding: Encoding) {
-  await precompress(encodeAnswer(value, project), encoding);
-}
-
-/** As prepareAnswer, for an answer already encoded. */
 export async function precompress(e: EncodedAnswer, encoding: Encoding) {
   if (e.identity.length >= MIN_COMPRESS_BYTES) await compressed(e, encoding);
 }

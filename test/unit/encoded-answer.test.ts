@@ -5,7 +5,7 @@ import {
   encodeAnswer,
   matchesEtag,
   negotiateEncoding,
-  prepareAnswer,
+  precompress,
 } from "../../src/api/encoded-answer.js";
 import { isoOf } from "../../src/api/time-range.js";
 
@@ -61,16 +61,16 @@ describe("encodeAnswer", () => {
   });
 });
 
-describe("prepareAnswer", () => {
+describe("precompress", () => {
   it("compresses a large answer before it is published, and leaves a small one plain", async () => {
     const large = { points: Array.from({ length: 200 }, (_, i) => ({ bucket: i, reports: i })) };
-    await prepareAnswer(large, "p1", "br");
+    await precompress(encodeAnswer(large, "p1"), "br");
     const e = encodeAnswer(large, "p1");
     const br = await e.compressed.br;
     expect(br && brotliDecompressSync(br).equals(e.identity)).toBe(true);
     expect(e.compressed.gzip).toBeUndefined();
     const small = { points: [] };
-    await prepareAnswer(small, "p1", "br");
+    await precompress(encodeAnswer(small, "p1"), "br");
     expect(encodeAnswer(small, "p1").compressed).toEqual({});
   });
 });
