@@ -25,7 +25,8 @@ export interface HotSeries {
   p: Partial<Record<Metric, [number, string][]>>;
 }
 
-const LIMIT_COLUMNS = [
+/** The latest limits a series keeps (HotSeries.l), in order. */
+export const LIMIT_COLUMNS = [
   "requests_limit",
   "requests_remaining",
   "tokens_limit",
@@ -33,7 +34,11 @@ const LIMIT_COLUMNS = [
   "reset_requests_ms",
   "reset_tokens_ms",
 ] as const satisfies ReportColumn[];
-const CREDIT_COLUMNS = ["credits_limit", "credits_remaining"] as const satisfies ReportColumn[];
+/** The latest credits a series keeps (HotSeries.c), in order. */
+export const CREDIT_COLUMNS = [
+  "credits_limit",
+  "credits_remaining",
+] as const satisfies ReportColumn[];
 /** latest_limits' HAS_LIMITS and HAS_CREDITS: which reports carry figures at all. */
 const HAS_LIMITS = LIMIT_COLUMNS.slice(0, 4);
 const HAS_CREDITS = [...CREDIT_COLUMNS, "request_cost"] as const satisfies ReportColumn[];

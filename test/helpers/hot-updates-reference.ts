@@ -1,5 +1,11 @@
 import { projectOf, seriesOf, timestampMsOf } from "../../src/alerts/usage.js";
-import { type HotSeries, seriesField, thinPoints } from "../../src/api/hot-series.js";
+import {
+  CREDIT_COLUMNS,
+  type HotSeries,
+  LIMIT_COLUMNS,
+  seriesField,
+  thinPoints,
+} from "../../src/api/hot-series.js";
 import {
   REPORT_COLUMNS,
   type ReportColumn,
@@ -9,15 +15,6 @@ import {
 // hotUpdates (src/api/hot-series.ts) written plainly, one row at a time, every figure turned into
 // text as it is read: the oracle its faster version is checked against.
 
-const LIMIT_COLUMNS: ReportColumn[] = [
-  "requests_limit",
-  "requests_remaining",
-  "tokens_limit",
-  "tokens_remaining",
-  "reset_requests_ms",
-  "reset_tokens_ms",
-];
-const CREDIT_COLUMNS: ReportColumn[] = ["credits_limit", "credits_remaining"];
 const HAS_LIMITS = LIMIT_COLUMNS.slice(0, 4);
 const HAS_CREDITS: ReportColumn[] = [...CREDIT_COLUMNS, "request_cost"];
 const REMAINING = {

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { timestampMsOf, timestampReader } from "../../src/alerts/usage.js";
-import { hotUpdates } from "../../src/api/hot-series.js";
+import { hotUpdates, LIMIT_COLUMNS } from "../../src/api/hot-series.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../src/report/report-schema.js";
 import { hotUpdatesReference } from "../helpers/hot-updates-reference.js";
 
@@ -83,15 +83,7 @@ const row = fc
     out[at("model")] = r.model;
     out[at("timestamp")] = r.timestamp;
     out[at("received_at")] = r.timestamp;
-    const limits = [
-      "requests_limit",
-      "requests_remaining",
-      "tokens_limit",
-      "tokens_remaining",
-      "reset_requests_ms",
-      "reset_tokens_ms",
-    ];
-    limits.forEach((c, i) => {
+    LIMIT_COLUMNS.forEach((c, i) => {
       out[at(c)] = r.figures[i] ?? null;
     });
     ["credits_limit", "credits_remaining", "request_cost"].forEach((c, i) => {
