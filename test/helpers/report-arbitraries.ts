@@ -72,6 +72,27 @@ export const numbers = fc.oneof(
   ),
 );
 
+/**
+ * Date-time text laid out as `YYYY-MM-DD{sep}HH:MM:SS.sss{end}` (ISO's `T`…`Z`, or ClickHouse's
+ * ` `), each field drawn from a range a little wider than the valid one: fast parsers of one
+ * layout are checked against full ones on it.
+ */
+export const looseDateTimes = (sep: "T" | " ", end: "Z" | "") =>
+  fc
+    .tuple(
+      fc.integer({ min: 0, max: 9999 }),
+      fc.integer({ min: 0, max: 13 }),
+      fc.integer({ min: 0, max: 32 }),
+      fc.integer({ min: 0, max: 25 }),
+      fc.integer({ min: 0, max: 61 }),
+      fc.integer({ min: 0, max: 61 }),
+      fc.integer({ min: 0, max: 999 }),
+    )
+    .map(([y, mo, d, h, mi, s, ms]) => {
+      const p = (n: number, w: number) => String(n).padStart(w, "0");
+      return `${p(y, 4)}-${p(mo, 2)}-${p(d, 2)}${sep}${p(h, 2)}:${p(mi, 2)}:${p(s, 2)}.${p(ms, 3)}${end}`;
+    });
+
 const pad = (n: number, w = 2) => String(n).padStart(w, "0");
 const DAY_MS = 86_400_000;
 export const timestamps = fc.oneof(

@@ -4,12 +4,12 @@ import { timestampMsOf, timestampReader } from "../../src/alerts/usage.js";
 import { hotUpdates, LIMIT_COLUMNS } from "../../src/api/hot-series.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../src/report/report-schema.js";
 import { hotUpdatesReference } from "../helpers/hot-updates-reference.js";
+import { looseDateTimes } from "../helpers/report-arbitraries.js";
 
 // hotUpdates reads a batch in one pass, turning figures into text only for what it sends: it
 // must give exactly what the plain row-by-row version gives, for any rows.
 
 const at = (c: string) => REPORT_COLUMNS.indexOf(c as (typeof REPORT_COLUMNS)[number]);
-const pad = (n: number, w: number) => String(n).padStart(w, "0");
 
 /** DateTime64(3) text, mostly valid and sharing minutes; some out of range or malformed. */
 const timestamps = fc
@@ -28,20 +28,7 @@ const timestamps = fc
             .slice(0, 23),
         )
       : fc.oneof(
-          fc
-            .tuple(
-              fc.integer({ min: 0, max: 9999 }),
-              fc.integer({ min: 0, max: 13 }),
-              fc.integer({ min: 0, max: 32 }),
-              fc.integer({ min: 0, max: 25 }),
-              fc.integer({ min: 0, max: 60 }),
-              fc.integer({ min: 0, max: 61 }),
-              fc.integer({ min: 0, max: 999 }),
-            )
-            .map(
-              ([y, mo, d, h, mi, s, ms]) =>
-                `${pad(y, 4)}-${pad(mo, 2)}-${pad(d, 2)} ${pad(h, 2)}:${pad(mi, 2)}:${pad(s, 2)}.${pad(ms, 3)}`,
-            ),
+          looseDateTimes(" ", ""),
           fc.constantFrom(
             "2030-01-01 24:00:00.000",
             "2030-01-01 24:00:00.001",

@@ -5,6 +5,7 @@ import {
   parseIsoTimestamp,
   parseIsoTimestampFully,
 } from "../../src/report/report-schema.js";
+import { looseDateTimes } from "../helpers/report-arbitraries.js";
 
 // The canonical timestamp path (`YYYY-MM-DDTHH:MM:SS.sssZ` read without the regex) against the
 // full parser, which stays the reference: for any text, both give the same ms or both null; and
@@ -14,20 +15,7 @@ import {
 const anyMs = fc.integer({ min: -62_167_219_200_000, max: 253_402_300_799_999 });
 
 /** A canonical text with each field drawn from a range a little wider than the valid one. */
-const canonicalLayout = fc
-  .tuple(
-    fc.integer({ min: 0, max: 9999 }),
-    fc.integer({ min: 0, max: 13 }),
-    fc.integer({ min: 0, max: 32 }),
-    fc.integer({ min: 0, max: 25 }),
-    fc.integer({ min: 0, max: 61 }),
-    fc.integer({ min: 0, max: 61 }),
-    fc.integer({ min: 0, max: 999 }),
-  )
-  .map(([y, mo, d, h, mi, s, ms]) => {
-    const p = (n: number, w: number) => String(n).padStart(w, "0");
-    return `${p(y, 4)}-${p(mo, 2)}-${p(d, 2)}T${p(h, 2)}:${p(mi, 2)}:${p(s, 2)}.${p(ms, 3)}Z`;
-  });
+const canonicalLayout = looseDateTimes("T", "Z");
 
 /** A canonical text with one character replaced by any other. */
 const mutated = fc
