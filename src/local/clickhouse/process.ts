@@ -32,7 +32,22 @@ const SERVE_ENTRY = "src/main/clickhouse-serve.ts";
 export async function spawnEmbeddedClickHouse(
   opts: EmbeddedClickHouseProcessOptions,
 ): Promise<EmbeddedClickHouseProcess> {
-  const port = opts.port ?? (await freePort());
+  if (opts.port !== undefined) return spawnOn(opts.port, opts);
+  // A free port can be taken by another process before the server binds it (tests start many
+  // servers at once): a port it did not choose itself is chosen again, a few times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnOn(await freePort(), opts);
+    } catch (err) {
+      if (attempt >= 3 || !/EADDRINUSE/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function spawnOn(
+  port: number,
+  opts: EmbeddedClickHouseProcessOptions,
+): Promise<EmbeddedClickHouseProcess> {
   const args = [
     ...entryArgs(SERVE_ENTRY, opts.runtime),
     "--path",
