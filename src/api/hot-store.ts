@@ -148,10 +148,43 @@ end
 return refused
 `;
 
+// KEYS: a project's ready key, series hash. ARGV: the version of the answer the reader holds
+// ('' for none). Returns {} when the copy is not whole, {version} when the reader's answer is
+// current, else {version, the hash's fields and values}: one round trip either way.
+const SNAPSHOT = `
+local v = redis.call('GET', KEYS[1])
+if not v then return {} end
+if v == ARGV[1] then return {v} end
+return {v, redis.call('HGETALL', KEYS[2])}
+`;
+
 declare module "ioredis" {
   interface RedisCommander<Context> {
     headroomHotMerge(...args: (string | number)[]): Result<number, Context>;
+    headroomHotSnapshot(
+      ready: string,
+      series: string,
+      held: string,
+    ): Result<[] | [string] | [string, string[]], Context>;
   }
+}
+
+/** What a reader holding an answer made from version `held` needs (HotStore.snapshot). */
+export interface HotSnapshot {
+  /** Null when the copy is not whole (never refilled since Redis lost it). */
+  version: string | null;
+  /** The copy, unless the copy is not whole or its version is the one held. */
+  series?: Map<string, HotSeries>;
+}
+
+function parseSeries(entries: Iterable<[string, string]>): Map<string, HotSeries> {
+  const out = new Map<string, HotSeries>();
+  for (const [field, json] of entries) out.set(field, JSON.parse(json) as HotSeries);
+  return out;
+}
+
+function* pairs(flat: string[]): Generator<[string, string]> {
+  for (let i = 0; i + 1 < flat.length; i += 2) yield [flat[i] as string, flat[i + 1] as string];
 }
 
 export interface HotStoreOptions {
@@ -162,6 +195,9 @@ export interface HotStoreOptions {
 
 export function createHotStore(redis: RedisClient, prefix: string, opts: HotStoreOptions) {
   if (!redis.headroomHotMerge) redis.defineCommand("headroomHotMerge", { lua: MERGE });
+  if (!redis.headroomHotSnapshot) {
+    redis.defineCommand("headroomHotSnapshot", { numberOfKeys: 2, lua: SNAPSHOT });
+  }
   const k = hotKeys(prefix);
   const now = opts.now ?? Date.now;
 
@@ -207,8 +243,19 @@ export function createHotStore(redis: RedisClient, prefix: string, opts: HotStor
       const keys = [...projects].map((p) => k.ready(p));
       if (keys.length > 0) await redis.del(...keys);
     },
-    /** The version of a project's copy (moved on by every write), or null when it is not whole. */
-    version: (project: string): Promise<string | null> => redis.get(k.ready(project)),
+    /**
+     * The version of a project's copy (moved on by every write), and the copy itself unless it
+     * is the version `held` (an answer the reader has): one round trip.
+     */
+    async snapshot(project: string, held: string | null): Promise<HotSnapshot> {
+      const [version, flat] = await redis.headroomHotSnapshot(
+        k.ready(project),
+        k.series(project),
+        held ?? "",
+      );
+      if (version === undefined) return { version: null };
+      return flat === undefined ? { version } : { version, series: parseSeries(pairs(flat)) };
+    },
     /** A project's series, or null when its copy is not whole (never refilled since lost). */
     async read(project: string): Promise<Map<string, HotSeries> | null> {
       const results = await redis
@@ -221,12 +268,7 @@ export function createHotStore(redis: RedisClient, prefix: string, opts: HotStor
       if (exists[0]) throw exists[0];
       if (all[0]) throw all[0];
       if (exists[1] !== 1) return null;
-      const hash = all[1];
-      const out = new Map<string, HotSeries>();
-      for (const [field, json] of Object.entries(hash as Record<string, string>)) {
-        out.set(field, JSON.parse(json) as HotSeries);
-      }
-      return out;
+      return parseSeries(Object.entries(all[1] as Record<string, string>));
     },
   };
 }

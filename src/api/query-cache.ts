@@ -18,6 +18,8 @@ export interface QueryCache {
     run: (previous: T | undefined) => Promise<T>,
     current?: (held: T) => boolean,
   ): Promise<T>;
+  /** The answer `get` could give for `key` now, before its `current` check; no refresh. */
+  peek<T>(key: string): T | undefined;
 }
 
 export function createQueryCache(opts: {
@@ -82,6 +84,10 @@ export function createQueryCache(opts: {
       }
       if (hit) done.delete(key);
       return refresh(key, run, hit?.value as T | undefined);
+    },
+    peek<T>(key: string): T | undefined {
+      const hit = done.get(key);
+      return hit && hit.usable > now() ? (hit.value as T) : undefined;
     },
   };
 }

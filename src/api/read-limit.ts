@@ -1,10 +1,14 @@
+import { createBurstAllowance } from "../edge/burst-allowance.js";
 import { limitBody, limitHeaders } from "../edge/limits.js";
 import type { TakeTokens } from "../edge/token-bucket.js";
 import { HttpError, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
 
 // Read requests per key: the edge's token bucket in Redis (shared by every read API process),
-// one token per request, answered like the report endpoint's 429 when it is empty.
+// one token per request, answered like the report endpoint's 429 when it is empty. Tokens are
+// taken a few at a time, as the edge takes them (burst-allowance.ts): a quarter of a second's
+// rate (5 at the default 20/s), so a dashboard's polls do not each wait for Redis, and a
+// process holds them at most a second before they go back.
 
 export interface ReadLimitOptions {
   take: TakeTokens;
@@ -14,17 +18,22 @@ export interface ReadLimitOptions {
 
 export type ReadLimit = (lookup: KeyLookup) => Promise<void>;
 
+/** Tokens taken at once, as a share of the per-second rate (at least one). */
+export const READ_TAKE_SHARE = 0.25;
+
 export function createReadLimit({ take, ratePerS, burst }: ReadLimitOptions): ReadLimit {
-  const capacity = Math.max(burst, 1);
+  const limit = { rate: ratePerS, capacity: Math.max(burst, 1) };
+  const allowance = createBurstAllowance({ take, share: READ_TAKE_SHARE });
   return async (lookup) => {
-    let got: Awaited<ReturnType<TakeTokens>>;
+    if (allowance.takeInHand(lookup.keyId, limit)) return;
+    let refusal: Awaited<ReturnType<typeof allowance.take>>;
     try {
-      got = await take(lookup.keyId, ratePerS, capacity, 1, 0);
+      refusal = await allowance.take(lookup.keyId, limit);
     } catch {
       throw unavailable("the service cannot check limits right now");
     }
-    if (got.granted > 0) return;
-    const state = { remaining: 0, msToReset: Math.max(1, got.msToNext) };
+    if (!refusal) return;
+    const state = { remaining: 0, msToReset: Math.max(1, refusal.msToNext) };
     throw new HttpError("rate_limited", `read limit of ${ratePerS} requests per second exceeded`, {
       body: limitBody(ratePerS, state),
       headers: limitHeaders(ratePerS, state),

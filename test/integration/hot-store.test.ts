@@ -139,6 +139,31 @@ describe("hot headroom store", () => {
     ]);
   });
 
+  it("snapshots the version with the copy, and the version alone for a reader holding it", async () => {
+    const h = setup();
+    await h.store.write(hotUpdates([row("a", T0, 10)]));
+    // Not whole until refilled: no version, no copy.
+    expect(await h.store.snapshot("p", null)).toEqual({ version: null });
+    await h.store.refill("p", new Map());
+    const first = await h.store.snapshot("p", null);
+    expect(first.version).toBe(String(T0));
+    expect(first.series).toEqual(await h.store.read("p"));
+    // The reader's answer is current: the version alone.
+    expect(await h.store.snapshot("p", first.version)).toEqual({ version: first.version });
+    // A write moves the version on, and the reader holding the old one gets the copy again.
+    await h.store.write(hotUpdates([row("a", T0 + 1_000, 9)]));
+    const next = await h.store.snapshot("p", first.version);
+    expect(next.version).not.toBe(first.version);
+    expect(next.series).toEqual(await h.store.read("p"));
+    expect(
+      hotFigures(
+        JSON.stringify(["openai", "gpt-4o", "a"]),
+        next.series?.values().next().value as HotSeries,
+        0,
+      ).latest.requests.remaining,
+    ).toBe(9);
+  });
+
   it("merges points as one sort of their union would, in order or not", async () => {
     const point = fc.tuple(
       fc.integer({ min: 0, max: 600_000 }).map((t) => T0 + t - (t % 250)),

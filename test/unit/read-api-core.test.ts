@@ -218,28 +218,33 @@ describe("the read limit", () => {
     overrides: {},
   };
 
-  it("takes one token per request from the key's bucket; an empty bucket is the edge's 429", async () => {
+  it("takes a quarter second's tokens at once from the key's bucket, spends them locally; an empty bucket is the edge's 429", async () => {
     const asked: unknown[] = [];
-    let left = 2;
+    let left = 7;
     const limit = createReadLimit({
       ratePerS: 20,
       burst: 100,
-      take: async (...args) => {
-        asked.push(args);
-        const granted = left > 0 ? 1 : 0;
+      take: async (_key, _rate, _capacity, want) => {
+        asked.push([_key, _rate, _capacity, want]);
+        const granted = Math.min(want, left);
         left -= granted;
-        return { granted, remaining: Math.max(0, left), msToNext: granted ? 0 : 50 };
+        return { granted, remaining: left, msToNext: granted < want ? 60_000 : 0 };
       },
     });
-    await limit(lookup);
-    await limit(lookup);
+    for (let i = 0; i < 7; i++) await limit(lookup);
+    // 5 tokens (20/s × 0.25) at the first take, the 2 left at the second.
+    expect(asked).toEqual([
+      ["key_r", 20, 100, 5],
+      ["key_r", 20, 100, 5],
+    ]);
     const refused = await limit(lookup).catch((e: unknown) => e);
-    expect(asked[0]).toEqual(["key_r", 20, 100, 1, 0]);
+    // Refused locally: the bucket said it had no whole token left for a minute.
+    expect(asked).toHaveLength(2);
     expect(refused).toBeInstanceOf(HttpError);
     const err = refused as HttpError;
     expect(err.status).toBe(429);
     expect(err.toBody()).toMatchObject({ error: "rate_limited", limit: 20, remaining: 0 });
-    expect(err.extra.headers).toMatchObject({ "retry-after": 1, "ratelimit-limit": 20 });
+    expect(err.extra.headers).toMatchObject({ "retry-after": 60, "ratelimit-limit": 20 });
   });
 
   it("is a 503, not a pass, when the bucket cannot be reached", async () => {

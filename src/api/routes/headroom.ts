@@ -256,13 +256,18 @@ async function hotSeries(deps: HeadroomDeps, hot: HotStore, project: string, now
   return (await orUnavailable(hot.read(project))) ?? series;
 }
 
+/**
+ * The answer for the key's project. `series`: the project's hot copy when the caller has just
+ * read it (a snapshot), else it is read here.
+ */
 export async function readHeadroom(
   deps: HeadroomDeps,
   project: KeyLookup,
   filters: SeriesFilters,
+  series?: Map<string, HotSeries>,
 ): Promise<z.infer<typeof headroomResponse>> {
   const now = (deps.now ?? Date.now)();
-  if (deps.hot) return readHot(deps, deps.hot, project, filters, now);
+  if (deps.hot) return readHot(deps, deps.hot, project, filters, now, series);
   const { sql, params } = filterSql(filters);
   const { db } = deps.store;
   // Whole seconds: requests within the same second share the query.
@@ -295,9 +300,10 @@ async function readHot(
   project: KeyLookup,
   filters: SeriesFilters,
   now: number,
+  snapshot: Map<string, HotSeries> | undefined,
 ): Promise<z.infer<typeof headroomResponse>> {
   const [series, rules] = await Promise.all([
-    hotSeries(deps, hot, project.projectId, now),
+    snapshot ?? hotSeries(deps, hot, project.projectId, now),
     deps.rulesFor(project.projectId),
   ]);
   const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
@@ -321,27 +327,47 @@ async function readHot(
   };
 }
 
+interface HeldAnswer {
+  version: string | null;
+  body: Buffer;
+}
+
 export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps) => {
+  const { answers, hot } = deps;
+  const answerOf = async (
+    project: KeyLookup,
+    filters: SeriesFilters,
+    version: string | null,
+    series?: Map<string, HotSeries>,
+  ): Promise<HeldAnswer> => ({
+    version,
+    // Kept as bytes: serialised and encoded once per shared answer.
+    body: Buffer.from(JSON.stringify(await readHeadroom(deps, project, filters, series))),
+  });
+
   app.get("/api/v1/headroom", async (req, reply) => {
     const filters = parseQuery(headroomQuery, req.query);
     const project = req.project as KeyLookup;
-    // The hot copy's version before reading it: an answer is kept only while it is current (a
-    // write moves the version on), so sharing never delays a report by more than a read.
-    const version =
-      deps.answers && deps.hot ? await orUnavailable(deps.hot.version(project.projectId)) : null;
-    const read = async () => ({
-      version,
-      body: JSON.stringify(await readHeadroom(deps, project, filters)),
-    });
-    const answer =
-      deps.answers && version !== null
-        ? await deps.answers.get(
-            JSON.stringify(["headroom", project.projectId, filters]),
-            read,
-            (held) => held.version === version,
-          )
-        : await read();
-    // Sent as the text it is: serialised once per shared answer.
+    let answer: HeldAnswer;
+    if (!answers || !hot) {
+      answer = await answerOf(project, filters, null);
+    } else {
+      // The hot copy's version, with the copy itself unless the answer held was made from it:
+      // one round trip. An answer is kept only while it is current (a write moves the version
+      // on), so sharing never delays a report by more than a read.
+      const key = JSON.stringify(["headroom", project.projectId, filters]);
+      const held = answers.peek<HeldAnswer>(key);
+      const snap = await orUnavailable(hot.snapshot(project.projectId, held?.version ?? null));
+      const { version, series } = snap;
+      answer =
+        version === null
+          ? await answerOf(project, filters, null)
+          : await answers.get(
+              key,
+              () => answerOf(project, filters, version, series),
+              (h) => h.version === version,
+            );
+    }
     return reply.type("application/json; charset=utf-8").send(answer.body);
   });
 };
