@@ -256,18 +256,21 @@ async function hotSeries(deps: HeadroomDeps, hot: HotStore, project: string, now
   return (await orUnavailable(hot.read(project))) ?? series;
 }
 
-/**
- * The answer for the key's project. `series`: the project's hot copy when the caller has just
- * read it (a snapshot), else it is read here.
- */
+/** What the caller has read already (the route: the hot copy and the rules, at once). */
+interface Given {
+  series?: Map<string, HotSeries>;
+  rules?: Promise<AlertRule[]>;
+}
+
+/** The answer for the key's project. */
 export async function readHeadroom(
   deps: HeadroomDeps,
   project: KeyLookup,
   filters: SeriesFilters,
-  series?: Map<string, HotSeries>,
+  given: Given = {},
 ): Promise<z.infer<typeof headroomResponse>> {
   const now = (deps.now ?? Date.now)();
-  if (deps.hot) return readHot(deps, deps.hot, project, filters, now, series);
+  if (deps.hot) return readHot(deps, deps.hot, project, filters, now, given);
   const { sql, params } = filterSql(filters);
   const { db } = deps.store;
   // Whole seconds: requests within the same second share the query.
@@ -300,11 +303,11 @@ async function readHot(
   project: KeyLookup,
   filters: SeriesFilters,
   now: number,
-  snapshot: Map<string, HotSeries> | undefined,
+  given: Given,
 ): Promise<z.infer<typeof headroomResponse>> {
   const [series, rules] = await Promise.all([
-    snapshot ?? hotSeries(deps, hot, project.projectId, now),
-    deps.rulesFor(project.projectId),
+    given.series ?? hotSeries(deps, hot, project.projectId, now),
+    given.rules ?? deps.rulesFor(project.projectId),
   ]);
   const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
   const views = [];
@@ -338,11 +341,11 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
     project: KeyLookup,
     filters: SeriesFilters,
     version: string | null,
-    series?: Map<string, HotSeries>,
+    given?: Given,
   ): Promise<HeldAnswer> => ({
     version,
     // Kept as bytes: serialised and encoded once per shared answer.
-    body: Buffer.from(JSON.stringify(await readHeadroom(deps, project, filters, series))),
+    body: Buffer.from(JSON.stringify(await readHeadroom(deps, project, filters, given))),
   });
 
   app.get("/api/v1/headroom", async (req, reply) => {
@@ -356,15 +359,18 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
       // one round trip. An answer is kept only while it is current (a write moves the version
       // on), so sharing never delays a report by more than a read.
       const key = JSON.stringify(["headroom", project.projectId, filters]);
+      // The rules are asked for at the same time (a cache, in Redis every ALERTS_RULES_TTL_MS).
       const held = answers.peek<HeldAnswer>(key);
+      const rules = deps.rulesFor(project.projectId);
+      rules.catch(() => {}); // awaited below when an answer is made; unused otherwise
       const snap = await orUnavailable(hot.snapshot(project.projectId, held?.version ?? null));
       const { version, series } = snap;
       answer =
         version === null
-          ? await answerOf(project, filters, null)
+          ? await answerOf(project, filters, null, { rules })
           : await answers.get(
               key,
-              () => answerOf(project, filters, version, series),
+              () => answerOf(project, filters, version, { series, rules }),
               (h) => h.version === version,
             );
     }
