@@ -10,8 +10,10 @@ import { createCleanup } from "./cleanup.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { cpuMeter, machine } from "./proc-stats.js";
 import { probeFreshness } from "./read-freshness.js";
+import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
 import { touchProjects } from "./read-touch.js";
+import { runWrkReaders } from "./read-wrk.js";
 import { writeLoadFiles } from "./report-bodies.js";
 import { runReadersProcess } from "./run-readers.js";
 import { startStack } from "./stack.js";
@@ -42,6 +44,9 @@ const { values } = parseArgs({
     "decode-every": { type: "string", default: "20" },
     // closed: readers ask again as soon as answered; dashboards: readers poll as the page does.
     model: { type: "string", default: "closed" },
+    // Closed loops only: node (read-load.ts, decodes 1 answer in --decode-every) or wrk
+    // (read-wrk.ts, a tenth of the CPU per request, decodes none).
+    client: { type: "string", default: "node" },
     // Runs go to bench/runs (ignored); the figures the README quotes are in bench/results.
     out: { type: "string", default: "bench/runs" },
   },
@@ -57,6 +62,10 @@ const opts = {
 };
 if (values.model !== "closed" && values.model !== "dashboards") {
   process.stderr.write("--model: closed or dashboards, please\n");
+  process.exit(2);
+}
+if (values.client !== "node" && !(values.client === "wrk" && values.model === "closed")) {
+  process.stderr.write("--client: node, or wrk with --model closed, please\n");
   process.exit(2);
 }
 const touchEveryMs = Number(values["touch-every-ms"]);
@@ -219,22 +228,22 @@ try {
   );
   const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
   log(`  cold: one request per project and endpoint answered in ${coldS} s`);
+  const readersSpec: ReadersSpec = {
+    url: apiUrl,
+    keys: readKeys,
+    readers: opts.readers,
+    durationS: opts.durationS,
+    targets: READ_TARGETS,
+    acceptEncoding: values["accept-encoding"] as string,
+    decodeEvery: opts.decodeEvery,
+    model: values.model as "closed" | "dashboards",
+  };
   const readersCpu = meter();
   const [withReaders, reads, freshness, touched] = await Promise.all([
     ingest("rb", ingestKeys.readers),
-    runReadersProcess(
-      {
-        url: apiUrl,
-        keys: readKeys,
-        readers: opts.readers,
-        durationS: opts.durationS,
-        targets: READ_TARGETS,
-        acceptEncoding: values["accept-encoding"] as string,
-        decodeEvery: opts.decodeEvery,
-        model: values.model as "closed" | "dashboards",
-      },
-      cleanup,
-    ),
+    values.client === "wrk"
+      ? runWrkReaders(readersSpec, stack.dir, cleanup)
+      : runReadersProcess(readersSpec, cleanup),
     probeFreshness({
       edgeUrl: (edges[0] as { url: string }).url,
       apiUrl,
@@ -265,6 +274,7 @@ try {
     options: {
       ...opts,
       model: values.model,
+      client: values.client,
       acceptEncoding: values["accept-encoding"],
       touchEveryMs,
     },

@@ -4,6 +4,7 @@
 -- request() is a table lookup. done() prints one JSON line: requests, errors, latency
 -- percentiles (µs), answers by status, and the CPU wrk itself used (from /proc/self/stat).
 --   wrk -t1 -c64 -d15s -s bench/wrk-report.lua http://127.0.0.1:3000 -- BODIES KEYS TALLY [PATH]
+-- BODIES "GET" sends GET PATH with each key in turn instead, and Accept-Encoding: the 5th argument.
 -- TALLY "1" counts answers by status in response(): wrk then parses every answer's headers and
 -- body into Lua, which costs CPU (bench/README.md has the measurement); "0" leaves response()
 -- out, and wrk counts answers >= 400 in summary.errors.status only.
@@ -27,14 +28,25 @@ function init(args)
   for line in io.lines(keys_file) do
     if #line > 0 then keys[#keys + 1] = line end
   end
-  for body in io.lines(bodies_file) do
-    if #body > 0 then
-      local key = keys[(count % #keys) + 1]
-      requests[count + 1] = wrk.format("POST", path, {
-        ["Content-Type"] = "application/json",
-        ["Authorization"] = "Bearer " .. key,
-      }, body)
+  if bodies_file == "GET" then
+    -- The read bench (bench/read-wrk.ts): GET PATH with each key in turn, and Accept-Encoding.
+    for _, key in ipairs(keys) do
       count = count + 1
+      requests[count] = wrk.format("GET", path, {
+        ["Authorization"] = "Bearer " .. key,
+        ["Accept-Encoding"] = args[5],
+      })
+    end
+  else
+    for body in io.lines(bodies_file) do
+      if #body > 0 then
+        local key = keys[(count % #keys) + 1]
+        requests[count + 1] = wrk.format("POST", path, {
+          ["Content-Type"] = "application/json",
+          ["Authorization"] = "Bearer " .. key,
+        }, body)
+        count = count + 1
+      end
     end
   end
   -- Threads start at different places in the list.

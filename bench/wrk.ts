@@ -70,6 +70,8 @@ export function wrkArgs(opts: {
   tally?: boolean;
   /** The request path (default /api/report). */
   path?: string;
+  /** With bodiesFile "GET" (the read bench): the Accept-Encoding to send. */
+  acceptEncoding?: string;
 }): string[] {
   return [
     `--threads=${opts.threads ?? 1}`,
@@ -83,6 +85,7 @@ export function wrkArgs(opts: {
     opts.keysFile,
     opts.tally ? "1" : "0",
     ...(opts.path ? [opts.path] : []),
+    ...(opts.acceptEncoding !== undefined ? [opts.acceptEncoding] : []),
   ];
 }
 
