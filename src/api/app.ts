@@ -6,6 +6,7 @@ import { errorHandler } from "../http/error-handler.js";
 import { type ServerConfig, serverOptions } from "../http/server-options.js";
 import type { LookupKey } from "../keys/key-cache.js";
 import type { HotStore } from "./hot-store.js";
+import type { HotVersions } from "./hot-versions.js";
 import { buildApiOpenApi } from "./openapi.js";
 import { readAuth } from "./plugins/read-auth.js";
 import type { QueryCache } from "./query-cache.js";
@@ -42,6 +43,8 @@ export interface ApiDeps {
   headroomAnswers?: QueryCache;
   /** The hot headroom the ingest workers keep in Redis. */
   hot?: HotStore;
+  /** Its versions, pushed by the workers (hot-versions.ts). */
+  hotVersions?: HotVersions;
   rulesFor(project: string): Promise<AlertRule[]>;
   /** Where the built page is (dist/page by default). */
   pageDir?: string;
@@ -71,6 +74,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       staleAfterMs: config.READ_STALE_AFTER_S * 1000,
       hot: deps.hot,
       answers: deps.headroomAnswers,
+      versions: deps.hotVersions,
       now,
     });
     v1.register(usageRoutes, {

@@ -11,7 +11,8 @@ import { createKeyStore } from "../keys/key-store.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { buildApiApp } from "./app.js";
-import { createHotStore } from "./hot-store.js";
+import { createHotStore, hotKeys } from "./hot-store.js";
+import { createHotVersions } from "./hot-versions.js";
 import { createQueryCache } from "./query-cache.js";
 import { createReadLimit } from "./read-limit.js";
 import { createReadStore } from "./read-store.js";
@@ -50,6 +51,17 @@ export async function createApi(
     backgroundRefreshes: config.READ_CACHE_REFRESHES,
   };
   const cache = createQueryCache(cacheOptions);
+  const hot = createHotStore(redis, config.QUEUE_PREFIX, {
+    maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
+    ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,
+  });
+  // A connection of its own (a subscribed one runs no other command), its errors logged there.
+  const subscriber = redis.duplicate();
+  await waitForReady(subscriber);
+  const hotVersions = await createHotVersions(subscriber, hotKeys(config.QUEUE_PREFIX).versions, {
+    maxProjects: config.READ_CACHE_MAX_ENTRIES,
+    onError: (err) => logger.warn({ err: err.message }, "redis subscriber connection error"),
+  });
   const app = buildApiApp({
     config,
     logger,
@@ -70,10 +82,8 @@ export async function createApi(
       ttlMs: config.READ_HEADROOM_TTL_MS,
       maxEntries: config.READ_CACHE_MAX_ENTRIES,
     }),
-    hot: createHotStore(redis, config.QUEUE_PREFIX, {
-      maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
-      ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,
-    }),
+    hot,
+    hotVersions,
     rulesFor: async (project) => (await rules.rulesFor([project])).get(project) ?? [],
     now: opts.now,
   });
@@ -85,6 +95,7 @@ export async function createApi(
     /** Stop intake, let in-flight requests finish, close Redis and ClickHouse. */
     async close() {
       await app.close();
+      await hotVersions.close();
       await limits.close();
       await closeRedis(redis);
       if (ownsClickHouse) await clickhouse.close();

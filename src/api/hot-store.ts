@@ -24,6 +24,8 @@ const PRUNE_PER_CALL = 100;
 
 export function hotKeys(prefix: string) {
   return {
+    /** Channel of the versions each write makes (hot-versions.ts): {project: version | null}. */
+    versions: `${prefix}:hot-headroom-versions`,
     /** Hash per project: series field → HotSeries JSON. */
     series: (project: string) => `${prefix}:hot-headroom:${project}`,
     /** Sorted set per project: series field → when it was last written (ms). */
@@ -37,11 +39,14 @@ export function hotKeys(prefix: string) {
 }
 
 // KEYS: per project its series hash, seen set, ready key. ARGV: now, TTL (ms), cap, prune limit,
-// points kept, min gap, history window, refill ('1': also set ready), then per project a count
-// n and n × (field, JSON, score). Returns the number of series refused by the cap.
+// points kept, min gap, history window, refill ('1': also set ready), the versions channel, then
+// per project its id, a count n and n × (field, JSON, score). Returns the number of series
+// refused by the cap. Publishes {project: version} on the channel (hot-versions.ts); null for a
+// project whose copy is not whole.
 const MERGE = `
 local now, ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local keep, gap, window, refill = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
+local channel, versions = ARGV[9], {}
 local function newer(t, id, t0, id0)
   return t0 == nil or t > t0 or (t == t0 and (id or '') > (id0 or ''))
 end
@@ -111,9 +116,11 @@ local function merge(old, new)
   return s
 end
 local refused = 0
-local a = 9
+local a = 10
 for k = 1, #KEYS, 3 do
   local hkey, zkey, rkey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  local project = ARGV[a]
+  a = a + 1
   local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', '(' .. (now - ttl), 'LIMIT', 0, limit)
   for _, f in ipairs(old) do
     redis.call('HDEL', hkey, f)
@@ -139,12 +146,14 @@ for k = 1, #KEYS, 3 do
   redis.call('PEXPIRE', zkey, ttl)
   -- The version: a refill starts it at its time (a copy lost and refilled does not come back
   -- to an old number), a write moves it on, and only a whole copy has one.
-  if refill then redis.call('SET', rkey, now, 'PX', ttl)
+  if refill then redis.call('SET', rkey, ARGV[1], 'PX', ttl)
   elseif redis.call('EXISTS', rkey) == 1 then
     redis.call('INCR', rkey)
     redis.call('PEXPIRE', rkey, ttl)
   end
+  versions[project] = redis.call('GET', rkey) or cjson.null
 end
+redis.call('PUBLISH', channel, cjson.encode(versions))
 return refused
 `;
 
@@ -217,10 +226,11 @@ export function createHotStore(redis: RedisClient, prefix: string, opts: HotStor
       MIN_GAP_MS,
       HISTORY_WINDOW_MS,
       refill ? "1" : "0",
+      k.versions,
     ];
     for (const [project, series] of updates) {
       keys.push(k.series(project), k.seen(project), k.ready(project));
-      args.push(series.size);
+      args.push(project, series.size);
       // A worker's write is a use of the series now; a refill keeps its last report's time, so
       // a series idle past the TTL is not brought back.
       for (const [field, s] of series) {
@@ -240,8 +250,13 @@ export function createHotStore(redis: RedisClient, prefix: string, opts: HotStor
     },
     /** The projects' copies are not whole any more: their next read refills them. */
     async invalidate(projects: Iterable<string>): Promise<void> {
-      const keys = [...projects].map((p) => k.ready(p));
-      if (keys.length > 0) await redis.del(...keys);
+      const list = [...projects];
+      if (list.length === 0) return;
+      await redis.del(...list.map((p) => k.ready(p)));
+      await redis.publish(
+        k.versions,
+        JSON.stringify(Object.fromEntries(list.map((p) => [p, null]))),
+      );
     },
     /**
      * The version of a project's copy (moved on by every write), and the copy itself unless it

@@ -1,9 +1,11 @@
+import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, createApi } from "../../src/api/create-api.js";
+import { hotKeys } from "../../src/api/hot-store.js";
 import { buildApiOpenApi } from "../../src/api/openapi.js";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/lib/logger.js";
-import { queuedRecords } from "../helpers/edge-fixture.js";
+import { queuedRecords, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   ENDPOINTS,
@@ -306,6 +308,54 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
       ]);
       await eventually(async () =>
         expect((await headroom(api, c.read)).series.map((x) => x.requests.remaining)).toEqual([7]),
+      );
+    } finally {
+      await api.close();
+    }
+  });
+
+  /** The Redis commands naming `needle` while `fn` ran (MONITOR, on a connection of its own). */
+  async function commandsNaming(needle: string, fn: () => Promise<void>): Promise<string[]> {
+    const monitor = await (s.p.redis as Redis).monitor();
+    const marker = `marker-${uniqueId()}`;
+    let markerSeen = false;
+    const named: string[] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      if (args.includes(marker)) markerSeen = true;
+      else if (args.some((a) => a.includes(needle))) named.push(args.join(" "));
+    });
+    try {
+      await fn();
+      // Every command sent before the marker has reached the monitor once the marker has.
+      await s.p.redis.get(marker);
+      await eventually(() => expect(markerSeen).toBe(true));
+    } finally {
+      monitor.disconnect();
+    }
+    return named;
+  }
+
+  it("finds a held answer current by the version the workers pushed, without asking Redis", async () => {
+    const config = { ...loadConfig({ ...s.p.env }), READ_HEADROOM_TTL_MS: 3_600_000 };
+    const api = await createApi(config, createLogger("silent", "test"), {
+      clickhouse: s.p.client,
+      now: ticking(),
+    });
+    try {
+      const c = await s.project();
+      await at(api, c.read);
+      const first = await at(api, c.read);
+      const ready = hotKeys(config.QUEUE_PREFIX).ready(c.project);
+      // Three requests in a row: once the first push reached the API (at once, unless its
+      // subscription was reconnecting), none asks Redis about the project's copy.
+      await eventually(
+        async () => {
+          const named = await commandsNaming(ready, async () => {
+            for (let i = 0; i < 3; i++) expect(await at(api, c.read)).toBe(first);
+          });
+          expect(named).toEqual([]);
+        },
+        { timeoutMs: 10_000 },
       );
     } finally {
       await api.close();

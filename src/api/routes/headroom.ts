@@ -8,6 +8,7 @@ import { type LatestFigures, type RecentPoints, STATUSES, seriesView } from "../
 import { type HotSeries, hotFigures, seriesField } from "../hot-series.js";
 import type { QueryCache } from "../query-cache.js";
 import type { HotStore } from "../hot-store.js";
+import type { HotVersions } from "../hot-versions.js";
 import { filterSql, parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
 import { chTime } from "../time-range.js";
@@ -58,6 +59,8 @@ export interface HeadroomDeps {
    * at once cost one read of the hot copy, not one each, and a report shows no later for it.
    */
   answers?: QueryCache;
+  /** Versions pushed by the workers: a held answer found current without a round trip. */
+  versions?: HotVersions;
   now?: () => number;
 }
 
@@ -355,16 +358,23 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
     if (!answers || !hot) {
       answer = await answerOf(project, filters, null);
     } else {
-      // The hot copy's version, with the copy itself unless the answer held was made from it:
-      // one round trip. An answer is kept only while it is current (a write moves the version
-      // on), so sharing never delays a report by more than a read.
+      // An answer is kept only while it is current: a write moves the version on, so sharing
+      // never delays a report by more than a read. The version pushed by the workers says so
+      // without a round trip; else the hot copy's version, with the copy itself unless the
+      // answer held was made from it, in one.
       const key = JSON.stringify(["headroom", project.projectId, filters]);
-      // The rules are asked for at the same time (a cache, in Redis every ALERTS_RULES_TTL_MS).
       const held = answers.peek<HeldAnswer>(key);
+      const pushed = deps.versions?.current(project.projectId);
+      if (held !== undefined && pushed !== undefined && held.version === pushed) {
+        return reply.type("application/json; charset=utf-8").send(held.body);
+      }
+      deps.versions?.track(project.projectId);
+      // The rules are asked for at the same time (a cache, in Redis every ALERTS_RULES_TTL_MS).
       const rules = deps.rulesFor(project.projectId);
       rules.catch(() => {}); // awaited below when an answer is made; unused otherwise
       const snap = await orUnavailable(hot.snapshot(project.projectId, held?.version ?? null));
       const { version, series } = snap;
+      deps.versions?.read(project.projectId, version);
       answer =
         version === null
           ? await answerOf(project, filters, null, { rules })

@@ -1,0 +1,90 @@
+import type { RedisClient } from "../redis/connections.js";
+
+// The hot copy's versions as the workers make them, pushed: each write of the hot headroom
+// publishes its projects' new versions (hot-store.ts), and a read API process subscribed to them
+// can tell that an answer it holds is still current without asking Redis — /headroom's one round
+// trip, which waited behind ingest's commands, is left for answers that must be made again.
+//
+// Only projects this process reads are kept (at most `maxProjects`, the oldest dropped first),
+// and only while the subscription is live: a connection lost drops them all, since pushes made
+// meanwhile are lost too. A version read by a snapshot never replaces one pushed since the
+// snapshot was asked for (`track` marks the project first), as the push is the newer. A push
+// that never arrives (a copy wiped by hand) keeps an answer at most its TTL
+// (READ_HEADROOM_TTL_MS), after which it is made again from a snapshot, as without pushes.
+
+export interface HotVersions {
+  /** The project's version, while the subscription is live and it is known; else undefined. */
+  current(project: string): string | undefined;
+  /** Before a snapshot: pushes for `project` are kept from now on. */
+  track(project: string): void;
+  /** A snapshot's version, kept unless a push came since `track` (null: none to keep). */
+  read(project: string, version: string | null): void;
+  close(): Promise<void>;
+}
+
+/** Tracked, no version yet. */
+const PENDING = Symbol("pending");
+
+export async function createHotVersions(
+  subscriber: RedisClient,
+  channel: string,
+  opts: { maxProjects: number; onError?: (err: Error) => void },
+): Promise<HotVersions> {
+  const versions = new Map<string, string | typeof PENDING>();
+  let live = false;
+  let closing = false;
+
+  subscriber.on("message", (from: string, message: string) => {
+    if (from !== channel || !live) return;
+    let pushed: Record<string, string | null>;
+    try {
+      pushed = JSON.parse(message) as Record<string, string | null>;
+    } catch {
+      return;
+    }
+    for (const [project, version] of Object.entries(pushed)) {
+      if (!versions.has(project)) continue;
+      if (typeof version === "string") versions.set(project, version);
+      else versions.delete(project);
+    }
+  });
+  // Pushes made while the connection was down are lost: forget every version until subscribed
+  // again (ioredis reconnects, and subscribes again on `ready`).
+  subscriber.on("close", () => {
+    live = false;
+    versions.clear();
+  });
+  subscriber.on("error", (err: Error) => opts.onError?.(err));
+  const subscribe = async () => {
+    await subscriber.subscribe(channel);
+    if (!closing) live = true;
+  };
+  subscriber.on("ready", () => {
+    if (!live && !closing) subscribe().catch((err: Error) => opts.onError?.(err));
+  });
+  await subscribe();
+
+  return {
+    current(project) {
+      const v = live ? versions.get(project) : undefined;
+      return typeof v === "string" ? v : undefined;
+    },
+    track(project) {
+      if (!live || versions.has(project)) return;
+      if (versions.size >= opts.maxProjects) {
+        versions.delete(versions.keys().next().value as string);
+      }
+      versions.set(project, PENDING);
+    },
+    read(project, version) {
+      // A copy not whole is refilled next, and the refill pushes its version.
+      if (version !== null && versions.get(project) === PENDING) versions.set(project, version);
+    },
+    async close() {
+      closing = true;
+      live = false;
+      versions.clear();
+      subscriber.disconnect();
+    },
+  };
+}
