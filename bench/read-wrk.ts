@@ -9,9 +9,9 @@ import { assertWrk, parseWrkOutput, splitConnections, wrkArgs } from "./wrk.js";
 // readers split evenly between them, each connection asking again as soon as it is answered and
 // going round the keys. wrk costs a tenth of node:http's CPU per request, so on a machine whose
 // cores the readers share with the server, more of them go to what is measured. Latency is to
-// the last byte, as read-load.ts takes it; wrk neither decodes nor checks the bodies (the first
-// answers of the run, read by read.ts, are), and it counts answers of 400 and above, not their
-// statuses.
+// the last byte, as read-load.ts takes it; wrk neither decodes nor checks the bodies, and counts
+// answers of 400 and above without their statuses. The node readers (read-load.ts) measure
+// their own event loop too: a 1.9 MB answer decoded delays the answers of every other reader.
 
 export async function runWrkReaders(
   spec: ReadersSpec,
