@@ -290,13 +290,16 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
     }
   });
 
+  /** An API whose answers last an hour, a TTL no test outlives: only a version makes a new one. */
+  const hourTtlApi = () =>
+    createApi(
+      { ...loadConfig({ ...s.p.env }), READ_HEADROOM_TTL_MS: 3_600_000 },
+      createLogger("silent", "test"),
+      { clickhouse: s.p.client, now: ticking() },
+    );
+
   it("answers anew as soon as a report changed the hot copy, TTL or not", async () => {
-    // A TTL no test outlives: only the copy's version can make a new answer.
-    const config = { ...loadConfig({ ...s.p.env }), READ_HEADROOM_TTL_MS: 3_600_000 };
-    const api = await createApi(config, createLogger("silent", "test"), {
-      clickhouse: s.p.client,
-      now: ticking(),
-    });
+    const api = await hourTtlApi();
     try {
       const c = await s.project();
       await at(api, c.read);
@@ -336,16 +339,12 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
   }
 
   it("finds a held answer current by the version the workers pushed, without asking Redis", async () => {
-    const config = { ...loadConfig({ ...s.p.env }), READ_HEADROOM_TTL_MS: 3_600_000 };
-    const api = await createApi(config, createLogger("silent", "test"), {
-      clickhouse: s.p.client,
-      now: ticking(),
-    });
+    const api = await hourTtlApi();
     try {
       const c = await s.project();
       await at(api, c.read);
       const first = await at(api, c.read);
-      const ready = hotKeys(config.QUEUE_PREFIX).ready(c.project);
+      const ready = hotKeys(s.p.config.QUEUE_PREFIX).ready(c.project);
       // Three requests in a row: once the first push reached the API (at once, unless its
       // subscription was reconnecting), none asks Redis about the project's copy.
       await eventually(
