@@ -7,23 +7,32 @@ import type { KeyLookup } from "../keys/key-store.js";
 // Read requests per key: the edge's token bucket in Redis (shared by every read API process),
 // one token per request, answered like the report endpoint's 429 when it is empty. Tokens are
 // taken a few at a time, as the edge takes them (burst-allowance.ts): a quarter of a second's
-// rate (5 at the default 20/s), so a dashboard's polls do not each wait for Redis, and a
-// process holds them at most a second before they go back.
+// rate (5 at the default 20/s), so a dashboard's polls do not each wait for Redis. A process
+// holds them up to 5 s before they go back (the edge: 1 s), since a page polls every 2 s: held
+// for 1 s they would go back before its next poll, and every poll would take again.
 
 export interface ReadLimitOptions {
   take: TakeTokens;
   ratePerS: number;
   burst: number;
+  now?: () => number;
 }
 
 export type ReadLimit = (lookup: KeyLookup) => Promise<void>;
 
 /** Tokens taken at once, as a share of the per-second rate (at least one). */
 export const READ_TAKE_SHARE = 0.25;
+/** How long tokens taken may be spent before they go back to the bucket. */
+export const READ_HOLD_MS = 5_000;
 
-export function createReadLimit({ take, ratePerS, burst }: ReadLimitOptions): ReadLimit {
+export function createReadLimit({ take, ratePerS, burst, now }: ReadLimitOptions): ReadLimit {
   const limit = { rate: ratePerS, capacity: Math.max(burst, 1) };
-  const allowance = createBurstAllowance({ take, share: READ_TAKE_SHARE });
+  const allowance = createBurstAllowance({
+    take,
+    share: READ_TAKE_SHARE,
+    holdMs: READ_HOLD_MS,
+    now,
+  });
   return async (lookup) => {
     if (allowance.takeInHand(lookup.keyId, limit)) return;
     let refusal: Awaited<ReturnType<typeof allowance.take>>;

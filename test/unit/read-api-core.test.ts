@@ -4,7 +4,7 @@ import { toCsv } from "../../src/api/csv.js";
 import { decodeCursor, encodeCursor, page } from "../../src/api/cursor.js";
 import { type LatestFigures, seriesView, thresholdsFor } from "../../src/api/headroom-view.js";
 import { createQueryCache } from "../../src/api/query-cache.js";
-import { createReadLimit } from "../../src/api/read-limit.js";
+import { createReadLimit, READ_HOLD_MS } from "../../src/api/read-limit.js";
 import { readSpend, spendQuery } from "../../src/api/routes/spend.js";
 import { alignRange, defaultWindow, resolveRange } from "../../src/api/time-range.js";
 import { HttpError } from "../../src/http/errors.js";
@@ -245,6 +245,32 @@ describe("the read limit", () => {
     expect(err.status).toBe(429);
     expect(err.toBody()).toMatchObject({ error: "rate_limited", limit: 20, remaining: 0 });
     expect(err.extra.headers).toMatchObject({ "retry-after": 60, "ratelimit-limit": 20 });
+  });
+
+  it("spends tokens taken for READ_HOLD_MS (a page's polls 2 s apart), then gives back the rest", async () => {
+    const asked: number[][] = [];
+    let t = 1_000_000;
+    const limit = createReadLimit({
+      ratePerS: 20,
+      burst: 100,
+      now: () => t,
+      take: async (_key, _rate, _capacity, want, back) => {
+        asked.push([want, back]);
+        return { granted: want, remaining: 50, msToNext: 0 };
+      },
+    });
+    for (const at of [0, 2_000, 4_000, READ_HOLD_MS - 1]) {
+      t = 1_000_000 + at;
+      await limit(lookup);
+    }
+    expect(asked).toEqual([[5, 0]]);
+    t = 1_000_000 + READ_HOLD_MS;
+    await limit(lookup);
+    // The one token left of the first take goes back with the second.
+    expect(asked).toEqual([
+      [5, 0],
+      [5, 1],
+    ]);
   });
 
   it("is a 503, not a pass, when the bucket cannot be reached", async () => {
