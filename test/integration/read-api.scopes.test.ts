@@ -317,7 +317,7 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
     }
   });
 
-  /** The Redis commands naming `needle` while `fn` ran (MONITOR, on a connection of its own). */
+  /** The Redis commands with `needle` as an argument while `fn` ran (MONITOR, its own connection). */
   async function commandsNaming(needle: string, fn: () => Promise<void>): Promise<string[]> {
     const monitor = await (s.p.redis as Redis).monitor();
     const marker = `marker-${uniqueId()}`;
@@ -325,7 +325,8 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
     const named: string[] = [];
     monitor.on("monitor", (_time: string, args: string[]) => {
       if (args.includes(marker)) markerSeen = true;
-      else if (args.some((a) => a.includes(needle))) named.push(args.join(" "));
+      // The whole argument: project r-…-1's key is a prefix of project r-…-12's.
+      else if (args.includes(needle)) named.push(args.join(" "));
     });
     try {
       await fn();
