@@ -183,7 +183,13 @@ describe("a local Sentinel deployment", () => {
   it("fails a SIGKILLed primary over to its replica; a client given the sentinels writes to the new primary; the old one comes back as its replica", {
     timeout: 120_000,
   }, async () => {
-    const sentinel = await startRedisSentinel({ password: `pw-${randomUUID()}` });
+    // Down after 3 s, as failover.redis's sentinels: a fresh-clone CI run (the Node 24 leg, the
+    // machine loaded) found the restarted former primary still a primary after 30 s, which a
+    // second failover would explain: a sentinel's PING waiting over 1 s on a loaded machine.
+    const sentinel = await startRedisSentinel({
+      password: `pw-${randomUUID()}`,
+      downAfterMs: 3_000,
+    });
     cleanups.push(() => sentinel.stop());
     expect(sentinel.nodes).toHaveLength(2);
     expect(sentinel.sentinels.split(",")).toHaveLength(3);
