@@ -55,13 +55,23 @@ export async function createApi(
     maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
     ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,
   });
-  // A connection of its own (a subscribed one runs no other command), its errors logged there.
+  // A connection of its own: a subscribed one runs no other command.
   const subscriber = redis.duplicate();
-  await waitForReady(subscriber);
-  const hotVersions = await createHotVersions(subscriber, hotKeys(config.QUEUE_PREFIX).versions, {
-    maxProjects: config.READ_CACHE_MAX_ENTRIES,
-    onError: (err) => logger.warn({ err: err.message }, "redis subscriber connection error"),
-  });
+  subscriber.on("error", (err: Error) =>
+    logger.warn({ err: err.message }, "redis subscriber connection error"),
+  );
+  let hotVersions: Awaited<ReturnType<typeof createHotVersions>>;
+  try {
+    await waitForReady(subscriber);
+    hotVersions = await createHotVersions(subscriber, hotKeys(config.QUEUE_PREFIX).versions, {
+      maxProjects: config.READ_CACHE_MAX_ENTRIES,
+      onError: (err) => logger.warn({ err: err.message }, "hot versions: subscribing again failed"),
+    });
+  } catch (err) {
+    subscriber.disconnect();
+    await closeRedis(redis);
+    throw err;
+  }
   const app = buildApiApp({
     config,
     logger,

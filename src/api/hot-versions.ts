@@ -7,17 +7,19 @@ import type { RedisClient } from "../redis/connections.js";
 //
 // Only projects this process reads are kept (at most `maxProjects`, the oldest dropped first),
 // and only while the subscription is live: a connection lost drops them all, since pushes made
-// meanwhile are lost too. A version read by a snapshot never replaces one pushed since the
-// snapshot was asked for (`track` marks the project first), as the push is the newer. A push
-// that never arrives (a copy wiped by hand) keeps an answer at most its TTL
-// (READ_HEADROOM_TTL_MS), after which it is made again from a snapshot, as without pushes.
+// meanwhile are lost too. A version read by a snapshot replaces the one kept only when it is
+// newer: versions only grow (a refill starts at its time, writes add one), and a snapshot's reply
+// may arrive after a push that came later. A push that never arrives (a copy wiped by hand, a
+// Cluster's subscriber moved to another node, a connection dead without closing) keeps an
+// answer at most its TTL (READ_HEADROOM_TTL_MS), after which it is made again from a snapshot,
+// whose version is then kept.
 
 export interface HotVersions {
   /** The project's version, while the subscription is live and it is known; else undefined. */
   current(project: string): string | undefined;
   /** Before a snapshot: pushes for `project` are kept from now on. */
   track(project: string): void;
-  /** A snapshot's version, kept unless a push came since `track` (null: none to keep). */
+  /** A snapshot's version, kept when newer than the one kept (null: none to keep). */
   read(project: string, version: string | null): void;
   close(): Promise<void>;
 }
@@ -28,6 +30,7 @@ const PENDING = Symbol("pending");
 export async function createHotVersions(
   subscriber: RedisClient,
   channel: string,
+  /** onError: subscribing again after a reconnect failed (the connection's errors: the caller's). */
   opts: { maxProjects: number; onError?: (err: Error) => void },
 ): Promise<HotVersions> {
   const versions = new Map<string, string | typeof PENDING>();
@@ -36,12 +39,13 @@ export async function createHotVersions(
 
   subscriber.on("message", (from: string, message: string) => {
     if (from !== channel || !live) return;
-    let pushed: Record<string, string | null>;
+    let pushed: unknown;
     try {
-      pushed = JSON.parse(message) as Record<string, string | null>;
+      pushed = JSON.parse(message);
     } catch {
       return;
     }
+    if (pushed === null || typeof pushed !== "object") return;
     for (const [project, version] of Object.entries(pushed)) {
       if (!versions.has(project)) continue;
       if (typeof version === "string") versions.set(project, version);
@@ -54,7 +58,6 @@ export async function createHotVersions(
     live = false;
     versions.clear();
   });
-  subscriber.on("error", (err: Error) => opts.onError?.(err));
   const subscribe = async () => {
     await subscriber.subscribe(channel);
     if (!closing) live = true;
@@ -78,7 +81,9 @@ export async function createHotVersions(
     },
     read(project, version) {
       // A copy not whole is refilled next, and the refill pushes its version.
-      if (version !== null && versions.get(project) === PENDING) versions.set(project, version);
+      if (version === null || !versions.has(project)) return;
+      const kept = versions.get(project);
+      if (kept === PENDING || Number(version) > Number(kept)) versions.set(project, version);
     },
     async close() {
       closing = true;

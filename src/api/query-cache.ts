@@ -18,7 +18,10 @@ export interface QueryCache {
     run: (previous: T | undefined) => Promise<T>,
     current?: (held: T) => boolean,
   ): Promise<T>;
-  /** The answer `get` could give for `key` now, before its `current` check; no refresh. */
+  /**
+   * The answer `get` could give for `key` now, before its `current` check; no refresh. It counts
+   * as a use (the least recently used are dropped first).
+   */
   peek<T>(key: string): T | undefined;
 }
 
@@ -87,7 +90,10 @@ export function createQueryCache(opts: {
     },
     peek<T>(key: string): T | undefined {
       const hit = done.get(key);
-      return hit && hit.usable > now() ? (hit.value as T) : undefined;
+      if (!hit || hit.usable <= now()) return undefined;
+      done.delete(key);
+      done.set(key, hit);
+      return hit.value as T;
     },
   };
 }

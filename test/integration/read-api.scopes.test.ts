@@ -339,7 +339,8 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
     return named;
   }
 
-  it("finds a held answer current by the version the workers pushed, without asking Redis", async () => {
+  // That the workers' pushes reach it is the test above's (a TTL of an hour) and hot-versions'.
+  it("serves a held answer whose version it knows without asking Redis", async () => {
     const api = await hourTtlApi();
     try {
       const c = await s.project();

@@ -98,6 +98,21 @@ describe("query cache: stale while revalidate", () => {
     expect(runs).toBe(4);
   });
 
+  it("peeks at a usable answer only, and counts the peek as a use", async () => {
+    let t = 0;
+    const cache = createQueryCache({ ttlMs: 100, maxEntries: 2, now: () => t });
+    expect(cache.peek("a")).toBeUndefined();
+    await cache.get("a", async () => "A");
+    await cache.get("b", async () => "B");
+    expect(cache.peek("a")).toBe("A");
+    // `a` peeked at: `b` is the least recently used, and goes when `c` comes.
+    await cache.get("c", async () => "C");
+    expect(cache.peek("a")).toBe("A");
+    expect(cache.peek("b")).toBeUndefined();
+    t = 100;
+    expect(cache.peek("a")).toBeUndefined();
+  });
+
   it("gives a refresh the answer it replaces: none, a stale one, an expired one", async () => {
     let t = 0;
     const cache = createQueryCache({ ttlMs: 100, staleMs: 100, now: () => t });
