@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClickHouseClient, createClient } from "@clickhouse/client";
+import type { Logger } from "pino";
 import { inject } from "vitest";
 import { sampleRow } from "../../fixtures/sample-reports.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
@@ -16,6 +17,8 @@ import {
 import { createWorkerRedis } from "../../src/redis/connections.js";
 import { redisTopology } from "../../src/redis/topology.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
+import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
+import { createWorkerMetrics } from "../../src/worker/metrics.js";
 
 // One test file's pipeline: its own embedded ClickHouse server process (stoppable, restartable),
 // its own database and queue names on the shared test Redis.
@@ -122,4 +125,17 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** An ingest worker on the pipeline's stores, started; the caller closes it. */
+export function startIngestWorker(p: Pipeline, logger: Logger): IngestWorker {
+  const worker = createIngestWorker({
+    config: p.config,
+    redis: p.redis,
+    clickhouse: p.client,
+    logger,
+    metrics: createWorkerMetrics(),
+  });
+  worker.start();
+  return worker;
 }

@@ -4,11 +4,10 @@ import { type Api, createApi } from "../../src/api/create-api.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import type { Scope } from "../../src/keys/key-format.js";
 import { createLogger } from "../../src/lib/logger.js";
-import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
-import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { uniqueId } from "./edge-fixture.js";
 import { eventually } from "./eventually.js";
-import { type Pipeline, startPipeline } from "./pipeline.js";
+import { type Pipeline, startIngestWorker, startPipeline } from "./pipeline.js";
 
 // The read side's test stack: a pipeline of its own (embedded ClickHouse server, names on the
 // shared test Redis), the real edge and worker storing what is POSTed, and the read API over
@@ -38,14 +37,7 @@ export async function startReadStack(env: Record<string, string> = {}) {
     ...env,
   });
   const edge: Edge = await createEdge(p.config, logger);
-  const worker: IngestWorker = createIngestWorker({
-    config: p.config,
-    redis: p.redis,
-    clickhouse: p.client,
-    logger,
-    metrics: createWorkerMetrics(),
-  });
-  worker.start();
+  const worker: IngestWorker = startIngestWorker(p, logger);
   const api: Api = await createApi(p.config, logger, { clickhouse: p.client });
   const tag = uniqueId();
   let projects = 0;

@@ -6,11 +6,10 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { uuidFromForeignId } from "../../src/cli/import-source.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
-import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
-import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
-import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { DRAINED, type Pipeline, startIngestWorker, startPipeline } from "../helpers/pipeline.js";
 
 // `headroom import` as a user runs it (bin/headroom.mjs, a child process) against an edge
 // listening on a port, a worker and ClickHouse: every report of the file stored once; a bar on
@@ -29,14 +28,7 @@ beforeAll(async () => {
   p = await startPipeline();
   edge = await createEdge(p.config, logger);
   url = await edge.app.listen({ host: "127.0.0.1", port: 0 });
-  worker = createIngestWorker({
-    config: p.config,
-    redis: p.redis,
-    clickhouse: p.client,
-    logger,
-    metrics: createWorkerMetrics(),
-  });
-  worker.start();
+  worker = startIngestWorker(p, logger);
   ({ key } = await edge.keyStore.create(PROJECT, { defaultPlan: "unlimited" }));
   // The burst limit would only pace the import; it is not what this file is about.
   await edge.keyStore.setPlan(PROJECT, "unlimited", { burst: 1_000_000, capacity: 1_000_000 });

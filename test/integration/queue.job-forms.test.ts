@@ -5,11 +5,10 @@ import { createLogger } from "../../src/lib/logger.js";
 import { jobRows } from "../../src/queue/job-rows.js";
 import { REPORT_JOB, type ReportJobData } from "../../src/queue/reports-queue.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../src/report/report-schema.js";
-import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
-import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
-import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { DRAINED, type Pipeline, startIngestWorker, startPipeline } from "../helpers/pipeline.js";
 
 // Jobs in both forms on one queue, as an upgrade finds them: flat jobs that an older edge queued
 // (written here as it wrote them) beside the grouped jobs this edge writes for a batch. The worker
@@ -77,14 +76,7 @@ it("a worker stores the reports of flat and grouped jobs once, field-exact", {
     expect(r[received]).toBe(batch[0]?.[received]);
   }
 
-  worker = createIngestWorker({
-    config: p.config,
-    redis: p.redis,
-    clickhouse: p.client,
-    logger,
-    metrics: createWorkerMetrics(),
-  });
-  worker.start();
+  worker = startIngestWorker(p, logger);
   await eventually(async () => expect(await p.jobCounts()).toEqual(DRAINED), {
     timeoutMs: 30_000,
   });

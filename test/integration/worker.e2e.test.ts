@@ -3,11 +3,10 @@ import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { buildOpenApi } from "../../src/edge/openapi.js";
 import { createLogger } from "../../src/lib/logger.js";
-import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
-import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { type Pipeline, startIngestWorker, startPipeline } from "../helpers/pipeline.js";
 
 // End to end: reports POSTed to the edge land in `reports` with every field as the contract
 // normalises it, and in the rollups and the latest-limits view with the right figures.
@@ -23,14 +22,7 @@ const logger = createLogger("silent", "test");
 beforeAll(async () => {
   p = await startPipeline();
   edge = await createEdge(p.config, logger);
-  worker = createIngestWorker({
-    config: p.config,
-    redis: p.redis,
-    clickhouse: p.client,
-    logger,
-    metrics: createWorkerMetrics(),
-  });
-  worker.start();
+  worker = startIngestWorker(p, logger);
   ({ key } = await edge.keyStore.create(PROJECT, { defaultPlan: "unlimited" }));
 });
 

@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { fileLines, latencyOf, parseLoadResult } from "../../bench/load-spec.js";
-import { countsOf, withEdgeStatuses } from "../../bench/phase-edge.js";
 import { slope } from "../../bench/phase-e2e.js";
+import { countsOf, withEdgeStatuses } from "../../bench/phase-edge.js";
 import { metricByLabel, metricSum } from "../../bench/prometheus.js";
 import { createBodySource, writeLoadFiles } from "../../bench/report-bodies.js";
 import {

@@ -1,6 +1,6 @@
+import { brotliDecompressSync } from "node:zlib";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { brotliDecompressSync } from "node:zlib";
 import {
   encodeAnswer,
   matchesEtag,

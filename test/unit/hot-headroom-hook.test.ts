@@ -3,8 +3,8 @@ import { hotUpdates } from "../../src/api/hot-series.js";
 import type { HotStore } from "../../src/api/hot-store.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { type ReportBody, toRecord, toRow } from "../../src/report/report-schema.js";
-import type { Manifest } from "../../src/worker/manifest-store.js";
 import { createHotHeadroomHook } from "../../src/worker/hot-headroom-hook.js";
+import type { Manifest } from "../../src/worker/manifest-store.js";
 
 // The worker's hot-headroom hook and the updates it sends: a batch's rows per project and
 // series, the newest figures winning and a hint never blanking them; Redis refusing the script

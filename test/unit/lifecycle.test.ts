@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { lifecycle } from "../../src/edge/plugins/lifecycle.js";
 import { createEdgeMetrics, type EdgeMetrics } from "../../src/edge/metrics.js";
+import { lifecycle } from "../../src/edge/plugins/lifecycle.js";
 import { errorHandler } from "../../src/http/error-handler.js";
 import { HttpError } from "../../src/http/errors.js";
 
