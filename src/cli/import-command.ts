@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { cliConfig } from "./context.js";
 import { createProgress } from "./import-progress.js";
 import { type Refusal, sendReports } from "./import-sender.js";
-import { readValues, toReport } from "./import-source.js";
+import { readValues, reportMaker } from "./import-source.js";
 
 // `headroom import FILE|-`: reports from a file (or stdin) through the edge's batch endpoint.
 
@@ -16,6 +16,7 @@ export interface ImportOptions {
 export async function importCommand(file: string, opts: ImportOptions): Promise<void> {
   const text = readFileSync(file === "-" ? 0 : file, "utf8");
   const { values, badLines } = readValues(text);
+  const toReport = reportMaker();
   const reports = values.map((v) => toReport(v) ?? v);
   const url = opts.url ?? `http://127.0.0.1:${cliConfig().PORT}`;
   const progress = createProgress({

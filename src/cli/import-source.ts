@@ -1,10 +1,13 @@
-import { createHash, randomUUID } from "node:crypto";
+import { createHash } from "node:crypto";
 
 // What `headroom import` reads: Headroom's own reports (a JSON array, or NDJSON: one a line), or
 // the original service's export, rows of its RateLimitReport model (delimiterapp/delimiter,
 // apps/web/prisma/schema.prisma: id (a cuid), projectId, app, provider, model, timestamp,
 // limits (the client's limits object, as sent), createdAt). Every report leaves with an id, so
-// that a retry, or the same file imported again, is stored once.
+// that a retry, or the same file imported again, is stored once: its own UUID, one derived from
+// the export row's id, or, for a report without one, one derived from its content and how many
+// identical reports came before it in the file (the same file, or one with more lines appended,
+// gives every report the id it had; two identical reports in a file stay two).
 
 export type Report = Record<string, unknown> & { id: string };
 
@@ -23,21 +26,30 @@ export function uuidFromForeignId(source: string, id: string): string {
 const isDelimiterRow = (row: Record<string, unknown>) =>
   typeof row.id === "string" && !UUID.test(row.id) && "projectId" in row && "createdAt" in row;
 
-/** One value of the file → a report to send (with an id), or null when it is no object. */
-export function toReport(value: unknown): Report | null {
-  if (value === null || typeof value !== "object" || Array.isArray(value)) return null;
-  const row = value as Record<string, unknown>;
-  if (isDelimiterRow(row)) {
-    // The original stored `timestamp ?? now` at receipt; its createdAt is that receipt.
-    const { id, projectId: _p, createdAt, ...report } = row;
-    return {
-      ...report,
-      timestamp: report.timestamp ?? createdAt,
-      id: uuidFromForeignId("delimiter", id as string),
-    };
-  }
-  const id = typeof row.id === "string" && UUID.test(row.id) ? row.id : randomUUID();
-  return { ...row, id };
+/** A report's file value → a report to send (with an id), or null when it is no object. */
+export type ToReport = (value: unknown) => Report | null;
+
+/** A `ToReport` for one file: it counts identical id-less reports as they come. */
+export function reportMaker(): ToReport {
+  const seen = new Map<string, number>();
+  return (value) => {
+    if (value === null || typeof value !== "object" || Array.isArray(value)) return null;
+    const row = value as Record<string, unknown>;
+    if (isDelimiterRow(row)) {
+      // The original stored `timestamp ?? now` at receipt; its createdAt is that receipt.
+      const { id, projectId: _p, createdAt, ...report } = row;
+      return {
+        ...report,
+        timestamp: report.timestamp ?? createdAt,
+        id: uuidFromForeignId("delimiter", id as string),
+      };
+    }
+    if (typeof row.id === "string" && UUID.test(row.id)) return { ...row, id: row.id };
+    const content = createHash("sha256").update(JSON.stringify(row)).digest("base64");
+    const n = (seen.get(content) ?? 0) + 1;
+    seen.set(content, n);
+    return { ...row, id: uuidFromForeignId("headroom", `${n}:${content}`) };
+  };
 }
 
 /**

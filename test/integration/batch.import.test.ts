@@ -99,6 +99,34 @@ it("imports a 100,000-report NDJSON file: each stored once, plain progress lines
   expect(await p.rollupCount(PROJECT)).toBe(N);
 });
 
+it("reports without ids, imported twice: each stored once, identical lines kept apart", {
+  timeout: 120_000,
+}, async () => {
+  const project = `p-import-again-${uniqueId()}`;
+  const created = await edge.keyStore.create(project, { defaultPlan: "unlimited" });
+  const distinct = Array.from({ length: 1_500 }, (_, i) =>
+    JSON.stringify(clientReport({ app: `app-${i}` })),
+  );
+  // 500 lines twice: the same report sent twice by its client is two reports.
+  const lines = [...distinct, ...distinct.slice(0, 500)];
+  const file = join(dir, "again.ndjson");
+  writeFileSync(file, `${lines.join("\n")}\n`);
+  const args = ["import", file, "--key", created.key, "--url", url];
+  const first = await headroom(args);
+  expect(first.stdout).toContain("accepted 2000 (0 already stored), refused 0");
+  const second = await headroom(args);
+  expect(second.stdout).toContain("accepted 2000 (2000 already stored), refused 0");
+  expect(second.code).toBe(0);
+  await eventually(
+    async () => {
+      expect(await count(project)).toBe(2_000);
+      expect(await p.jobCounts()).toStrictEqual(DRAINED);
+    },
+    { timeoutMs: 60_000, intervalMs: 200 },
+  );
+  expect(await p.rollupCount(project)).toBe(2_000);
+});
+
 it("the original service's export, imported twice on a terminal: a bar, and each row stored once", {
   timeout: 120_000,
 }, async () => {

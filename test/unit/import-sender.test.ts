@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createProgress } from "../../src/cli/import-progress.js";
 import { ImportAbort, sendReports } from "../../src/cli/import-sender.js";
-import { readValues, toReport, uuidFromForeignId } from "../../src/cli/import-source.js";
+import { readValues, reportMaker, uuidFromForeignId } from "../../src/cli/import-source.js";
 
 // `headroom import` without an edge: a fake endpoint that answers as the batch endpoint does.
 
@@ -40,6 +40,7 @@ describe("sending", () => {
         }),
       },
     }));
+    const toReport = reportMaker();
     const reports = [1, 2, 3, 4].map((n) => toReport({ provider: `p${n}`, limits: {} }));
     const { counts } = await sendReports(reports, { ...opts, fetch: edge.fetch });
     expect(counts).toEqual({ total: 4, accepted: 4, duplicates: 0, refused: 0 });
@@ -61,6 +62,7 @@ describe("sending", () => {
             },
           },
     );
+    const toReport = reportMaker();
     const reports = [{ provider: "a", limits: {} }, { limits: {} }].map((r) => toReport(r));
     const { counts, refusals } = await sendReports(reports, { ...opts, fetch: edge.fetch });
     expect(counts).toMatchObject({ accepted: 1, refused: 1 });
@@ -89,6 +91,7 @@ describe("reading", () => {
       limits: { requests_limit: 1 },
       createdAt: "2026-01-01T00:00:01.000Z",
     };
+    const toReport = reportMaker();
     const report = toReport(row);
     expect(report).toEqual({
       id: uuidFromForeignId("delimiter", "clx0abc"),
@@ -103,6 +106,27 @@ describe("reading", () => {
     );
     const own = "5b0e8a1c-2d3f-4e5a-9b6c-7d8e9f0a1b2c";
     expect(toReport({ id: own, provider: "x" })?.id).toBe(own);
+  });
+
+  it("a report without an id gets the same one each time its file is read: identical ones stay apart", () => {
+    const file = [
+      { app: "a", provider: "openai", limits: { requests_remaining: 1 } },
+      { app: "a", provider: "openai", limits: { requests_remaining: 2 } },
+      { app: "a", provider: "openai", limits: { requests_remaining: 1 } },
+      { id: "not-a-uuid", app: "a", provider: "openai", limits: {} },
+    ];
+    const ids = (values: unknown[]) => {
+      const toReport = reportMaker();
+      return values.map((v) => toReport(v)?.id);
+    };
+    const first = ids(file);
+    expect(new Set(first).size).toBe(4);
+    for (const id of first) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab]/);
+    // The same file read again, and the file with a report appended: the same ids.
+    expect(ids(structuredClone(file))).toEqual(first);
+    expect(ids([...file, { app: "b", provider: "x", limits: {} }]).slice(0, 4)).toEqual(first);
+    // Not by position: a report's id follows its content.
+    expect(ids([file[1], file[0]])).toEqual([first[1], first[0]]);
   });
 });
 
