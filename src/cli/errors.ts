@@ -15,6 +15,14 @@ export class CliError extends Error {
   override name = "CliError";
 }
 
+/** A command that has printed its own outcome, a failure: exit with its code, nothing more said. */
+export class CommandFailed extends Error {
+  override name = "CommandFailed";
+  constructor(readonly exitCode: number) {
+    super(`the command failed (exit ${exitCode})`);
+  }
+}
+
 export interface Failure {
   message: string;
   exitCode: number;

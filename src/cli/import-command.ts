@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { cliConfig } from "./context.js";
+import { CommandFailed } from "./errors.js";
 import { createProgress } from "./import-progress.js";
 import { type Refusal, sendReports } from "./import-sender.js";
 import { readValues, reportMaker } from "./import-source.js";
@@ -38,7 +39,8 @@ export async function importCommand(file: string, opts: ImportOptions): Promise<
   );
   if (badLines.length > 0) process.stdout.write(`  ${badLines.length} lines are not JSON\n`);
   for (const line of summarise(refusals)) process.stdout.write(`  ${line}\n`);
-  if (refused > 0) process.exitCode = 1;
+  // The summary is printed: a refusal fails the command without another word.
+  if (refused > 0) throw new CommandFailed(1);
 }
 
 /** Refusals by code, each with the first report's number (1-based) and message. */

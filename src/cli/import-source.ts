@@ -56,7 +56,9 @@ export function reportMaker(): ToReport {
  * The file's text → its values: a JSON array, or one JSON value a line. A line that is not JSON
  * is sent as it is, for the edge to refuse (and name) like any other bad item.
  */
-export function readValues(text: string): { values: unknown[]; badLines: string[] } {
+export function readValues(file: string): { values: unknown[]; badLines: string[] } {
+  // A byte order mark, as Windows tools write one, is not part of the first report.
+  const text = file.startsWith("\uFEFF") ? file.slice(1) : file;
   const start = text.trimStart();
   if (start.startsWith("[")) {
     const parsed: unknown = JSON.parse(start);

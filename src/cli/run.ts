@@ -1,5 +1,5 @@
 import { CommanderError, type OutputConfiguration } from "commander";
-import { describeFailure } from "./errors.js";
+import { CommandFailed, describeFailure } from "./errors.js";
 import { buildProgram } from "./program.js";
 
 // Runs one `headroom …` invocation and returns its exit code: 0 done (help included), 1 failed,
@@ -14,6 +14,7 @@ export async function runCli(argv: string[], output?: OutputConfiguration): Prom
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
+    if (err instanceof CommandFailed) return err.exitCode;
     const failure = describeFailure(err);
     writeErr(`headroom: ${failure.message}\n`);
     return failure.exitCode;

@@ -157,6 +157,8 @@ it("the original service's export, imported twice on a terminal: a bar, and each
     "imported 3001 reports: accepted 3000 (0 already stored), refused 1",
   );
   expect(first.stdout).toMatch(/invalid_report: 1 \(first: report 3001: provider/);
+  // A refusal fails the command: a script sees the import was not whole.
+  expect([first.code, first.stderr]).toEqual([1, ""]);
   const second = await headroom(args);
   expect(second.stdout).toContain("accepted 3000 (3000 already stored), refused 1");
   await eventually(async () => expect(await count(project)).toBe(3_000), {

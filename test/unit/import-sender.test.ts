@@ -81,6 +81,12 @@ describe("reading", () => {
       badLines: ["not json"],
     });
     expect(readValues(' [{"a":1}]').values).toEqual([{ a: 1 }]);
+    // A byte order mark first (Windows tools), and CRLF line ends.
+    expect(readValues('\uFEFF{"a":1}\r\n{"b":2}\r\n')).toEqual({
+      values: [{ a: 1 }, { b: 2 }],
+      badLines: [],
+    });
+    expect(readValues('\uFEFF[{"a":1}]').values).toEqual([{ a: 1 }]);
     const row = {
       id: "clx0abc",
       projectId: "p",
