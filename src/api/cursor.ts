@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { invalidQuery, single } from "./params.js";
+import { invalidQuery, LATEST, single } from "./params.js";
 import type { ReadStore } from "./read-store.js";
 import { chTime, MAX_RANGE_MS, resolveRange } from "./time-range.js";
 
@@ -30,6 +30,7 @@ export function decodeCursor(text: string, id: RegExp): Cursor {
     value.length === 2 &&
     Number.isSafeInteger(value[0]) &&
     value[0] >= 0 &&
+    value[0] < LATEST &&
     typeof value[1] === "string" &&
     id.test(value[1])
   ) {

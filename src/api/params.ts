@@ -32,12 +32,14 @@ const providerValue = z
   .min(1)
   .max(64)
   .transform((p) => p.toLowerCase());
-const nameValue = z.string().trim().min(1).max(256);
+/** The edge stores models as sent (spaces included) and apps trimmed. */
+const modelValue = z.string().min(1).max(256);
+const appValue = z.string().trim().min(1).max(128);
 
 export const seriesFilters = {
   provider: repeatable(providerValue).optional(),
-  model: repeatable(nameValue).optional(),
-  app: repeatable(nameValue.max(128)).optional(),
+  model: repeatable(modelValue).optional(),
+  app: repeatable(appValue).optional(),
 };
 
 export interface SeriesFilters {
@@ -47,7 +49,8 @@ export interface SeriesFilters {
 }
 
 const EARLIEST = Date.UTC(2000, 0, 1);
-const LATEST = Date.UTC(2100, 0, 1);
+/** The end of the times a parameter or a cursor may hold (ClickHouse formats them as given). */
+export const LATEST = Date.UTC(2100, 0, 1);
 
 /** RFC 3339 with `Z` or an offset, between 2000 and 2100 (what the stored types can hold). */
 export const time = single(

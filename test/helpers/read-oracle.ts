@@ -138,7 +138,7 @@ export function spendOracle(rows: RawRow[], from: number, to: number) {
       return {
         provider,
         cost,
-        requests: g.length,
+        requests: g.filter(hasLimits).length,
         burn_per_hour: Math.round(burn * 1e6) / 1e6,
         credits_remaining: credits,
         hours_until_depleted:

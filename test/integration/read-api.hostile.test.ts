@@ -133,6 +133,17 @@ describe("parameters that are refused, each named", () => {
     await expectInvalid(`/api/v1/alerts/events?cursor=${encodeURIComponent(c)}`, "cursor");
   });
 
+  it.each([
+    ["year 2100", Date.UTC(2100, 0, 1)],
+    ["a six-digit year", 8_000_000_000_000_000],
+    ["past any date", Number.MAX_SAFE_INTEGER],
+  ])("a cursor whose time is %s", async (_name, t) => {
+    const report = cursor([t, "01a20e9d-2268-7770-bf26-0c8d49932126"]);
+    const event = cursor([t, "evt_00000000000000000000000000000000"]);
+    await expectInvalid(`/api/v1/reports?cursor=${report}`, "cursor");
+    await expectInvalid(`/api/v1/alerts/events?cursor=${event}`, "cursor");
+  });
+
   it("a cursor of the other list", async () => {
     const event = cursor([1, "evt_00000000000000000000000000000000"]);
     const report = cursor([1, "01a20e9d-2268-7770-bf26-0c8d49932126"]);

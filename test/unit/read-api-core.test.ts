@@ -1,8 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import type { AlertRule } from "../../src/alerts/rule.js";
 import { toCsv } from "../../src/api/csv.js";
 import { decodeCursor, encodeCursor, page } from "../../src/api/cursor.js";
 import { type LatestFigures, seriesView, thresholdsFor } from "../../src/api/headroom-view.js";
+import { parseQuery, seriesFilters } from "../../src/api/params.js";
 import { createQueryCache } from "../../src/api/query-cache.js";
 import { createReadLimit, READ_HOLD_MS } from "../../src/api/read-limit.js";
 import { readSpend, spendQuery } from "../../src/api/routes/spend.js";
@@ -73,6 +75,20 @@ describe("spend", () => {
   });
 });
 
+describe("series filters", () => {
+  it("match what the edge stores: providers trimmed and lowercased, apps trimmed, models as sent", () => {
+    const q = parseQuery(z.strictObject(seriesFilters), {
+      provider: " OpenAI ",
+      app: [" chat ", "batch"],
+      model: ["grok ", " "],
+    });
+    expect(q).toEqual({ provider: ["openai"], app: ["chat", "batch"], model: ["grok ", " "] });
+    for (const empty of [{ model: "" }, { app: " " }, { provider: "" }]) {
+      expect(() => parseQuery(z.strictObject(seriesFilters), empty)).toThrow(HttpError);
+    }
+  });
+});
+
 describe("cursors", () => {
   const UUID = /^[0-9a-f-]{36}$/;
   it("round-trip, and anything else is a 400", () => {
@@ -82,6 +98,10 @@ describe("cursors", () => {
       "",
       "x",
       encodeCursor({ t: -1, id: c.id }),
+      // Past what a time can be formatted as for ClickHouse (a six-digit year, an invalid date).
+      encodeCursor({ t: Date.UTC(2100, 0, 1), id: c.id }),
+      encodeCursor({ t: 8_000_000_000_000_000, id: c.id }),
+      encodeCursor({ t: Number.MAX_SAFE_INTEGER, id: c.id }),
       encodeCursor({ t: 1, id: "a'b" }),
     ]) {
       expect(() => decodeCursor(bad, UUID)).toThrow(HttpError);

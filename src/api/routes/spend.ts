@@ -6,7 +6,8 @@ import { num, type ReadStore } from "../read-store.js";
 import { alignRange, chDate, chSeconds, MAX_RANGE_MS, resolveRange, widen } from "../time-range.js";
 
 // GET /api/v1/spend: per provider over a range (default: the last 24 hours), the cost and
-// the reports from the rollups, the burn per hour over the range, the last credit balance, and
+// the requests from the rollups (reports, less provider hints: a client's start-up hint is no
+// request to the provider), the burn per hour over the range, the last credit balance, and
 // the hours until it is depleted at that burn. Ranges up to 7 days read the minute rollups
 // (whole minutes); longer ones the daily rollups (whole days, UTC).
 
@@ -39,13 +40,13 @@ export interface SpendDeps {
 interface SpendRow {
   provider: string;
   cost: number;
-  reports: string;
+  requests: string;
   credits_last: number | null;
 }
 
 function spendSql(db: string, daily: boolean, filters: string) {
   const type = daily ? "Date" : "DateTime";
-  return `SELECT provider, toFloat64(sum(cost_sum)) AS cost, sum(reports) AS reports,
+  return `SELECT provider, toFloat64(sum(cost_sum)) AS cost, sum(reports) - sum(hints) AS requests,
     toFloat64(argMaxIfMerge(credits_remaining_last)) AS credits_last
   FROM ${db}.${daily ? "reports_daily" : "reports_minute"}
   WHERE project_id = {project:String}
@@ -85,7 +86,7 @@ export async function readSpend(
       return {
         provider: r.provider,
         cost,
-        requests: Number(r.reports),
+        requests: Number(r.requests),
         burn_per_hour: round(burn, 6),
         credits_remaining: credits,
         hours_until_depleted:
