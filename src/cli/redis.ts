@@ -1,7 +1,8 @@
 import type { Config } from "../config.js";
 import { createCliRedis, type RedisClient, waitForReady } from "../redis/connections.js";
 import { describeTopology, redisTopology } from "../redis/topology.js";
-import { CliError } from "./errors.js";
+import { readStackFile } from "../local/stack-file.js";
+import { CliError, UsageError } from "./errors.js";
 
 // A command's Redis connection. A worker's connection waits for Redis as long as it takes; a
 // person at a terminal is told within seconds that Redis cannot be reached, and where it was
@@ -9,7 +10,19 @@ import { CliError } from "./errors.js";
 
 const READY_TIMEOUT_MS = 5_000;
 
-export async function connectRedis(config: Config): Promise<RedisClient> {
+export async function connectRedis(
+  config: Config,
+  env: Record<string, string | undefined> = process.env,
+): Promise<RedisClient> {
+  // Redis's default address is not a choice: a command run away from its stack (another
+  // HEADROOM_DATA_DIR, a stack never started) must not create keys in whatever Redis listens there.
+  const named = env.REDIS_URL || env.REDIS_CLUSTER_NODES || env.REDIS_SENTINELS;
+  if (!named && !readStackFile(config.HEADROOM_DATA_DIR)) {
+    throw new UsageError(
+      `no local stack in ${config.HEADROOM_DATA_DIR} (no stack.json) and no Redis named: start it ` +
+        "with `npm start` (the same HEADROOM_DATA_DIR), or set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS",
+    );
+  }
   const topology = redisTopology(config);
   const redis = createCliRedis(topology);
   let lastError: Error | undefined;

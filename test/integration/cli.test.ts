@@ -247,4 +247,18 @@ describe("the running stack, found through HEADROOM_DATA_DIR's stack.json", () =
     expect(r.stderr).toMatch(/^headroom: cannot reach Redis at redis:\/\/127\.0\.0\.1:1/);
     expect(r.stderr).not.toMatch(NO_STACK_TRACE);
   });
+
+  it("without the stack file nor a Redis named, it connects nowhere: exit 2, what to do", async () => {
+    const noStack = join(dir, "no-stack");
+    for (const args of [
+      ["keys", "create", "--project", project],
+      ["dlq", "list"],
+    ]) {
+      const r = await headroom(args, { HEADROOM_DATA_DIR: noStack });
+      expect(r.code, args.join(" ")).toBe(2);
+      expect(r.stderr).toBe(
+        `headroom: no local stack in ${noStack} (no stack.json) and no Redis named: start it with \`npm start\` (the same HEADROOM_DATA_DIR), or set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS\n`,
+      );
+    }
+  });
 });
