@@ -1,13 +1,17 @@
 import type { ImportCounts } from "./import-progress.js";
-import type { Report } from "./import-source.js";
+import type { Item } from "./import-reader.js";
+import { type Report, toReport } from "./import-source.js";
 
 // Sends reports through POST /api/reports, in batches, a few at a time, until each has a final
 // answer. What may succeed later is sent again with the same id (the edge stores an id once): an
 // item answered `unavailable` or `rate_limited`, a whole batch answered 429 rate_limited or 503, a
 // network error. A batch over the body limit is split in two. A report refused for what it is
-// (invalid_report) or by the monthly quota is final.
+// (invalid_report) or by the monthly quota is final. Items are read as batches are sent, a
+// batch at a time per lane, and refusals are kept per code: memory does not grow with the file.
 
 export interface SendOptions {
+  /** The file's items, counted beforehand (the progress's 100%). */
+  total: number;
   url: string;
   key: string;
   batchSize: number;
@@ -19,9 +23,11 @@ export interface SendOptions {
   onProgress?: (counts: ImportCounts) => void;
 }
 
+/** The refusals of one code: how many, and the first (its item's 0-based index and message). */
 export interface Refusal {
-  index: number;
   error: string;
+  count: number;
+  index: number;
   message: string;
 }
 
@@ -38,25 +44,47 @@ interface Pending {
   attempts: number;
 }
 
-export async function sendReports(reports: unknown[], opts: SendOptions) {
+export async function sendReports(items: AsyncIterable<Item> | Iterable<Item>, opts: SendOptions) {
   const doFetch = opts.fetch ?? fetch;
   const sleep = opts.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
   const maxAttempts = opts.maxAttempts ?? 20;
-  const counts: ImportCounts = { total: reports.length, accepted: 0, duplicates: 0, refused: 0 };
-  const refusals: Refusal[] = [];
-  const queue: Pending[][] = [];
-  for (let i = 0; i < reports.length; i += opts.batchSize) {
-    queue.push(
-      reports
-        .slice(i, i + opts.batchSize)
-        .map((report, j) => ({ index: i + j, report, attempts: 0 })),
-    );
-  }
-  const endpoint = `${opts.url.replace(/\/+$/, "")}/api/reports`;
-  const refuse = (p: Pending, error: string, message: string) => {
+  const counts: ImportCounts = { total: opts.total, accepted: 0, duplicates: 0, refused: 0 };
+  const byCode = new Map<string, Refusal>();
+  const refuseIndex = (index: number, error: string, message: string) => {
     counts.refused += 1;
-    refusals.push({ index: p.index, error, message });
+    const r = byCode.get(error);
+    if (r) r.count += 1;
+    else byCode.set(error, { error, count: 1, index, message });
   };
+  const refuse = (p: Pending, error: string, message: string) =>
+    refuseIndex(p.index, error, message);
+
+  // Halves of a batch over the body limit go first; then the file's next items, read by one
+  // lane at a time so that a batch holds consecutive items.
+  const front: Pending[][] = [];
+  const source = Symbol.asyncIterator in items ? items[Symbol.asyncIterator]() : toAsync(items);
+  let read = 0;
+  let reading: Promise<Pending[]> = Promise.resolve([]);
+  const readBatch = async (): Promise<Pending[]> => {
+    const batch: Pending[] = [];
+    while (batch.length < opts.batchSize) {
+      const next = await source.next();
+      if (next.done) break;
+      const index = read++;
+      const it = next.value;
+      if ("bad" in it) refuseIndex(index, "invalid_json", `not JSON (${it.reason}): ${it.bad}`);
+      else batch.push({ index, report: toReport(it.value, index) ?? it.value, attempts: 0 });
+    }
+    return batch;
+  };
+  const nextBatch = (): Promise<Pending[]> => {
+    const split = front.shift();
+    if (split) return Promise.resolve(split);
+    reading = reading.then(readBatch);
+    return reading;
+  };
+
+  const endpoint = `${opts.url.replace(/\/+$/, "")}/api/reports`;
   /** Items to send again, or refused once they have had their attempts. */
   const retry = (items: Pending[], error: string, message: string): Pending[] => {
     const again: Pending[] = [];
@@ -106,7 +134,7 @@ export async function sendReports(reports: unknown[], opts: SendOptions) {
     }
     if (res.status === 413 && batch.length > 1) {
       const half = Math.ceil(batch.length / 2);
-      queue.unshift(batch.slice(0, half), batch.slice(half));
+      front.unshift(batch.slice(0, half), batch.slice(half));
       return { again: [], waitMs: 0 };
     }
     if (res.status === 429 && body.error === "rate_limited") return { again: batch, waitMs };
@@ -122,7 +150,9 @@ export async function sendReports(reports: unknown[], opts: SendOptions) {
   }
 
   async function lane(): Promise<void> {
-    for (let batch = queue.shift(); batch; batch = queue.shift()) {
+    // Empty once the file is read (bad items are refused as they are read, not batched); a
+    // lane that splits a batch sends its halves itself.
+    for (let batch = await nextBatch(); batch.length > 0; batch = await nextBatch()) {
       let { again, waitMs } = await sendBatch(batch);
       opts.onProgress?.(counts);
       while (again.length > 0) {
@@ -134,8 +164,12 @@ export async function sendReports(reports: unknown[], opts: SendOptions) {
   }
 
   await Promise.all(Array.from({ length: opts.concurrency }, () => lane()));
-  return { counts, refusals };
+  return { counts, refusals: [...byCode.values()] };
 }
 
 export type ImportResult = Awaited<ReturnType<typeof sendReports>>;
+async function* toAsync<T>(items: Iterable<T>): AsyncGenerator<T> {
+  yield* items;
+}
+
 export type { Report };

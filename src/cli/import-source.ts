@@ -5,9 +5,9 @@ import { createHash } from "node:crypto";
 // apps/web/prisma/schema.prisma: id (a cuid), projectId, app, provider, model, timestamp,
 // limits (the client's limits object, as sent), createdAt). Every report leaves with an id, so
 // that a retry, or the same file imported again, is stored once: its own UUID, one derived from
-// the export row's id, or, for a report without one, one derived from its content and how many
-// identical reports came before it in the file (the same file, or one with more lines appended,
-// gives every report the id it had; two identical reports in a file stay two).
+// the export row's id, or, for a report without one, one derived from its content and its place
+// in the file (the same file, or one with more lines appended, gives every report the id it had;
+// two identical reports in a file stay two). Nothing is kept per report: a file of any size.
 
 export type Report = Record<string, unknown> & { id: string };
 
@@ -26,54 +26,22 @@ export function uuidFromForeignId(source: string, id: string): string {
 const isDelimiterRow = (row: Record<string, unknown>) =>
   typeof row.id === "string" && !UUID.test(row.id) && "projectId" in row && "createdAt" in row;
 
-/** A report's file value → a report to send (with an id), or null when it is no object. */
-export type ToReport = (value: unknown) => Report | null;
-
-/** A `ToReport` for one file: it counts identical id-less reports as they come. */
-export function reportMaker(): ToReport {
-  const seen = new Map<string, number>();
-  return (value) => {
-    if (value === null || typeof value !== "object" || Array.isArray(value)) return null;
-    const row = value as Record<string, unknown>;
-    if (isDelimiterRow(row)) {
-      // The original stored `timestamp ?? now` at receipt; its createdAt is that receipt.
-      const { id, projectId: _p, createdAt, ...report } = row;
-      return {
-        ...report,
-        timestamp: report.timestamp ?? createdAt,
-        id: uuidFromForeignId("delimiter", id as string),
-      };
-    }
-    if (typeof row.id === "string" && UUID.test(row.id)) return { ...row, id: row.id };
-    const content = createHash("sha256").update(JSON.stringify(row)).digest("base64");
-    const n = (seen.get(content) ?? 0) + 1;
-    seen.set(content, n);
-    return { ...row, id: uuidFromForeignId("headroom", `${n}:${content}`) };
-  };
-}
-
 /**
- * The file's text → its values: a JSON array, or one JSON value a line. A line that is not JSON
- * is sent as it is, for the edge to refuse (and name) like any other bad item.
+ * The file's item at `index` (0-based, bad items counted) → a report to send, with an id, or
+ * null when it is no object.
  */
-export function readValues(file: string): { values: unknown[]; badLines: string[] } {
-  // A byte order mark, as Windows tools write one, is not part of the first report.
-  const text = file.startsWith("\uFEFF") ? file.slice(1) : file;
-  const start = text.trimStart();
-  if (start.startsWith("[")) {
-    const parsed: unknown = JSON.parse(start);
-    if (!Array.isArray(parsed)) throw new Error("the file is neither a JSON array nor NDJSON");
-    return { values: parsed, badLines: [] };
+export function toReport(value: unknown, index: number): Report | null {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return null;
+  const row = value as Record<string, unknown>;
+  if (isDelimiterRow(row)) {
+    // The original stored `timestamp ?? now` at receipt; its createdAt is that receipt.
+    const { id, projectId: _p, createdAt, ...report } = row;
+    return {
+      ...report,
+      timestamp: report.timestamp ?? createdAt,
+      id: uuidFromForeignId("delimiter", id as string),
+    };
   }
-  const values: unknown[] = [];
-  const badLines: string[] = [];
-  for (const line of text.split("\n")) {
-    if (line.trim() === "") continue;
-    try {
-      values.push(JSON.parse(line));
-    } catch {
-      badLines.push(line);
-    }
-  }
-  return { values, badLines };
+  if (typeof row.id === "string" && UUID.test(row.id)) return { ...row, id: row.id };
+  return { ...row, id: uuidFromForeignId("headroom", `${index}:${JSON.stringify(row)}`) };
 }

@@ -99,7 +99,7 @@ it("imports a 100,000-report NDJSON file: each stored once, plain progress lines
   expect(await p.rollupCount(PROJECT)).toBe(N);
 });
 
-it("reports without ids, imported twice: each stored once, identical lines kept apart", {
+it("reports without ids, from a file then from stdin: each stored once, identical lines kept apart", {
   timeout: 120_000,
 }, async () => {
   const project = `p-import-again-${uniqueId()}`;
@@ -107,16 +107,20 @@ it("reports without ids, imported twice: each stored once, identical lines kept 
   const distinct = Array.from({ length: 1_500 }, (_, i) =>
     JSON.stringify(clientReport({ app: `app-${i}` })),
   );
-  // 500 lines twice: the same report sent twice by its client is two reports.
-  const lines = [...distinct, ...distinct.slice(0, 500)];
+  // 500 lines twice: the same report sent twice by its client is two reports. A line that is
+  // not JSON is refused as it is read; the others are sent.
+  const lines = [...distinct, "{broken", ...distinct.slice(0, 500)];
   const file = join(dir, "again.ndjson");
   writeFileSync(file, `${lines.join("\n")}\n`);
-  const args = ["import", file, "--key", created.key, "--url", url];
-  const first = await headroom(args);
-  expect(first.stdout).toContain("accepted 2000 (0 already stored), refused 0");
-  const second = await headroom(args);
-  expect(second.stdout).toContain("accepted 2000 (2000 already stored), refused 0");
-  expect(second.code).toBe(0);
+  const first = await headroom(["import", file, "--key", created.key, "--url", url]);
+  expect(first.stdout).toContain(
+    "imported 2001 reports: accepted 2000 (0 already stored), refused 1",
+  );
+  expect(first.stdout).toMatch(/invalid_json: 1 \(first: report 1501: not JSON \(.*\): \{broken/);
+  expect(first.code).toBe(1);
+  const cmd = `${process.execPath} bin/headroom.mjs import - --key '${created.key}' --url '${url}'`;
+  const second = await run("bash", ["-c", `${cmd} < '${file}'`]);
+  expect(second.stdout).toContain("accepted 2000 (2000 already stored), refused 1");
   await eventually(
     async () => {
       expect(await count(project)).toBe(2_000);
@@ -125,6 +129,22 @@ it("reports without ids, imported twice: each stored once, identical lines kept 
     { timeoutMs: 60_000, intervalMs: 200 },
   );
   expect(await p.rollupCount(project)).toBe(2_000);
+});
+
+it("a JSON array that ends too soon: nothing is sent, one line says why, exit 1", async () => {
+  const project = `p-import-cut-${uniqueId()}`;
+  const created = await edge.keyStore.create(project, { defaultPlan: "unlimited" });
+  const file = join(dir, "cut.json");
+  writeFileSync(file, `[${JSON.stringify(clientReport())},${JSON.stringify(clientReport())}`);
+  const res = await headroom(["import", file, "--key", created.key, "--url", url]);
+  expect([res.code, res.stdout, res.stderr]).toEqual([
+    1,
+    "",
+    `headroom: ${file}: the file ends inside its JSON array\n`,
+  ]);
+  // Anything the edge had taken would be queued or stored by now.
+  await eventually(async () => expect(await p.jobCounts()).toStrictEqual(DRAINED));
+  expect(await count(project)).toBe(0);
 });
 
 it("the original service's export, imported twice on a terminal: a bar, and each row stored once", {

@@ -1,7 +1,9 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createProgress } from "../../src/cli/import-progress.js";
+import { type Item as FileItem, ImportFileError, readItems } from "../../src/cli/import-reader.js";
 import { ImportAbort, sendReports } from "../../src/cli/import-sender.js";
-import { readValues, reportMaker, uuidFromForeignId } from "../../src/cli/import-source.js";
+import { toReport, uuidFromForeignId } from "../../src/cli/import-source.js";
 
 // `headroom import` without an edge: a fake endpoint that answers as the batch endpoint does.
 
@@ -23,6 +25,7 @@ function fakeEdge(answer: Answer) {
 }
 
 const opts = { url: "http://edge", key: "k", batchSize: 3, concurrency: 1, sleep: async () => {} };
+const items = (values: unknown[]): FileItem[] => values.map((value) => ({ value }));
 
 describe("sending", () => {
   it("sends again, with the same ids, what came back unavailable or rate limited", async () => {
@@ -40,11 +43,12 @@ describe("sending", () => {
         }),
       },
     }));
-    const toReport = reportMaker();
-    const reports = [1, 2, 3, 4].map((n) => toReport({ provider: `p${n}`, limits: {} }));
-    const { counts } = await sendReports(reports, { ...opts, fetch: edge.fetch });
+    const values = [1, 2, 3, 4].map((n) => ({ provider: `p${n}`, limits: {} }));
+    const { counts } = await sendReports(items(values), { ...opts, total: 4, fetch: edge.fetch });
     expect(counts).toEqual({ total: 4, accepted: 4, duplicates: 0, refused: 0 });
-    expect(edge.calls[1]?.map((r) => r.id)).toEqual([reports[1]?.id, reports[2]?.id]);
+    const sent = edge.calls[0]?.map((r) => r.id);
+    expect(sent).toEqual(values.slice(0, 3).map((v, i) => toReport(v, i)?.id));
+    expect(edge.calls[1]?.map((r) => r.id)).toEqual([sent?.[1], sent?.[2]]);
   });
 
   it("splits a batch over the body limit, refuses invalid items, and stops on a bad key", async () => {
@@ -62,31 +66,95 @@ describe("sending", () => {
             },
           },
     );
-    const toReport = reportMaker();
-    const reports = [{ provider: "a", limits: {} }, { limits: {} }].map((r) => toReport(r));
-    const { counts, refusals } = await sendReports(reports, { ...opts, fetch: edge.fetch });
-    expect(counts).toMatchObject({ accepted: 1, refused: 1 });
-    expect(refusals).toEqual([{ index: 1, error: "invalid_report", message: "provider" }]);
-    const unauthorized = fakeEdge(() => ({ status: 401, body: { error: "invalid_project_key" } }));
-    await expect(sendReports(reports, { ...opts, fetch: unauthorized.fetch })).rejects.toThrow(
-      ImportAbort,
+    const values = [{ provider: "a", limits: {} }, { limits: {} }];
+    const { counts, refusals } = await sendReports(
+      [...items(values), { bad: "{broken", reason: "Unexpected token" }],
+      { ...opts, total: 3, fetch: edge.fetch },
     );
+    expect(counts).toMatchObject({ total: 3, accepted: 1, refused: 2 });
+    // The bad item is refused as it is read, before the batch is answered.
+    expect(refusals).toEqual([
+      {
+        error: "invalid_json",
+        count: 1,
+        index: 2,
+        message: "not JSON (Unexpected token): {broken",
+      },
+      { error: "invalid_report", count: 1, index: 1, message: "provider" },
+    ]);
+    const unauthorized = fakeEdge(() => ({ status: 401, body: { error: "invalid_project_key" } }));
+    await expect(
+      sendReports(items(values), { ...opts, total: 2, fetch: unauthorized.fetch }),
+    ).rejects.toThrow(ImportAbort);
   });
 });
 
+/** `text` read in chunks cut at `cuts` (offsets), as a stream gives it. */
+async function read(text: string, cuts: number[] = [], parse = true): Promise<FileItem[]> {
+  const at = [...new Set(cuts.map((c) => c % (text.length + 1)))].sort((a, b) => a - b);
+  const chunks = [0, ...at].map((from, i) => text.slice(from, at[i] ?? text.length));
+  const out: FileItem[] = [];
+  for await (const it of readItems(chunks, { parse })) out.push(it);
+  return out;
+}
+
 describe("reading", () => {
-  it("NDJSON and arrays; an export row of the original service gets a UUID of its own id", () => {
-    expect(readValues('{"a":1}\nnot json\n\n{"b":2}\n')).toEqual({
-      values: [{ a: 1 }, { b: 2 }],
-      badLines: ["not json"],
-    });
-    expect(readValues(' [{"a":1}]').values).toEqual([{ a: 1 }]);
-    // A byte order mark first (Windows tools), and CRLF line ends.
-    expect(readValues('\uFEFF{"a":1}\r\n{"b":2}\r\n')).toEqual({
-      values: [{ a: 1 }, { b: 2 }],
-      badLines: [],
-    });
-    expect(readValues('\uFEFF[{"a":1}]').values).toEqual([{ a: 1 }]);
+  it("NDJSON (CRLF, blank lines, no last newline) and arrays; a bad item is one item", async () => {
+    expect(await read('{"a":1}\r\nnot json\n\n  \n{"b":2}')).toEqual([
+      { value: { a: 1 } },
+      { bad: "not json", reason: expect.any(String) },
+      { value: { b: 2 } },
+    ]);
+    expect(await read(' [{"a":"x,]}"}, 2 ,\n{"b":[1,{"c":"\\""}]}]\n')).toEqual([
+      { value: { a: "x,]}" } },
+      { value: 2 },
+      { value: { b: [1, { c: '"' }] } },
+    ]);
+    expect(await read("[]")).toEqual([]);
+    expect(await read("")).toEqual([]);
+    expect(await read("[1,,2]")).toEqual([
+      { value: 1 },
+      { bad: "", reason: "an empty element" },
+      { value: 2 },
+    ]);
+    // A byte order mark first (Windows tools).
+    expect(await read('\uFEFF{"a":1}\n')).toEqual([{ value: { a: 1 } }]);
+    expect(await read('\uFEFF[{"a":1}]')).toEqual([{ value: { a: 1 } }]);
+    // Only counted: items, not values.
+    expect(await read('[{"a":1},{"b":2}]', [], false)).toHaveLength(2);
+  });
+
+  it("a file broken as a whole is an error, not items", async () => {
+    await expect(read('[{"a":1}')).rejects.toThrow(ImportFileError);
+    await expect(read('[{"a":"]"}')).rejects.toThrow(ImportFileError);
+    await expect(read("[1] 2")).rejects.toThrow(ImportFileError);
+  });
+
+  it("gives the same items however the file is cut into chunks", async () => {
+    // An array's elements are any JSON; NDJSON's lines are objects (reports), since a file
+    // whose first line is an array is read as an array.
+    const element = fc.jsonValue({ maxDepth: 3 });
+    const line = fc.dictionary(fc.string(), element, { maxKeys: 4 });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.record({ asArray: fc.constant(true), values: fc.array(element, { maxLength: 12 }) }),
+          fc.record({ asArray: fc.constant(false), values: fc.array(line, { maxLength: 12 }) }),
+        ),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        async ({ asArray, values }, cuts) => {
+          const text = asArray
+            ? `[${values.map((v) => JSON.stringify(v)).join(",\n ")}]`
+            : values.map((v) => `${JSON.stringify(v)}\r\n`).join("");
+          // JSON's text of each value (JSON.parse(JSON.stringify(-0)) is 0, as the edge reads it).
+          const expected = values.map((v) => ({ value: JSON.parse(JSON.stringify(v)) }));
+          expect(await read(text, cuts)).toEqual(expected);
+        },
+      ),
+    );
+  });
+
+  it("an id for every report: its own UUID, its export row's, else its content's and place's", () => {
     const row = {
       id: "clx0abc",
       projectId: "p",
@@ -97,8 +165,7 @@ describe("reading", () => {
       limits: { requests_limit: 1 },
       createdAt: "2026-01-01T00:00:01.000Z",
     };
-    const toReport = reportMaker();
-    const report = toReport(row);
+    const report = toReport(row, 0);
     expect(report).toEqual({
       id: uuidFromForeignId("delimiter", "clx0abc"),
       app: "default",
@@ -111,28 +178,17 @@ describe("reading", () => {
       /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
     );
     const own = "5b0e8a1c-2d3f-4e5a-9b6c-7d8e9f0a1b2c";
-    expect(toReport({ id: own, provider: "x" })?.id).toBe(own);
-  });
-
-  it("a report without an id gets the same one each time its file is read: identical ones stay apart", () => {
-    const file = [
-      { app: "a", provider: "openai", limits: { requests_remaining: 1 } },
-      { app: "a", provider: "openai", limits: { requests_remaining: 2 } },
-      { app: "a", provider: "openai", limits: { requests_remaining: 1 } },
-      { id: "not-a-uuid", app: "a", provider: "openai", limits: {} },
-    ];
-    const ids = (values: unknown[]) => {
-      const toReport = reportMaker();
-      return values.map((v) => toReport(v)?.id);
-    };
-    const first = ids(file);
-    expect(new Set(first).size).toBe(4);
-    for (const id of first) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab]/);
-    // The same file read again, and the file with a report appended: the same ids.
-    expect(ids(structuredClone(file))).toEqual(first);
-    expect(ids([...file, { app: "b", provider: "x", limits: {} }]).slice(0, 4)).toEqual(first);
-    // Not by position: a report's id follows its content.
-    expect(ids([file[1], file[0]])).toEqual([first[1], first[0]]);
+    expect(toReport({ id: own, provider: "x" }, 7)?.id).toBe(own);
+    expect(toReport(5, 0)).toBeNull();
+    // Without one: the same content at the same place, the same id (a file read again, or
+    // with reports appended); identical reports at two places, two ids.
+    const plain = { app: "a", provider: "openai", limits: { requests_remaining: 1 } };
+    const id = toReport(plain, 3)?.id;
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab]/);
+    expect(toReport(structuredClone(plain), 3)?.id).toBe(id);
+    expect(toReport(plain, 4)?.id).not.toBe(id);
+    expect(toReport({ ...plain, app: "b" }, 3)?.id).not.toBe(id);
+    expect(toReport({ ...plain, id: "not-a-uuid" }, 3)?.id).not.toBe(id);
   });
 });
 
