@@ -78,18 +78,15 @@ export function createSplitter(parse = true) {
       }
       if (inString) {
         if (escaped) escaped = false;
-        else if (c === 0x5c)
-          escaped = true; // \
-        else if (c === 0x22) inString = false; // "
-      } else if (c === 0x22) inString = true;
-      else if (c === 0x7b || c === 0x5b)
-        depth += 1; // { [
-      else if ((c === 0x7d || c === 0x5d) && depth > 0)
-        depth -= 1; // } ]
-      else if (c === 0x5d) {
+        else if (c === BACKSLASH) escaped = true;
+        else if (c === QUOTE) inString = false;
+      } else if (c === QUOTE) inString = true;
+      else if (c === OPEN_BRACE || c === OPEN_BRACKET) depth += 1;
+      else if ((c === CLOSE_BRACE || c === CLOSE_BRACKET) && depth > 0) depth -= 1;
+      else if (c === CLOSE_BRACKET) {
         element(out, text.slice(seg, i), true);
         mode = "done";
-      } else if (c === 0x2c && depth === 0) {
+      } else if (c === COMMA && depth === 0) {
         element(out, text.slice(seg, i), false);
         seg = i + 1;
       }
@@ -130,3 +127,5 @@ export function createSplitter(parse = true) {
 }
 
 const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+const [QUOTE, BACKSLASH, COMMA] = [0x22, 0x5c, 0x2c];
+const [OPEN_BRACE, CLOSE_BRACE, OPEN_BRACKET, CLOSE_BRACKET] = [0x7b, 0x7d, 0x5b, 0x5d];
