@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { UUID_TEXT } from "../report/report-id.js";
 
 // What `headroom import` reads: Headroom's own reports (a JSON array, or NDJSON: one a line), or
 // the original service's export, rows of its RateLimitReport model (delimiterapp/delimiter,
@@ -11,8 +12,6 @@ import { createHash } from "node:crypto";
 
 export type Report = Record<string, unknown> & { id: string };
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** A UUID fixed by a foreign id: the same row imported twice gets the same one. */
 export function uuidFromForeignId(source: string, id: string): string {
   const h = createHash("sha256").update(`${source}:${id}`).digest();
@@ -24,7 +23,7 @@ export function uuidFromForeignId(source: string, id: string): string {
 
 /** A row of the original service's export: its own id, project and creation time. */
 const isDelimiterRow = (row: Record<string, unknown>) =>
-  typeof row.id === "string" && !UUID.test(row.id) && "projectId" in row && "createdAt" in row;
+  typeof row.id === "string" && !UUID_TEXT.test(row.id) && "projectId" in row && "createdAt" in row;
 
 /**
  * The file's item at `index` (0-based, bad items counted) → a report to send, with an id, or
@@ -42,6 +41,6 @@ export function toReport(value: unknown, index: number): Report | null {
       id: uuidFromForeignId("delimiter", id as string),
     };
   }
-  if (typeof row.id === "string" && UUID.test(row.id)) return { ...row, id: row.id };
+  if (typeof row.id === "string" && UUID_TEXT.test(row.id)) return { ...row, id: row.id };
   return { ...row, id: uuidFromForeignId("headroom", `${index}:${JSON.stringify(row)}`) };
 }

@@ -1,5 +1,6 @@
 import { Readable } from "node:stream";
 import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
+import { UUID_TEXT } from "../report/report-id.js";
 import type { ReportRow } from "../report/report-schema.js";
 import { ROW_SHAPES } from "../report/row-shapes.js";
 import { rowsJson } from "./rows-json.js";
@@ -16,8 +17,6 @@ export interface ReportSink {
   /** Which of these rows' report ids `reports` holds already (a replayed job's check). */
   stored(rows: ReportRow[]): Promise<Set<string>>;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * On a cluster (CLICKHOUSE_CLUSTER) `reports` and `alert_events` are Distributed tables, and an
@@ -90,7 +89,9 @@ export function createReportSink(
 
     async stored(rows) {
       // An id that is not a UUID (a row ClickHouse refused) cannot be stored.
-      const ids = [...new Set(rows.map((r) => String(r[idIndex])))].filter((id) => UUID.test(id));
+      const ids = [...new Set(rows.map((r) => String(r[idIndex])))].filter((id) =>
+        UUID_TEXT.test(id),
+      );
       if (ids.length === 0) return new Set();
       const projects = [...new Set(rows.map((r) => String(r[projectIndex])))];
       const rs = await client.query({

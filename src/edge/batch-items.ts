@@ -1,5 +1,5 @@
 import type { KeyLookup } from "../keys/key-store.js";
-import { newReportIds } from "../report/report-id.js";
+import { newReportIds, UUID_TEXT } from "../report/report-id.js";
 import { type ReportRow, toRow } from "../report/report-schema.js";
 import { HttpError, type Issue, unavailable } from "../http/errors.js";
 import { type BatchFormat, type BatchItem, parseBatchBody } from "./parse-batch.js";
@@ -8,8 +8,6 @@ import type { ClaimState, ReportIds } from "./report-ids.js";
 
 // A batch's items one by one: each validated as a single report (with the client's optional id),
 // and the ids claimed so that a repeat is answered as a duplicate instead of stored again.
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export type ItemResult =
   | { id: string; warnings?: Issue[]; duplicate?: true }
@@ -78,7 +76,7 @@ export function validateItem(
   let idIssue: Issue | null = null;
   if (value !== null && typeof value === "object" && Object.hasOwn(value, "id")) {
     const id = (value as { id: unknown }).id;
-    if (typeof id === "string" && UUID.test(id)) clientId = id.toLowerCase();
+    if (typeof id === "string" && UUID_TEXT.test(id)) clientId = id.toLowerCase();
     else if (id !== null) idIssue = { path: "id", message: "expected a UUID or null" };
   }
   let valid: ReturnType<typeof validateReport>;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ERROR_STATUS } from "../http/errors.js";
+import { UUID_TEXT } from "../report/report-id.js";
 import { reportBodySchema } from "../report/report-schema.js";
 
 // OpenAPI 3.1 for the report endpoints, generated from the same zod schemas the edge validates
@@ -26,9 +27,11 @@ const error = (description: string) => ({ description, content: json(errorBody) 
 const issue = z.object({ path: z.string(), message: z.string() });
 
 /** One item of a batch: the report, with the client's optional id. */
+/** A client's id: any UUID as text, as the edge takes it (its version bits unchecked). */
+const clientId = z.string().regex(UUID_TEXT);
+
 const batchItem = reportBodySchema.extend({
-  id: z
-    .uuid()
+  id: clientId
     .nullable()
     .optional()
     .describe("The client's id: the same project and id within 24 h is stored once"),
@@ -38,7 +41,7 @@ const batchResults = z.object({
   results: z.array(
     z.union([
       z.object({
-        id: z.uuid(),
+        id: clientId,
         warnings: z.array(issue).optional(),
         duplicate: z
           .literal(true)

@@ -5,6 +5,14 @@ import { randomFillSync } from "node:crypto";
 // was about 5% of the edge's CPU. A batch's ids are written as ASCII into one buffer and read back
 // as one string, of which each id is a slice: one small string per id, not dozens of pieces.
 
+/**
+ * Any UUID as text (8-4-4-4-12 hex digits, either case), whatever its version bits: what the edge
+ * takes as a client's id and ClickHouse's UUID holds. The ids made here are UUIDv7.
+ */
+// Both cases spelled out, not /i: the OpenAPI document's pattern keeps no flags.
+export const UUID_TEXT =
+  /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
 const ID_LENGTH = 36;
 const RANDOM_BYTES = 10;
 const POOL_IDS = 1024;

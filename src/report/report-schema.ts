@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { UUID_TEXT } from "./report-id.js";
 
 // The one definition of a report: the wire rules of CONTRACT.md (`reportBodySchema`), the
 // normalised record the server stores (`reportRecordSchema`), and the positional row that travels
@@ -271,7 +272,7 @@ export function eachKey<K extends string, S extends z.ZodType>(
 
 /** The stored report: one row of ClickHouse `reports`, in column order. */
 export const reportRecordSchema = z.object({
-  report_id: z.uuid(),
+  report_id: z.string().regex(UUID_TEXT, "expected a UUID"),
   project_id: z.string().min(1),
   key_id: z.string().min(1),
   app: z.string().min(1),

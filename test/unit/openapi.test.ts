@@ -110,6 +110,10 @@ describe("POST /api/reports in the OpenAPI document", () => {
     const id = "5b0e8a1c-2d3f-4e5a-9b6c-7d8e9f0a1b2c";
     expect(validBatch([report, { ...report, id }, { ...report, id: null }])).toBe(true);
     expect(validBatch([{ ...report, id: "not-a-uuid" }])).toBe(false);
+    // Any UUID as text, as the edge takes it: version and variant bits unchecked, either case.
+    const anyHex = "12345678-1234-1234-1234-123456789ABC";
+    expect(validBatch([{ ...report, id: anyHex }]), JSON.stringify(validBatch.errors)).toBe(true);
+    expect(validResults({ results: [{ id: anyHex.toLowerCase(), duplicate: true }] })).toBe(true);
     expect(validBatch(report)).toBe(false);
   });
 

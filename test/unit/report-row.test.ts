@@ -10,6 +10,7 @@ import {
   receivedAtMsOf,
   reportBodySchema,
   reportIdOf,
+  reportRecordSchema,
   toRecord,
   toRow,
 } from "../../src/report/report-schema.js";
@@ -80,6 +81,16 @@ describe("record and row", () => {
       const record = toRecord(b, server);
       expect(fromRow(toRow(record))).toEqual(record);
     }
+  });
+
+  it("a record (as `dlq replay --rows` reads it) holds any id the edge takes from a client", () => {
+    // A client's id need not be RFC 9562's: its version and variant bits are not checked.
+    const reportId = "12345678-1234-1234-1234-123456789abc";
+    const record = fromRow(toRow(toRecord(full, { ...server, reportId })));
+    expect(reportRecordSchema.parse(record)).toEqual(record);
+    expect(reportRecordSchema.safeParse({ ...record, report_id: "not-a-uuid" }).success).toBe(
+      false,
+    );
   });
 
   it("reads the report id and receive time of a row", () => {

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
+import { UUID_TEXT } from "../../report/report-id.js";
 import { creditsSchema, eachKey, limitsSchema } from "../../report/report-schema.js";
 import { cursorParam, newestFirstPage } from "../cursor.js";
 import { filterSql, limit, parseQuery, seriesFilters, time } from "../params.js";
@@ -16,8 +17,6 @@ export const reportsQuery = z.strictObject({
   cursor: cursorParam.optional(),
   ...seriesFilters,
 });
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const nullableNumber = z.number().nullable();
 export const reportItem = z.object({
@@ -113,7 +112,7 @@ export async function readReports(
     now: (deps.now ?? Date.now)(),
     q,
     what: "reports",
-    id: UUID,
+    id: UUID_TEXT,
     project: project.projectId,
     sql: (after) => reportsSql(deps.store.db, sql, after),
     params,
