@@ -152,10 +152,19 @@ describe("hostile envelopes", () => {
     expect((await fx.records()).filter((r) => r.project_id === k.projectId)).toEqual([]);
   });
 
-  it("a wrong media type is a 415", async () => {
-    const res = await batch("[]", { type: "text/plain" });
-    expect(res.statusCode).toBe(415);
-    expect(res.json()).toMatchObject({ error: "unsupported_media_type" });
+  it("a wrong media type is a 415 that names both types taken", async () => {
+    for (const type of [
+      "text/plain",
+      "application/xml; charset=utf-8",
+      "application/x-www-form-urlencoded",
+    ]) {
+      const res = await batch("[]", { type });
+      expect(res.statusCode, type).toBe(415);
+      expect(res.json()).toEqual({
+        error: "unsupported_media_type",
+        message: "send Content-Type: application/json or application/x-ndjson",
+      });
+    }
   });
 
   it("10 MB is a 413", async () => {

@@ -58,35 +58,34 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
     deps;
   const authenticate = createAuthenticate(deps);
 
-  // This plugin's own parsers: raw bytes, parsed in the handler once the key is known.
+  // This plugin's own parsers: raw bytes, parsed in the handler once the key is known. Any
+  // other type (or none) gets this route's 415, which names both types, not the edge's.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(
-    Object.keys(MEDIA),
-    { parseAs: "buffer", bodyLimit },
-    (req, body, done) => {
-      const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
-      const charset = CHARSET.exec(req.headers["content-type"] ?? "")?.[1];
-      if (charset && !/^utf-?8$/i.test(charset)) {
-        done(
-          new HttpError("unsupported_media_type", `charset ${charset} is not supported`),
-          undefined,
-        );
-        return;
-      }
-      const format = MEDIA[type];
-      if (!format) {
-        done(
-          new HttpError(
-            "unsupported_media_type",
-            "send Content-Type: application/json or application/x-ndjson",
-          ),
-          undefined,
-        );
-        return;
-      }
-      done(null, { format, bytes: body as Buffer } satisfies RawBody);
-    },
-  );
+  const parse: Parameters<typeof app.addContentTypeParser>[2] = (req, body, done) => {
+    const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+    const charset = CHARSET.exec(req.headers["content-type"] ?? "")?.[1];
+    if (charset && !/^utf-?8$/i.test(charset)) {
+      done(
+        new HttpError("unsupported_media_type", `charset ${charset} is not supported`),
+        undefined,
+      );
+      return;
+    }
+    const format = MEDIA[type];
+    if (!format) {
+      done(
+        new HttpError(
+          "unsupported_media_type",
+          "send Content-Type: application/json or application/x-ndjson",
+        ),
+        undefined,
+      );
+      return;
+    }
+    done(null, { format, bytes: body as Buffer } satisfies RawBody);
+  };
+  app.addContentTypeParser(Object.keys(MEDIA), { parseAs: "buffer", bodyLimit }, parse);
+  app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, parse);
 
   app.route({
     method: "POST",
