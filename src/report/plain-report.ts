@@ -70,7 +70,8 @@ export function plainReportBody(value: unknown): ReportBody | null {
   if (sentCredits != null) {
     if (!isPlainObject(sentCredits)) return null;
     credits = readCredits(sentCredits, creditValue);
-    if (credits === null) return null;
+    // A negative cost is the schema's to refuse (and say so).
+    if (credits === null || (credits.request_cost ?? 0) < 0) return null;
   }
 
   return { provider, limits, app, model, timestamp, credits };

@@ -63,15 +63,19 @@ const limitValue = z
   .optional()
   .transform((n) => n ?? null);
 
-const creditValue = z
+const creditNumber = z
   .number({ error: "expected a number or null" })
   .refine((n) => Math.abs(n) < CREDIT_LIMIT, {
     message: "must be below 1e21 in magnitude",
     params: UNUSABLE,
-  })
-  .nullable()
-  .optional()
-  .transform((n) => n ?? null);
+    abort: true,
+  });
+const orNull = (n: z.ZodType<number>) =>
+  n
+    .nullable()
+    .optional()
+    .transform((v) => v ?? null);
+const creditValue = orNull(creditNumber);
 
 export const limitsSchema = z.object(
   {
@@ -89,7 +93,11 @@ export const creditsSchema = z.object(
   {
     credits_limit: creditValue,
     credits_remaining: creditValue,
-    request_cost: creditValue,
+    // A cost is spent, never given back: the rollups' sums and Prometheus's cost counter only
+    // grow (a balance may go below zero; a cost may not).
+    request_cost: orNull(
+      creditNumber.refine((n) => n >= 0, { message: "must not be negative", params: UNUSABLE }),
+    ),
   },
   { error: "expected an object or null" },
 );

@@ -72,6 +72,18 @@ describe("what the real client can send is kept", () => {
     expect(record?.credits_remaining).toBe(12.5);
   });
 
+  it("a negative cost is stored as null (costs only add up); a negative balance is kept", async () => {
+    const credits = { credits_limit: 100, credits_remaining: -3.5, request_cost: -4 };
+    const res = await fx.post(clientReport({ credits }), { key: key.key });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().warnings).toEqual([
+      { path: "credits.request_cost", message: "must not be negative: stored as null" },
+    ]);
+    const record = await stored(res.json().id);
+    expect(record?.request_cost).toBeNull();
+    expect(record?.credits_remaining).toBe(-3.5);
+  });
+
   it("a model over 256 and an app over 128 characters are cut at the limit", async () => {
     const res = await fx.post(
       clientReport({ model: "m".repeat(300), app: ` ${"a".repeat(200)} ` }),

@@ -141,6 +141,9 @@ describe("reportBodySchema: limits and credits", () => {
     expect(issuePaths(body({ credits: { request_cost: -1e21 } }))).toEqual([
       "credits.request_cost",
     ]);
+    // A cost is never negative (a balance may be): the cost counters only grow.
+    expect(issuePaths(body({ credits: { request_cost: -0.5 } }))).toEqual(["credits.request_cost"]);
+    expect(issuePaths(body({ credits: { credits_remaining: -0.5, request_cost: 0 } }))).toEqual([]);
   });
 
   it("lists every issue, not only the first", () => {
