@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { z } from "zod";
 import { backupRedis, backupSchema, restoreRedis } from "./backup.js";
 import { cliConfig } from "./context.js";
@@ -18,7 +18,11 @@ export async function backupCommand(file: string): Promise<void> {
     const text = `${JSON.stringify(backup, null, 1)}\n`;
     // It holds webhook signing secrets: readable by its owner only.
     if (file === STDIO) process.stdout.write(text);
-    else writeFileSync(file, text, { mode: 0o600 });
+    else {
+      // `mode` applies to a file made now: one that is there already is made private first.
+      if (existsSync(file)) chmodSync(file, 0o600);
+      writeFileSync(file, text, { mode: 0o600 });
+    }
     process.stderr.write(
       `backed up ${backup.keys.length} keys: keep the file off this host, it holds secrets\n`,
     );

@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -100,6 +100,12 @@ describe("headroom backup and restore", () => {
     const backedUp = await headroom(["backup", file], before.url);
     expect(backedUp.code, backedUp.stderr).toBe(0);
     expect(statSync(file).mode & 0o077).toBe(0);
+    // Over a file that others could read: it is made private too.
+    const open = join(dir, "world-readable.json");
+    writeFileSync(open, "{}", { mode: 0o644 });
+    chmodSync(open, 0o644);
+    expect((await headroom(["backup", open], before.url)).code).toBe(0);
+    expect(statSync(open).mode & 0o777).toBe(0o600);
     const written = JSON.parse(readFileSync(file, "utf8")) as { keys: unknown[] };
     expect(JSON.stringify(written)).not.toContain(key);
     // `-`: the same document on standard output, as `docker compose exec -T` passes it on.
