@@ -7,6 +7,10 @@ import { z } from "zod";
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.coerce.number().int().min(min).max(max);
+/** Node's timers take at most 2^31 - 1 ms: a longer one fires after 1 ms, with a warning. */
+export const MAX_TIMER_MS = 2_147_483_647;
+/** A duration in ms that feeds a timer. */
+const ms = (min: number, max = MAX_TIMER_MS) => int(min, max);
 const bool = z.stringbool({
   truthy: ["1", "true", "yes", "on"],
   falsy: ["0", "false", "no", "off"],
@@ -132,7 +136,7 @@ export const configSchema = z.object({
   /** A 200 only once this many replicas hold the job (Redis WAIT); 0 trusts the primary alone. */
   REDIS_ACK_REPLICAS: int(0, 16).default(0),
   /** How long the edge waits for those replicas before it answers 503. */
-  REDIS_ACK_TIMEOUT_MS: int(1, REDIS_ACK_TIMEOUT_MAX_MS).default(1_000),
+  REDIS_ACK_TIMEOUT_MS: ms(1, REDIS_ACK_TIMEOUT_MAX_MS).default(1_000),
   /** Hash-tagged so that a Redis Cluster keeps the whole queue in one slot. */
   QUEUE_PREFIX: z.string().min(1).default("{headroom}"),
   QUEUE_NAME: z.string().min(1).default("reports"),
@@ -145,22 +149,22 @@ export const configSchema = z.object({
   /** POST /api/reports: the most reports in one batch, and its largest body. */
   BATCH_MAX_REPORTS: int(1, 100_000).default(1_000),
   BATCH_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(1024 * 1024),
-  REQUEST_TIMEOUT_MS: int(100).default(10_000),
-  HEADERS_TIMEOUT_MS: int(100).default(5_000),
-  KEEP_ALIVE_TIMEOUT_MS: int(100).default(72_000),
+  REQUEST_TIMEOUT_MS: ms(100).default(10_000),
+  HEADERS_TIMEOUT_MS: ms(100).default(5_000),
+  KEEP_ALIVE_TIMEOUT_MS: ms(100).default(72_000),
 
   /** Reports that arrive while a job is being written share the next one: up to this many. */
   ENQUEUE_MAX_REPORTS: int(1, 10_000).default(500),
   /** How long a report waits for others when no job is being written (0: none; see enqueuer). */
-  ENQUEUE_MAX_WAIT_MS: int(0, 1_000).default(0),
+  ENQUEUE_MAX_WAIT_MS: ms(0, 1_000).default(0),
   /** Above this many waiting jobs the edge answers 503 instead of filling Redis. */
   BACKLOG_MAX_JOBS: int(1).default(200_000),
   /** Above this share of Redis `maxmemory` the edge answers 503 (0 disables the check). */
   REDIS_MEMORY_MAX_RATIO: z.coerce.number().min(0).max(1).default(0.9),
-  BACKLOG_CHECK_INTERVAL_MS: int(10).default(250),
+  BACKLOG_CHECK_INTERVAL_MS: ms(10).default(250),
 
   /** Cache of key lookups on each edge; a revocation is seen within this time. */
-  KEY_CACHE_TTL_MS: int(0, 1_000).default(500),
+  KEY_CACHE_TTL_MS: ms(0, 1_000).default(500),
   AUTH_FAILURES_PER_IP: int(1).default(30),
   AUTH_FAILURE_WINDOW_S: int(1).default(60),
   /** IPs (IPv6 grouped by /64) whose failed authentications an edge tracks at once. */
@@ -182,22 +186,22 @@ export const configSchema = z.object({
   /** A usage query that would return more points is a 400 that says how to narrow it. */
   READ_MAX_POINTS: int(1, 1_000_000).default(10_000),
   /** Identical read queries within this time share one ClickHouse query (0: none). */
-  READ_CACHE_TTL_MS: int(0, 60_000).default(2_000),
+  READ_CACHE_TTL_MS: ms(0, 60_000).default(2_000),
   /** ... and past it, the last answer is still served (while a refresh runs) for this long. */
-  READ_CACHE_STALE_MS: int(0, 300_000).default(30_000),
+  READ_CACHE_STALE_MS: ms(0, 300_000).default(30_000),
   /** Stale answers refreshed at a time: what polling dashboards take of ClickHouse at most. */
   READ_CACHE_REFRESHES: int(1, 64).default(1),
   /**
    * Identical /api/v1/headroom requests within this time share one answer while the hot copy is
    * unchanged (0: none): how old its `at`, burn rates and exhaustion times can be.
    */
-  READ_HEADROOM_TTL_MS: int(0, 10_000).default(1_000),
+  READ_HEADROOM_TTL_MS: ms(0, 10_000).default(1_000),
   /**
    * A polled /usage over the last 24 h asks ClickHouse for its newest buckets only, and for the
    * whole range this often: how late a report timestamped minutes in the past reaches its bucket.
    * 0: always the whole range.
    */
-  READ_USAGE_FULL_REFRESH_MS: int(0, 3_600_000).default(60_000),
+  READ_USAGE_FULL_REFRESH_MS: ms(0, 3_600_000).default(60_000),
   /** Distinct read queries the cache keeps at most (least recently used go first). */
   READ_CACHE_MAX_ENTRIES: int(1, 1_000_000).default(5_000),
   /** A series with no report for this long is `stale` in /api/v1/headroom. */
@@ -218,7 +222,7 @@ export const configSchema = z.object({
     .default("headroom"),
   /** Default: `clickhouse` under HEADROOM_DATA_DIR (see loadConfig). */
   CLICKHOUSE_PATH: z.string().min(1).default("./.data/clickhouse"),
-  CLICKHOUSE_REQUEST_TIMEOUT_MS: int(1_000).default(60_000),
+  CLICKHOUSE_REQUEST_TIMEOUT_MS: ms(1_000).default(60_000),
   /**
    * At most ten years: the TTLs are DateTime sums, which wrap past 2106 (a retention of a century
    * expired every row as it was inserted), and the edge stores older timestamps at their receive
@@ -235,14 +239,14 @@ export const configSchema = z.object({
     .optional(),
 
   BATCH_MAX_ROWS: int(1, 1_000_000).default(20_000),
-  BATCH_MAX_WAIT_MS: int(1, 60_000).default(1_000),
+  BATCH_MAX_WAIT_MS: ms(1, 60_000).default(1_000),
   /** Jobs a worker holds at once; their reports share inserts. */
   WORKER_CONCURRENCY: int(1, 10_000).default(256),
   /** A job whose worker stops renewing its lock for this long is redelivered (stalled). */
-  WORKER_LOCK_DURATION_MS: int(1_000).default(30_000),
-  WORKER_STALLED_INTERVAL_MS: int(1_000).default(30_000),
+  WORKER_LOCK_DURATION_MS: ms(1_000).default(30_000),
+  WORKER_STALLED_INTERVAL_MS: ms(1_000).default(30_000),
   /** A worker's /healthz fails once it has held jobs this long without finishing one. */
-  WORKER_HEALTH_STALL_MS: int(1_000).default(120_000),
+  WORKER_HEALTH_STALL_MS: ms(1_000).default(120_000),
   WORKER_METRICS_PORT: int(0, 65535).default(9101),
   /** The alerts worker's /metrics and /healthz (on WORKER_METRICS_HOST). */
   ALERTS_METRICS_PORT: int(0, 65535).default(9102),
@@ -252,14 +256,14 @@ export const configSchema = z.object({
    * (CLICKHOUSE_CLUSTER), where DDL waits for every host; see `migratesOnStart`.
    */
   MIGRATE_ON_START: bool.optional(),
-  RETRY_MAX_DELAY_MS: int(100).default(30_000),
+  RETRY_MAX_DELAY_MS: ms(100).default(30_000),
   /** Days a failed job (the dead-letter set) is kept, with its rows, before it is removed. */
   DLQ_RETENTION_DAYS: int(1, 3_650).default(14),
 
   /** Ingest workers hand stored rows that alert rules watch to the alerts worker. */
   ALERTS_ENABLED: bool.default(true),
   /** Alert rules are cached per project for this long: a new rule is seen within it. */
-  ALERTS_RULES_TTL_MS: int(0, 600_000).default(5_000),
+  ALERTS_RULES_TTL_MS: ms(0, 600_000).default(5_000),
   /**
    * Jobs the alerts queue may hold; beyond it, ingest workers shed alert rows (counted) rather
    * than fill Redis while the alerts worker is down or behind.
@@ -272,8 +276,8 @@ export const configSchema = z.object({
   /** Attempts per webhook before it goes to the alerts dead-letter set. */
   ALERTS_WEBHOOK_ATTEMPTS: int(1, 100).default(10),
   /** First retry delay of a webhook; doubled at each attempt. */
-  ALERTS_WEBHOOK_BACKOFF_MS: int(10).default(5_000),
-  ALERTS_WEBHOOK_TIMEOUT_MS: int(100).default(10_000),
+  ALERTS_WEBHOOK_BACKOFF_MS: ms(10).default(5_000),
+  ALERTS_WEBHOOK_TIMEOUT_MS: ms(100).default(10_000),
   /** Series (provider × model × app) one alert rule tracks; new ones beyond are not evaluated. */
   ALERTS_MAX_SERIES_PER_RULE: int(1).default(1_000),
   /** Series all alert rules of one project track together. */
@@ -305,9 +309,10 @@ export class ConfigError extends Error {
 }
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  // Empty strings mean "not set", as in most shells and compose files.
+  // Empty (or blank) strings mean "not set", as in most shells and compose files: a number
+  // read from "  " would be 0.
   const input = Object.fromEntries(
-    Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
+    Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ""),
   );
   const parsed = configSchema.safeParse(input);
   if (!parsed.success) {
@@ -357,7 +362,7 @@ function redisTopologyProblem(config: Config): string | null {
 /** Whether the environment sets a variable (empty means unset, as for loadConfig). */
 export function isSet(env: Record<string, string | undefined>, name: keyof Config): boolean {
   const value = env[name];
-  return value !== undefined && value !== "";
+  return value !== undefined && value.trim() !== "";
 }
 
 /** Names of every variable the schema knows, for docs and for checking compose files. */

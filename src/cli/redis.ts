@@ -1,4 +1,4 @@
-import type { Config } from "../config.js";
+import { type Config, isSet } from "../config.js";
 import { createCliRedis, type RedisClient, waitForReady } from "../redis/connections.js";
 import { describeTopology, redisTopology } from "../redis/topology.js";
 import { readStackFile } from "../local/stack-file.js";
@@ -16,7 +16,9 @@ export async function connectRedis(
 ): Promise<RedisClient> {
   // Redis's default address is not a choice: a command run away from its stack (another
   // HEADROOM_DATA_DIR, a stack never started) must not create keys in whatever Redis listens there.
-  const named = env.REDIS_URL || env.REDIS_CLUSTER_NODES || env.REDIS_SENTINELS;
+  const named = (["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const).some((k) =>
+    isSet(env, k),
+  );
   if (!named && !readStackFile(config.HEADROOM_DATA_DIR)) {
     throw new UsageError(
       `no local stack in ${config.HEADROOM_DATA_DIR} (no stack.json) and no Redis named: start it ` +

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  CONFIG_KEYS,
   ConfigError,
   DEFAULT_PLANS,
   isSet,
@@ -69,11 +70,29 @@ describe("loadConfig", () => {
     }
   });
 
-  it("takes an empty value as unset", () => {
+  it("takes an empty or blank value as unset", () => {
     const c = loadConfig({ PORT: "", CLICKHOUSE_URL: "", LOG_LEVEL: "" });
     expect(c.PORT).toBe(3000);
     expect(c.CLICKHOUSE_URL).toBeUndefined();
     expect(c.LOG_LEVEL).toBe("info");
+    // Not 0, which a number read from "  " would be: the memory gate off, a random port.
+    const blank = loadConfig({ PORT: "  ", REDIS_MEMORY_MAX_RATIO: " \t" });
+    expect([blank.PORT, blank.REDIS_MEMORY_MAX_RATIO]).toEqual([
+      3000,
+      loadConfig({}).REDIS_MEMORY_MAX_RATIO,
+    ]);
+  });
+
+  it("refuses a duration longer than a timer can wait (Node would fire it after 1 ms)", () => {
+    expect(loadConfig({ BACKLOG_CHECK_INTERVAL_MS: "2147483647" }).BACKLOG_CHECK_INTERVAL_MS).toBe(
+      2_147_483_647,
+    );
+    expect(configError({ BACKLOG_CHECK_INTERVAL_MS: "2147483648" })).toMatch(
+      /BACKLOG_CHECK_INTERVAL_MS/,
+    );
+    for (const name of CONFIG_KEYS.filter((k) => k.endsWith("_MS"))) {
+      expect(configError({ [name]: "2147483648" }), name).toContain(name);
+    }
   });
 
   it("ignores variables it does not know", () => {
@@ -159,6 +178,7 @@ describe("isSet", () => {
   it("follows loadConfig: empty means unset", () => {
     expect(isSet({ REDIS_URL: "redis://h:1" }, "REDIS_URL")).toBe(true);
     expect(isSet({ REDIS_URL: "" }, "REDIS_URL")).toBe(false);
+    expect(isSet({ REDIS_URL: "  " }, "REDIS_URL")).toBe(false);
     expect(isSet({}, "REDIS_URL")).toBe(false);
   });
 });
