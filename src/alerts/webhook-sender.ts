@@ -9,6 +9,33 @@ export interface SendResult {
   error?: string;
 }
 
+/** A receiver's answer up to this much is read (and its connection kept); past it, cut off. */
+const READ_AT_MOST = 64 * 1024;
+
+/**
+ * The answer's body is not needed: read to its end, a short one frees the connection for
+ * reuse. A receiver's long or endless answer is cancelled, never held: buffered whole, one
+ * receiver could fill the alerts worker's memory within the timeout.
+ */
+async function discard(res: Response) {
+  const reader = res.body?.getReader();
+  if (!reader) return;
+  let read = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      read += value.byteLength;
+      if (read > READ_AT_MOST) {
+        await reader.cancel();
+        return;
+      }
+    }
+  } catch {
+    // A body cut off or timed out: the status has already decided.
+  }
+}
+
 export async function sendWebhook(opts: {
   url: string;
   id: string;
@@ -28,8 +55,7 @@ export async function sendWebhook(opts: {
       redirect: "manual",
       signal: AbortSignal.timeout(opts.timeoutMs),
     });
-    // The body is not needed; reading it frees the connection for reuse.
-    await res.arrayBuffer().catch(() => undefined);
+    await discard(res);
     return { ok: res.status >= 200 && res.status < 300, status: res.status };
   } catch (err) {
     const cause = (err as Error & { cause?: Error }).cause;
