@@ -9,7 +9,7 @@
 //   rise to critical sends nothing either until the series resolved.
 // - Cooldown: a level that was sent less than `cooldownMs` ago (report time) is not sent again;
 //   the series stays un-notified, and is sent once the cooldown is over if usage is still high.
-//   An escalation to critical is never held back by a recent warning.
+//   An escalation to critical (receivers were told `warning`) is never held back.
 
 export type Level = "ok" | "warning" | "critical";
 export type Transition = "warning" | "critical" | "resolved";
@@ -60,7 +60,12 @@ export function step(
   }
   if (RANK[level] <= RANK[state.notified]) return { state: next, fire: null };
   const last = state.sentAt[level];
-  if (last !== undefined && at - last < th.cooldownMs) return { state: next, fire: null };
+  // Receivers told `warning` hear of critical at once, even soon after an earlier critical
+  // (resolved since): the cooldown holds back repeats, not news.
+  const escalation = level === "critical" && state.notified === "warning";
+  if (!escalation && last !== undefined && at - last < th.cooldownMs) {
+    return { state: next, fire: null };
+  }
   next.notified = level;
   next.sentAt[level] = at;
   next.seq += 1;

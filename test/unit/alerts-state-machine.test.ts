@@ -60,6 +60,15 @@ describe("alert state machine", () => {
     expect(run([75, 95]).fired).toEqual(["warning", "critical"]);
   });
 
+  it("nor by a critical sent before the series resolved: receivers told warning hear of it", () => {
+    // 95, 40, 75, 95 a minute apart, within a 10 min cooldown.
+    const { fired, state } = run([95, 40, 75, 95, 95], TH, 60_000);
+    expect(fired).toEqual(["critical", "resolved", "warning", "critical"]);
+    expect([state.level, state.notified]).toEqual(["critical", "critical"]);
+    // Straight back from ok to critical is a repeat: the cooldown holds it.
+    expect(run([95, 40, 95], TH, 60_000).fired).toEqual(["critical", "resolved"]);
+  });
+
   it("straight to critical skips the warning", () => {
     expect(run([10, 99, 10]).fired).toEqual(["critical", "resolved"]);
   });
