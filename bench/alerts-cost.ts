@@ -95,7 +95,7 @@ async function run(mode: "off" | "no-rules" | "rules") {
   const drainS = (Date.now() - t0) / 1000;
   const w1 = cpuMs(worker.child.pid as number);
   const evalQ = createEvalQueue(redis, prefix);
-  const hooksQ = createWebhookQueue(redis, prefix, { attempts: 1, backoffMs: 1 });
+  const hooksQ = createWebhookQueue(redis, prefix, { attempts: 1, backoffMs: 1, keepDeadDays: 1 });
   const pending = async () => {
     const a = await evalQ.getJobCounts("wait", "active", "delayed");
     const b = await hooksQ.getJobCounts("wait", "active", "delayed");

@@ -42,6 +42,7 @@ export interface AlertsWorkerDeps {
     | "ALERTS_WEBHOOK_CONCURRENCY"
     | "ALERTS_WEBHOOK_ATTEMPTS"
     | "ALERTS_WEBHOOK_BACKOFF_MS"
+    | "DLQ_RETENTION_DAYS"
     | "ALERTS_WEBHOOK_TIMEOUT_MS"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
@@ -96,6 +97,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
   const webhooks = createWebhookQueue(redis, prefix, {
     attempts: config.ALERTS_WEBHOOK_ATTEMPTS,
     backoffMs: config.ALERTS_WEBHOOK_BACKOFF_MS,
+    keepDeadDays: config.DLQ_RETENTION_DAYS,
   });
   webhooks.on("error", (err) => logger.warn({ err: err.message }, "queue error"));
   const shutdown = shutdownSignal();
@@ -193,7 +195,8 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
   });
   webhookWorker.on("completed", (job) => {
     metrics.webhooksDelivered.inc();
-    logger.info({ event: job.data.event_id, attempts: job.attemptsMade + 1 }, "webhook delivered");
+    // BullMQ has counted this attempt by the time the job is completed.
+    logger.info({ event: job.data.event_id, attempts: job.attemptsMade }, "webhook delivered");
   });
   webhookWorker.on("failed", (job, err) => {
     if (!job) return;

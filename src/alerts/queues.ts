@@ -50,6 +50,8 @@ export function createEvalQueue(connection: ConnectionOptions, prefix: string) {
 export interface WebhookRetry {
   attempts: number;
   backoffMs: number;
+  /** How long a webhook that failed every attempt is kept for `alerts dead` and replay. */
+  keepDeadDays: number;
 }
 
 export function createWebhookQueue(
@@ -64,7 +66,10 @@ export function createWebhookQueue(
       // Kept a day after delivery: an event queued again (a batch evaluated twice) within that
       // time finds its job id taken and is not sent twice.
       removeOnComplete: { age: 86_400 },
-      removeOnFail: false,
+      // Dead webhooks are kept as the ingest dead letters are (DLQ_RETENTION_DAYS), not for
+      // ever: a receiver gone for good must not grow Redis without end. BullMQ drops the older
+      // ones as others fail.
+      removeOnFail: { age: retry.keepDeadDays * 86_400 },
       attempts: retry.attempts,
       backoff: { type: "exponential", delay: retry.backoffMs },
     },

@@ -162,6 +162,7 @@ async function withWebhooks(run: (queue: WebhookQueue) => Promise<void>) {
   const queue = createWebhookQueue(redis, config.QUEUE_PREFIX, {
     attempts: config.ALERTS_WEBHOOK_ATTEMPTS,
     backoffMs: config.ALERTS_WEBHOOK_BACKOFF_MS,
+    keepDeadDays: config.DLQ_RETENTION_DAYS,
   });
   try {
     await run(queue);

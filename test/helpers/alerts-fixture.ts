@@ -43,7 +43,11 @@ export function alertsFixture(p: Pipeline) {
   const prefix = p.config.QUEUE_PREFIX;
   const rules = createRuleStore(p.redis, prefix);
   const evalQueue = createEvalQueue(p.redis, prefix);
-  const webhooks = createWebhookQueue(p.redis, prefix, { attempts: 1, backoffMs: 1 });
+  const webhooks = createWebhookQueue(p.redis, prefix, {
+    attempts: 1,
+    backoffMs: 1,
+    keepDeadDays: 14,
+  });
   const pending = async (q: { getJobCounts: typeof evalQueue.getJobCounts }) => {
     const c = await q.getJobCounts("wait", "active", "delayed", "prioritized", "waiting-children");
     return Object.values(c).reduce((a, b) => a + b, 0);
