@@ -64,12 +64,14 @@ export async function evaluateBatch(
   if (inputs.length === 0) return [];
   const refs = inputs.map((i) => ({ ruleId: i.rule.id, project: i.rule.project, field: i.field }));
   for (let attempt = 0; attempt < MAX_CONFLICTS; attempt++) {
-    const { outbox, states, refused } = await store.read(token, refs);
+    const { outbox, states, refused, removed } = await store.read(token, refs);
     if (outbox !== null) return JSON.parse(outbox) as AlertEvent[];
     const events: AlertEvent[] = [];
     const writes: StateWrite[] = [];
     const left: RefusedSeries[] = [];
     inputs.forEach((input, i) => {
+      // A rule removed since the rules were read: nothing of it is kept or sent.
+      if (removed[i]) return;
       if (refused[i]) {
         left.push({ rule: input.rule, series: input.series });
         return;

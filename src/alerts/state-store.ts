@@ -17,6 +17,10 @@ import { alertKeys } from "./keys.js";
 // read admits a series the rule does not track yet only while the rule and its project are under
 // their caps (a sorted set of series by last write, each); a series not written for the TTL is
 // dropped, at the next read of its project. A refused series is not evaluated at all.
+//
+// A rule removed (no longer in the rule index) is skipped by the read and makes the write a
+// conflict: a worker's rule cache, or an evaluation job's copy of the rules, can name it for a
+// few seconds more, and must neither bring its series back nor fire its events.
 
 /** A state hash field: the rule's state key and the series' field in it. */
 export interface StateRef {
@@ -52,17 +56,18 @@ export const SERIES_TTL_MS = 30 * 86_400_000;
 const PRUNE_PER_READ = 100;
 
 // KEYS: outbox. ARGV: now, TTL (ms), cap per rule, cap per project, state/series/project-series
-// key prefixes, prune limit, then per series: rule id, project, field. Returns the outbox (then
-// nothing else), or nil followed by one entry per series: its state (nil: none) or 0 (refused).
+// key prefixes, prune limit, rule index, then per series: rule id, project, field. Returns the
+// outbox (then nothing else), or nil followed by one entry per series: its state (nil: none),
+// 0 (refused) or -1 (its rule is removed).
 const READ = `
 local existing = redis.call('GET', KEYS[1])
 if existing then return {existing} end
 local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local perRule, perProject = tonumber(ARGV[3]), tonumber(ARGV[4])
-local sp, rp, pp, limit = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
+local sp, rp, pp, limit, index = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local pruned = {}
 local out = {false}
-for i = 9, #ARGV, 3 do
+for i = 10, #ARGV, 3 do
   local rule, project, field = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local rkey, pkey = rp .. rule, pp .. project
   if not pruned[project] then
@@ -76,7 +81,9 @@ for i = 9, #ARGV, 3 do
       redis.call('ZREM', pkey, member)
     end
   end
-  if redis.call('ZSCORE', rkey, field) then
+  if redis.call('HEXISTS', index, rule) == 0 then
+    out[#out + 1] = -1
+  elseif redis.call('ZSCORE', rkey, field) then
     out[#out + 1] = redis.call('HGET', sp .. rule, field) or false
   elseif redis.call('ZCARD', rkey) < perRule and redis.call('ZCARD', pkey) < perProject then
     redis.call('ZADD', rkey, now, field)
@@ -92,18 +99,19 @@ return out
 `;
 
 // KEYS: outbox, then one state hash per write. ARGV: outbox text ('' for none), now, TTL (ms),
-// series/project-series key prefixes, then per write: field, previous text ('' for none), next
-// text, rule id, project.
+// series/project-series key prefixes, rule index, then per write: field, previous text ('' for
+// none), next text, rule id, project. A write whose rule is removed is a conflict.
 const COMMIT = `
 local existing = redis.call('GET', KEYS[1])
 if existing then return {2, existing} end
 for i = 2, #KEYS do
-  local a = 6 + (i - 2) * 5
+  local a = 7 + (i - 2) * 5
   if (redis.call('HGET', KEYS[i], ARGV[a]) or '') ~= ARGV[a + 1] then return {0} end
+  if redis.call('HEXISTS', ARGV[6], ARGV[a + 3]) == 0 then return {0} end
 end
 local now, ttl, rp, pp = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 for i = 2, #KEYS do
-  local a = 6 + (i - 2) * 5
+  local a = 7 + (i - 2) * 5
   local field, rule, project = ARGV[a], ARGV[a + 3], ARGV[a + 4]
   redis.call('HSET', KEYS[i], field, ARGV[a + 2])
   redis.call('PEXPIRE', KEYS[i], ttl)
@@ -149,6 +157,7 @@ export function createStateStore(redis: RedisClient, prefix: string, opts: State
         seriesPrefix,
         projectPrefix,
         PRUNE_PER_READ,
+        k.ruleIndex,
         ...refs.flatMap((r) => [r.ruleId, r.project, r.field]),
       );
       const outbox = (reply[0] as string | null) ?? null;
@@ -157,6 +166,7 @@ export function createStateStore(redis: RedisClient, prefix: string, opts: State
         outbox,
         states: rest.map((v) => (typeof v === "string" ? v : null)),
         refused: rest.map((v) => v === 0),
+        removed: rest.map((v) => v === -1),
       };
     },
 
@@ -172,6 +182,7 @@ export function createStateStore(redis: RedisClient, prefix: string, opts: State
         ttlMs,
         seriesPrefix,
         projectPrefix,
+        k.ruleIndex,
         ...writes.flatMap((w) => [w.field, w.prev ?? "", w.next, w.ruleId, w.project]),
       ];
       const [code, existing] = await redis.headroomAlertsCommit(keys.length, ...keys, ...args);

@@ -35,7 +35,13 @@ afterAll(async () => {
   await redis.quit();
 });
 
-const rule = (id: string, project: string): AlertRule => ({
+/** A rule as the rule store lists it: in the rule index (a removed rule is skipped). */
+async function rule(id: string, project: string): Promise<AlertRule> {
+  await redis.hset(alertKeys(prefix).ruleIndex, id, project);
+  return ruleOf(id, project);
+}
+
+const ruleOf = (id: string, project: string): AlertRule => ({
   id,
   project,
   provider: null,
@@ -85,7 +91,7 @@ const store = (perRule: number, perProject: number) =>
 describe("alert series caps", () => {
   it("a rule tracks at most its cap of series, tells the rest, and keeps alerting on those it has", async () => {
     const s = store(5, 1_000);
-    const r = rule("alr_cap1", "p-cap1");
+    const r = await rule("alr_cap1", "p-cap1");
     const refused: RefusedSeries[] = [];
     for (let i = 0; i < 40; i++) {
       await evaluateBatch(s, `b1-${i}`, [r], [row(r.project, `app-${i}`, 10)], (x) =>
@@ -135,9 +141,32 @@ describe("alert series caps", () => {
     ).toBe(1);
   });
 
+  it("a removed rule, still named by a cache or a job's copy of the rules, keeps nothing and fires nothing", async () => {
+    const s = store(100, 1_000);
+    const rules = createRuleStore(redis, prefix);
+    const input = {
+      project: "p-gone",
+      metric: "requests" as const,
+      warn_pct: 70,
+      critical_pct: 90,
+      webhook: "http://127.0.0.1:1/hook",
+    };
+    const [gone, kept] = [(await rules.create(input)).rule, (await rules.create(input)).rule];
+    await evaluateBatch(s, "g-1", [gone, kept], [row("p-gone", "chat", 10)]);
+    expect(await rules.remove(gone.id)).toBe(true);
+    const events = await evaluateBatch(s, "g-2", [gone, kept], [row("p-gone", "ghost", 95)]);
+    expect(events.map((e) => [e.rule_id, e.app, e.level])).toEqual([
+      [kept.id, "ghost", "critical"],
+    ]);
+    const k = alertKeys(prefix);
+    expect(await redis.exists(k.state(gone.id), k.series(gone.id))).toBe(0);
+    const members = await redis.zrange(k.projectSeries("p-gone"), 0, -1);
+    expect(members.filter((m) => m.startsWith(gone.id))).toEqual([]);
+  });
+
   it("a series idle for the TTL is dropped, and its place taken by a new one", async () => {
     const s = store(3, 1_000);
-    const r = rule("alr_cap3", "p-cap3");
+    const r = await rule("alr_cap3", "p-cap3");
     for (const app of ["a", "b", "c"])
       await evaluateBatch(s, `b3-${app}`, [r], [row(r.project, app, 10)]);
     clock += 12 * HOUR;

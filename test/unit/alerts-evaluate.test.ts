@@ -70,6 +70,7 @@ function memoryStore() {
         outbox: outboxes.get(token) ?? null,
         states: refs.map((r) => states.get(key(r)) ?? null),
         refused: refs.map(() => false),
+        removed: refs.map(() => false),
       };
     },
     async commit(token, writes: StateWrite[], outbox): Promise<CommitResult> {
