@@ -195,7 +195,11 @@ export function expectedVerdict(text: string, now: number, bodyLimit = 32 * 1024
     if (body.credits !== undefined && body.credits !== null) {
       if (!isObject(body.credits)) invalid();
       const credits = body.credits as Record<string, unknown>;
-      const values = CREDIT_FIELDS.map((f) => credit(credits[f]));
+      const values = CREDIT_FIELDS.map((f) => {
+        const v = credit(credits[f]);
+        // A cost is never negative (a balance may be): a negative one is stored as null.
+        return f === "request_cost" && v !== null && (credits[f] as number) < 0 ? null : v;
+      });
       // A credits object whose three fields are all null is "no credits".
       CREDIT_FIELDS.forEach((f, i) => {
         report[f] = values[i] ?? null;
