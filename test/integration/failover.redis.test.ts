@@ -164,7 +164,13 @@ async function expectCleanExits(run: Run) {
     expect(crashLines(p.output())).toStrictEqual([]);
   }
   const exits = await run.s.stopProcesses();
-  expect(exits).toStrictEqual(exits.map(() => ({ code: 0, signal: null })));
+  // A process that did not exit 0 shows the end of its output, to say why.
+  const told = exits.map((e, i) =>
+    e.code === 0 && e.signal === null
+      ? e
+      : { ...e, output: run.s.procs[i]?.output().slice(-3_000) },
+  );
+  expect(told).toStrictEqual(exits.map(() => ({ code: 0, signal: null })));
 }
 
 async function clusterRun(ackReplicas: number): Promise<Run & { cluster: RedisCluster }> {
