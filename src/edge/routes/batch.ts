@@ -6,6 +6,7 @@ import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
 import { requireScope } from "../../http/scope.js";
 import type { BacklogGate } from "../backlog.js";
+import { charsetRefusal } from "../content-charset.js";
 import {
   claimIds,
   type ItemResult,
@@ -46,7 +47,6 @@ const MEDIA: Record<string, BatchFormat> = {
   "application/ndjson": "ndjson",
 };
 const JSON_TYPE = "application/json; charset=utf-8";
-const CHARSET = /charset\s*=\s*"?([^";\s]+)/i;
 
 interface RawBody {
   format: BatchFormat;
@@ -63,12 +63,9 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
   app.removeAllContentTypeParsers();
   const parse: Parameters<typeof app.addContentTypeParser>[2] = (req, body, done) => {
     const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
-    const charset = CHARSET.exec(req.headers["content-type"] ?? "")?.[1];
-    if (charset && !/^utf-?8$/i.test(charset)) {
-      done(
-        new HttpError("unsupported_media_type", `charset ${charset} is not supported`),
-        undefined,
-      );
+    const refusal = charsetRefusal(req.headers["content-type"]);
+    if (refusal) {
+      done(refusal, undefined);
       return;
     }
     const format = MEDIA[type];
