@@ -17,7 +17,11 @@ import {
 import { createWorkerRedis } from "../../src/redis/connections.js";
 import { redisTopology } from "../../src/redis/topology.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
-import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
+import {
+  createIngestWorker,
+  type IngestWorker,
+  type IngestWorkerDeps,
+} from "../../src/worker/create-ingest-worker.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
 
 // One test file's pipeline: its own embedded ClickHouse server process (stoppable, restartable),
@@ -127,14 +131,19 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
   };
 }
 
-/** An ingest worker on the pipeline's stores, started; the caller closes it. */
-export function startIngestWorker(p: Pipeline, logger: Logger): IngestWorker {
+/** An ingest worker on the pipeline's stores (and `extra` deps), started; the caller closes it. */
+export function startIngestWorker(
+  p: Pipeline,
+  logger: Logger,
+  extra: Partial<IngestWorkerDeps> = {},
+): IngestWorker {
   const worker = createIngestWorker({
     config: p.config,
     redis: p.redis,
     clickhouse: p.client,
     logger,
     metrics: createWorkerMetrics(),
+    ...extra,
   });
   worker.start();
   return worker;

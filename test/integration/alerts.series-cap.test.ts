@@ -80,6 +80,19 @@ function row(project: string, app: string, usedPct: number): ReportRow {
   );
 }
 
+/** Two rules of `project` made by the rule store, as `alerts add` makes them. */
+async function twoRules(project: string): Promise<[AlertRule, AlertRule]> {
+  const rules = createRuleStore(redis, prefix);
+  const input = {
+    project,
+    metric: "requests" as const,
+    warn_pct: 70,
+    critical_pct: 90,
+    webhook: "http://127.0.0.1:1/hook",
+  };
+  return [(await rules.create(input)).rule, (await rules.create(input)).rule];
+}
+
 const store = (perRule: number, perProject: number) =>
   createStateStore(redis, prefix, {
     maxSeriesPerRule: perRule,
@@ -117,14 +130,7 @@ describe("alert series caps", () => {
   it("all rules of a project together track at most the project's cap", async () => {
     const s = store(100, 7);
     const rules = createRuleStore(redis, prefix);
-    const input = {
-      project: "p-cap2",
-      metric: "requests" as const,
-      warn_pct: 70,
-      critical_pct: 90,
-      webhook: "http://127.0.0.1:1/hook",
-    };
-    const [a, b] = [(await rules.create(input)).rule, (await rules.create(input)).rule];
+    const [a, b] = await twoRules("p-cap2");
     for (let i = 0; i < 30; i++) {
       await evaluateBatch(s, `b2-${i}`, [a, b], [row("p-cap2", `app-${i}`, 10)]);
     }
@@ -144,14 +150,7 @@ describe("alert series caps", () => {
   it("a removed rule, still named by a cache or a job's copy of the rules, keeps nothing and fires nothing", async () => {
     const s = store(100, 1_000);
     const rules = createRuleStore(redis, prefix);
-    const input = {
-      project: "p-gone",
-      metric: "requests" as const,
-      warn_pct: 70,
-      critical_pct: 90,
-      webhook: "http://127.0.0.1:1/hook",
-    };
-    const [gone, kept] = [(await rules.create(input)).rule, (await rules.create(input)).rule];
+    const [gone, kept] = await twoRules("p-gone");
     await evaluateBatch(s, "g-1", [gone, kept], [row("p-gone", "chat", 10)]);
     expect(await rules.remove(gone.id)).toBe(true);
     const events = await evaluateBatch(s, "g-2", [gone, kept], [row("p-gone", "ghost", 95)]);

@@ -6,10 +6,9 @@ import { createLogger } from "../../src/lib/logger.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
 import { ROW_SHAPE_HISTORY, rowShapes } from "../../src/report/row-shapes.js";
-import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
-import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { eventually } from "../helpers/eventually.js";
-import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { DRAINED, type Pipeline, startIngestWorker, startPipeline } from "../helpers/pipeline.js";
 
 // A rolling upgrade to a release that adds a report field (`region`) and a rollup of it. The
 // previous release's edges queued jobs in row shape 1, and one of its workers recorded a manifest
@@ -60,16 +59,8 @@ let p: Pipeline;
 const workers: IngestWorker[] = [];
 
 function startWorker(next: boolean): IngestWorker {
-  const worker = createIngestWorker({
-    config: p.config,
-    redis: p.redis,
-    clickhouse: p.client,
-    logger,
-    metrics: createWorkerMetrics(),
-    ...(next ? { rowShapes: NEXT_SHAPES } : {}),
-  });
+  const worker = startIngestWorker(p, logger, next ? { rowShapes: NEXT_SHAPES } : {});
   workers.push(worker);
-  worker.start();
   return worker;
 }
 
