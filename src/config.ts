@@ -308,12 +308,15 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+/**
+ * Empty (or blank) strings mean "not set", as in most shells and compose files: a number read
+ * from "  " would be 0.
+ */
+const given = (value: string | undefined): value is string =>
+  value !== undefined && value.trim() !== "";
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  // Empty (or blank) strings mean "not set", as in most shells and compose files: a number
-  // read from "  " would be 0.
-  const input = Object.fromEntries(
-    Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ""),
-  );
+  const input = Object.fromEntries(Object.entries(env).filter(([, v]) => given(v)));
   const parsed = configSchema.safeParse(input);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".") || "(env)"}: ${i.message}`);
@@ -361,8 +364,7 @@ function redisTopologyProblem(config: Config): string | null {
 
 /** Whether the environment sets a variable (empty means unset, as for loadConfig). */
 export function isSet(env: Record<string, string | undefined>, name: keyof Config): boolean {
-  const value = env[name];
-  return value !== undefined && value.trim() !== "";
+  return given(env[name]);
 }
 
 /** Names of every variable the schema knows, for docs and for checking compose files. */

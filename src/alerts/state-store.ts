@@ -65,7 +65,7 @@ if existing then return {existing} end
 local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local perRule, perProject = tonumber(ARGV[3]), tonumber(ARGV[4])
 local sp, rp, pp, limit, index = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9]
-local pruned = {}
+local pruned, live = {}, {}
 local out = {false}
 for i = 10, #ARGV, 3 do
   local rule, project, field = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -81,7 +81,8 @@ for i = 10, #ARGV, 3 do
       redis.call('ZREM', pkey, member)
     end
   end
-  if redis.call('HEXISTS', index, rule) == 0 then
+  if live[rule] == nil then live[rule] = redis.call('HEXISTS', index, rule) == 1 end
+  if not live[rule] then
     out[#out + 1] = -1
   elseif redis.call('ZSCORE', rkey, field) then
     out[#out + 1] = redis.call('HGET', sp .. rule, field) or false
@@ -104,10 +105,13 @@ return out
 const COMMIT = `
 local existing = redis.call('GET', KEYS[1])
 if existing then return {2, existing} end
+local live = {}
 for i = 2, #KEYS do
   local a = 7 + (i - 2) * 5
   if (redis.call('HGET', KEYS[i], ARGV[a]) or '') ~= ARGV[a + 1] then return {0} end
-  if redis.call('HEXISTS', ARGV[6], ARGV[a + 3]) == 0 then return {0} end
+  local rule = ARGV[a + 3]
+  if live[rule] == nil then live[rule] = redis.call('HEXISTS', ARGV[6], rule) == 1 end
+  if not live[rule] then return {0} end
 end
 local now, ttl, rp, pp = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 for i = 2, #KEYS do
