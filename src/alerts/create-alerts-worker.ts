@@ -7,8 +7,10 @@ import { retryUntilDone, shutdownSignal } from "../lib/retry.js";
 import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
+import { createDestinationPolicy } from "./destination-policy.js";
 import { evaluateBatch, type RefusedSeries } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
+import { createGuardedFetch } from "./guarded-fetch.js";
 import { type AlertsMetrics, createAlertsMetrics } from "./metrics.js";
 import {
   createEvalQueue,
@@ -44,6 +46,7 @@ export interface AlertsWorkerDeps {
     | "ALERTS_WEBHOOK_BACKOFF_MS"
     | "DLQ_RETENTION_DAYS"
     | "ALERTS_WEBHOOK_TIMEOUT_MS"
+    | "ALERTS_WEBHOOK_ALLOW"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
     | "ALERTS_MAX_SERIES_PER_RULE"
@@ -89,6 +92,9 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
     if (refusalLoggedAt.size > 10_000) refusalLoggedAt.clear();
   };
   const rules = createRuleStore(redis, prefix);
+  const guarded = createGuardedFetch(
+    createDestinationPolicy({ allow: config.ALERTS_WEBHOOK_ALLOW }),
+  );
   const sink = createEventSink(
     deps.clickhouse,
     config.CLICKHOUSE_DATABASE,
@@ -168,7 +174,10 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
       body,
       secret,
       timeoutMs: config.ALERTS_WEBHOOK_TIMEOUT_MS,
+      fetch: guarded.fetch,
     });
+    // A refused destination stays refused until an operator allows it: dead-lettered at once.
+    if (res.refused) throw new UnrecoverableError(`rule ${rule_id}: webhook ${res.error}`);
     if (!res.ok) {
       throw new Error(
         res.status === null ? `no answer: ${res.error}` : `receiver answered ${res.status}`,
@@ -234,6 +243,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
       }
       await webhooks.close();
       await evalQueue.close();
+      guarded.close();
     },
   };
 }
