@@ -38,14 +38,17 @@ const redisNodes = z
 
 // proxy-addr's names for address ranges, accepted as Fastify's trustProxy does.
 const PROXY_RANGES = new Set(["loopback", "linklocal", "uniquelocal"]);
-const isProxyAddress = (entry: string) => {
-  if (PROXY_RANGES.has(entry)) return true;
+/** An IP address, or a CIDR. */
+const isAddressOrCidr = (entry: string) => {
   const [addr = "", bits, ...rest] = entry.split("/");
   const family = isIP(addr);
   if (family === 0 || rest.length > 0) return false;
   if (bits === undefined) return true;
   return /^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
 };
+const isProxyAddress = (entry: string) => PROXY_RANGES.has(entry) || isAddressOrCidr(entry);
+const HOST_NAME =
+  /^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.?$/i;
 
 /**
  * Which proxies in front of the edge may name the client (X-Forwarded-For): none, a hop count,
@@ -64,6 +67,21 @@ const trustProxy = z.string().transform((text, ctx): false | number | string[] =
     code: "custom",
     message:
       "must be false, a hop count (1-16: proxies in front of the edge) or the proxies' addresses and CIDRs; trusting every sender would let clients forge their IP",
+  });
+  return z.NEVER;
+});
+
+/** Internal webhook receivers an operator allows: host names, IP addresses and CIDRs. */
+const webhookAllowList = z.string().transform((text, ctx) => {
+  const entries = text
+    .split(",")
+    .map((part) => part.trim())
+    .filter(Boolean);
+  const bad = entries.filter((e) => !isAddressOrCidr(e) && !HOST_NAME.test(e));
+  if (bad.length === 0) return entries;
+  ctx.addIssue({
+    code: "custom",
+    message: `must be host names, IP addresses or CIDRs, comma-separated (not ${bad.join(", ")})`,
   });
   return z.NEVER;
 });
@@ -287,6 +305,11 @@ export const configSchema = z.object({
   /** Unanswered deliveries in a row after which a receiver is not tried for the cool-off. */
   ALERTS_WEBHOOK_BREAKER_FAILURES: int(1, 1_000).default(3),
   ALERTS_WEBHOOK_BREAKER_COOLOFF_MS: ms(100).default(30_000),
+  /**
+   * Webhook destinations inside the network that rules may use (host names, IPs, CIDRs):
+   * loopback, private, link-local and other internal addresses are refused unless listed here.
+   */
+  ALERTS_WEBHOOK_ALLOW: webhookAllowList.default([]),
   /** Series (provider × model × app) one alert rule tracks; new ones beyond are not evaluated. */
   ALERTS_MAX_SERIES_PER_RULE: int(1).default(1_000),
   /** Series all alert rules of one project track together. */

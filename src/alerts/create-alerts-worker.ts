@@ -8,8 +8,10 @@ import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
 import { createDeliveryLanes, receiverOf } from "./delivery-lanes.js";
+import { createDestinationPolicy } from "./destination-policy.js";
 import { evaluateBatch, type RefusedSeries } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
+import { createGuardedFetch } from "./guarded-fetch.js";
 import { type AlertsMetrics, createAlertsMetrics } from "./metrics.js";
 import {
   createEvalQueue,
@@ -50,6 +52,7 @@ export interface AlertsWorkerDeps {
     | "ALERTS_WEBHOOK_PER_RECEIVER"
     | "ALERTS_WEBHOOK_BREAKER_FAILURES"
     | "ALERTS_WEBHOOK_BREAKER_COOLOFF_MS"
+    | "ALERTS_WEBHOOK_ALLOW"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
     | "ALERTS_MAX_SERIES_PER_RULE"
@@ -106,6 +109,9 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
     failures: config.ALERTS_WEBHOOK_BREAKER_FAILURES,
     coolOffMs: config.ALERTS_WEBHOOK_BREAKER_COOLOFF_MS,
   });
+  const guarded = createGuardedFetch(
+    createDestinationPolicy({ allow: config.ALERTS_WEBHOOK_ALLOW }),
+  );
   const sink = createEventSink(
     deps.clickhouse,
     config.CLICKHOUSE_DATABASE,
@@ -209,7 +215,10 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
       body,
       secret,
       timeoutMs: config.ALERTS_WEBHOOK_TIMEOUT_MS,
+      fetch: guarded.fetch,
     });
+    // A refused destination stays refused until an operator allows it: dead-lettered at once.
+    if (res.refused) throw new UnrecoverableError(`rule ${rule_id}: webhook ${res.error}`);
     breakers.record(receiver, res.status !== null);
     if (!res.ok) {
       throw new Error(
@@ -276,6 +285,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
       }
       await webhooks.close();
       await evalQueue.close();
+      guarded.close();
     },
   };
 }

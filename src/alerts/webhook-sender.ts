@@ -1,3 +1,5 @@
+import { DestinationRefusedError } from "./destination-policy.js";
+import type { GuardedFetch } from "./guarded-fetch.js";
 import { signedHeaders } from "./signing.js";
 
 // One signed POST of an event's body. The answer's status decides: 2xx delivered, anything else
@@ -7,6 +9,8 @@ export interface SendResult {
   ok: boolean;
   status: number | null;
   error?: string;
+  /** The destination policy refused the address: retrying cannot help. */
+  refused?: boolean;
 }
 
 /** A receiver's answer up to this much is read (and its connection kept); past it, cut off. */
@@ -42,9 +46,11 @@ export async function sendWebhook(opts: {
   body: string;
   secret: string;
   timeoutMs: number;
+  /** Connects only where the destination policy allows (guarded-fetch.ts). */
+  fetch: GuardedFetch["fetch"];
 }): Promise<SendResult> {
   try {
-    const res = await fetch(opts.url, {
+    const res = await opts.fetch(opts.url, {
       method: "POST",
       headers: {
         "content-type": "application/json",
@@ -58,6 +64,8 @@ export async function sendWebhook(opts: {
     await discard(res);
     return { ok: res.status >= 200 && res.status < 300, status: res.status };
   } catch (err) {
+    if (err instanceof DestinationRefusedError)
+      return { ok: false, status: null, error: err.message, refused: true };
     const cause = (err as Error & { cause?: Error }).cause;
     return { ok: false, status: null, error: cause?.message ?? (err as Error).message };
   }

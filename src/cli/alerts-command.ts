@@ -1,4 +1,6 @@
 import { TEST_EVENT_TYPE, testEvent, webhookPayload } from "../alerts/alert-event.js";
+import { createDestinationPolicy, DestinationRefusedError } from "../alerts/destination-policy.js";
+import { createGuardedFetch } from "../alerts/guarded-fetch.js";
 import { createWebhookQueue, type WebhookQueue } from "../alerts/queues.js";
 import { type AlertRule, RuleError, type RuleInput } from "../alerts/rule.js";
 import { createRuleStore, type RuleStore } from "../alerts/rule-store.js";
@@ -38,8 +40,9 @@ const filters = (r: AlertRule) =>
     .join(" ") || "-";
 
 export const alertsAdd = (input: RuleInput & JsonOption) =>
-  withStore(async (store) => {
+  withStore(async (store, _redis, config) => {
     const { json, ...fields } = input;
+    await checkDestination(config, fields);
     const { rule, secret } = await store.create(fields);
     print(json, { ...rule, secret }, () =>
       [
@@ -53,6 +56,23 @@ export const alertsAdd = (input: RuleInput & JsonOption) =>
       ].join("\n"),
     );
   });
+
+/** A rule's webhook must point where the destination policy allows (see SECURITY.md). */
+async function checkDestination(config: Config, rule: RuleInput): Promise<void> {
+  // A malformed URL is the rule schema's to report.
+  if (!URL.canParse(rule.webhook)) return;
+  try {
+    await createDestinationPolicy({ allow: config.ALERTS_WEBHOOK_ALLOW }).checkUrl(rule.webhook);
+  } catch (err) {
+    const why =
+      err instanceof DestinationRefusedError
+        ? err.message
+        : `its host cannot be resolved (${(err as Error).message})`;
+    throw new UsageError(
+      `invalid rule: webhook ${new URL(rule.webhook).origin} for project ${rule.project}: ${why}`,
+    );
+  }
+}
 
 export const alertsList = (opts: { project?: string } & JsonOption) =>
   withStore(async (store) => {
@@ -88,13 +108,17 @@ export const alertsTest = (id: string, opts: JsonOption) =>
     const secret = rule && (await store.secret(id));
     if (!rule || !secret) throw new UsageError(`no alert rule ${id}`);
     const event = testEvent(rule);
+    const guarded = createGuardedFetch(
+      createDestinationPolicy({ allow: config.ALERTS_WEBHOOK_ALLOW }),
+    );
     const res = await sendWebhook({
       url: rule.webhook,
       id: event.id,
       body: webhookPayload(event, TEST_EVENT_TYPE),
       secret,
       timeoutMs: config.ALERTS_WEBHOOK_TIMEOUT_MS,
-    });
+      fetch: guarded.fetch,
+    }).finally(() => guarded.close());
     const out = { id: event.id, webhook: rule.webhook, status: res.status, ok: res.ok };
     print(opts.json, out, () =>
       res.ok

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
@@ -47,25 +48,30 @@ export async function startLocalStack(
   try {
     const redis = ownRedis ? await startRedisServer(localRedisOptions(base, dataDir)) : null;
     if (redis) stops.push(() => redis.stop());
-    const clickhouse = base.CLICKHOUSE_URL
-      ? null
-      : await spawnEmbeddedClickHouse({
-          path: resolve(base.CLICKHOUSE_PATH),
-          port: base.STACK_CLICKHOUSE_PORT,
-          user: base.CLICKHOUSE_USER === "default" ? undefined : base.CLICKHOUSE_USER,
-          password: base.CLICKHOUSE_PASSWORD || undefined,
-          inheritOutput: true,
-          detached: true,
-          runtime: currentRuntime,
-        });
-    if (clickhouse) stops.push(() => clickhouse.stop());
+    const clickhouse = base.CLICKHOUSE_URL ? null : await startStackClickHouse(base, dataDir);
+    if (clickhouse) stops.push(() => clickhouse.server.stop());
 
     const shared: Record<string, string> = {};
     if (redis) shared.REDIS_URL = redis.url;
-    if (clickhouse) shared.CLICKHOUSE_URL = clickhouse.url;
+    if (clickhouse) shared.CLICKHOUSE_URL = clickhouse.server.url;
+    if (clickhouse?.generatedPassword) shared.CLICKHOUSE_PASSWORD = clickhouse.generatedPassword;
+    // One person's machine: its own receivers on loopback are allowed unless the operator chose.
+    // (For the children and the CLI only: the stack itself sends no webhook.)
+    const allowLoopback: Record<string, string> = {};
+    if (base.ALERTS_WEBHOOK_ALLOW.length === 0) {
+      allowLoopback.ALERTS_WEBHOOK_ALLOW = LOCAL_WEBHOOK_ALLOW;
+      logger.warn(
+        { ALERTS_WEBHOOK_ALLOW: LOCAL_WEBHOOK_ALLOW },
+        "alert webhooks may reach this machine (loopback); set ALERTS_WEBHOOK_ALLOW to choose",
+      );
+    }
     const config: Config = { ...base, ...shared };
     // The CLI (`headroom query`, `keys`, `stats`, `dlq`) finds this stack through this file.
-    writeStackFile(dataDir, { ...shared, CLICKHOUSE_DATABASE: config.CLICKHOUSE_DATABASE });
+    writeStackFile(dataDir, {
+      ...shared,
+      ...allowLoopback,
+      CLICKHOUSE_DATABASE: config.CLICKHOUSE_DATABASE,
+    });
 
     const ch = createClickHouse(config);
     await migrate(ch, migrationContext(config), (m) => logger.info(m));
@@ -80,7 +86,7 @@ export async function startLocalStack(
       () => process.kill(process.pid, "SIGTERM"),
       currentRuntime,
     );
-    const childEnv = { ...shared, MIGRATE_ON_START: "false" };
+    const childEnv = { ...shared, ...allowLoopback, MIGRATE_ON_START: "false" };
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
     supervisor.start({ name: "alerts", entry: "workers/alerts.ts", env: childEnv });
     supervisor.start({ name: "edge", entry: "src/main/edge.ts", env: childEnv });
@@ -105,6 +111,44 @@ export async function startLocalStack(
     for (const stop of stops.reverse()) await stop().catch(() => {});
     throw err;
   }
+}
+
+const LOCAL_WEBHOOK_ALLOW = "127.0.0.0/8,::1";
+
+/**
+ * The embedded ClickHouse server, which never answers a query without credentials: unless a
+ * password is configured, one is made on first start and kept, readable by its owner only, with
+ * the stack's data (a webhook or a browser on this machine reaching the port carries none).
+ */
+export async function startStackClickHouse(
+  config: Pick<
+    Config,
+    "CLICKHOUSE_PATH" | "STACK_CLICKHOUSE_PORT" | "CLICKHOUSE_USER" | "CLICKHOUSE_PASSWORD"
+  >,
+  dataDir: string,
+  output: { inheritOutput: boolean; detached: boolean } = { inheritOutput: true, detached: true },
+) {
+  const generatedPassword = config.CLICKHOUSE_PASSWORD ? undefined : stackPassword(dataDir);
+  const server = await spawnEmbeddedClickHouse({
+    path: resolve(config.CLICKHOUSE_PATH),
+    port: config.STACK_CLICKHOUSE_PORT,
+    user: config.CLICKHOUSE_USER === "default" ? undefined : config.CLICKHOUSE_USER,
+    password: config.CLICKHOUSE_PASSWORD || generatedPassword,
+    ...output,
+    runtime: currentRuntime,
+  });
+  return { server, generatedPassword };
+}
+
+function stackPassword(dataDir: string): string {
+  const file = join(dataDir, "clickhouse-password");
+  if (existsSync(file)) {
+    const saved = readFileSync(file, "utf8").trim();
+    if (saved) return saved;
+  }
+  const password = randomBytes(24).toString("base64url");
+  writeFileSync(file, `${password}\n`, { mode: 0o600 });
+  return password;
 }
 
 /** The local stack's own redis-server: bounded, so that the edge's memory gate has a bound. */

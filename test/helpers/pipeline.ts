@@ -60,6 +60,8 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
     RETRY_MAX_DELAY_MS: "500",
     WORKER_LOCK_DURATION_MS: "2000",
     WORKER_STALLED_INTERVAL_MS: "1000",
+    // Tests' webhook receivers run on loopback: allowed as an operator allows internal receivers.
+    ALERTS_WEBHOOK_ALLOW: "127.0.0.1",
     ...overrides,
   };
   const config: Config = loadConfig(env);

@@ -34,7 +34,13 @@ function headroom(args: string[]): Promise<Run> {
     ...(process.env as Record<string, string>),
     HEADROOM_DATA_DIR: dataDir,
   };
-  for (const k of ["REDIS_URL", "QUEUE_PREFIX", "CLICKHOUSE_URL", "CLICKHOUSE_DATABASE"]) {
+  for (const k of [
+    "REDIS_URL",
+    "QUEUE_PREFIX",
+    "CLICKHOUSE_URL",
+    "CLICKHOUSE_DATABASE",
+    "ALERTS_WEBHOOK_ALLOW",
+  ]) {
     env[k] = p.env[k] as string;
   }
   return new Promise((resolve) => {

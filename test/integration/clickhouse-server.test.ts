@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,6 +24,7 @@ import {
   type EmbeddedClickHouse,
   startEmbeddedClickHouse,
 } from "../../src/local/clickhouse/server.js";
+import { startStackClickHouse } from "../../src/local/local-stack.js";
 import { eventually } from "../helpers/eventually.js";
 
 // The embedded ClickHouse server answers @clickhouse/client and curl the way clickhouse-server
@@ -545,5 +546,53 @@ describe("createClickHouse without CLICKHOUSE_URL", () => {
       script,
     ]);
     expect(JSON.parse(stdout)).toEqual([{ n: 42 }]);
+  });
+});
+
+describe("the local stack's embedded ClickHouse", () => {
+  const dataDir = join(dir, "stack");
+  const config = {
+    CLICKHOUSE_PATH: join(dataDir, "clickhouse"),
+    STACK_CLICKHOUSE_PORT: undefined,
+    CLICKHOUSE_USER: "default",
+    CLICKHOUSE_PASSWORD: "",
+  };
+  const quiet = { inheritOutput: false, detached: false };
+
+  it("answers no query without credentials: its password is made on first start and kept", async () => {
+    mkdirSync(dataDir, { recursive: true });
+    const first = await startStackClickHouse(config, dataDir, quiet);
+    const port = first.server.port;
+    try {
+      const password = first.generatedPassword as string;
+      expect(password).toMatch(/^[\w-]{32}$/);
+      const file = join(dataDir, "clickhouse-password");
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      // What a webhook aimed at this port sends: a POST with a query and no credentials.
+      const forged = await fetch(`${first.server.url}/?query=${encodeURIComponent("SELECT 1")}`, {
+        method: "POST",
+        body: "{}",
+      });
+      expect(forged.status).toBe(403);
+      expect(forged.headers.get("x-clickhouse-exception-code")).toBe("516");
+      const authed = createClient({ url: first.server.url, password });
+      expect(await (await authed.query({ query: "SELECT 1 AS one" })).json()).toMatchObject({
+        data: [{ one: 1 }],
+      });
+      await authed.close();
+    } finally {
+      await first.server.stop();
+    }
+    // A restart keeps the password the stack's processes and the CLI were given.
+    const again = await startStackClickHouse(
+      { ...config, STACK_CLICKHOUSE_PORT: port },
+      dataDir,
+      quiet,
+    );
+    try {
+      expect(again.generatedPassword).toBe(first.generatedPassword);
+    } finally {
+      await again.server.stop();
+    }
   });
 });

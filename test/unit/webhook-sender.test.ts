@@ -1,6 +1,8 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { createDestinationPolicy } from "../../src/alerts/destination-policy.js";
+import { createGuardedFetch } from "../../src/alerts/guarded-fetch.js";
 import { newSecret } from "../../src/alerts/signing.js";
 import { sendWebhook } from "../../src/alerts/webhook-sender.js";
 
@@ -9,6 +11,8 @@ import { sendWebhook } from "../../src/alerts/webhook-sender.js";
 let server: Server;
 let url: string;
 let chunksSent = 0;
+// The receiver runs on loopback: allowed as an operator allows a receiver inside the network.
+const guarded = createGuardedFetch(createDestinationPolicy({ allow: ["127.0.0.1"] }));
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -33,6 +37,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  guarded.close();
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
 });
@@ -45,6 +50,7 @@ const send = (path: string) =>
     body: "{}",
     secret: newSecret(),
     timeoutMs: 600_000,
+    fetch: guarded.fetch,
   });
 
 it("a 2xx is delivered, anything else is a failure", async () => {

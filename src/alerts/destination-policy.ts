@@ -1,0 +1,141 @@
+import { lookup as dnsLookup } from "node:dns/promises";
+import { BlockList, isIP, type LookupFunction } from "node:net";
+
+// Where a tenant's webhook may point. The alerts worker posts from inside the deployment, so an
+// address of the deployment's own networks (ClickHouse, Redis, the cloud's metadata service)
+// would let a tenant write to, or read from, what it must not reach. Such addresses are refused
+// unless the operator allows them (ALERTS_WEBHOOK_ALLOW). Checked when a rule is added and, on
+// the address actually connected to, at every send: a name that resolves elsewhere later (DNS
+// rebinding) meets the same check.
+
+/** Internal and special-purpose ranges, by name. IPv4 rules also match IPv4-mapped IPv6. */
+const INTERNAL_RANGES: [name: string, network: string, prefix: number][] = [
+  ["unspecified", "0.0.0.0", 8],
+  ["private", "10.0.0.0", 8],
+  ["shared (CGNAT)", "100.64.0.0", 10],
+  ["loopback", "127.0.0.0", 8],
+  ["link-local (cloud metadata)", "169.254.0.0", 16],
+  ["private", "172.16.0.0", 12],
+  ["special-purpose", "192.0.0.0", 24],
+  ["documentation", "192.0.2.0", 24],
+  ["private", "192.168.0.0", 16],
+  ["benchmarking", "198.18.0.0", 15],
+  ["documentation", "198.51.100.0", 24],
+  ["documentation", "203.0.113.0", 24],
+  ["multicast", "224.0.0.0", 4],
+  ["reserved", "240.0.0.0", 4],
+  // `::` and `::1` too; IPv4-compatible addresses (deprecated) would name an IPv4 one.
+  ["unspecified or loopback", "::", 96],
+  ["discard-only", "100::", 64],
+  // The well-known NAT64 prefix 64:ff9b::/96 may not hold non-global IPv4 (RFC 6052); this one may.
+  ["local-use NAT64", "64:ff9b:1::", 48],
+  ["documentation", "2001:db8::", 32],
+  // 6to4 embeds any IPv4 address, internal ones included.
+  ["6to4", "2002::", 16],
+  ["unique-local", "fc00::", 7],
+  ["link-local", "fe80::", 10],
+  ["site-local", "fec0::", 10],
+  ["multicast", "ff00::", 8],
+];
+
+const ranges = INTERNAL_RANGES.map(([name, network, prefix]) => {
+  const list = new BlockList();
+  list.addSubnet(network, prefix, isIP(network) === 6 ? "ipv6" : "ipv4");
+  return { name, list };
+});
+
+const family = (address: string) => (isIP(address) === 6 ? "ipv6" : "ipv4");
+
+/** The internal range an IP address is in (its name), or null for a public address. */
+export function internalRange(address: string): string | null {
+  if (isIP(address) === 0) return "not an IP address";
+  return ranges.find((r) => r.list.check(address, family(address)))?.name ?? null;
+}
+
+export class DestinationRefusedError extends Error {
+  override name = "DestinationRefusedError";
+}
+
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+export type Resolver = (host: string) => Promise<ResolvedAddress[]>;
+
+const systemResolver: Resolver = (host) => dnsLookup(host, { all: true, verbatim: true });
+
+/** `[::1]` → `::1`; `Hooks.Example.` → `hooks.example`. */
+export const bareHost = (hostname: string) =>
+  hostname
+    .replace(/^\[(.*)\]$/, "$1")
+    .replace(/\.$/, "")
+    .toLowerCase();
+
+export interface DestinationPolicy {
+  /** Why `address` (reached through `host`) is refused, or null when it may be connected to. */
+  refusal(host: string, address: string): string | null;
+  /** Rule creation: the URL's host and every address its name resolves to must be allowed. */
+  checkUrl(url: string): Promise<void>;
+  /** For net.connect: resolves as the system does, refusing a name with a refused address. */
+  lookup: LookupFunction;
+}
+
+export function createDestinationPolicy(
+  opts: { allow?: readonly string[]; resolve?: Resolver } = {},
+): DestinationPolicy {
+  const resolve = opts.resolve ?? systemResolver;
+  const hosts = new Set<string>();
+  const allowed = new BlockList();
+  for (const entry of opts.allow ?? []) {
+    const [addr = "", bits] = entry.split("/");
+    if (isIP(addr) === 0) hosts.add(bareHost(entry));
+    else if (bits === undefined) allowed.addAddress(addr, family(addr));
+    else allowed.addSubnet(addr, Number(bits), family(addr));
+  }
+
+  const refusal = (host: string, address: string): string | null => {
+    if (hosts.has(bareHost(host))) return null;
+    const bare = bareHost(address);
+    if (isIP(bare) !== 0 && allowed.check(bare, family(bare))) return null;
+    const range = internalRange(bare);
+    return range && `${bare} is ${range}`;
+  };
+
+  /** The addresses `host` connects to, each checked. */
+  async function resolveChecked(host: string): Promise<ResolvedAddress[]> {
+    const bare = bareHost(host);
+    const addresses = isIP(bare) ? [{ address: bare, family: isIP(bare) }] : await resolve(bare);
+    if (addresses.length === 0) throw new DestinationRefusedError(`${bare} does not resolve`);
+    for (const { address } of addresses) {
+      const why = refusal(bare, address);
+      if (why) {
+        throw new DestinationRefusedError(
+          `destination refused: ${bare === address ? why : `${bare} resolves to ${why}`} (an operator can allow it in ALERTS_WEBHOOK_ALLOW)`,
+        );
+      }
+    }
+    return addresses;
+  }
+
+  const lookup: LookupFunction = (hostname, options, callback) => {
+    resolveChecked(hostname).then(
+      (all) => {
+        const wanted = options.family === 4 || options.family === 6 ? options.family : 0;
+        const usable = wanted ? all.filter((a) => a.family === wanted) : all;
+        const first = usable[0];
+        if (options.all) callback(null, usable);
+        else if (first) callback(null, first.address, first.family);
+        else callback(new DestinationRefusedError(`${hostname} has no IPv${wanted} address`), "");
+      },
+      (err: Error) => callback(err as NodeJS.ErrnoException, ""),
+    );
+  };
+
+  return {
+    refusal,
+    lookup,
+    async checkUrl(url) {
+      await resolveChecked(new URL(url).hostname);
+    },
+  };
+}

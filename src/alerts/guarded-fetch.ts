@@ -1,0 +1,84 @@
+import http from "node:http";
+import https from "node:https";
+import { isIP, type Socket } from "node:net";
+import { Readable } from "node:stream";
+import { bareHost, type DestinationPolicy, DestinationRefusedError } from "./destination-policy.js";
+
+// A POST as `fetch` makes it, on connections whose addresses the destination policy allows.
+// Node's fetch cannot be given a resolver, so this is node:http(s) with the policy's `lookup`:
+// the address checked is the one connected to. A literal IP is never looked up, so it is
+// checked before the request; every new socket's peer is checked again once connected.
+// Redirects are never followed.
+
+export interface GuardedInit {
+  method: "POST";
+  headers: Record<string, string>;
+  body: string;
+  /** Never followed, whatever is asked. */
+  redirect?: "manual";
+  signal: AbortSignal;
+}
+
+/** Statuses whose answer has no body (the Response constructor refuses one). */
+const NULL_BODY = new Set([204, 205, 304]);
+
+export function createGuardedFetch(policy: DestinationPolicy) {
+  // Keep-alive, as fetch's pool: a receiver's connection is reused across deliveries.
+  const agents = {
+    "http:": new http.Agent({ keepAlive: true }),
+    "https:": new https.Agent({ keepAlive: true }),
+  };
+
+  const fetch = (url: string, init: GuardedInit): Promise<Response> =>
+    new Promise((resolve, reject) => {
+      const target = new URL(url);
+      const host = bareHost(target.hostname);
+      const agent = agents[target.protocol as keyof typeof agents];
+      if (!agent) return reject(new DestinationRefusedError(`${target.protocol} is not http(s)`));
+      const literal = isIP(host) !== 0 && policy.refusal(host, host);
+      if (literal) return reject(new DestinationRefusedError(`destination refused: ${literal}`));
+      const req = (target.protocol === "https:" ? https : http).request(target, {
+        method: init.method,
+        headers: { ...init.headers, "content-length": Buffer.byteLength(init.body) },
+        agent,
+        lookup: policy.lookup,
+        signal: init.signal,
+      });
+      req.on("socket", (socket: Socket) => {
+        const check = () => {
+          const why = socket.remoteAddress && policy.refusal(host, socket.remoteAddress);
+          if (why) req.destroy(new DestinationRefusedError(`destination refused: ${why}`));
+        };
+        if (socket.connecting) socket.once("connect", check);
+        else check();
+      });
+      req.on("error", reject);
+      req.on("response", (res) => {
+        const status = res.statusCode ?? 0;
+        const headers = new Headers();
+        for (const [name, value] of Object.entries(res.headers)) {
+          for (const v of [value ?? []].flat()) headers.append(name, v);
+        }
+        if (status < 200 || status > 599) {
+          res.resume();
+          return reject(new Error(`the receiver answered an invalid status ${status}`));
+        }
+        if (NULL_BODY.has(status)) {
+          res.resume();
+          return resolve(new Response(null, { status, headers }));
+        }
+        resolve(new Response(Readable.toWeb(res) as ReadableStream, { status, headers }));
+      });
+      req.end(init.body);
+    });
+
+  return {
+    fetch,
+    close() {
+      agents["http:"].destroy();
+      agents["https:"].destroy();
+    },
+  };
+}
+
+export type GuardedFetch = ReturnType<typeof createGuardedFetch>;
