@@ -128,6 +128,12 @@ describe("CSV", () => {
     );
     expect(csv).toBe(`a,b,c\r\n"x,y",,1.5\r\n"'=HYPERLINK(""x"")","'+1",-2\r\n`);
   });
+
+  it("defuses a formula that another locale's separator would start", () => {
+    expect(toCsv(["a"], [{ a: "x;=cmd|' /C calc'!A0;" }, { a: "x\t-1" }, { a: "a, @b" }])).toBe(
+      `a\r\n"x;'=cmd|' /C calc'!A0;"\r\n"x\t'-1"\r\n"a,' @b"\r\n`,
+    );
+  });
 });
 
 describe("query cache", () => {
