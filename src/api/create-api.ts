@@ -45,8 +45,8 @@ export async function createApi(
     createRuleStore(redis, config.QUEUE_PREFIX),
     config.ALERTS_RULES_TTL_MS,
   );
-  // ClickHouse queries, and whole answers to "the last 24 h" over them (usage.ts).
-  // Each bounded by entries and bytes, in all and per project (query-cache.ts).
+  // ClickHouse queries' rows, whole answers to "the last 24 h" over them (usage.ts), and
+  // /headroom answers: each bounded by entries and bytes, in all and per project.
   const bounds = {
     maxEntries: config.READ_CACHE_MAX_ENTRIES,
     maxBytes: config.READ_CACHE_MAX_BYTES,
