@@ -34,7 +34,7 @@ beforeAll(async () => {
   s = await startReadStack({
     READ_CACHE_TTL_MS: "60000",
     READ_CACHE_STALE_MS: "300000",
-    READ_CACHE_MAX_ENTRIES: "32",
+    READ_CACHE_MAX_ENTRIES: "16",
     READ_CACHE_MAX_BYTES: String(MAX_BYTES),
     READ_CACHE_PROJECT_PCT: String(PROJECT_PCT),
     READ_MAX_POINTS: "10000",
@@ -93,9 +93,10 @@ describe("one read key's distinct queries", () => {
     }
     const grown = liveBytes() - base;
 
-    // The stated bound: each cache's READ_CACHE_MAX_BYTES (two are in use here), with room for
-    // what is not cached (buffers a request still holds, the allocator's slack).
-    expect(grown, `grew ${(grown / MiB).toFixed(1)} MiB`).toBeLessThan(2 * MAX_BYTES);
+    // Two caches are in use here, the hostile project holding at most its share of each (a
+    // quarter of MAX_BYTES): MAX_BYTES leaves room for what is not cached (buffers a request
+    // still holds, the allocator's slack).
+    expect(grown, `grew ${(grown / MiB).toFixed(1)} MiB`).toBeLessThan(MAX_BYTES);
 
     // Served from the caches: the answers as they were, without the victim's second report.
     const after = await Promise.all(victimUrls.map((u) => s.get(u, victim.read)));
@@ -110,5 +111,5 @@ describe("one read key's distinct queries", () => {
         (MAX_BYTES * PROJECT_PCT) / 100,
       );
     }
-  });
+  }, 120_000);
 });
