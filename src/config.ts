@@ -222,6 +222,13 @@ export const configSchema = z.object({
   READ_USAGE_FULL_REFRESH_MS: ms(0, 3_600_000).default(60_000),
   /** Distinct read queries the cache keeps at most (least recently used go first). */
   READ_CACHE_MAX_ENTRIES: int(1, 1_000_000).default(5_000),
+  /**
+   * Bytes each of the read API's three caches (query rows, /usage answers, /headroom answers)
+   * holds at most, counted as what an answer keeps alive: the process's memory for answers.
+   */
+  READ_CACHE_MAX_BYTES: int(1_048_576).default(64 * 1_048_576),
+  /** % of each cache's entries and bytes one project may hold: past it, its own oldest go. */
+  READ_CACHE_PROJECT_PCT: int(1, 100).default(25),
   /** A series with no report for this long is `stale` in /api/v1/headroom. */
   READ_STALE_AFTER_S: int(1).default(900),
   /** /api/v1/metrics exports at most this many series (provider, model, app) per project. */

@@ -15,7 +15,9 @@ import { createHotStore, hotKeys } from "./hot-store.js";
 import { createHotVersions } from "./hot-versions.js";
 import { createQueryCache } from "./query-cache.js";
 import { createReadLimit } from "./read-limit.js";
-import { createReadStore } from "./read-store.js";
+import { createReadStore, rowsBytes } from "./read-store.js";
+import { heldAnswerBytes } from "./routes/headroom.js";
+import { rollingAnswerBytes } from "./routes/usage.js";
 
 // Wires one read API process from configuration: clients are created here, once, and passed
 // down. It shares the key store, the limits' Redis scripts and the config with the edge.
@@ -43,14 +45,28 @@ export async function createApi(
     createRuleStore(redis, config.QUEUE_PREFIX),
     config.ALERTS_RULES_TTL_MS,
   );
-  // ClickHouse queries, and whole answers to "the last 24 h" over them (usage.ts).
+  // ClickHouse queries' rows, whole answers to "the last 24 h" over them (usage.ts), and
+  // /headroom answers: each bounded by entries and bytes, in all and per project.
+  const bounds = {
+    maxEntries: config.READ_CACHE_MAX_ENTRIES,
+    maxBytes: config.READ_CACHE_MAX_BYTES,
+    projectShare: config.READ_CACHE_PROJECT_PCT / 100,
+  };
   const cacheOptions = {
+    ...bounds,
     ttlMs: config.READ_CACHE_TTL_MS,
     staleMs: config.READ_CACHE_STALE_MS,
-    maxEntries: config.READ_CACHE_MAX_ENTRIES,
     backgroundRefreshes: config.READ_CACHE_REFRESHES,
   };
-  const cache = createQueryCache(cacheOptions);
+  const caches = {
+    rows: createQueryCache({ ...cacheOptions, sizeOf: rowsBytes }),
+    usage: createQueryCache({ ...cacheOptions, sizeOf: rollingAnswerBytes }),
+    headroom: createQueryCache({
+      ...bounds,
+      ttlMs: config.READ_HEADROOM_TTL_MS,
+      sizeOf: heldAnswerBytes,
+    }),
+  };
   const hot = createHotStore(redis, config.QUEUE_PREFIX, {
     maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,
     ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,
@@ -85,13 +101,10 @@ export async function createApi(
     store: createReadStore({
       clickhouse,
       db: config.CLICKHOUSE_DATABASE,
-      cache,
+      cache: caches.rows,
     }),
-    answers: createQueryCache(cacheOptions),
-    headroomAnswers: createQueryCache({
-      ttlMs: config.READ_HEADROOM_TTL_MS,
-      maxEntries: config.READ_CACHE_MAX_ENTRIES,
-    }),
+    answers: caches.usage,
+    headroomAnswers: caches.headroom,
     hot,
     hotVersions,
     rulesFor: async (project) => (await rules.rulesFor([project])).get(project) ?? [],
@@ -102,6 +115,8 @@ export async function createApi(
     app,
     redis,
     keyStore,
+    /** The answer caches, for what they hold (`usage()`). */
+    caches,
     /** Stop intake, let in-flight requests finish, close Redis and ClickHouse. */
     async close() {
       await app.close();

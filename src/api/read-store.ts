@@ -11,8 +11,18 @@ export interface ReadStore {
   /** The database every table name is qualified with. */
   db: string;
   /** Shared through the cache, unless `uncached`: for a caller that caches what it makes of them. */
-  rows<T>(query: string, params: Record<string, unknown>, uncached?: boolean): Promise<T[]>;
+  rows<T>(query: string, params: QueryParams, uncached?: boolean): Promise<T[]>;
 }
+
+/** Every read query is one project's: its answers are charged to that project in the cache. */
+export type QueryParams = { project: string } & Record<string, unknown>;
+
+/**
+ * What a cached row array keeps alive: the parsed rows, and what callers hang on them by
+ * identity (usage.ts's shaped answer and its encoded, compressed bytes), about four times the
+ * rows' JSON.
+ */
+export const rowsBytes = (rows: unknown) => 4 * Buffer.byteLength(JSON.stringify(rows));
 
 export function createReadStore(opts: {
   clickhouse: ClickHouseClient;
@@ -22,7 +32,7 @@ export function createReadStore(opts: {
   const { clickhouse, cache } = opts;
   return {
     db: opts.db,
-    rows<T>(query: string, params: Record<string, unknown>, uncached = false): Promise<T[]> {
+    rows<T>(query: string, params: QueryParams, uncached = false): Promise<T[]> {
       const run = async () => {
         try {
           const rs = await clickhouse.query({
@@ -38,7 +48,7 @@ export function createReadStore(opts: {
           throw e;
         }
       };
-      return uncached ? run() : cache.get(JSON.stringify([query, params]), run);
+      return uncached ? run() : cache.get(params.project, JSON.stringify([query, params]), run);
     },
   };
 }

@@ -36,6 +36,16 @@ export function unusableValue(issue: z.core.$ZodIssue, input: unknown): { value:
   const [field] = issue.path;
   const marked = (issue as { params?: { unusable?: boolean } }).params?.unusable === true;
   if (marked) return { value: null };
+  // A number past a double's range (a 400-digit limit) is ±Infinity once parsed: out of range,
+  // as 1e300 is, not of the wrong type. (JSON has no Infinity literal: `Infinity` is no JSON.)
+  if (
+    issue.code === "invalid_type" &&
+    overflowed(input) &&
+    issue.path.length === 2 &&
+    (field === "limits" || field === "credits")
+  ) {
+    return { value: null };
+  }
   if ((field === "app" || field === "model") && issue.path.length === 1) {
     if (issue.code === "too_small") return { value: null };
     if (issue.code === "too_big" && typeof input === "string")
@@ -50,13 +60,23 @@ function cutAt(s: string, max: number): string {
 }
 const NOT_UTF8 = "must be valid UTF-8 (no lone surrogates)";
 
+/** ±Infinity: what JSON.parse makes of a number too large for a double. */
+const overflowed = (v: unknown) => v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY;
+
+/** A number's type error, or for an overflowed number its range, as `unusableValue` stores it. */
+const numberError = (range: string) => (issue: { input?: unknown }) =>
+  overflowed(issue.input) ? range : "expected a number or null";
+
+const INT64_MESSAGE = "must fit a signed 64-bit integer";
+const CREDIT_MESSAGE = "must be below 1e21 in magnitude";
+
 const limitValue = z
-  .number({ error: "expected a number or null" })
+  .number({ error: numberError(INT64_MESSAGE) })
   .transform((n) => Math.round(n))
   // -2^63 itself is refused: its JSON text (-9223372036854776000) is past Int64's range, and
   // ClickHouse would store it wrapped round to +9223372036854775616.
   .refine((n) => n > -INT64_LIMIT && n < INT64_LIMIT, {
-    message: "must fit a signed 64-bit integer",
+    message: INT64_MESSAGE,
     params: UNUSABLE,
   })
   .nullable()
@@ -64,9 +84,9 @@ const limitValue = z
   .transform((n) => n ?? null);
 
 const creditNumber = z
-  .number({ error: "expected a number or null" })
+  .number({ error: numberError(CREDIT_MESSAGE) })
   .refine((n) => Math.abs(n) < CREDIT_LIMIT, {
-    message: "must be below 1e21 in magnitude",
+    message: CREDIT_MESSAGE,
     params: UNUSABLE,
     abort: true,
   });

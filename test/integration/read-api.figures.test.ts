@@ -196,6 +196,89 @@ describe("GET /api/v1/usage equals the raw rows' aggregates", () => {
   });
 });
 
+describe("a CSV export of formula-like names", () => {
+  /** Names that a spreadsheet would run: each trigger first, and after each common separator. */
+  const NAMES = [
+    "=1+1",
+    "+1+1",
+    "-1+1",
+    "@SUM(1)",
+    "\t=1+1",
+    "\r=1+1",
+    "x;=cmd|' /C calc'!A0;",
+    "x,=1+1",
+    "x\t=1+1",
+    "x\n@SUM(1)",
+    'x;"=1+1"',
+    "x; -1+1",
+  ];
+  // A cell as the CSV's own parser reads it, and as each locale's spreadsheet splits it: the
+  // text between separators (`,`, `;` or tab) and line breaks, quotes and spaces before it
+  // aside. Only numbers may start with a sign.
+  const FORMULA = /^[=+\-@\t\r]/;
+  const NUMBER = /^-?\d+(\.\d+)?$/;
+  /** The cells of an RFC 4180 CSV, as a comma-separated spreadsheet reads them. */
+  function rfc4180Cells(csv: string): string[] {
+    const cells: string[] = [];
+    let i = 0;
+    while (i < csv.length) {
+      let value = "";
+      if (csv[i] === '"') {
+        for (i += 1; i < csv.length; i++) {
+          if (csv[i] !== '"') value += csv[i];
+          else if (csv[i + 1] === '"') value += csv[i++];
+          else break;
+        }
+        i += 1;
+      } else {
+        const end = csv.slice(i).search(/,|\r\n/);
+        value = end === -1 ? csv.slice(i) : csv.slice(i, i + end);
+        i += value.length;
+      }
+      cells.push(value);
+      i += csv.startsWith("\r\n", i) ? 2 : 1;
+    }
+    return cells;
+  }
+  function formulaCells(csv: string): string[] {
+    const found = rfc4180Cells(csv)
+      .filter((cell) => FORMULA.test(cell) && !NUMBER.test(cell))
+      .map((cell) => `cell: ${cell}`);
+    for (const separator of [",", ";", "\t"]) {
+      for (const line of csv.split(/\r\n|\n|\r/)) {
+        for (const part of line.split(separator)) {
+          const text = part.replace(/^[ "]*/, "");
+          if (FORMULA.test(text) && !NUMBER.test(text)) found.push(`${separator}: ${text}`);
+        }
+      }
+    }
+    return found;
+  }
+
+  it("has no cell that starts a formula, with any common separator", async () => {
+    const c = await s.project();
+    const sent = NAMES.flatMap((name, i) => [
+      // Apps are trimmed at the edge: the leading tab and CR go through `model` and `provider`.
+      { provider: `p${i}`, app: name, model: `m${i}`, limits: {} },
+      { provider: `p${i}`, app: `a${i}`, model: name, limits: {} },
+    ]);
+    sent.push({ provider: "x;=cmd|' /c calc'!a0", app: "a", model: "m", limits: {} });
+    await s.send(c.report, sent);
+    await s.stored(c.project, sent.length);
+    const hour = enc(Date.now() - HOUR);
+    for (const url of [
+      "/api/v1/usage?group_by=provider,model,app&format=csv",
+      `/api/v1/usage?group_by=provider,model,app&window=hour&from=${hour}&format=csv`,
+    ]) {
+      const res = await s.get(url, c.read);
+      expect(res.statusCode, res.body).toBe(200);
+      // Every name is in the export, with no formula anywhere.
+      expect(res.body.split("\r\n").length).toBeGreaterThan(sent.length);
+      expect(formulaCells(res.body), url).toEqual([]);
+    }
+  });
+});
+
 describe("GET /api/v1/spend equals the raw rows' sums", () => {
   it.each([
     ["the last 24 hours (minute rollups)", () => [now - 24 * HOUR, now]],

@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
+import { CLIENT_LIMITS, NULL_LIMITS } from "../../fixtures/sample-reports.js";
 import {
   clientReport,
   type EdgeFixture,
   startEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
+import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 
 // The real client fires and forgets: it never reads an answer, so a 400 loses the report without
 // anyone knowing. What it can send must be kept: an unusable optional value is stored as null (or
@@ -160,6 +162,121 @@ describe("what the real client can send is kept", () => {
     expect(res.statusCode).toBe(200);
     expect(await count("model")).toBe(before + 1);
     expect(await count("limits.requests_limit")).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe("a number too large for a double (400 digits) is stored as null, as 1e300 is", () => {
+  // JSON.parse makes ±Infinity of it: the report, or the batch item, must still be kept.
+  const BIG = `1${"0".repeat(400)}`;
+  /** A body whose "BIG" and "-BIG" strings are that number's digits. */
+  const withBig = (value: unknown) =>
+    JSON.stringify(value).replaceAll('"BIG"', BIG).replaceAll('"-BIG"', `-${BIG}`);
+  let s: ReadStack;
+  let k: ProjectKeys;
+
+  beforeAll(async () => {
+    s = await startReadStack();
+    k = await s.project();
+  });
+
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  const post = (url: string, payload: string) =>
+    s.edge.app.inject({
+      method: "POST",
+      url,
+      headers: { authorization: `Bearer ${k.report}`, "content-type": "application/json" },
+      payload,
+    });
+
+  /** The report's row in ClickHouse, once the worker has stored it. */
+  async function row(id: string) {
+    await eventually(
+      async () =>
+        expect(
+          await s.sql("SELECT 1 FROM {db:Identifier}.reports_v WHERE report_id = {id:UUID}", {
+            db: s.db,
+            id,
+          }),
+        ).toHaveLength(1),
+      { timeoutMs: 20_000 },
+    );
+    const [r] = await s.sql<Record<string, unknown>>(
+      `SELECT requests_limit, requests_remaining, tokens_limit, credits_limit, credits_remaining,
+        request_cost FROM {db:Identifier}.reports_v WHERE report_id = {id:UUID}`,
+      { db: s.db, id },
+    );
+    return r;
+  }
+
+  const paths = (warnings: { path: string }[]) => warnings.map((w) => w.path).sort();
+
+  it("in a single report: a limit and a credit figure, with a warning each", async () => {
+    const body = clientReport({
+      limits: { ...CLIENT_LIMITS, requests_limit: "BIG" },
+      credits: { credits_limit: 100, credits_remaining: "-BIG", request_cost: 0.5 },
+    });
+    const res = await post("/api/report", withBig(body));
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().warnings).toEqual([
+      {
+        path: "limits.requests_limit",
+        message: "must fit a signed 64-bit integer: stored as null",
+      },
+      {
+        path: "credits.credits_remaining",
+        message: "must be below 1e21 in magnitude: stored as null",
+      },
+    ]);
+    expect(await row(res.json().id)).toEqual({
+      requests_limit: null,
+      requests_remaining: CLIENT_LIMITS.requests_remaining,
+      tokens_limit: CLIENT_LIMITS.tokens_limit,
+      credits_limit: 100,
+      credits_remaining: null,
+      request_cost: 0.5,
+    });
+  });
+
+  it("in a batch item: that item kept with its warnings, the others as they are", async () => {
+    const items = [
+      clientReport(),
+      clientReport({
+        limits: { ...CLIENT_LIMITS, tokens_limit: "-BIG" },
+        credits: { credits_limit: "BIG", credits_remaining: 7, request_cost: "BIG" },
+      }),
+    ];
+    const res = await post("/api/reports", withBig(items));
+    expect(res.statusCode, res.body).toBe(200);
+    const [plain, big] = res.json().results;
+    expect(plain.warnings).toBeUndefined();
+    expect(paths(big.warnings)).toEqual([
+      "credits.credits_limit",
+      "credits.request_cost",
+      "limits.tokens_limit",
+    ]);
+    expect(await row(big.id)).toEqual({
+      requests_limit: CLIENT_LIMITS.requests_limit,
+      requests_remaining: CLIENT_LIMITS.requests_remaining,
+      tokens_limit: null,
+      credits_limit: null,
+      credits_remaining: 7,
+      request_cost: null,
+    });
+  });
+
+  it("NaN and Infinity, which are no JSON, are still invalid_json", async () => {
+    for (const literal of ["NaN", "Infinity", "-Infinity"]) {
+      const body = withBig(clientReport()).replace(
+        '"requests_limit":10000',
+        `"requests_limit":${literal}`,
+      );
+      const res = await post("/api/report", body);
+      expect(res.statusCode, literal).toBe(400);
+      expect(res.json().error).toBe("invalid_json");
+    }
   });
 });
 

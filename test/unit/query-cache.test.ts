@@ -19,17 +19,19 @@ describe("query cache: stale while revalidate", () => {
     let t = 0;
     const cache = createQueryCache({ ttlMs: 100, staleMs: 1_000, now: () => t });
     const q = controlled();
-    const first = cache.get("q", q.run);
+    const first = cache.get("p", "q", q.run);
     q.runs[0]?.resolve(1);
     expect(await first).toBe(1);
     t = 150;
     // Stale: both callers get 1 at once; one refresh only.
-    expect(await Promise.all([cache.get("q", q.run), cache.get("q", q.run)])).toEqual([1, 1]);
+    expect(await Promise.all([cache.get("p", "q", q.run), cache.get("p", "q", q.run)])).toEqual([
+      1, 1,
+    ]);
     expect(q.runs).toHaveLength(2);
     q.runs[1]?.resolve(2);
     await Promise.resolve();
     await Promise.resolve();
-    expect(await cache.get("q", q.run)).toBe(2);
+    expect(await cache.get("p", "q", q.run)).toBe(2);
     expect(q.runs).toHaveLength(2);
   });
 
@@ -37,21 +39,21 @@ describe("query cache: stale while revalidate", () => {
     let t = 0;
     const cache = createQueryCache({ ttlMs: 100, staleMs: 400, now: () => t });
     const q = controlled();
-    const first = cache.get("q", q.run);
+    const first = cache.get("p", "q", q.run);
     q.runs[0]?.resolve(1);
     await first;
     t = 200;
-    expect(await cache.get("q", q.run)).toBe(1);
+    expect(await cache.get("p", "q", q.run)).toBe(1);
     q.runs[1]?.reject(new Error("down"));
     await new Promise((r) => setImmediate(r));
     t = 300;
-    expect(await cache.get("q", q.run)).toBe(1);
+    expect(await cache.get("p", "q", q.run)).toBe(1);
     expect(q.runs).toHaveLength(3);
     q.runs[2]?.reject(new Error("down"));
     await new Promise((r) => setImmediate(r));
     // 500 = TTL + stale bound: the old answer is no longer served; callers wait for a run.
     t = 500;
-    const waited = cache.get("q", q.run);
+    const waited = cache.get("p", "q", q.run);
     expect(q.runs).toHaveLength(4);
     q.runs[3]?.resolve(9);
     expect(await waited).toBe(9);
@@ -67,18 +69,18 @@ describe("query cache: stale while revalidate", () => {
     });
     const q = controlled();
     for (const key of ["a", "b"]) {
-      const first = cache.get(key, q.run);
+      const first = cache.get("p", key, q.run);
       q.runs.at(-1)?.resolve(1);
       await first;
     }
     t = 200;
-    expect(await cache.get("a", q.run)).toBe(1);
-    expect(await cache.get("b", q.run)).toBe(1);
+    expect(await cache.get("p", "a", q.run)).toBe(1);
+    expect(await cache.get("p", "b", q.run)).toBe(1);
     // `a` is being refreshed: `b` waits for the slot, served stale meanwhile.
     expect(q.runs).toHaveLength(3);
     q.runs[2]?.resolve(2);
     await new Promise((r) => setImmediate(r));
-    expect(await cache.get("b", q.run)).toBe(1);
+    expect(await cache.get("p", "b", q.run)).toBe(1);
     expect(q.runs).toHaveLength(4);
   });
 
@@ -86,31 +88,31 @@ describe("query cache: stale while revalidate", () => {
     const cache = createQueryCache({ ttlMs: 10_000, maxEntries: 2, now: () => 0 });
     let runs = 0;
     const run = async () => ++runs;
-    await cache.get("a", run);
-    await cache.get("b", run);
+    await cache.get("p", "a", run);
+    await cache.get("p", "b", run);
     // `a` used again: `b` is now the least recently used, and goes when `c` comes.
-    await cache.get("a", run);
-    await cache.get("c", run);
+    await cache.get("p", "a", run);
+    await cache.get("p", "c", run);
     expect(runs).toBe(3);
-    await cache.get("a", run);
+    await cache.get("p", "a", run);
     expect(runs).toBe(3);
-    await cache.get("b", run);
+    await cache.get("p", "b", run);
     expect(runs).toBe(4);
   });
 
   it("peeks at a usable answer only, and counts the peek as a use", async () => {
     let t = 0;
     const cache = createQueryCache({ ttlMs: 100, maxEntries: 2, now: () => t });
-    expect(cache.peek("a")).toBeUndefined();
-    await cache.get("a", async () => "A");
-    await cache.get("b", async () => "B");
-    expect(cache.peek("a")).toBe("A");
+    expect(cache.peek("p", "a")).toBeUndefined();
+    await cache.get("p", "a", async () => "A");
+    await cache.get("p", "b", async () => "B");
+    expect(cache.peek("p", "a")).toBe("A");
     // `a` peeked at: `b` is the least recently used, and goes when `c` comes.
-    await cache.get("c", async () => "C");
-    expect(cache.peek("a")).toBe("A");
-    expect(cache.peek("b")).toBeUndefined();
+    await cache.get("p", "c", async () => "C");
+    expect(cache.peek("p", "a")).toBe("A");
+    expect(cache.peek("p", "b")).toBeUndefined();
     t = 100;
-    expect(cache.peek("a")).toBeUndefined();
+    expect(cache.peek("p", "a")).toBeUndefined();
   });
 
   it("gives a refresh the answer it replaces: none, a stale one, an expired one", async () => {
@@ -122,12 +124,12 @@ describe("query cache: stale while revalidate", () => {
       given.push(previous);
       return ++next;
     };
-    expect(await cache.get("q", run)).toBe(1);
+    expect(await cache.get("p", "q", run)).toBe(1);
     t = 150; // stale: served, refreshed behind
-    expect(await cache.get("q", run)).toBe(1);
+    expect(await cache.get("p", "q", run)).toBe(1);
     await new Promise((r) => setImmediate(r));
     t = 1_000; // expired: the caller waits for a refresh, which still gets the old answer
-    expect(await cache.get("q", run)).toBe(3);
+    expect(await cache.get("p", "q", run)).toBe(3);
     expect(given).toEqual([undefined, 1, 2]);
   });
 
@@ -137,10 +139,77 @@ describe("query cache: stale while revalidate", () => {
     let runs = 0;
     const run = async () => ({ version, n: ++runs });
     const current = (held: { version: number }) => held.version === version;
-    expect(await cache.get("q", run, current)).toEqual({ version: 1, n: 1 });
-    expect(await cache.get("q", run, current)).toEqual({ version: 1, n: 1 });
+    expect(await cache.get("p", "q", run, current)).toEqual({ version: 1, n: 1 });
+    expect(await cache.get("p", "q", run, current)).toEqual({ version: 1, n: 1 });
     version = 2;
-    expect(await cache.get("q", run, current)).toEqual({ version: 2, n: 2 });
-    expect(await cache.get("q", run, current)).toEqual({ version: 2, n: 2 });
+    expect(await cache.get("p", "q", run, current)).toEqual({ version: 2, n: 2 });
+    expect(await cache.get("p", "q", run, current)).toEqual({ version: 2, n: 2 });
+  });
+});
+
+describe("query cache: bounded by bytes, in all and per project", () => {
+  // Sizes as sizeOf says, plus each entry's fixed overhead (512): a value's number is its bytes.
+  const sized = (o: { maxBytes: number; projectShare?: number; maxEntries?: number }) => {
+    let t = 0;
+    const cache = createQueryCache({
+      ttlMs: 1_000,
+      sizeOf: (v) => v as number,
+      now: () => t,
+      ...o,
+    });
+    return { cache, at: (ms: number) => (t = ms) };
+  };
+  const value = (bytes: number) => async () => bytes - 512;
+
+  it("holds at most maxBytes, the least recently used dropped first", async () => {
+    const { cache } = sized({ maxBytes: 3_000 });
+    for (const k of ["a", "b", "c"]) await cache.get("p", k, value(1_000));
+    expect(cache.usage()).toEqual({ entries: 3, bytes: 3_000 });
+    cache.peek("p", "a");
+    await cache.get("p", "d", value(1_000));
+    expect(cache.usage().bytes).toBe(3_000);
+    expect(cache.peek("p", "b")).toBeUndefined();
+    expect(cache.peek("p", "a")).toBe(488);
+  });
+
+  it("a project over its share drops its own answers, never another project's", async () => {
+    const { cache } = sized({ maxBytes: 10_000, projectShare: 0.25 });
+    await cache.get("victim", "v", value(2_000));
+    for (let i = 0; i < 50; i++) await cache.get("hostile", `junk-${i}`, value(1_000));
+    expect(cache.usage("hostile").bytes).toBeLessThanOrEqual(2_500);
+    expect(cache.peek("victim", "v")).toBe(1_488);
+    // Its newest answers are the ones it keeps.
+    expect(cache.peek("hostile", "junk-49")).toBe(488);
+    expect(cache.peek("hostile", "junk-0")).toBeUndefined();
+  });
+
+  it("a project's share of maxEntries bounds its entries too", async () => {
+    const { cache } = sized({ maxBytes: 1_000_000, maxEntries: 8, projectShare: 0.25 });
+    await cache.get("victim", "v", value(600));
+    for (let i = 0; i < 20; i++) await cache.get("hostile", `junk-${i}`, value(600));
+    expect(cache.usage("hostile").entries).toBe(2);
+    expect(cache.peek("victim", "v")).toBe(88);
+  });
+
+  it("serves but never keeps an answer over a project's share", async () => {
+    const { cache } = sized({ maxBytes: 4_000, projectShare: 0.5 });
+    let runs = 0;
+    const big = async () => {
+      runs += 1;
+      return 3_000;
+    };
+    expect(await cache.get("p", "big", big)).toBe(3_000);
+    expect(await cache.get("p", "big", big)).toBe(3_000);
+    expect(runs).toBe(2);
+    expect(cache.usage()).toEqual({ entries: 0, bytes: 0 });
+  });
+
+  it("frees expired answers, not only stops serving them", async () => {
+    const { cache, at } = sized({ maxBytes: 1_000_000 });
+    for (const k of ["a", "b", "c"]) await cache.get("p", k, value(1_000));
+    at(5_000);
+    await cache.get("q", "other", value(1_000));
+    expect(cache.usage()).toEqual({ entries: 1, bytes: 1_000 });
+    expect(cache.usage("p")).toEqual({ entries: 0, bytes: 0 });
   });
 });

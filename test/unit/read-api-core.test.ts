@@ -128,6 +128,12 @@ describe("CSV", () => {
     );
     expect(csv).toBe(`a,b,c\r\n"x,y",,1.5\r\n"'=HYPERLINK(""x"")","'+1",-2\r\n`);
   });
+
+  it("defuses a formula that another locale's separator would start", () => {
+    expect(toCsv(["a"], [{ a: "x;=cmd|' /C calc'!A0;" }, { a: "x\t-1" }, { a: "a, @b" }])).toBe(
+      `a\r\n"x;'=cmd|' /C calc'!A0;"\r\n"x\t'-1"\r\n"a,' @b"\r\n`,
+    );
+  });
 });
 
 describe("query cache", () => {
@@ -136,15 +142,17 @@ describe("query cache", () => {
     const cache = createQueryCache({ ttlMs: 100, now: () => t });
     let runs = 0;
     const run = async () => ++runs;
-    const [x, y] = await Promise.all([cache.get("q", run), cache.get("q", run)]);
+    const [x, y] = await Promise.all([cache.get("p", "q", run), cache.get("p", "q", run)]);
     expect([x, y, runs]).toEqual([1, 1, 1]);
-    expect(await cache.get("other", run)).toBe(2);
+    expect(await cache.get("p", "other", run)).toBe(2);
     t = 99;
-    expect(await cache.get("q", run)).toBe(1);
+    expect(await cache.get("p", "q", run)).toBe(1);
     t = 100;
-    expect(await cache.get("q", run)).toBe(3);
-    await expect(cache.get("bad", async () => Promise.reject(new Error("no")))).rejects.toThrow();
-    expect(await cache.get("bad", run)).toBe(4);
+    expect(await cache.get("p", "q", run)).toBe(3);
+    await expect(
+      cache.get("p", "bad", async () => Promise.reject(new Error("no"))),
+    ).rejects.toThrow();
+    expect(await cache.get("p", "bad", run)).toBe(4);
   });
 });
 

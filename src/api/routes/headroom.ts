@@ -6,10 +6,10 @@ import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { type LatestFigures, type RecentPoints, STATUSES, seriesView } from "../headroom-view.js";
 import { type HotSeries, hotFigures, seriesField } from "../hot-series.js";
-import type { QueryCache } from "../query-cache.js";
 import type { HotStore } from "../hot-store.js";
 import type { HotVersions } from "../hot-versions.js";
 import { filterSql, parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
+import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
 import { chTime } from "../time-range.js";
 
@@ -338,6 +338,9 @@ interface HeldAnswer {
   body: Buffer;
 }
 
+/** What a held answer keeps alive: its bytes. */
+export const heldAnswerBytes = (a: unknown) => (a as HeldAnswer).body.length;
+
 export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps) => {
   const { answers, hot } = deps;
   const answerOf = async (
@@ -362,8 +365,8 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
       // never delays a report by more than a read. The version pushed by the workers says so
       // without a round trip; else the hot copy's version, with the copy itself unless the
       // answer held was made from it, in one.
-      const key = JSON.stringify(["headroom", project.projectId, filters]);
-      const held = answers.peek<HeldAnswer>(key);
+      const key = JSON.stringify(["headroom", filters]);
+      const held = answers.peek<HeldAnswer>(project.projectId, key);
       const pushed = deps.versions?.current(project.projectId);
       if (held !== undefined && pushed !== undefined && held.version === pushed) {
         return reply.type("application/json; charset=utf-8").send(held.body);
@@ -379,6 +382,7 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
         version === null
           ? await answerOf(project, filters, null, { rules })
           : await answers.get(
+              project.projectId,
               key,
               () => answerOf(project, filters, version, { series, rules }),
               (h) => h.version === version,

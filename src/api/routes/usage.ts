@@ -246,6 +246,15 @@ interface RollingAnswer {
   fullAt: number;
 }
 
+/**
+ * What a held answer keeps alive: its JSON bytes, its points' JSON (as long again), room for a
+ * compressed copy (never longer), and each point's record.
+ */
+export const rollingAnswerBytes = (a: unknown) => {
+  const { encoded, entries } = a as RollingAnswer;
+  return 3 * encoded.identity.length + 64 * entries.length;
+};
+
 /** Points shaped between two turns of the event loop (~1 ms). */
 const YIELD_EVERY = 500;
 
@@ -350,7 +359,8 @@ export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
     ];
     if (deps.answers && q.from === undefined && q.to === undefined) {
       const shared = await deps.answers.get<RollingAnswer>(
-        JSON.stringify(["usage", project.projectId, asked]),
+        project.projectId,
+        JSON.stringify(["usage", asked]),
         async (previous) => {
           const next = await refreshUsage(deps, project, q, previous);
           // Most polled answers go to browsers, which take br.
