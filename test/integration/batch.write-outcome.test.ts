@@ -85,7 +85,9 @@ async function storedPerView(project: string) {
   return out;
 }
 
-const matchProject = (project: string) => (args: string[]) => args.some((a) => a.includes(project));
+/** The write path's commands (scripts) for this project: ids, limits, the job, its settling. */
+const matchProject = (project: string) => (args: string[]) =>
+  /^eval/i.test(args[0] ?? "") && args.some((a) => a.includes(project));
 
 /**
  * One case: `n` reports of `kind`, the first send cut at the `nth` command that names the
