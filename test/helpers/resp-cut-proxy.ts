@@ -68,7 +68,7 @@ export async function startRespCutProxy(targetPort: number, targetHost = "127.0.
       for (const cmd of parseCommands(pending)) {
         const a = arm;
         if (a && a.cut === undefined && a.match(cmd.args) && ++a.seen === a.nth) {
-          a.cut = cmd.args.slice(0, 2).join(" ");
+          a.cut = cmd.args.slice(0, 2).join(" ").replace(/\s+/g, " ").slice(0, 60);
           if (a.mode === "after") forward += cmd.bytes;
           server.write(pending.subarray(0, forward));
           muted = true;

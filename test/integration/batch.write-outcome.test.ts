@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
+import { sendReports } from "../../src/cli/import-sender.js";
 import { loadConfig } from "../../src/config.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
@@ -119,7 +120,7 @@ async function runCase(kind: Kind, nth: number, mode: CutMode): Promise<string |
     if (r.duplicate) duplicates.add(i);
     else if (r.id) ok.add(i);
   };
-  first.forEach((r, i) => note(i, r));
+  for (const [i, r] of first.entries()) note(i, r);
   await eventually(
     async () => {
       const todo = last.flatMap((r, i) => (resendAdvised(r) ? [i] : []));
@@ -129,7 +130,7 @@ async function runCase(kind: Kind, nth: number, mode: CutMode): Promise<string |
         kind,
         todo.map((i) => body[i] as Record<string, unknown>),
       );
-      todo.forEach((i, j) => note(i, again[j] as Item));
+      for (const [j, i] of todo.entries()) note(i, again[j] as Item);
       expect(last.filter(resendAdvised), `${label}: still advised to resend`).toEqual([]);
     },
     { timeoutMs: 20_000, intervalMs: 50 },
@@ -186,4 +187,63 @@ it("a single report, cut at each command: answered 200 is stored once, nothing t
   timeout: 300_000,
 }, async () => {
   await everyCut("single report");
+});
+
+/** `fetch` for sendReports, over the edge's inject: the import's own requests, no socket. */
+const injectFetch: typeof fetch = async (input, init) => {
+  const res = await edge.app.inject({
+    method: "POST",
+    url: new URL(String(input)).pathname,
+    headers: init?.headers as Record<string, string>,
+    payload: init?.body as string,
+  });
+  return new Response(res.body, {
+    status: res.statusCode,
+    headers: res.headers as Record<string, string>,
+  });
+};
+
+it("headroom import run twice, the first over a cut at each command: every report stored once", {
+  timeout: 300_000,
+}, async () => {
+  for (const mode of ["before", "after"] as const) {
+    for (let nth = 1; ; nth++) {
+      expect(nth, "commands of one send").toBeLessThan(20);
+      const { key, projectId } = await edge.keyStore.create(`p-wo-${uniqueId()}`, {
+        defaultPlan: "unlimited",
+      });
+      const items = Array.from({ length: 3 }, (_, i) => ({
+        value: clientReport({ app: `r${i}` }),
+      }));
+      const run = () =>
+        sendReports(items, {
+          total: items.length,
+          url: "http://edge",
+          key,
+          batchSize: items.length,
+          concurrency: 1,
+          fetch: injectFetch,
+          sleep: () => new Promise((r) => setTimeout(r, 50)),
+        });
+      proxy.arm(matchProject(projectId), nth, mode);
+      const first = await run();
+      const { cut } = proxy.disarm();
+      const label = `import, command ${nth} (${cut ?? "none"}), cut ${mode}`;
+      const second = await run();
+      expect(first.counts.accepted + first.counts.refused, label).toBe(items.length);
+      expect(second.counts, label).toMatchObject({ accepted: 3, duplicates: 3, refused: 0 });
+      await eventually(
+        async () => {
+          const stored = await storedPerView(projectId);
+          for (let i = 0; i < items.length; i++) {
+            expect(stored.get(`r${i}`), `${label}: report ${i}`).toEqual([1, 1, 1, 1]);
+          }
+          expect(await p.jobCounts()).toMatchObject({ wait: 0, active: 0, delayed: 0 });
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      if (cut === null) break;
+      cutPoints.push(`import: command ${nth} (${cut}) cut ${mode}`);
+    }
+  }
 });
