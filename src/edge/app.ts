@@ -4,6 +4,7 @@ import { errorHandler } from "../http/error-handler.js";
 import { type ServerConfig, serverOptions } from "../http/server-options.js";
 import type { LookupKey } from "../keys/key-cache.js";
 import type { Enqueuer } from "../queue/enqueuer.js";
+import type { IdJobs } from "../queue/id-jobs.js";
 import type { BacklogGate } from "./backlog.js";
 import type { Limits } from "./limits.js";
 import type { EdgeMetrics } from "./metrics.js";
@@ -35,6 +36,7 @@ export interface EdgeDeps {
   backlog: BacklogGate;
   enqueuer: Enqueuer;
   reportIds: ReportIds;
+  idJobs: IdJobs;
   metrics: EdgeMetrics;
 }
 

@@ -5,6 +5,7 @@ import { HttpError, type Issue, unavailable } from "../http/errors.js";
 import { type BatchFormat, type BatchItem, parseBatchBody } from "./parse-batch.js";
 import { validateReport } from "./parse-report.js";
 import type { ClaimState, ReportIds } from "./report-ids.js";
+import type { IdJobs, JobPlace } from "../queue/id-jobs.js";
 
 // A batch's items one by one: each validated as a single report (with the client's optional id),
 // and the ids claimed so that a repeat is answered as a duplicate instead of stored again.
@@ -123,27 +124,55 @@ export function resultsJson(results: ItemResult[]): string {
 }
 
 /**
- * Claims the items' client ids. Items whose id is stored already are answered as duplicates
- * (also an id repeated within the batch), those being enqueued elsewhere are told to retry; the
- * rest go on, in order.
+ * Claims the items' client ids for a job at a new place. Items whose id is stored already are
+ * answered as duplicates (also an id repeated within the batch), those being enqueued elsewhere
+ * are told to retry; an id left unknown by a send that got no answer is settled first (as a
+ * duplicate if its job was written, else it is taken). The rest go on, in order.
  */
 export async function claimIds(
   valid: Taken[],
   results: ItemResult[],
   project: KeyLookup,
   reportIds: ReportIds,
-): Promise<{ taken: Taken[]; repeats: [Taken, Taken][]; token: string }> {
+  idJobs: Pick<IdJobs, "place" | "written">,
+): Promise<{ taken: Taken[]; repeats: [Taken, Taken][]; place: JobPlace }> {
+  const place = idJobs.place();
   const firstOf = new Map<string, Taken>();
   for (const t of valid) if (t.clientId && !firstOf.has(t.clientId)) firstOf.set(t.clientId, t);
-  if (firstOf.size === 0) return { taken: valid, repeats: [], token: "" };
+  if (firstOf.size === 0) return { taken: valid, repeats: [], place };
   const ids = [...firstOf.keys()];
-  let claimed: { states: ClaimState[]; token: string };
+  let claimed: ClaimState[];
   try {
-    claimed = await reportIds.claim(project.projectId, ids);
+    claimed = await reportIds.claim(project.projectId, ids, place);
   } catch {
     throw unavailable();
   }
-  const state = new Map(ids.map((id, i) => [id, claimed.states[i] as ClaimState]));
+  // One question per unknown job, however many of its ids come again.
+  const asked = new Map<string, Promise<boolean>>();
+  const settled = await Promise.all(
+    ids.map(async (id, i): Promise<Settled> => {
+      const c = claimed[i] as ClaimState;
+      if (c.state !== "unknown") return c.state;
+      try {
+        let written = asked.get(c.job.token);
+        if (!written) {
+          written = idJobs.written(c.job);
+          asked.set(c.job.token, written);
+        }
+        const stored = await written;
+        const won = await reportIds.resolve(
+          project.projectId,
+          id,
+          c.seen,
+          stored ? "stored" : place,
+        );
+        return !won ? "pending" : stored ? "stored" : "new";
+      } catch {
+        return "unsettled";
+      }
+    }),
+  );
+  const state = new Map(ids.map((id, i) => [id, settled[i] as Settled]));
   const taken: Taken[] = [];
   const repeats: [Taken, Taken][] = [];
   for (const t of valid) {
@@ -159,23 +188,37 @@ export async function claimIds(
       results[t.index] = unavailable(
         "a report with this id is being enqueued by another request: send it again shortly",
       ).toBody();
-    } else results[t.index] = { id: t.clientId, duplicate: true };
+    } else if (s === "unsettled") results[t.index] = unsureBody(true);
+    else results[t.index] = { id: t.clientId, duplicate: true };
   }
-  return { taken, repeats, token: claimed.token };
+  return { taken, repeats, place };
+}
+
+type Settled = "new" | "stored" | "pending" | "unsettled";
+
+/** The answer for a report whose job's write got no answer: what a resend does depends on an id. */
+export function unsureBody(hasId: boolean): Record<string, unknown> {
+  return (
+    hasId
+      ? unavailable("the report may have been stored: sending it again with its id is safe")
+      : unavailable(
+          "the report may have been stored: sending it again may count it twice (give it an id)",
+        )
+  ).toBody();
 }
 
 export async function settleIds(
   reportIds: ReportIds,
   project: KeyLookup,
   ids: string[],
-  token: string,
-  outcome: "stored" | "released",
+  place: JobPlace,
+  outcome: "stored" | "unknown" | "released",
   log: { warn: (obj: object, msg: string) => void },
 ): Promise<void> {
   try {
-    await reportIds.settle(project.projectId, ids, token, outcome);
+    await reportIds.settle(project.projectId, ids, place, outcome);
   } catch (err) {
-    // The claims lapse by themselves after PENDING_MS: a retry then is taken as a first send.
+    // A claim left pending is settled by the next repeat of its id, once REPORT_ID_PENDING_MS passed.
     log.warn({ err: (err as Error).message, ids: ids.length }, "report ids not settled");
   }
 }

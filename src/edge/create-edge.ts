@@ -4,6 +4,7 @@ import { createKeyCache } from "../keys/key-cache.js";
 import { createKeyStore } from "../keys/key-store.js";
 import { createEdgeQueues } from "../queue/edge-queues.js";
 import { createEnqueuer } from "../queue/enqueuer.js";
+import { createIdJobs } from "../queue/id-jobs.js";
 import type { ReportsQueue } from "../queue/reports-queue.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
@@ -72,7 +73,8 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     limits,
     backlog,
     enqueuer,
-    reportIds: createReportIds(redis, "headroom"),
+    reportIds: createReportIds(redis, "headroom", config.REPORT_ID_PENDING_MS),
+    idJobs: createIdJobs({ redis: queueRedis, names: queues.names, queues: queues.queues }),
     metrics,
   });
 

@@ -47,13 +47,14 @@ export function createEnqueuer(opts: EnqueuerOptions) {
   let scheduled = false;
   const inFlight = new Set<Promise<void>>();
 
-  async function write(shard: number, batch: Pending[]) {
+  async function write(shard: number, batch: Pending[], token?: string) {
     const started = process.hrtime.bigint();
     let failure: EnqueueError | undefined;
     try {
       await opts.write(
         shard,
         batch.map((p) => p.row),
+        token,
       );
     } catch (cause) {
       failedUntil[shard] = now() + (opts.shardCooldownMs ?? SHARD_COOLDOWN_MS);
@@ -72,8 +73,13 @@ export function createEnqueuer(opts: EnqueuerOptions) {
     const batch = pending.length <= opts.maxReports ? pending : pending.slice(0, opts.maxReports);
     pending = batch === pending ? [] : pending.slice(opts.maxReports);
     nextShard = (shard + 1) % opts.shards;
+    start(shard, batch);
+  }
+
+  /** A write under way: the shard is busy, and drain waits for it. */
+  function start(shard: number, batch: Pending[], token?: string): Promise<void> {
     writing[shard] = (writing[shard] ?? 0) + 1;
-    const p = write(shard, batch).finally(() => {
+    const p = write(shard, batch, token).finally(() => {
       inFlight.delete(p);
       writing[shard] = (writing[shard] ?? 1) - 1;
       // What arrived during this write goes as one job, with what the requests already read in
@@ -81,6 +87,7 @@ export function createEnqueuer(opts: EnqueuerOptions) {
       if (pending.length > 0) schedule(true);
     });
     inFlight.add(p);
+    return p;
   }
 
   /**
@@ -163,6 +170,18 @@ export function createEnqueuer(opts: EnqueuerOptions) {
           });
         }
         added();
+      });
+    },
+
+    /**
+     * A request's reports with ids, as a job of their own on the place's shard (id-jobs.ts):
+     * no other report joins it. Resolves once it is acknowledged; rejects with the EnqueueError.
+     */
+    writeJob(shard: number, token: string, rows: ReportRow[]): Promise<void> {
+      let failure: EnqueueError | undefined;
+      const batch = rows.map((row) => ({ row, done: (err?: EnqueueError) => (failure = err) }));
+      return start(shard, batch, token).then(() => {
+        if (failure) throw failure;
       });
     },
 

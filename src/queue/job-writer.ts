@@ -3,6 +3,7 @@ import type { RedisClient } from "../redis/connections.js";
 import { waitForReplicas } from "../redis/replicas.js";
 import type { ReportRow } from "../report/report-schema.js";
 import { EnqueueError } from "./enqueue-error.js";
+import { idJobId, idJobOptions } from "./id-jobs.js";
 import { jobData } from "./job-rows.js";
 import { type QueueNames, REPORT_JOB, type ReportsQueue } from "./reports-queue.js";
 
@@ -25,10 +26,11 @@ export interface ShardWriterOptions {
   ackTimeoutMs: number;
 }
 
-export type WriteJob = (shard: number, rows: ReportRow[]) => Promise<void>;
+/** `token`: the job is a request's job with ids, under the id id-jobs.ts makes of it. */
+export type WriteJob = (shard: number, rows: ReportRow[], token?: string) => Promise<void>;
 
 export function createJobWriter(opts: ShardWriterOptions): WriteJob {
-  return async (shard, rows) => {
+  return async (shard, rows, token) => {
     const queue = opts.queues[shard];
     const names = opts.names[shard];
     if (!queue || !names) throw new EnqueueError(`no queue shard ${shard}`);
@@ -36,8 +38,16 @@ export function createJobWriter(opts: ShardWriterOptions): WriteJob {
       // addBulk, though it is one job: `queue.add` (one script call, cheaper) left requests
       // without an answer for over 10 s on a connection that went silently dead, where the
       // pipeline addBulk sends fails within the producer's command timeout (faults.redis-kill).
-      await queue.addBulk([{ name: REPORT_JOB, data: jobData(rows) }]);
+      const opts = token === undefined ? undefined : idJobOptions(token);
+      const [job] = await queue.addBulk([{ name: REPORT_JOB, data: jobData(rows), opts }]);
+      if (token !== undefined && job?.id !== idJobId(token)) {
+        // A repeat found no answer for this write and voided it (id-jobs.ts): it never will be.
+        throw new EnqueueError("the job was voided by a repeat of its reports", {
+          mayBeStored: false,
+        });
+      }
     } catch (cause) {
+      if (cause instanceof EnqueueError) throw cause;
       throw new EnqueueError("the queue did not acknowledge the job", {
         cause,
         mayBeStored: mayHaveApplied(cause),

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from "fastify";
 import type { KeyLookup } from "../../keys/key-store.js";
-import type { Enqueuer } from "../../queue/enqueuer.js";
-import type { ReportRow } from "../../report/report-schema.js";
+import type { EnqueueError, Enqueuer } from "../../queue/enqueuer.js";
+import type { IdJobs } from "../../queue/id-jobs.js";
 import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
 import { requireScope } from "../../http/scope.js";
@@ -13,6 +13,7 @@ import {
   resultsJson,
   settleIds,
   type Taken,
+  unsureBody,
   validateBatch,
 } from "../batch-items.js";
 import { HttpError, unavailable } from "../../http/errors.js";
@@ -25,7 +26,8 @@ import type { ReportIds } from "../report-ids.js";
 // own, in order. Key first (before the body is read), then body size, media type, the envelope,
 // each item's validation, the backlog bound, the items' ids, the burst limit and the quota for
 // the reports left (the first k of n pass), and one durable enqueue of them all (group commit
-// puts them in as few jobs as ENQUEUE_MAX_REPORTS allows). 200 when every item was taken, 207
+// puts them in as few jobs as ENQUEUE_MAX_REPORTS allows; those with ids go in a job of their
+// own, which their claims name: report-ids.ts). 200 when every item was taken, 207
 // when some were not.
 
 export interface BatchRouteDeps extends AuthDeps {
@@ -34,8 +36,9 @@ export interface BatchRouteDeps extends AuthDeps {
   retentionDays: number;
   limits: Limits;
   backlog: Pick<BacklogGate, "check">;
-  enqueuer: Pick<Enqueuer, "enqueueMany">;
+  enqueuer: Pick<Enqueuer, "enqueueMany" | "writeJob">;
   reportIds: ReportIds;
+  idJobs: Pick<IdJobs, "place" | "written">;
   metrics: Pick<EdgeMetrics, "reportWarnings">;
 }
 
@@ -54,8 +57,9 @@ interface RawBody {
 }
 
 export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps) => {
-  const { bodyLimit, maxReports, retentionDays, limits, backlog, enqueuer, reportIds, metrics } =
+  const { bodyLimit, maxReports, retentionDays, limits, backlog, enqueuer, reportIds, idJobs } =
     deps;
+  const { metrics } = deps;
   const authenticate = createAuthenticate(deps);
 
   // This plugin's own parsers: raw bytes, parsed in the handler once the key is known. Any
@@ -117,7 +121,9 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       );
 
       if (valid.length > 0) backlog.check();
-      const fresh = await claimIds(valid, results, project, reportIds);
+      const fresh = await claimIds(valid, results, project, reportIds, idJobs);
+      const place = fresh.place;
+      const idsOf = (ts: Taken[]) => ts.flatMap((t) => (t.clientId ? [t.clientId] : []));
 
       // The burst limit, then the quota: the first reports pass, the rest are refused.
       let burst: Awaited<ReturnType<Limits["consumeBurstMany"]>>;
@@ -127,8 +133,7 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
         quota = await limits.consumeQuotaMany(project, burst.granted);
       } catch (err) {
         // Redis failed: nothing was taken, so a retry is a first send.
-        const claimed = fresh.taken.flatMap((t) => (t.clientId ? [t.clientId] : []));
-        await settleIds(reportIds, project, claimed, fresh.token, "released", req.log);
+        await settleIds(reportIds, project, idsOf(fresh.taken), place, "released", req.log);
         throw err;
       }
       const admitted = fresh.taken.slice(0, quota.granted);
@@ -140,8 +145,7 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
         results[t.index] = (refusal as HttpError).toBody();
       });
       const refusal = burst.refusal ?? quota.refusal;
-      const release = refused.flatMap((t) => (t.clientId ? [t.clientId] : []));
-      await settleIds(reportIds, project, release, fresh.token, "released", req.log);
+      await settleIds(reportIds, project, idsOf(refused), place, "released", req.log);
       if (refusal) {
         for (const [name, value] of Object.entries(refusal.extra.headers ?? {})) {
           reply.header(name, value);
@@ -150,18 +154,33 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
         if (admitted.length === 0 && !results.some((r) => r && "id" in r)) throw refusal;
       }
 
-      // One durable enqueue for every admitted report.
-      const rows = new Array<ReportRow>(admitted.length);
-      for (let i = 0; i < admitted.length; i++) rows[i] = (admitted[i] as Taken).row;
-      const errors = await enqueuer.enqueueMany(rows);
-      const stored: string[] = [];
-      const released: string[] = [];
+      // Reports with ids in the job their claims name, the others in the shared jobs.
+      const withIds = admitted.filter((t) => t.clientId !== null);
+      const others = admitted.filter((t) => t.clientId === null);
+      const [idsError, errors] = await Promise.all([
+        withIds.length === 0
+          ? undefined
+          : enqueuer
+              .writeJob(
+                place.shard,
+                place.token,
+                withIds.map((t) => t.row),
+              )
+              .then(
+                () => undefined,
+                (err: EnqueueError) => err,
+              ),
+        enqueuer.enqueueMany(others.map((t) => t.row)),
+      ]);
+      const errorOf = new Map<Taken, EnqueueError | undefined>();
+      for (const t of withIds) errorOf.set(t, idsError);
+      others.forEach((t, i) => {
+        errorOf.set(t, errors[i]);
+      });
       let lost = 0;
-      for (let i = 0; i < admitted.length; i++) {
-        const t = admitted[i] as Taken;
-        const err = errors[i];
+      for (const t of admitted) {
+        const err = errorOf.get(t);
         if (err === undefined) {
-          if (t.clientId) stored.push(t.clientId);
           if (t.warnings.length === 0) results[t.index] = { id: t.reportId };
           else {
             results[t.index] = { id: t.reportId, warnings: t.warnings };
@@ -169,28 +188,17 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
           }
           continue;
         }
-        // A report that may be stored stays counted, and its id stays claimed.
-        const mayBeStored = err.mayBeStored;
-        if (mayBeStored) {
-          if (t.clientId) stored.push(t.clientId);
-        } else {
-          lost += 1;
-          if (t.clientId) released.push(t.clientId);
-        }
-        results[t.index] = (
-          !mayBeStored
-            ? unavailable("the queue cannot take reports right now")
-            : t.clientId
-              ? unavailable("the report may have been stored: sending it again with its id is safe")
-              : unavailable(
-                  "the report may have been stored: sending it again may count it twice (give it an id)",
-                )
-        ).toBody();
+        // A report that may be stored stays counted.
+        if (!err.mayBeStored) lost += 1;
+        results[t.index] = err.mayBeStored
+          ? unsureBody(t.clientId !== null)
+          : unavailable("the queue cannot take reports right now").toBody();
       }
+      const outcome =
+        idsError === undefined ? "stored" : idsError.mayBeStored ? "unknown" : "released";
       await Promise.all([
         quota.refund(lost),
-        settleIds(reportIds, project, stored, fresh.token, "stored", req.log),
-        settleIds(reportIds, project, released, fresh.token, "released", req.log),
+        settleIds(reportIds, project, idsOf(withIds), place, outcome, req.log),
       ]);
 
       // An id repeated within the batch is answered as its first item was.

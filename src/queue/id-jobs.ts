@@ -1,0 +1,82 @@
+import { randomBytes } from "node:crypto";
+import type { RedisClient } from "../redis/connections.js";
+import { ROW_SHAPES } from "../report/row-shapes.js";
+import {
+  createReportsQueue,
+  type QueueNames,
+  REPORT_JOB,
+  type ReportsQueue,
+} from "./reports-queue.js";
+
+// Jobs of reports with client ids: one per request, under a job id the edge chooses before it
+// claims the ids (report-ids.ts), so that whether the job was written can be found out after any
+// failure. BullMQ writes a record of the job id (its deduplication key, with a TTL) in the same
+// script that adds the job, and keeps it after the job completed and was removed; the record
+// outlives every claim that names the job.
+//
+// A claim left unknown is settled by adding an empty "void" job under the same deduplication
+// id: if the job was written, BullMQ answers with its id and adds nothing; if not, the void job
+// takes the record, and the job's own write, should it still arrive (a command that timed out
+// may yet run), is dropped as a duplicate. The answer is final either way.
+
+/** Where a request's job with ids goes: its shard and the token its job id is made from. */
+export interface JobPlace {
+  shard: number;
+  prefix: string;
+  token: string;
+}
+
+/**
+ * The write record outlives the claims that name the job: a stored or unknown claim lasts a day
+ * from its job's write, a pending one a day and REPORT_ID_PENDING_MS (at most 10 min) from before it.
+ */
+export const WRITTEN_MS = 24 * 60 * 60 * 1000 + 20 * 60_000;
+
+export const idJobId = (token: string) => `ids-${token}`;
+const voidJobId = (token: string) => `ids-${token}-void`;
+
+/** Options for the job of the request at this place: its id, and the record of its write. */
+export const idJobOptions = (token: string) => ({
+  jobId: idJobId(token),
+  deduplication: { id: idJobId(token), ttl: WRITTEN_MS },
+});
+
+export function createIdJobs(opts: {
+  redis: RedisClient;
+  names: QueueNames[];
+  queues: ReportsQueue[];
+}) {
+  const queueOf = (prefix: string): { queue: ReportsQueue; own: boolean } => {
+    const i = opts.names.findIndex((n) => n.prefix === prefix);
+    if (i >= 0) return { queue: opts.queues[i] as ReportsQueue, own: false };
+    // A shard no longer configured (QUEUE_SHARDS changed): a queue object for this question.
+    const name = opts.names[0]?.name ?? REPORT_JOB;
+    return { queue: createReportsQueue(opts.redis, { prefix, name }), own: true };
+  };
+
+  return {
+    /** A new place: a random token, on the shard it falls on. */
+    place(): JobPlace {
+      const token = randomBytes(12).toString("hex");
+      const shard = Number.parseInt(token.slice(0, 8), 16) % opts.names.length;
+      return { shard, prefix: (opts.names[shard] as QueueNames).prefix, token };
+    },
+
+    /** Whether the job of `token` on `prefix` was written; after this it never will be. */
+    async written(job: { prefix: string; token: string }): Promise<boolean> {
+      const { queue, own } = queueOf(job.prefix);
+      try {
+        const added = await queue.add(
+          REPORT_JOB,
+          { v: ROW_SHAPES.current, rows: [] },
+          { ...idJobOptions(job.token), jobId: voidJobId(job.token) },
+        );
+        return added.id === idJobId(job.token);
+      } finally {
+        if (own) await queue.close();
+      }
+    },
+  };
+}
+
+export type IdJobs = ReturnType<typeof createIdJobs>;
