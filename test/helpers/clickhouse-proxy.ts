@@ -20,6 +20,8 @@ export interface ProxyDecision {
   beforeDrop?: () => Promise<void>;
   /** Runs before the request goes on to ClickHouse: the client has sent it, nobody has run it. */
   beforeForward?: () => Promise<void>;
+  /** For "pass": runs once ClickHouse answered, before the answer goes back — ran, unacknowledged. */
+  beforeAnswer?: () => Promise<void>;
 }
 
 export type ProxyPolicy = (req: ProxiedRequest) => ProxyDecision | ProxyAction;
@@ -85,6 +87,7 @@ export async function startClickHouseProxy(target: string, initial: ProxyPolicy 
         req.socket.destroy();
         return;
       }
+      await decision.beforeAnswer?.();
       const headers = { ...answer.headers };
       delete headers["transfer-encoding"];
       delete headers.connection;

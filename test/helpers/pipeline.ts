@@ -36,6 +36,8 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
   const id = randomBytes(4).toString("hex");
   const dir = mkdtempSync(join(tmpdir(), "headroom-pipeline-"));
   let ch = await spawnEmbeddedClickHouse({ path: join(dir, "clickhouse") });
+  /** Stopped by a test and not started again yet. */
+  let stopped = false;
   const client: ClickHouseClient = createClient({ url: ch.url, request_timeout: 30_000 });
   const db = `t_${id}`;
   try {
@@ -116,11 +118,22 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
     rollupCount: (project = "p-test") =>
       scalar(`SELECT sum(reports) FROM ${db}.reports_daily_v WHERE project_id = '${project}'`),
     async stopClickHouse(how: "stop" | "kill" = "stop") {
+      stopped = true;
       await (how === "kill" ? ch.kill() : ch.stop());
     },
     /** Starts the server again on the same data and port, as a restarted ClickHouse would be. */
     async startClickHouse() {
       ch = await spawnEmbeddedClickHouse({ path: join(dir, "clickhouse"), port: ch.port });
+      stopped = false;
+    },
+    /**
+     * Starts the server again if a test stopped it and failed before starting it: for afterEach,
+     * so that the next test fails for its own reason, not with ECONNREFUSED.
+     */
+    async ensureClickHouse() {
+      if (!stopped) return;
+      ch = await spawnEmbeddedClickHouse({ path: join(dir, "clickhouse"), port: ch.port });
+      stopped = false;
     },
     async close() {
       await queue.obliterate({ force: true }).catch(() => {});

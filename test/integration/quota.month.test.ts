@@ -7,6 +7,7 @@ import { type QuotaCall, quotaKeys, redisQuotaStore } from "../../src/edge/quota
 import type { KeyLookup } from "../../src/keys/key-store.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
 import { notAtMonthEnd } from "../helpers/month-end.js";
+import { redisNow as redisMs } from "../helpers/redis-clock.js";
 
 // The quota's month is Redis's, not the edge's: an edge whose clock is in another month (here,
 // 40 days off either way, which is another month on any date) counts its reports in the month
@@ -31,10 +32,7 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-const redisNow = async () => {
-  const [sec, usec] = await redis.time();
-  return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
-};
+const redisNow = () => redisMs(redis);
 
 const call: QuotaCall = {
   monthly: 100,

@@ -291,3 +291,56 @@ describe("GET /api/v1/headroom from the hot copy", () => {
     expect(await s.p.redis.zcard(seen(flood.project))).toBe(CAP);
   });
 });
+
+describe("GET /api/v1/headroom refilled from ClickHouse, two projects with the same names", () => {
+  // Isolation on the refill path: the ClickHouse queries behind it run only when Redis has no
+  // copy, so the isolation tests that read a copy the worker wrote never reach them.
+  it("shows each project only its own series and figures", async () => {
+    const a = await seeded();
+    const b = await s.project();
+    const now = Date.now();
+    // The same provider, model and app names as a's, other figures, newer; and a series of b's own.
+    const sentB = [
+      {
+        provider: "openai",
+        model: "gpt-4o",
+        app: "chat",
+        timestamp: iso(now - 20_000),
+        limits: limits(11, 1_100),
+      },
+      {
+        provider: "mistral",
+        model: "large",
+        app: "live",
+        timestamp: iso(now - 5_000),
+        limits: limits(33),
+      },
+      {
+        provider: "cohere",
+        model: "command",
+        app: "chat",
+        timestamp: iso(now - 30_000),
+        limits: limits(44),
+      },
+    ];
+    await s.send(b.report, sentB);
+    await drained();
+    await s.stored(b.project, sentB.length);
+    const rowsB = normalise(await s.sql(RAW_ROWS_SQL(s.db), { project: b.project }));
+
+    const { series, seen, ready } = keys();
+    for (const first of [a.k, b]) {
+      await s.p.redis.del(
+        ...[a.k, b].flatMap((k) => [series(k.project), seen(k.project), ready(k.project)]),
+      );
+      // Each project refilled first in turn: neither order lets one read the other's rows.
+      for (const k of first === b ? [b, a.k] : [a.k, b]) {
+        const body = await headroom(k);
+        expect(await s.p.redis.exists(ready(k.project)), k.project).toBe(1);
+        expectOracle(body, k === b ? rowsB : a.rows);
+      }
+    }
+    expect(await s.p.redis.hlen(series(b.project))).toBe(3);
+    expect(await s.p.redis.hlen(series(a.k.project))).toBe(4);
+  });
+});

@@ -2,11 +2,13 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, createApi } from "../../src/api/create-api.js";
 import { hotKeys } from "../../src/api/hot-store.js";
+import { READ_TAKE_SHARE } from "../../src/api/read-limit.js";
 import { buildApiOpenApi } from "../../src/api/openapi.js";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { queuedRecords, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
+import { redisNow, untilRedisMs } from "../helpers/redis-clock.js";
 import {
   ENDPOINTS,
   type ProjectKeys,
@@ -212,6 +214,53 @@ describe("the read limit", () => {
         headers: { authorization: `Bearer ${other}` },
       });
       expect(res.statusCode).toBe(200);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it("refills a key's emptied bucket at READ_RATE_PER_S, no faster and no slower", async () => {
+    const rate = 10;
+    const windowMs = 1_500;
+    // Ten times the rate over the window fits in the bucket: a refill too fast shows in full.
+    const api = await apiWith({ READ_RATE_PER_S: String(rate), READ_BURST: "200" });
+    const redis = s.p.redis;
+    const due = (from: number, to: number) => Math.floor(((to - from) * rate) / 1000);
+    // Tokens a process may hold from its last take, spent without asking Redis.
+    const chunk = Math.max(1, Math.floor(rate * READ_TAKE_SHARE));
+    try {
+      const c = await s.project();
+      const burst = async (n: number) => {
+        const answers = await Promise.all(
+          Array.from({ length: n }, () =>
+            api.app.inject({
+              method: "GET",
+              url: "/api/v1/headroom",
+              headers: { authorization: `Bearer ${c.read}` },
+            }),
+          ),
+        );
+        for (const r of answers) expect([200, 429], r.body).toContain(r.statusCode);
+        return answers.filter((r) => r.statusCode === 200).length;
+      };
+      // Empty the bucket: requests at once until some are refused.
+      let lastStart = 0;
+      let emptiedBy = 0;
+      for (let refused = false; !refused; ) {
+        lastStart = await redisNow(redis);
+        refused = (await burst(50)) < 50;
+        emptiedBy = await redisNow(redis);
+      }
+
+      await untilRedisMs(redis, emptiedBy + windowMs);
+      const from = await redisNow(redis);
+      const passed = await burst(200);
+      const to = await redisNow(redis);
+      expect(passed).toBeLessThan(200);
+      // At least what came back meanwhile, but for what one take may leave in hand; at most
+      // that, the part token left after the refusal, and what was held from the last take.
+      expect(passed).toBeGreaterThanOrEqual(due(emptiedBy, from) - chunk);
+      expect(passed).toBeLessThanOrEqual(due(lastStart, to) + 1 + chunk);
     } finally {
       await api.close();
     }

@@ -33,6 +33,8 @@ afterEach(async () => {
   for (const w of running) w.signal("SIGKILL");
   await Promise.all(running.map((w) => w.exited));
   running = [];
+  // A test that stopped ClickHouse and failed before starting it again.
+  await p.ensureClickHouse();
   await p.queue.obliterate({ force: true });
 });
 

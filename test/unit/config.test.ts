@@ -95,8 +95,12 @@ describe("loadConfig", () => {
     }
   });
 
-  it("ignores variables it does not know", () => {
-    expect(() => loadConfig({ HOME: "/root", NODE_ENV: "test" })).not.toThrow();
+  it("ignores variables it does not know: the config is the same, and does not carry them", () => {
+    const unknown = { HOME: "/root", NODE_ENV: "test", HEADROOM_NO_SUCH_THING: "1", PORTS: "9" };
+    const c = loadConfig({ ...unknown, PORT: "4100" });
+    expect(c).toEqual(loadConfig({ PORT: "4100" }));
+    for (const name of Object.keys(unknown)) expect(c).not.toHaveProperty(name);
+    expect(Object.keys(c).filter((k) => !(CONFIG_KEYS as string[]).includes(k))).toEqual([]);
   });
 
   it.each([

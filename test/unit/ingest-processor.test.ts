@@ -8,6 +8,7 @@ import type { ReportRow } from "../../src/report/report-schema.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
 import { LostJobError } from "../../src/worker/manifest-delivery.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
+import { eventually } from "../helpers/eventually.js";
 import { memoryManifests } from "../helpers/memory-manifests.js";
 
 // The batching logic against a fake sink (the ReportSink interface the real one implements).
@@ -90,6 +91,35 @@ describe("ingest processor", () => {
     await Promise.all([1, 2, 3].map((j) => p.process(job(`j${j}`, [row(`${j}a`), row(`${j}b`)]))));
     expect(inserts).toHaveLength(1);
     expect(inserts[0]?.rows.map((r) => r[0])).toEqual(["1a", "1b", "2a", "2b", "3a", "3b"]);
+  });
+
+  it("resolves no job while its insert is held open; all of them once ClickHouse answered", async () => {
+    const { sink, inserts } = fakeSink();
+    const insert = sink.insert;
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let started = 0;
+    sink.insert = async (rows, token, json) => {
+      started += 1;
+      await held;
+      return insert(rows, token, json);
+    };
+    const { p } = processor(sink, { maxRows: 4 });
+    const done: string[] = [];
+    const jobs = ["a", "b"].map((id) =>
+      p.process(job(id, [row(`${id}1`), row(`${id}2`)])).then(() => done.push(id)),
+    );
+    await eventually(() => expect(started).toBe(1));
+    // Everything else that could run meanwhile has run: timers and I/O turns, not just promises.
+    for (let turn = 0; turn < 20; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(done).toEqual([]);
+    expect(inserts).toEqual([]);
+    release();
+    await Promise.all(jobs);
+    expect(done.sort()).toEqual(["a", "b"]);
+    expect(inserts).toHaveLength(1);
   });
 
   it("inserts at once when every job slot is taken, without waiting for the timer", async () => {

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createDestinationPolicy } from "../../src/alerts/destination-policy.js";
 import { createGuardedFetch } from "../../src/alerts/guarded-fetch.js";
-import { newSecret } from "../../src/alerts/signing.js";
+import { newSecret, verify } from "../../src/alerts/signing.js";
 import { sendWebhook } from "../../src/alerts/webhook-sender.js";
 
 // One delivery against a local receiver: its status decides, and its body is never held.
@@ -13,11 +13,16 @@ let url: string;
 let chunksSent = 0;
 // The receiver runs on loopback: allowed as an operator allows a receiver inside the network.
 const guarded = createGuardedFetch(createDestinationPolicy({ allow: ["127.0.0.1"] }));
+/** What the receiver got at /received: headers and the body's bytes as they came. */
+let received: { headers: Record<string, string | string[] | undefined>; body: Buffer } | null =
+  null;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
+      if (req.url === "/received") received = { headers: req.headers, body: Buffer.concat(chunks) };
       if (req.url === "/endless") {
         // 200, then a body that never ends: 64 KiB chunks as fast as the client takes them.
         res.writeHead(200, { "content-type": "application/octet-stream" });
@@ -62,4 +67,28 @@ it("an endless answer is cut off once past 64 KiB, not read to the timeout", asy
   expect(await send("/endless")).toEqual({ ok: true, status: 200 });
   // The receiver got ahead of the reader by its sockets' buffers, not by gigabytes.
   expect(chunksSent).toBeLessThan(1_000);
+});
+
+it("the signature verifies against the body the receiver got, byte for byte", async () => {
+  const secret = newSecret();
+  // Characters a re-encoding would change: non-ASCII, an escaped slash, U+2028, spacing.
+  const body = '{"type":"headroom.alert", "data":{"app":"caf\\u00e9 \\/ é\u2028","n":1.50}}';
+  const sent = await sendWebhook({
+    url: `${url}/received`,
+    id: "evt_42",
+    body,
+    secret,
+    timeoutMs: 10_000,
+    fetch: guarded.fetch,
+  });
+  expect(sent).toEqual({ ok: true, status: 204 });
+  if (!received) throw new Error("the receiver got nothing");
+  const got = received.body.toString("utf8");
+  expect(got).toBe(body);
+  expect(received.headers["webhook-id"]).toBe("evt_42");
+  expect(received.headers["content-type"]).toBe("application/json");
+  expect(verify(secret, received.headers, got)).toBe(true);
+  // ... and only against it, with only this secret.
+  expect(verify(secret, received.headers, `${got} `)).toBe(false);
+  expect(verify(newSecret(), received.headers, got)).toBe(false);
 });
