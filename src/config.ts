@@ -278,6 +278,15 @@ export const configSchema = z.object({
   /** First retry delay of a webhook; doubled at each attempt. */
   ALERTS_WEBHOOK_BACKOFF_MS: ms(10).default(5_000),
   ALERTS_WEBHOOK_TIMEOUT_MS: ms(100).default(10_000),
+  /**
+   * Deliveries of one project, and of one project's receiver (URL origin), in flight per alerts
+   * worker; more wait their turn, so one project's silent receivers cannot take every slot.
+   */
+  ALERTS_WEBHOOK_PER_PROJECT: int(1, 1_000).default(4),
+  ALERTS_WEBHOOK_PER_RECEIVER: int(1, 1_000).default(2),
+  /** Unanswered deliveries in a row after which a receiver is not tried for the cool-off. */
+  ALERTS_WEBHOOK_BREAKER_FAILURES: int(1, 1_000).default(3),
+  ALERTS_WEBHOOK_BREAKER_COOLOFF_MS: ms(100).default(30_000),
   /** Series (provider × model × app) one alert rule tracks; new ones beyond are not evaluated. */
   ALERTS_MAX_SERIES_PER_RULE: int(1).default(1_000),
   /** Series all alert rules of one project track together. */

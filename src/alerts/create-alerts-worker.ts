@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import { type Job, UnrecoverableError } from "bullmq";
+import { DelayedError, type Job, UnrecoverableError } from "bullmq";
 import type { Logger } from "pino";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
 import type { Config } from "../config.js";
@@ -7,6 +7,7 @@ import { retryUntilDone, shutdownSignal } from "../lib/retry.js";
 import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
+import { createDeliveryLanes, receiverOf } from "./delivery-lanes.js";
 import { evaluateBatch, type RefusedSeries } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
 import { type AlertsMetrics, createAlertsMetrics } from "./metrics.js";
@@ -19,6 +20,7 @@ import {
   WEBHOOK_QUEUE,
   type WebhookJobData,
 } from "./queues.js";
+import { createReceiverBreakers } from "./receiver-breaker.js";
 import { createRuleStore } from "./rule-store.js";
 import { createStateStore } from "./state-store.js";
 import { sendWebhook } from "./webhook-sender.js";
@@ -44,6 +46,10 @@ export interface AlertsWorkerDeps {
     | "ALERTS_WEBHOOK_BACKOFF_MS"
     | "DLQ_RETENTION_DAYS"
     | "ALERTS_WEBHOOK_TIMEOUT_MS"
+    | "ALERTS_WEBHOOK_PER_PROJECT"
+    | "ALERTS_WEBHOOK_PER_RECEIVER"
+    | "ALERTS_WEBHOOK_BREAKER_FAILURES"
+    | "ALERTS_WEBHOOK_BREAKER_COOLOFF_MS"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
     | "ALERTS_MAX_SERIES_PER_RULE"
@@ -58,6 +64,9 @@ export interface AlertsWorkerDeps {
 
 /** A rule's refused series are logged at most this often. */
 const REFUSAL_LOG_INTERVAL_MS = 60_000;
+
+/** A delivery over its lanes' caps waits about this long (spread, so they do not return at once). */
+const DEFER_MS = 500;
 
 export function createAlertsWorker(deps: AlertsWorkerDeps) {
   const { config, logger, redis } = deps;
@@ -89,6 +98,14 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
     if (refusalLoggedAt.size > 10_000) refusalLoggedAt.clear();
   };
   const rules = createRuleStore(redis, prefix);
+  const lanes = createDeliveryLanes({
+    perProject: config.ALERTS_WEBHOOK_PER_PROJECT,
+    perReceiver: config.ALERTS_WEBHOOK_PER_RECEIVER,
+  });
+  const breakers = createReceiverBreakers({
+    failures: config.ALERTS_WEBHOOK_BREAKER_FAILURES,
+    coolOffMs: config.ALERTS_WEBHOOK_BREAKER_COOLOFF_MS,
+  });
   const sink = createEventSink(
     deps.clickhouse,
     config.CLICKHOUSE_DATABASE,
@@ -104,7 +121,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
   const runtime = <Data>(
     name: string,
     concurrency: number,
-    process: (job: Job<Data>) => Promise<void>,
+    process: (job: Job<Data>, token: string) => Promise<void>,
   ) =>
     createWorkerRuntime<Data>({
       names: { prefix, name },
@@ -136,6 +153,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
             v: 1 as const,
             event_id: e.id,
             rule_id: e.rule_id,
+            project: e.project,
             url: urls.get(e.rule_id) ?? "",
             body: webhookPayload(e),
           },
@@ -158,8 +176,31 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
     await states.clearOutbox(token);
   }
 
-  async function deliver(job: Job<WebhookJobData>): Promise<void> {
-    const { event_id, rule_id, url, body } = job.data;
+  async function deliver(job: Job<WebhookJobData>, token: string): Promise<void> {
+    const { rule_id, url } = job.data;
+    // Jobs queued before deliveries carried their project are laned by their rule's project.
+    const project = job.data.project ?? (await rules.get(rule_id))?.project ?? rule_id;
+    const receiver = receiverOf(project, url);
+    const release = lanes.enter(project, receiver);
+    if (!release) {
+      // Out of the slot, back to the queue without using an attempt: other projects' deliveries
+      // behind it go first.
+      await job.moveToDelayed(Date.now() + DEFER_MS + Math.floor(Math.random() * DEFER_MS), token);
+      throw new DelayedError();
+    }
+    try {
+      if (!breakers.allow(receiver)) {
+        const until = new Date(breakers.openUntil(receiver) ?? Date.now()).toISOString();
+        throw new Error(`receiver not answering: not tried until ${until}`);
+      }
+      await send(job.data, receiver);
+    } finally {
+      release();
+    }
+  }
+
+  async function send(data: WebhookJobData, receiver: string): Promise<void> {
+    const { event_id, rule_id, url, body } = data;
     const secret = await rules.secret(rule_id);
     if (secret === null) throw new UnrecoverableError(`rule ${rule_id} was removed`);
     const res = await sendWebhook({
@@ -169,6 +210,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
       secret,
       timeoutMs: config.ALERTS_WEBHOOK_TIMEOUT_MS,
     });
+    breakers.record(receiver, res.status !== null);
     if (!res.ok) {
       throw new Error(
         res.status === null ? `no answer: ${res.error}` : `receiver answered ${res.status}`,

@@ -7,6 +7,8 @@ export function alertKeys(prefix: string) {
     rules: (project: string) => `${prefix}:alert-rules:${project}`,
     /** Hash: rule id → project. */
     ruleIndex: `${prefix}:alert-rule-index`,
+    /** Hash: removed rule id → when (ISO): a restore's merge never brings a removed rule back. */
+    removedRules: `${prefix}:alert-rules-removed`,
     /** Hash: rule id → signing secret (kept apart, so rules can be read without secrets). */
     secrets: `${prefix}:alert-secrets`,
     /** Hash per rule: series → state JSON. */

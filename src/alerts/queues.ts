@@ -27,6 +27,8 @@ export interface WebhookJobData {
   v: 1;
   event_id: string;
   rule_id: string;
+  /** The rule's project, for fair delivery (absent in jobs queued by older versions). */
+  project?: string;
   url: string;
   /** The exact body: signed per attempt, never re-serialised. */
   body: string;

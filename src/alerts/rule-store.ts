@@ -98,6 +98,7 @@ export function createRuleStore(redis: RedisClient, prefix: string): RuleStore {
         .hdel(k.rules(project), id)
         .hdel(k.ruleIndex, id)
         .hdel(k.secrets, id)
+        .hset(k.removedRules, id, new Date().toISOString())
         .del(k.state(id), k.series(id));
       if (series.length > 0) tx.zrem(k.projectSeries(project), ...series.map((f) => `${id} ${f}`));
       await tx.exec();

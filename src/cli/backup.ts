@@ -6,7 +6,8 @@ import { primaries, type RedisClient } from "../redis/connections.js";
 // What only Redis holds and no pipeline can rebuild: projects, their keys' hashes and plans, alert
 // rules and their webhook signing secrets. (Queued reports are in flight, quota counters and rule
 // state restart from zero, and what is stored is in ClickHouse.) A backup is a JSON document of
-// those keys, written whole and restored whole.
+// those keys, written whole and restored whole (into an empty Redis; see backup-merge.ts for one
+// in use).
 
 const FORMAT = "headroom-backup";
 
@@ -42,6 +43,7 @@ export function backupPatterns(queuePrefix: string): string[] {
     alerts.rules("*"),
     alerts.ruleIndex,
     alerts.secrets,
+    alerts.removedRules,
   ];
 }
 
@@ -68,6 +70,13 @@ async function readEntry(redis: RedisClient, key: string): Promise<Entry | null>
     return value === null ? null : { key, type, value };
   }
   return null; // gone since the scan
+}
+
+/** How many keys of the kinds a backup holds this Redis has: 0 for an empty one. */
+export async function storedKeys(redis: RedisClient, queuePrefix: string): Promise<number> {
+  let n = 0;
+  for (const pattern of backupPatterns(queuePrefix)) n += (await scanKeys(redis, pattern)).length;
+  return n;
 }
 
 export async function backupRedis(redis: RedisClient, queuePrefix: string): Promise<Backup> {

@@ -70,9 +70,17 @@ export function buildProgram(output?: OutputConfiguration): Command {
 
   program
     .command("restore")
-    .description("write a backup's keys into Redis (into an empty one: every key works again)")
+    .description(
+      "write a backup's keys into an empty Redis (every key works again); refuses a Redis in use unless --merge",
+    )
     .argument("<file>", "a file written by `headroom backup`")
-    .action(async (file: string) => (await import("./backup-command.js")).restoreCommand(file));
+    .option(
+      "--merge",
+      "into a Redis in use: add what it lacks; revocations, rule removals and plan changes made since the backup stand",
+    )
+    .action(async (file: string, opts: { merge?: boolean }) =>
+      (await import("./backup-command.js")).restoreCommand(file, opts),
+    );
 
   program
     .command("import")

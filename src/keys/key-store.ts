@@ -4,9 +4,10 @@ import type { RedisClient } from "../redis/connections.js";
 import { generateId, generateKey, hashKey, isWellFormedKey, type Scope } from "./key-format.js";
 
 // Projects and their keys in Redis. Only SHA-256 hashes of keys are stored.
-//   {p}:key:<sha256>          hash  key_id, project_id, created_at, revoked, scope?
+//   {p}:key:<sha256>          hash  key_id, project_id, created_at, revoked, revoked_at?, scope?
 //   {p}:key-id:<key_id>       string <sha256>
-//   {p}:project:<project_id>  hash  plan, monthly?, burst?, capacity?, created_at
+//   {p}:project:<project_id>  hash  plan, monthly?, burst?, capacity?, created_at,
+//                                   plan_updated_at (a restore's merge keeps later plan changes)
 //   {p}:project-keys:<id>     set   key ids
 //   {p}:projects              set   project ids
 
@@ -35,7 +36,7 @@ export interface KeyLookup {
 }
 
 /** The plan numbers a project may override, as stored in its hash. */
-const OVERRIDES = ["monthly", "burst", "capacity"] as const;
+export const OVERRIDES = ["monthly", "burst", "capacity"] as const;
 
 const overridesSchema = z
   .object({
@@ -92,12 +93,14 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
   async function ensureProject(projectId: string, plan: string | undefined, defaultPlan: string) {
     checkProjectId(projectId);
     const created = await redis.hsetnx(k.project(projectId), "plan", plan ?? defaultPlan);
-    if (created) await redis.hset(k.project(projectId), "created_at", new Date().toISOString());
-    else if (plan && (await redis.hget(k.project(projectId), "plan")) !== plan) {
+    const now = new Date().toISOString();
+    if (created) {
+      await redis.hset(k.project(projectId), { created_at: now, plan_updated_at: now });
+    } else if (plan && (await redis.hget(k.project(projectId), "plan")) !== plan) {
       // A new plan, as with setPlan: the old plan's overrides go.
       await redis
         .multi()
-        .hset(k.project(projectId), "plan", plan)
+        .hset(k.project(projectId), { plan, plan_updated_at: now })
         .hdel(k.project(projectId), ...OVERRIDES)
         .exec();
     }
@@ -187,7 +190,7 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
       }
       const current = await getProject(projectId);
       if (!current) throw new KeyStoreError(`unknown project ${projectId}`);
-      const fields: Record<string, string> = { plan };
+      const fields: Record<string, string> = { plan, plan_updated_at: new Date().toISOString() };
       const dropped: string[] = [];
       for (const name of OVERRIDES) {
         const value = checked.data[name];

@@ -14,14 +14,14 @@ import type { Pipeline } from "./pipeline.js";
 export function usageRow(
   project: string,
   usedPct: number,
-  opts: { provider?: string; at?: number } = {},
+  opts: { provider?: string; app?: string; at?: number } = {},
 ): ReportRow {
   const at = opts.at ?? Date.now();
   return toRow(
     toRecord(
       {
         provider: opts.provider ?? "openai",
-        app: "chat",
+        app: opts.app ?? "chat",
         model: "gpt-4o",
         timestamp: at,
         limits: {

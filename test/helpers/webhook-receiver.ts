@@ -4,7 +4,8 @@ import { verify } from "../../src/alerts/signing.js";
 
 // A webhook receiver on 127.0.0.1, as a customer would run one: it checks each delivery's
 // Standard Webhooks signature with the rule's secret and records what it got. It can be taken
-// down (connections refused) and brought back on the same port, or made to answer an error.
+// down (connections refused) and brought back on the same port, made to answer an error, or
+// made to never answer (each request held open until the receiver closes).
 
 export interface Delivery {
   id: string;
@@ -12,13 +13,15 @@ export interface Delivery {
   body: string;
   json: { type: string; timestamp: string; data: Record<string, unknown> };
   valid: boolean;
-  /** The status this receiver answered. */
-  answered: number;
+  /** The status this receiver answered; null when it never answered. */
+  answered: number | null;
+  /** When it arrived (ms). */
+  at: number;
 }
 
 export async function startReceiver(secret: () => string | undefined) {
   const deliveries: Delivery[] = [];
-  let status = 200;
+  let status: number | null = 200;
   let server: Server | undefined;
   let port = 0;
 
@@ -37,8 +40,11 @@ export async function startReceiver(secret: () => string | undefined) {
             json: JSON.parse(body),
             valid: key !== undefined && verify(key, req.headers, body),
             answered: status,
+            at: Date.now(),
           });
-          res.writeHead(status, { "content-type": "application/json" }).end("{}");
+          if (status !== null) {
+            res.writeHead(status, { "content-type": "application/json" }).end("{}");
+          }
         });
       });
       s.once("error", reject);
@@ -56,8 +62,9 @@ export async function startReceiver(secret: () => string | undefined) {
       return `http://127.0.0.1:${port}/hooks/headroom`;
     },
     /** Accepted deliveries (answered 2xx) in arrival order. */
-    accepted: () => deliveries.filter((d) => d.answered < 300),
-    answer(code: number) {
+    accepted: () => deliveries.filter((d) => d.answered !== null && d.answered < 300),
+    /** The status to answer from now on; null: hold each request open, never answering. */
+    answer(code: number | null) {
       status = code;
     },
     /** Refuses connections from now on. */

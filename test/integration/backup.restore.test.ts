@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRuleStore } from "../../src/alerts/rule-store.js";
 import { loadConfig } from "../../src/config.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
+import { hashKey } from "../../src/keys/key-format.js";
+import { KEY_STORE_PREFIX } from "../../src/keys/key-store.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import { createCliRedis, type RedisClient } from "../../src/redis/connections.js";
@@ -14,7 +16,8 @@ import { clientReport } from "../helpers/edge-fixture.js";
 
 // `headroom backup` / `headroom restore` as an operator runs them: keys, plans, alert rules and
 // webhook secrets taken from one Redis, and restored into a new, empty one, where the old key is
-// accepted by the edge again. Each Redis is a server of this file's own.
+// accepted by the edge again; restored over a Redis in use, only with --merge, and then without
+// undoing what was done since the backup. Each Redis is a server of this file's own.
 
 const dir = mkdtempSync(join(tmpdir(), "headroom-backup-"));
 const file = join(dir, "backup.json");
@@ -134,5 +137,52 @@ describe("headroom backup and restore", () => {
     const bad = await headroom(["restore", join(dir, "missing.json")], after.url);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("missing.json");
+  });
+
+  it("over a Redis in use: refused unless --merge, and a merge undoes no revocation, removal or plan change", async () => {
+    const live = await edgeAt(before.url);
+    const redis = redisAt(before.url);
+    const rules = createRuleStore(redis, QUEUE_PREFIX);
+    const revoked = await live.keyStore.create("globex", { plan: "pro", defaultPlan: "unlimited" });
+    const lost = await live.keyStore.create("initech", { plan: "pro", defaultPlan: "unlimited" });
+    const { rule } = await rules.create({
+      project: "globex",
+      metric: "requests",
+      warn_pct: 70,
+      critical_pct: 90,
+      webhook: "https://hooks.example/globex",
+    });
+    const taken = join(dir, "live.json");
+    const backedUp = await headroom(["backup", taken], before.url);
+    expect(backedUp.code, backedUp.stderr).toBe(0);
+
+    // Since the backup: a key revoked, a rule removed, a plan lowered; and one key lost.
+    expect(await live.keyStore.revoke(revoked.keyId)).toBe(true);
+    expect(await rules.remove(rule.id)).toBe(true);
+    await live.keyStore.setPlan("globex", "free");
+    await redis.del(`${KEY_STORE_PREFIX}:key:${hashKey(lost.key)}`);
+    expect(await post(live, revoked.key)).toBe(401);
+    expect(await post(live, lost.key)).toBe(401);
+
+    const refused = await headroom(["restore", taken], before.url);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("not empty");
+    expect(refused.stderr).toContain("--merge");
+    expect(await post(live, revoked.key)).toBe(401);
+
+    const merged = await headroom(["restore", "--merge", taken], before.url);
+    expect(merged.code, merged.stderr).toBe(0);
+    expect(merged.stdout).toMatch(/^merged \d+ keys/);
+    expect(merged.stdout).toContain(`skipped key ${revoked.keyId}: revoked here`);
+    expect(merged.stdout).toContain(`skipped alert rule ${rule.id}: removed at`);
+    expect(merged.stdout).toContain("skipped plan of project globex: free set here at");
+
+    // What it lacked is back; what was taken away stays away.
+    expect(await post(live, lost.key)).toBe(200);
+    expect(await post(live, revoked.key)).toBe(401);
+    expect(await rules.get(rule.id)).toBeNull();
+    expect(await rules.secret(rule.id)).toBeNull();
+    expect((await rules.list("globex")).map((r) => r.id)).not.toContain(rule.id);
+    expect(await live.keyStore.getProject("globex")).toMatchObject({ plan: "free", overrides: {} });
   });
 });
