@@ -4,10 +4,10 @@ import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
 import { createClickHouse } from "../clickhouse/client.js";
 import type { Config } from "../config.js";
-import { createLimits } from "../edge/limits.js";
 import { redisTokenBucket } from "../edge/token-bucket.js";
 import { createKeyCache } from "../keys/key-cache.js";
 import { createKeyStore } from "../keys/key-store.js";
+import { createAuthFailureLimits, LIMITS_PREFIX } from "../limits/auth-failures.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { buildApiApp } from "./app.js";
@@ -34,12 +34,12 @@ export async function createApi(
   const ownsClickHouse = opts.clickhouse === undefined;
 
   const keyStore = createKeyStore(redis);
-  // Only the failed-authentication limit of the edge's limits is used here.
-  const limits = createLimits({
-    redis,
-    plans: config.PLANS,
-    authFailuresPerIp: config.AUTH_FAILURES_PER_IP,
-    authFailureWindowS: config.AUTH_FAILURE_WINDOW_S,
+  // Counted with the edges': guesses spread over both planes get the limit once.
+  const limits = createAuthFailureLimits({
+    points: config.AUTH_FAILURES_PER_IP,
+    windowS: config.AUTH_FAILURE_WINDOW_S,
+    maxClients: config.AUTH_FAILURE_MAX_CLIENTS,
+    shared: { redis, prefix: LIMITS_PREFIX },
   });
   const rules = createRuleCache(
     createRuleStore(redis, config.QUEUE_PREFIX),
@@ -121,7 +121,6 @@ export async function createApi(
     async close() {
       await app.close();
       await hotVersions.close();
-      await limits.close();
       await closeRedis(redis);
       if (ownsClickHouse) await clickhouse.close();
     },

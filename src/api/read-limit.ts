@@ -1,8 +1,8 @@
 import { createBurstAllowance } from "../edge/burst-allowance.js";
-import { limitBody, limitHeaders } from "../edge/limits.js";
 import type { TakeTokens } from "../edge/token-bucket.js";
 import { HttpError, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
+import { limitBody, limitHeaders } from "../limits/limit-answers.js";
 
 // Read requests per key: the edge's token bucket in Redis (shared by every read API process),
 // one token per request, answered like the report endpoint's 429 when it is empty. Tokens are

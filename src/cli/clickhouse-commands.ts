@@ -56,6 +56,8 @@ export async function queryCommand(
         default_format: opts.format as DataFormat,
         // Pretty formats colour their output for a terminal only, as clickhouse-client does.
         output_format_pretty_color: process.stdout.isTTY ? 1 : 0,
+        // A wide row stays a row in the format asked for: no fallback to Vertical.
+        output_format_pretty_fallback_to_vertical: 0,
       },
       ...(await inDatabase(client, config)),
     });

@@ -30,6 +30,8 @@ export function createProgress(opts: ProgressOptions) {
   const lineEveryMs = opts.lineEveryMs ?? 2_000;
   let lastLine = Number.NEGATIVE_INFINITY;
   let lastDraw = Number.NEGATIVE_INFINITY;
+  /** Reports done in the last plain line: the closing line is not printed twice. */
+  let lineDone = -1;
 
   const figures = (c: ImportCounts) => {
     const done = c.accepted + c.refused;
@@ -55,8 +57,9 @@ export function createProgress(opts: ProgressOptions) {
         );
         return;
       }
-      if (!force && t - lastLine < lineEveryMs) return;
+      if (force ? done === lineDone : t - lastLine < lineEveryMs) return;
       lastLine = t;
+      lineDone = done;
       opts.write(
         `import: ${done}/${c.total} reports, accepted ${c.accepted}, refused ${c.refused}, ${Math.round(rate)} reports/s, ETA ${seconds(eta)}\n`,
       );

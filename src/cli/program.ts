@@ -1,5 +1,6 @@
 import { Command, Option, type OutputConfiguration } from "commander";
 import { SCOPES, type Scope } from "../keys/key-format.js";
+import { packageVersion } from "../lib/repo-root.js";
 import * as parse from "./arg-parsers.js";
 import { UsageError } from "./errors.js";
 
@@ -49,6 +50,7 @@ export function buildProgram(output?: OutputConfiguration): Command {
     .description("Headroom: ingestion service for AI-provider rate-limit reports")
     // Errors come back to runCli as exceptions; these settings reach every subcommand.
     .exitOverride()
+    .version(packageVersion(), "-V, --version", "print the version")
     .showHelpAfterError("(add --help for usage)")
     .helpCommand("help [command]", "show help for a command")
     .addHelpText("after", CONFIG_NOTE);
@@ -284,7 +286,12 @@ function addAlerts(program: Command): void {
     .option("--provider <name>", "only this provider")
     .option("--model <name>", "only this model")
     .option("--app <name>", "only this app")
-    .option("--cooldown <duration>", "quiet time after an alert: 90s, 10m, 1h", parse.duration, 600)
+    .addOption(
+      new Option("--cooldown <duration>", "quiet time after an alert: 90s, 10m, 1h")
+        .argParser(parse.duration)
+        // The default in the form the option takes, not the seconds it parses to.
+        .default(600, "10m"),
+    )
     .option(
       "--hysteresis <pct>",
       "points below a threshold usage must fall before an alert resolves",

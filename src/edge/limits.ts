@@ -1,9 +1,10 @@
 import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
 import { HttpError, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
+import { createAuthFailureLimits, LIMITS_PREFIX } from "../limits/auth-failures.js";
+import { limitBody, limitHeaders } from "../limits/limit-answers.js";
 import type { RedisClient } from "../redis/connections.js";
 import { type BurstGrant, type BurstLimit, createBurstAllowance } from "./burst-allowance.js";
-import { createFailedAuthLimiter } from "./failed-auth-limiter.js";
 import {
   createQuotaAllowance,
   type QuotaAllowanceOptions,
@@ -15,7 +16,7 @@ import { redisTokenBucket } from "./token-bucket.js";
 // Per-project burst limit (reports per second) and plan quota (reports per calendar month, UTC),
 // both in Redis so that every edge shares them, each reserved in chunks per edge so that a report
 // rarely waits for Redis (burst-allowance.ts, quota-allowance.ts); failed authentication limited
-// per client IP in process, so that guessing keys costs no Redis call.
+// per client IP (limits/auth-failures.ts).
 //
 // A limit that is hit is a 429; Redis failing is a 503, because an edge that cannot reach Redis
 // cannot enqueue the report either.
@@ -28,6 +29,8 @@ export interface LimitsOptions {
   authFailureWindowS: number;
   /** Clients whose failures are tracked at once (see failed-auth-limiter.ts). */
   authFailureMaxClients?: number;
+  /** Count failed authentications in Redis too, across every process (auth-failures.ts). */
+  shareAuthFailures?: boolean;
   /** Share of a project's burst an edge reserves from Redis at once (see burst-allowance.ts). */
   burstShare?: number;
   /** How the monthly quota is reserved (see quota-allowance.ts). */
@@ -49,30 +52,6 @@ export function effectivePlan(
     (lookup.overrides.burst === undefined ? base.capacity : undefined) ??
     plan.burst * BURST_CAPACITY_FACTOR;
   return { ...plan, capacity: Math.max(capacity, plan.burst) };
-}
-
-/** What a 429 tells of a limit: what is left of it, and when more is due. */
-export interface LimitState {
-  remaining: number;
-  msToReset: number;
-}
-
-export function limitHeaders(limit: number, state: LimitState) {
-  const resetS = Math.max(1, Math.ceil(state.msToReset / 1000));
-  return {
-    "retry-after": resetS,
-    "ratelimit-limit": limit,
-    "ratelimit-remaining": Math.max(0, state.remaining),
-    "ratelimit-reset": resetS,
-  };
-}
-
-export function limitBody(limit: number, state: LimitState) {
-  return {
-    limit,
-    remaining: Math.max(0, state.remaining),
-    reset_at: new Date(Date.now() + state.msToReset).toISOString(),
-  };
 }
 
 /** The month (`YYYY-MM`, UTC) of an instant. */
@@ -111,7 +90,7 @@ export type Refund = () => Promise<void>;
 const noRefund: Refund = async () => {};
 
 export function createLimits(opts: LimitsOptions) {
-  const prefix = opts.prefix ?? "headroom";
+  const prefix = opts.prefix ?? LIMITS_PREFIX;
   /** The month Redis last named, and this edge's month when it did. */
   let redisMonth: { own: string; redis: string } | null = null;
   // Both limits need a request's plan; the key cache hands out one look-up object per key for
@@ -138,17 +117,12 @@ export function createLimits(opts: LimitsOptions) {
     store: redisQuotaStore(opts.redis, `${prefix}:quota`),
   });
 
-  const authFailures = createFailedAuthLimiter({
+  const authFailures = createAuthFailureLimits({
     points: opts.authFailuresPerIp,
-    windowMs: opts.authFailureWindowS * 1000,
-    maxClients: opts.authFailureMaxClients ?? 100_000,
+    windowS: opts.authFailureWindowS,
+    maxClients: opts.authFailureMaxClients,
+    shared: opts.shareAuthFailures ? { redis: opts.redis, prefix } : undefined,
   });
-
-  const tooManyFailures = (state: LimitState) =>
-    new HttpError("rate_limited", "too many failed authentication attempts", {
-      body: limitBody(opts.authFailuresPerIp, state),
-      headers: limitHeaders(opts.authFailuresPerIp, state),
-    });
 
   /**
    * Asks the quota of the month Redis's clock is in: this edge's month, unless Redis last named
@@ -186,35 +160,12 @@ export function createLimits(opts: LimitsOptions) {
   }
 
   return {
-    /** Throws the 429 when this IP has failed authentication too often recently. */
-    checkAuthFailures(ip: string): void {
-      const res = authFailures.get(ip);
-      if (res && res.remaining <= 0) throw tooManyFailures(res);
-    },
-
-    recordAuthFailure(ip: string): void {
-      authFailures.add(ip);
-    },
-
-    /**
-     * Takes one of this IP's failures before the attempt is known to fail, so that attempts made
-     * at once cannot outrun the limit; throws the 429 when none is left. Give it back with
-     * `releaseAuthAttempt` if the attempt succeeds.
-     */
-    reserveAuthAttempt(ip: string): void {
-      // A refused attempt is answered 429 without a look-up, and takes nothing.
-      const refused = authFailures.take(ip);
-      if (refused) throw tooManyFailures(refused);
-    },
-
-    releaseAuthAttempt(ip: string): void {
-      authFailures.give(ip);
-    },
-
-    /** Clients whose failed authentications this edge holds now. */
-    authFailureClients(): number {
-      return authFailures.size;
-    },
+    // Failed authentications per client (limits/auth-failures.ts).
+    checkAuthFailures: authFailures.checkAuthFailures,
+    recordAuthFailure: authFailures.recordAuthFailure,
+    reserveAuthAttempt: authFailures.reserveAuthAttempt,
+    releaseAuthAttempt: authFailures.releaseAuthAttempt,
+    authFailureClients: authFailures.clients,
 
     /**
      * One report's worth of the burst limit: null when a token in hand passes it at once,

@@ -21,7 +21,8 @@ declare module "fastify" {
 export interface AuthFailureLimits {
   checkAuthFailures(ip: string): void | Promise<void>;
   recordAuthFailure(ip: string): void;
-  reserveAuthAttempt(ip: string): void | Promise<void>;
+  /** `lookUp`: the attempt needs a key look-up, so it is also counted with other processes. */
+  reserveAuthAttempt(ip: string, lookUp: boolean): void | Promise<void>;
   releaseAuthAttempt(ip: string): void;
 }
 
@@ -66,7 +67,7 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
   const inFlight = new Map<string, Promise<KeyLookup | null>>();
 
   async function reserveAndLookUp(ip: string, key: string): Promise<KeyLookup | null> {
-    await limits.reserveAuthAttempt(ip);
+    await limits.reserveAuthAttempt(ip, true);
     let project: KeyLookup | null;
     try {
       project = await lookupKey(key);
@@ -81,7 +82,8 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
 
   /** A failure counted against `ip` before the answer: the 401 (or the limit's 429). */
   function refuse(ip: string): never | Promise<never> {
-    const reserved = limits.reserveAuthAttempt(ip);
+    // Refused without a look-up, and without a Redis call: the key cannot be good.
+    const reserved = limits.reserveAuthAttempt(ip, false);
     if (reserved) {
       return reserved.then(() => {
         throw invalid();

@@ -1,21 +1,13 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { currentRuntime, ROOT, type Runtime } from "../lib/repo-root.js";
 
 // How a Headroom process is started: compiled JavaScript from dist/ (`npm start`, the benchmark,
 // the tests, the image), or the TypeScript sources through tsx (`npm run dev`). Entries are named
 // by their source path from the repository root, e.g. "src/main/edge.ts".
 
-export type Runtime = "compiled" | "source";
-
-/** How this module itself runs: from dist/ or from the sources (tsx, vitest). */
-export const currentRuntime: Runtime = import.meta.url.endsWith(".ts") ? "source" : "compiled";
-
-/** The repository root (the image's /app): dist/src/local/ or src/local/ is below it. */
-const ROOT = fileURLToPath(
-  new URL(currentRuntime === "compiled" ? "../../../" : "../../", import.meta.url),
-);
+export { currentRuntime, type Runtime };
 
 export class MissingBuildError extends Error {
   override name = "MissingBuildError";

@@ -34,10 +34,12 @@ export interface LocalStackOptions {
   config: Config;
   /** Start a redis-server of our own: no Redis was named (REDIS_URL's default is not a choice). */
   ownRedis: boolean;
+  /** A child kept failing and was given up: the stack cannot serve, and must stop with an error. */
+  onChildGaveUp(name: string): void;
 }
 
 export async function startLocalStack(
-  { config: base, ownRedis }: LocalStackOptions,
+  { config: base, ownRedis, onChildGaveUp }: LocalStackOptions,
   logger: Logger,
 ) {
   const dataDir = resolve(base.HEADROOM_DATA_DIR);
@@ -81,11 +83,7 @@ export async function startLocalStack(
 
     // Children run as the stack does: compiled under `npm start`, from the sources under
     // `npm run dev`.
-    const supervisor = createSupervisor(
-      logger,
-      () => process.kill(process.pid, "SIGTERM"),
-      currentRuntime,
-    );
+    const supervisor = createSupervisor(logger, onChildGaveUp, currentRuntime);
     const childEnv = { ...shared, ...allowLoopback, MIGRATE_ON_START: "false" };
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
     supervisor.start({ name: "alerts", entry: "workers/alerts.ts", env: childEnv });

@@ -1,7 +1,9 @@
 import { ConfigError, isSet, loadConfig } from "../config.js";
 import { createLogger } from "../lib/logger.js";
+import { stopWhenParentExits } from "../lib/parent-watch.js";
 import { onShutdown } from "../lib/shutdown.js";
 import { curlExample, pageUrl, startLocalStack } from "../local/local-stack.js";
+import { assertPortsFree, PortTakenError, stackListeners } from "../local/ports-free.js";
 import { RedisServerMissingError } from "../local/redis-server.js";
 
 // `npm start`: the local stack in one command.
@@ -9,6 +11,7 @@ import { RedisServerMissingError } from "../local/redis-server.js";
 try {
   const config = loadConfig();
   const logger = createLogger(config.LOG_LEVEL, "stack");
+  await assertPortsFree(stackListeners(config));
   const stack = await startLocalStack(
     {
       config,
@@ -16,10 +19,14 @@ try {
       ownRedis: !(["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const).some((name) =>
         isSet(process.env, name),
       ),
+      // The stack cannot serve without it: stop everything, and say so with the exit code.
+      onChildGaveUp: () => void stack.stop().finally(() => process.exit(1)),
     },
     logger,
   );
   onShutdown(logger, () => stack.stop(), 60_000);
+  // `npm start` killed by SIGHUP (a closed terminal) or SIGKILL passes nothing on.
+  stopWhenParentExits(() => process.kill(process.pid, "SIGTERM"));
   // The CLI finds this stack through HEADROOM_DATA_DIR: a non-default one must be passed along.
   const cli = isSet(process.env, "HEADROOM_DATA_DIR")
     ? `HEADROOM_DATA_DIR=${config.HEADROOM_DATA_DIR} npx headroom`
@@ -52,7 +59,11 @@ try {
   );
 } catch (err) {
   // What the user can fix is said in one message, without a stack trace.
-  if (err instanceof RedisServerMissingError || err instanceof ConfigError) {
+  if (
+    err instanceof RedisServerMissingError ||
+    err instanceof ConfigError ||
+    err instanceof PortTakenError
+  ) {
     process.stderr.write(`${err.message}\n`);
     process.exit(1);
   }

@@ -93,6 +93,14 @@ describe("headroom query", () => {
     expect(r.stdout).toMatch(/┌─n─┐[\s\S]*│ 3 │/);
   });
 
+  it("prints a wide row as a table row too, not ClickHouse's vertical fallback", async () => {
+    const columns = Array.from({ length: 15 }, (_, i) => `repeat('x', 20) AS c${i}`).join(", ");
+    const r = await headroom(["query", `SELECT ${columns}`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^ +┌─c0─/);
+    expect(r.stdout).not.toContain("Row 1:");
+  });
+
   it("prints ClickHouse's message and code for a bad query, no stack trace, exit 1", async () => {
     const [unknown, syntax] = await Promise.all([
       headroom(["query", "SELECT count() FROM no_such_table"]),

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/run.js";
 
@@ -107,5 +108,22 @@ describe("usage errors exit 2", () => {
     expect(r.err).toMatch(message);
     expect(r.err).not.toMatch(/\n\s+at /); // no stack trace
     expect(r.out).toBe("");
+  });
+});
+
+describe("version and defaults", () => {
+  it("headroom --version and -V print package.json's version, exit 0", async () => {
+    const { version } = JSON.parse(
+      readFileSync(new URL("../../package.json", import.meta.url), "utf8"),
+    ) as { version: string };
+    for (const flag of ["--version", "-V"]) {
+      expect(await cli(flag)).toEqual({ code: 0, out: `${version}\n`, err: "" });
+    }
+  });
+
+  it("alerts add --help gives the cooldown's default in the form the option takes", async () => {
+    const r = await cli("alerts", "add", "--help");
+    expect(r.out).toMatch(/--cooldown <duration>[\s\S]*\(default: 10m\)/);
+    expect(r.out).not.toContain("(default: 600)");
   });
 });

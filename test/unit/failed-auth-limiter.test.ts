@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_PLANS } from "../../src/config.js";
-import { clientOf } from "../../src/edge/failed-auth-limiter.js";
 import { createLimits } from "../../src/edge/limits.js";
+import { clientOf } from "../../src/limits/failed-auth-limiter.js";
 import type { RedisClient } from "../../src/redis/connections.js";
 
 // The per-client count of failed authentications: IPv6 clients are counted per /64, and the

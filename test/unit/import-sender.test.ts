@@ -211,4 +211,25 @@ describe("progress", () => {
       "import: 50/100 reports, accepted 50, refused 0, 50 reports/s, ETA 1s\n",
     ]);
   });
+
+  it("off a terminal, the closing line is printed once, also when the last update printed it", () => {
+    let t = 0;
+    const lines: string[] = [];
+    const plain = createProgress({ write: (s) => lines.push(s), tty: false, now: () => t });
+    t = 1_000;
+    const done = { total: 10, accepted: 9, duplicates: 0, refused: 1 };
+    plain.update(done);
+    plain.finish(done);
+    expect(lines).toEqual(["import: 10/10 reports, accepted 9, refused 1, 10 reports/s, ETA 0s\n"]);
+    // Figures moved on since the last line: the closing line says where it ended.
+    t = 0;
+    const later = createProgress({ write: (s) => lines.push(s), tty: false, now: () => t });
+    t = 1_000;
+    later.update({ total: 10, accepted: 5, duplicates: 0, refused: 0 });
+    later.finish(done);
+    expect(lines.slice(1)).toEqual([
+      "import: 5/10 reports, accepted 5, refused 0, 5 reports/s, ETA 1s\n",
+      "import: 10/10 reports, accepted 9, refused 1, 10 reports/s, ETA 0s\n",
+    ]);
+  });
 });

@@ -1,0 +1,63 @@
+import { createServer } from "node:net";
+import type { Config } from "../config.js";
+
+// Before the local stack starts anything, each port it will listen on is tried: a port that
+// another program holds is said in one line, with the setting that moves it, instead of a banner
+// followed by the children's EADDRINUSE traces and restarts.
+
+export class PortTakenError extends Error {}
+
+interface Listener {
+  setting: string;
+  host: string;
+  port: number;
+}
+
+export function stackListeners(config: Config): Listener[] {
+  const all: (Listener | undefined)[] = [
+    { setting: "PORT", host: config.HOST, port: config.PORT },
+    { setting: "API_PORT", host: config.HOST, port: config.API_PORT },
+    config.METRICS_PORT === undefined
+      ? undefined
+      : { setting: "METRICS_PORT", host: config.HOST, port: config.METRICS_PORT },
+    {
+      setting: "WORKER_METRICS_PORT",
+      host: config.WORKER_METRICS_HOST,
+      port: config.WORKER_METRICS_PORT,
+    },
+    {
+      setting: "ALERTS_METRICS_PORT",
+      host: config.WORKER_METRICS_HOST,
+      port: config.ALERTS_METRICS_PORT,
+    },
+    config.STACK_REDIS_PORT === undefined
+      ? undefined
+      : { setting: "STACK_REDIS_PORT", host: "127.0.0.1", port: config.STACK_REDIS_PORT },
+    config.STACK_CLICKHOUSE_PORT === undefined
+      ? undefined
+      : { setting: "STACK_CLICKHOUSE_PORT", host: "127.0.0.1", port: config.STACK_CLICKHOUSE_PORT },
+  ];
+  // Port 0 asks the system for a free one: nothing to check.
+  return all.filter((l): l is Listener => l !== undefined && l.port !== 0);
+}
+
+function tryListen({ host, port }: Listener): Promise<NodeJS.ErrnoException | undefined> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", (err: NodeJS.ErrnoException) => resolve(err));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(undefined)));
+  });
+}
+
+/** Throws a PortTakenError naming the first port that cannot be listened on, and its setting. */
+export async function assertPortsFree(listeners: Listener[]): Promise<void> {
+  for (const l of listeners) {
+    const err = await tryListen(l);
+    if (!err) continue;
+    const why =
+      err.code === "EADDRINUSE" ? "is in use by another program" : `cannot be used (${err.code})`;
+    throw new PortTakenError(
+      `npm start: port ${l.port} on ${l.host} (${l.setting}) ${why}; stop that program or move Headroom with ${l.setting}=<another port>, e.g. ${l.setting}=${l.port + 100} npm start`,
+    );
+  }
+}

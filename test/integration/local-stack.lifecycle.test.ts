@@ -1,0 +1,134 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { eventually } from "../helpers/eventually.js";
+import { freePorts } from "../helpers/redis-topology/redis-processes.js";
+
+// `npm start` as a person runs it, stopped as people and supervisors stop it: a signal to the
+// npm process itself (not its group). Every process the stack started carries its
+// HEADROOM_DATA_DIR in its environment, which is how the test finds orphans.
+
+const root = join(import.meta.dirname, "../..");
+
+interface Started {
+  npm: ChildProcess;
+  dataDir: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+const started: Started[] = [];
+
+/** Pids of live processes whose environment names `dataDir`. */
+function processesOf(dataDir: string): number[] {
+  const marker = `HEADROOM_DATA_DIR=${dataDir}\0`;
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (`${readFileSync(`/proc/${entry}/environ`, "latin1")}\0`.includes(marker)) {
+        // A zombie has exited; only its parent's wait is missing.
+        const state = readFileSync(`/proc/${entry}/stat`, "latin1").split(") ")[1]?.[0];
+        if (state !== "Z") pids.push(Number(entry));
+      }
+    } catch {
+      // Gone while being read, or not ours to read.
+    }
+  }
+  return pids;
+}
+
+async function npmStart(extraEnv: Record<string, string> = {}): Promise<Started> {
+  const dataDir = mkdtempSync(join(tmpdir(), "headroom-stack-"));
+  const [port, apiPort, workerMetrics, alertsMetrics] = await freePorts(4);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    HEADROOM_DATA_DIR: dataDir,
+    PORT: String(port),
+    API_PORT: String(apiPort),
+    WORKER_METRICS_PORT: String(workerMetrics),
+    ALERTS_METRICS_PORT: String(alertsMetrics),
+    LOG_LEVEL: "info",
+    ...extraEnv,
+  };
+  // Its own Redis and ClickHouse, whatever this run's environment names.
+  for (const name of ["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS", "CLICKHOUSE_URL"]) {
+    delete env[name];
+  }
+  let out = "";
+  const npm = spawn("npm", ["start"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+  npm.stdout?.on("data", (b: Buffer) => {
+    out += b.toString();
+  });
+  npm.stderr?.on("data", (b: Buffer) => {
+    out += b.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => npm.once("exit", (code) => resolve(code)));
+  const s = { npm, dataDir, output: () => out, exited };
+  started.push(s);
+  return s;
+}
+
+afterEach(async () => {
+  for (const s of started.splice(0)) {
+    s.npm.kill("SIGKILL");
+    for (const pid of processesOf(s.dataDir)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    }
+    rmSync(s.dataDir, { recursive: true, force: true });
+  }
+});
+
+describe("npm start stops when told", () => {
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+    it(`${signal} to the npm process stops every process it started`, {
+      timeout: 180_000,
+    }, async () => {
+      const s = await npmStart();
+      await eventually(
+        () => {
+          for (const ready of ["edge", "read api", "worker", "alerts worker"]) {
+            expect(s.output()).toContain(`"msg":"${ready} ready"`);
+          }
+        },
+        { timeoutMs: 120_000, intervalMs: 200 },
+      );
+      // The edge, the read API, two workers, Redis and ClickHouse, and the stack itself.
+      expect(processesOf(s.dataDir).length).toBeGreaterThanOrEqual(7);
+      s.npm.kill(signal);
+      await eventually(() => expect(processesOf(s.dataDir)).toEqual([]), {
+        timeoutMs: 60_000,
+        intervalMs: 200,
+      });
+      await s.exited;
+    });
+  }
+});
+
+describe("npm start with a port taken", () => {
+  let holder: Server | undefined;
+  afterEach(() => {
+    holder?.close();
+    holder = undefined;
+  });
+
+  it("names the port and its setting in one line before any banner, and exits non-zero", async () => {
+    const [taken] = await freePorts(1);
+    holder = createServer();
+    await new Promise<void>((resolve) => holder?.listen(taken, "127.0.0.1", resolve));
+    const s = await npmStart({ PORT: String(taken) });
+    const code = await s.exited;
+    expect(code).not.toBe(0);
+    expect(s.output()).toContain(
+      `npm start: port ${taken} on 127.0.0.1 (PORT) is in use by another program; stop that program or move Headroom with PORT=<another port>`,
+    );
+    expect(s.output()).not.toContain("Headroom is starting");
+    expect(s.output()).not.toContain("EADDRINUSE");
+    expect(processesOf(s.dataDir)).toEqual([]);
+  });
+});
