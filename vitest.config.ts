@@ -19,6 +19,9 @@ export default defineConfig({
           ...shared,
           name: "unit",
           include: ["test/unit/**/*.test.ts"],
+          // The seeded property tests run thousands of cases: seconds on an idle machine, more on a
+          // loaded one, where vitest's default 5 s failed them for their speed, not their claim.
+          testTimeout: 30_000,
           // The same as integration's: vitest's --sequence.* flags (shuffle, seed) replace
           // each project's groupOrder, and projects of one group must agree on maxWorkers.
           maxWorkers: 2,
