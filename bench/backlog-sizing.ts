@@ -12,7 +12,7 @@ import { backlogBounds } from "./backlog-bounds.js";
 import { runFixedRate } from "./fixed-rate.js";
 import { createBodySource } from "./report-bodies.js";
 
-// How long a ClickHouse outage the backlog absorbs before the edge answers 503 (README, "Sizing
+// How long a ClickHouse outage the backlog absorbs before the edge answers 503 (docs/operations.md, "Sizing
 // the backlog"). No worker runs: every report sent stays queued, as in an outage. At each rate,
 // an edge on a Redis of its own takes reports for a while; the jobs they made and the memory
 // they hold give reports per job and bytes per report, from which the time to each bound

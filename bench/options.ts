@@ -57,7 +57,7 @@ the environment and passed to the edge and the workers; the results record them.
 
 /** Every run's results: ignored by git, so a benchmark leaves the checkout clean. */
 export const DEFAULT_OUT_DIR = "bench/runs";
-/** The reference run the READMEs quote, tracked: written only with `--publish`. */
+/** The reference run docs/benchmarks.md and bench/README.md quote, tracked: written only with `--publish`. */
 export const PUBLISHED_DIR = "bench/results";
 
 export class OptionsError extends Error {

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { launchChromium } from "../test/helpers/browser.js";
+import { launchChromium } from "./chromium.js";
 
 // The headroom page's weight and speed on a running stack (`npm start`), in Debian's chromium:
 // the script it loads (bytes on the wire, gzip as served, and uncompressed) and the time from

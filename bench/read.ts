@@ -47,7 +47,7 @@ const { values } = parseArgs({
     // Closed loops only: node (read-load.ts, decodes 1 answer in --decode-every) or wrk
     // (read-wrk.ts, a tenth of the CPU per request, decodes none).
     client: { type: "string", default: "node" },
-    // Runs go to bench/runs (ignored); the figures the README quotes are in bench/results.
+    // Runs go to bench/runs (ignored); the figures docs/benchmarks.md quotes are in bench/results.
     out: { type: "string", default: "bench/runs" },
   },
 });

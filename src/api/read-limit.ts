@@ -1,12 +1,12 @@
-import { createBurstAllowance } from "../edge/burst-allowance.js";
-import type { TakeTokens } from "../edge/token-bucket.js";
 import { HttpError, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
+import { createBurstAllowance } from "../limits/burst-allowance.js";
 import { limitBody, limitHeaders } from "../limits/limit-answers.js";
+import type { TakeTokens } from "../limits/token-bucket.js";
 
 // Read requests per key: the edge's token bucket in Redis (shared by every read API process),
 // one token per request, answered like the report endpoint's 429 when it is empty. Tokens are
-// taken a few at a time, as the edge takes them (burst-allowance.ts): a quarter of a second's
+// taken a few at a time, as the edge takes them (limits/burst-allowance.ts): a quarter of a second's
 // rate (5 at the default 20/s), so a dashboard's polls do not each wait for Redis. A process
 // holds them up to 5 s before they go back (the edge: 1 s), since a page polls every 2 s: held
 // for 1 s they would go back before its next poll, and every poll would take again.

@@ -8,7 +8,7 @@ import { UsageError } from "./errors.js";
 // and help need no service; each command's code (and its clients) is loaded only when it runs.
 
 const CONFIG_NOTE = `
-Configuration comes from the environment (see the README). While the local stack runs
+Configuration comes from the environment (docs/configuration.md). While the local stack runs
 (npm start), its Redis and ClickHouse are found through stack.json in HEADROOM_DATA_DIR.
 Exit codes: 0 done, 1 failed (e.g. a ClickHouse error), 2 usage or configuration error.`;
 

@@ -2,20 +2,24 @@ import { BURST_CAPACITY_FACTOR, DEFAULT_PLANS, type Plan } from "../config.js";
 import { HttpError, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import { createAuthFailureLimits, LIMITS_PREFIX } from "../limits/auth-failures.js";
+import {
+  type BurstGrant,
+  type BurstLimit,
+  createBurstAllowance,
+} from "../limits/burst-allowance.js";
 import { limitBody, limitHeaders } from "../limits/limit-answers.js";
+import { redisTokenBucket } from "../limits/token-bucket.js";
 import type { RedisClient } from "../redis/connections.js";
-import { type BurstGrant, type BurstLimit, createBurstAllowance } from "./burst-allowance.js";
 import {
   createQuotaAllowance,
   type QuotaAllowanceOptions,
   type QuotaElsewhere,
 } from "./quota-allowance.js";
 import { redisQuotaStore } from "./quota-counter.js";
-import { redisTokenBucket } from "./token-bucket.js";
 
 // Per-project burst limit (reports per second) and plan quota (reports per calendar month, UTC),
 // both in Redis so that every edge shares them, each reserved in chunks per edge so that a report
-// rarely waits for Redis (burst-allowance.ts, quota-allowance.ts); failed authentication limited
+// rarely waits for Redis (limits/burst-allowance.ts, quota-allowance.ts); failed authentication limited
 // per client IP (limits/auth-failures.ts).
 //
 // A limit that is hit is a 429; Redis failing is a 503, because an edge that cannot reach Redis
@@ -27,11 +31,11 @@ export interface LimitsOptions {
   prefix?: string;
   authFailuresPerIp: number;
   authFailureWindowS: number;
-  /** Clients whose failures are tracked at once (see failed-auth-limiter.ts). */
+  /** Clients whose failures are tracked at once (see limits/failed-auth-limiter.ts). */
   authFailureMaxClients?: number;
   /** Count failed authentications in Redis too, across every process (auth-failures.ts). */
   shareAuthFailures?: boolean;
-  /** Share of a project's burst an edge reserves from Redis at once (see burst-allowance.ts). */
+  /** Share of a project's burst an edge reserves from Redis at once (see limits/burst-allowance.ts). */
   burstShare?: number;
   /** How the monthly quota is reserved (see quota-allowance.ts). */
   quota?: Omit<QuotaAllowanceOptions, "store">;

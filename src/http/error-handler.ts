@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
-import { EnqueueError } from "../queue/enqueuer.js";
+import { EnqueueError } from "../queue/enqueue-error.js";
 import { HttpError, unavailable } from "./errors.js";
 import { redactPath } from "./request-log.js";
 

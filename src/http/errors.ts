@@ -1,4 +1,4 @@
-// The closed set of error codes of CONTRACT.md, one error type, and the body every error shares.
+// The closed set of error codes of the report API (docs/report-api.md), one error type, and the body every error shares.
 
 export const ERROR_STATUS = {
   invalid_json: 400,

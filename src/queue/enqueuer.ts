@@ -9,8 +9,6 @@ import type { WriteJob } from "./job-writer.js";
 // that arrived during one write. Each caller's promise settles only after Redis acknowledged the
 // job that holds its report (and its replicas did, when the writer waits for them).
 
-export { EnqueueError };
-
 /**
  * Told once the job holding the report was acknowledged (no error), or failed. It must not
  * throw: the other reports of the job are told after it.

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { UUID_TEXT } from "./report-id.js";
 
-// The one definition of a report: the wire rules of CONTRACT.md (`reportBodySchema`), the
+// The one definition of a report: the wire rules of docs/report-api.md (`reportBodySchema`), the
 // normalised record the server stores (`reportRecordSchema`), and the positional row that travels
 // in queue jobs and is inserted into ClickHouse as JSONCompactEachRow (`toRow`/`fromRow`).
 
@@ -246,7 +246,7 @@ const timestampSchema = z
     return ms;
   });
 
-/** The request body, per CONTRACT.md. Unknown keys are stripped. */
+/** The request body, per docs/report-api.md. Unknown keys are stripped. */
 export const reportBodySchema = z.object(
   {
     provider: z

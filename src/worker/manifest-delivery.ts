@@ -97,7 +97,7 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
       () =>
         logger.error(
           { token, jobs: held.length, waitedMs: deps.replicaWaitWarnMs },
-          "batch held from ClickHouse: its manifest is on fewer replicas than REDIS_ACK_REPLICAS; it goes in once a replica is back (see README: a shard without a replica)",
+          "batch held from ClickHouse: its manifest is on fewer replicas than REDIS_ACK_REPLICAS; it goes in once a replica is back (see docs/operations.md: a shard without a replica)",
         ),
       deps.replicaWaitWarnMs ?? 30_000,
     );

@@ -1,33 +1,13 @@
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 
 // A real browser for the page's tests: Debian's chromium, driven by playwright-core through its
 // executable (no browser download). Screenshots go to scratch/ (ignored by git).
 
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+export { CHROMIUM, launchChromium } from "../../bench/chromium.js";
 export const SCREENSHOTS = join(process.cwd(), "scratch", "page-screenshots");
-
-export async function launchChromium(): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `the page's browser tests need chromium at ${CHROMIUM}: install it (Debian: apt-get install -y --no-install-recommends chromium) or set CHROMIUM_PATH`,
-    );
-  }
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
-}
 
 export async function screenshot(page: Page, name: string) {
   mkdirSync(SCREENSHOTS, { recursive: true });

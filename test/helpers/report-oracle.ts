@@ -1,4 +1,4 @@
-// What the contract (CONTRACT.md) says the edge must answer to a body, written from the contract's
+// What the contract (docs/report-api.md) says the edge must answer to a body, written from the contract's
 // table and independently of src/report: the expectation a property test holds the edge to.
 // Where the contract is silent, the implementation's documented choices are taken as given and
 // marked "(impl)".

@@ -1,6 +1,6 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { redisTokenBucket } from "../../src/edge/token-bucket.js";
+import { redisTokenBucket } from "../../src/limits/token-bucket.js";
 import { clientReport, type EdgeFixture, startEdge, uniqueId } from "../helpers/edge-fixture.js";
 import { redisNow, untilRedisMs } from "../helpers/redis-clock.js";
 

@@ -1,6 +1,7 @@
 import { afterAll, expect, it } from "vitest";
 import { sampleRow } from "../../fixtures/sample-reports.js";
-import { createEnqueuer, EnqueueError } from "../../src/queue/enqueuer.js";
+import { EnqueueError } from "../../src/queue/enqueue-error.js";
+import { createEnqueuer } from "../../src/queue/enqueuer.js";
 import { createJobWriter } from "../../src/queue/job-writer.js";
 import type { RedisClient } from "../../src/redis/connections.js";
 import { eventually } from "../helpers/eventually.js";

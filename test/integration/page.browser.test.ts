@@ -192,7 +192,7 @@ describe("the headroom page", () => {
     expect(urls.length).toBeGreaterThan(3);
     for (const url of urls) expect(url).not.toContain(k.read);
 
-    // The page's script and how soon the figures showed (README: the page's figures).
+    // The page's script and how soon the figures showed (docs/page.md: the page's figures).
     const dir = defaultPageDir();
     const scripts = [
       "main.js",

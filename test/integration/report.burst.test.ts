@@ -1,7 +1,7 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createBurstAllowance } from "../../src/edge/burst-allowance.js";
-import { redisTokenBucket } from "../../src/edge/token-bucket.js";
+import { createBurstAllowance } from "../../src/limits/burst-allowance.js";
+import { redisTokenBucket } from "../../src/limits/token-bucket.js";
 import { clientReport, type EdgeFixture, startEdge, uniqueId } from "../helpers/edge-fixture.js";
 
 // The burst limit on a real Redis when many reports of one project arrive at the same instant:

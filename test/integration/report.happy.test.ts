@@ -10,7 +10,7 @@ import {
 } from "../helpers/edge-fixture.js";
 import { NULL_CREDITS } from "../helpers/report-oracle.js";
 
-// The real client's payloads are accepted and normalised as CONTRACT.md says; each 200 is
+// The real client's payloads are accepted and normalised as docs/report-api.md says; each 200 is
 // checked against the report as it sits in the queue, field by field.
 
 // Yesterday: inside the retention window on whatever date the suite runs.

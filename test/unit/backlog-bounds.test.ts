@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { backlogBounds } from "../../bench/backlog-bounds.js";
 
-// The arithmetic behind the README's backlog sizing table (bench/backlog-sizing.ts measures).
+// The arithmetic behind docs/operations.md's backlog sizing table (bench/backlog-sizing.ts measures).
 
 const limits = { maxJobs: 200_000, memoryBudgetBytes: 1_800 * 1024 ** 2 };
 

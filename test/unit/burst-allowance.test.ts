@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { createBurstAllowance } from "../../src/edge/burst-allowance.js";
-import type { TakeTokens } from "../../src/edge/token-bucket.js";
+import { createBurstAllowance } from "../../src/limits/burst-allowance.js";
+import type { TakeTokens } from "../../src/limits/token-bucket.js";
 
 // Edges share one token bucket. Here it is kept in memory with a clock the test moves: the same
 // TakeTokens contract as the Redis script (refill at `rate`, up to `capacity`, with the tokens

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { buildProgram } from "../../src/cli/program.js";
 import { runCli } from "../../src/cli/run.js";
 
 // The command line as a person meets it: every command and subcommand answers --help (exit 0,
@@ -72,7 +73,15 @@ describe("help", () => {
     }
   });
 
-  it("documents the options the README uses", async () => {
+  it("the README's --help line names every command", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const line = /`npx headroom --help` lists every command:([^.]*)\./.exec(readme)?.[1] ?? "";
+    const named = [...line.matchAll(/`([a-z][a-z-]*)`/g)].map((m) => m[1]);
+    const commands = buildProgram().commands.map((c) => c.name());
+    expect(named.sort()).toEqual(commands.sort());
+  });
+
+  it("documents the options the docs use", async () => {
     expect((await cli("keys", "create", "--help")).out).toMatch(
       /--project <id>[\s\S]*--plan[\s\S]*--scope <scope>[\s\S]*"report", "read"/,
     );

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { createEnqueuer, EnqueueError } from "../../src/queue/enqueuer.js";
+import { EnqueueError } from "../../src/queue/enqueue-error.js";
+import { createEnqueuer } from "../../src/queue/enqueuer.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
 
 // Group commit of concurrent enqueues into jobs, against a fake writer that acknowledges each

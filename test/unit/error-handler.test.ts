@@ -5,7 +5,7 @@ import { jsonBody } from "../../src/edge/plugins/json-body.js";
 import { errorHandler } from "../../src/http/error-handler.js";
 import { HttpError } from "../../src/http/errors.js";
 import { createLogger } from "../../src/lib/logger.js";
-import { EnqueueError } from "../../src/queue/enqueuer.js";
+import { EnqueueError } from "../../src/queue/enqueue-error.js";
 
 // Every error becomes one of the contract's codes and bodies. A tiny app with the real error
 // handler and JSON parser, and a route that throws whatever the test hands it (app.inject only).

@@ -6,7 +6,7 @@ import {
   reportBodySchema,
 } from "../../src/report/report-schema.js";
 
-// The wire rules of CONTRACT.md for a report body, and the timestamp parser.
+// The wire rules of docs/report-api.md for a report body, and the timestamp parser.
 
 const HOUR_MS = 60 * 60 * 1000;
 

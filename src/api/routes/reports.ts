@@ -96,7 +96,7 @@ function item(r: ReportRow): z.infer<typeof reportItem> {
       reset_requests_ms: num(r.reset_requests_ms),
       reset_tokens_ms: num(r.reset_tokens_ms),
     },
-    // Stored as "no credits" when all three are null (CONTRACT.md).
+    // Stored as "no credits" when all three are null (docs/report-api.md).
     credits: Object.values(credits).every((v) => v === null) ? null : credits,
   };
 }

@@ -1,12 +1,13 @@
 import type { FastifyPluginAsync } from "fastify";
-import type { KeyLookup } from "../../keys/key-store.js";
-import type { EnqueueError, Enqueuer } from "../../queue/enqueuer.js";
-import type { IdJobs } from "../../queue/id-jobs.js";
 import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
+import { HttpError, unavailable } from "../../http/errors.js";
 import { requireScope } from "../../http/scope.js";
+import type { KeyLookup } from "../../keys/key-store.js";
+import type { EnqueueError } from "../../queue/enqueue-error.js";
+import type { Enqueuer } from "../../queue/enqueuer.js";
+import type { IdJobs } from "../../queue/id-jobs.js";
 import type { BacklogGate } from "../backlog.js";
-import { charsetRefusal } from "../content-charset.js";
 import {
   claimIds,
   type ItemResult,
@@ -16,7 +17,7 @@ import {
   unsureBody,
   validateBatch,
 } from "../batch-items.js";
-import { HttpError, unavailable } from "../../http/errors.js";
+import { charsetRefusal } from "../content-charset.js";
 import type { Limits } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
 import type { BatchFormat } from "../parse-batch.js";

@@ -149,7 +149,7 @@ async function refreshHeadroom(key: string) {
   say(`Updated ${new Date().toLocaleTimeString("en-GB", { timeZone: "UTC" })} UTC`);
   if (!state.firstFigures) {
     state.firstFigures = true;
-    // How long from navigation to the first figures on screen (README: time to first figures).
+    // How long from navigation to the first figures on screen (docs/page.md: time to first figures).
     document.documentElement.dataset.firstFiguresMs = String(Math.round(performance.now()));
   }
 }

@@ -2,10 +2,10 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { CONFIG_KEYS, configSchema } from "../../src/config.js";
 
-// The README's configuration table is kept in sync with the config schema: same variables, and
+// docs/configuration.md's table is kept in sync with the config schema: same variables, and
 // the same defaults where a default is a plain value.
 
-const readme = readFileSync("README.md", "utf8");
+const readme = readFileSync("docs/configuration.md", "utf8");
 const section = readme.split("<!-- config:start -->")[1]?.split("<!-- config:end -->")[0] ?? "";
 const rows = section
   .split("\n")
@@ -14,7 +14,7 @@ const rows = section
 const documented = new Map(rows.map((r) => [r[1]?.replaceAll("`", "") ?? "", r[2] ?? ""]));
 const defaults = configSchema.parse({}) as Record<string, unknown>;
 
-describe("README configuration table", () => {
+describe("docs/configuration.md's table", () => {
   it("lists exactly the variables of the config schema", () => {
     expect([...documented.keys()].sort()).toEqual([...CONFIG_KEYS].sort());
   });
