@@ -21,6 +21,9 @@ const PALETTE = [
   "#5f6368",
   "#3f51b5",
   "#6d4c41",
+  "#1b1f24",
+  "#827717",
+  "#e65100",
 ];
 const colour = (i: number) =>
   PALETTE[i] ?? `hsl(${Math.round((i * 137.508) % 360)} 65% ${i % 2 ? 32 : 42}%)`;
@@ -170,8 +173,10 @@ export function createChart(
     const lines: uPlot.Series[] = [{ label: "Time (UTC)" }];
     cols.series.forEach((s, i) => {
       const stroke = colour(i);
-      lines.push({ label: `${s.label} requests %`, stroke, width: 2 });
-      lines.push({ label: `${s.label} tokens %`, stroke, width: 2, dash: [6, 4] });
+      // Points as well as lines: a window with a value between two gaps has no line to draw.
+      const points = { show: true, size: 5, stroke, fill: stroke };
+      lines.push({ label: `${s.label} requests %`, stroke, width: 2, points });
+      lines.push({ label: `${s.label} tokens %`, stroke, width: 2, dash: [6, 4], points });
     });
     legend.replaceChildren(
       ...cols.series.map((s, i) =>
