@@ -29,6 +29,8 @@ export interface AuthFailureLimits {
 export interface AuthDeps {
   lookupKey: LookupKey;
   limits: AuthFailureLimits;
+  /** The key the 401 messages ask for ("read key" on the read API); the codes stay the contract's. */
+  keyName?: string;
 }
 
 // Anything after "Bearer " is the presented key: a malformed one is invalid, not missing.
@@ -58,8 +60,8 @@ export function repeatsAuthorization(rawHeaders: string[]): boolean {
   return false;
 }
 
-export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
-  const invalid = () => unauthorized("invalid_project_key", "the project key is not valid");
+export function createAuthenticate({ lookupKey, limits, keyName = "project key" }: AuthDeps) {
+  const invalid = () => unauthorized("invalid_project_key", `the ${keyName} is not valid`);
 
   // Look-ups in flight, by IP and key: concurrent requests from one client with one key share
   // one look-up and one reserved attempt, so a burst of good requests on a cold cache is not
@@ -115,7 +117,7 @@ export function createAuthenticate({ lookupKey, limits }: AuthDeps) {
     header: string | undefined,
   ): KeyLookup | Promise<KeyLookup> {
     if (!header)
-      throw unauthorized("missing_project_key", "send Authorization: Bearer <project key>");
+      throw unauthorized("missing_project_key", `send Authorization: Bearer <${keyName}>`);
     const key = BEARER.exec(header.trim())?.[1];
     if (!key)
       throw unauthorized(

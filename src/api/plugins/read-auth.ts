@@ -12,7 +12,7 @@ export interface ReadAuthDeps extends AuthDeps {
 }
 
 const plugin: FastifyPluginAsync<ReadAuthDeps> = async (app, deps) => {
-  const authenticate = createAuthenticate(deps);
+  const authenticate = createAuthenticate({ ...deps, keyName: "read key" });
   app.addHook("onRequest", async (req) => {
     const lookup = await authenticate(req);
     requireScope(lookup, "read");

@@ -2,7 +2,11 @@
 // as /api/v1/openapi.json describes them) and one fetch that turns a refused key into an error
 // the page can show.
 
-export type Status = "ok" | "warning" | "critical" | "stale";
+/**
+ * What /api/v1/headroom says today, plus "reset" (a window past its reset time) and any status
+ * a newer API adds: the page shows an unknown one by its name, between warning and ok.
+ */
+export type Status = "ok" | "warning" | "critical" | "reset" | "stale" | (string & {});
 
 export interface MetricView {
   limit: number | null;

@@ -9,6 +9,7 @@ import {
   type Usage,
 } from "./api.js";
 import { byId, h } from "./dom.js";
+import { parseUtcMinute, utcMinute } from "./format.js";
 import { forgetKey, saveKey, takeKey } from "./key.js";
 import { createChart } from "./over-time.js";
 import { renderCards, tickClocks } from "./now-cards.js";
@@ -48,6 +49,7 @@ const el = {
   changeKey: byId<HTMLButtonElement>("change-key"),
   dashboard: byId("dashboard"),
   cards: byId("cards"),
+  summary: byId("summary"),
   ranges: byId("ranges"),
   custom: byId<HTMLFormElement>("custom-range"),
   customFrom: byId<HTMLInputElement>("custom-from"),
@@ -65,9 +67,14 @@ const el = {
 };
 
 const chart = createChart(
-  byId("chart-used"),
-  byId("chart-reports"),
-  byId("events-in-range"),
+  {
+    used: byId("chart-used"),
+    counts: byId("chart-reports"),
+    legend: byId("chart-legend"),
+    usedEmpty: byId("chart-used-empty"),
+    countsEmpty: byId("chart-reports-empty"),
+    eventList: byId("events-in-range"),
+  },
   (from, to) => setRange({ kind: "custom", from, to }),
 );
 
@@ -137,7 +144,7 @@ function fillOptions(select: HTMLSelectElement, values: string[]) {
 async function refreshHeadroom(key: string) {
   const headroom = await getJson<Headroom>(key, "headroom");
   if (state.key !== key) return;
-  renderCards(el.cards, headroom.series);
+  renderCards(el.cards, el.summary, headroom.series);
   fillOptions(
     el.logProvider,
     headroom.series.map((s) => s.provider),
@@ -167,9 +174,9 @@ function refreshRange(key: string) {
     guarded("the chart", async () => {
       usage = await getJson<Usage>(key, "usage", { ...range, group_by: "provider,model" });
       if (!current()) return;
-      el.rangeLabel.textContent = `${usage.from.slice(0, 16).replace("T", " ")} to ${usage.to
-        .slice(0, 16)
-        .replace("T", " ")} UTC, ${usage.window} windows`;
+      el.rangeLabel.textContent = `${utcMinute(Date.parse(usage.from))} to ${utcMinute(
+        Date.parse(usage.to),
+      )} UTC, ${usage.window} windows`;
       renderModels(el.models, usage);
       showChart();
     }),
@@ -214,13 +221,11 @@ function markRange() {
   el.custom.hidden = state.range.kind !== "custom";
 }
 
-const toInput = (ms: number) => new Date(ms).toISOString().slice(0, 16);
-
 function setRange(range: Range) {
   state.range = range;
   if (range.kind === "custom") {
-    el.customFrom.value = toInput(range.from);
-    el.customTo.value = toInput(range.to);
+    el.customFrom.value = utcMinute(range.from);
+    el.customTo.value = utcMinute(range.to);
   }
   markRange();
   state.log.cursors = [""];
@@ -230,7 +235,20 @@ function setRange(range: Range) {
   void guarded("the log", () => refreshLog(key));
 }
 
+/**
+ * A table's box scrolls sideways on a narrow screen: it takes the keyboard's focus and its
+ * table's name, so that it can be scrolled without a mouse (axe: scrollable-region-focusable).
+ */
+function scrollBoxes() {
+  for (const box of document.querySelectorAll<HTMLElement>(".scroll[data-labelledby]")) {
+    box.tabIndex = 0;
+    box.setAttribute("role", "region");
+    box.setAttribute("aria-labelledby", box.dataset.labelledby ?? "");
+  }
+}
+
 function wireControls() {
+  scrollBoxes();
   el.keyForm.addEventListener("submit", (e) => {
     e.preventDefault();
     const key = el.keyInput.value.trim();
@@ -252,8 +270,12 @@ function wireControls() {
   });
   el.custom.addEventListener("submit", (e) => {
     e.preventDefault();
-    const from = Date.parse(`${el.customFrom.value}Z`);
-    const to = Date.parse(`${el.customTo.value}Z`);
+    const from = parseUtcMinute(el.customFrom.value);
+    const to = parseUtcMinute(el.customTo.value);
+    if (Number.isNaN(from) || Number.isNaN(to)) {
+      say("Write the custom range's times as YYYY-MM-DD HH:MM, in UTC (24-hour).");
+      return;
+    }
     if (!(from < to)) {
       say("The custom range must start before it ends.");
       return;

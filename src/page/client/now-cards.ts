@@ -1,27 +1,73 @@
-import type { SeriesView, Status } from "./api.js";
+import type { MetricView, SeriesView, Status } from "./api.js";
 import { h } from "./dom.js";
-import { amount, count, duration, pct, perSecond } from "./format.js";
+import { amount, count, duration, pct, rate, utc } from "./format.js";
 
-// "Now": a card per provider and, inside it, a part per model and app, with requests, tokens
-// and credits left as bars coloured by status, the status in words, the reset countdown, the burn
-// rate, the time to exhaustion and the age of the figures. Countdowns and ages tick every second
-// (tickClocks) between two answers of the API.
+// "Now": a summary line, then a card per provider and, inside it, a part per model and app, with
+// requests, tokens and credits left as bars coloured by status, the status in words, the reset
+// countdown, the burn rate, the time to exhaustion and the age of the figures. Worst first, so
+// a critical series is the first thing seen. Countdowns and ages tick every second (tickClocks).
 
-const SEVERITY: Record<Status, number> = { ok: 0, stale: 1, warning: 2, critical: 3 };
-const WORDS: Record<Status, string> = {
+/** Worst first. A status this page does not know yet sorts with "reset": worth a look, not alarm. */
+const RANK: Record<string, number> = { critical: 0, warning: 1, reset: 2, ok: 3, stale: 4 };
+const rank = (s: Status) => RANK[s] ?? 2;
+const WORDS: Record<string, string> = {
   ok: "OK",
   warning: "Warning",
   critical: "Critical",
+  reset: "Reset",
   stale: "Stale",
 };
+const word = (s: Status) => WORDS[s] ?? `${s.charAt(0).toUpperCase()}${s.slice(1)}`;
+const UNITS = { requests: "requests", tokens: "tokens", credits: "credits" } as const;
+const METRICS = ["requests", "tokens", "credits"] as const;
+/** Why a burn rate is null: it takes two reports a second or more apart within a few minutes. */
+const NO_BURN = "one recent report so far";
 
 function badge(status: Status) {
-  return h("span", { class: `badge status-${status}`, "data-status": status }, WORDS[status]);
+  return h("span", { class: `badge status-${status}`, "data-status": status }, word(status));
 }
 
-function metric(series: SeriesView, name: "requests" | "tokens" | "credits", label: string) {
+/** "1 critical, 2 warnings, 9 ok": how many series are in each status, worst first. */
+export function summary(series: SeriesView[]): string {
+  const counts = new Map<Status, number>();
+  for (const s of series) counts.set(s.status, (counts.get(s.status) ?? 0) + 1);
+  return [...counts]
+    .sort(([a], [b]) => rank(a) - rank(b) || a.localeCompare(b))
+    .map(([status, n]) => `${n} ${status === "warning" && n !== 1 ? "warnings" : status}`)
+    .join(", ");
+}
+
+/**
+ * The time to exhaustion in words. "Not exhausted before the reset" only when the figures show
+ * it: a burn, a reset time still ahead, and remaining / burn beyond it.
+ */
+function exhaustion(m: MetricView, hasReset: boolean, now: number): string {
+  if (m.exhaustion_eta_s !== null) {
+    return m.exhaustion_eta_s <= 0 ? "exhausted" : `exhausted in ${duration(m.exhaustion_eta_s)}`;
+  }
+  if (m.remaining === null) return "time to exhaustion unknown: no remaining figure reported";
+  if (m.remaining <= 0) return "exhausted";
+  if (m.burn_per_s === null) return `time to exhaustion unknown: ${NO_BURN}`;
+  if (!(m.burn_per_s > 0)) return "not being used up";
+  const resets = m.resets_at === null ? Number.NaN : Date.parse(m.resets_at);
+  if (!hasReset || Number.isNaN(resets))
+    return "time to exhaustion unknown: no reset time reported";
+  if (resets <= now) return "time to exhaustion unknown: the window has reset since";
+  return m.remaining / m.burn_per_s > (resets - now) / 1000
+    ? "not exhausted before the reset"
+    : "time to exhaustion unknown";
+}
+
+const shown = (m: MetricView) => m.limit !== null || m.remaining !== null;
+
+function metric(
+  series: SeriesView,
+  name: (typeof METRICS)[number],
+  label: string,
+  sayBurn: boolean,
+) {
   const m = series[name];
-  if (m.limit === null && m.remaining === null) return null;
+  if (!shown(m)) return null;
   const fmt = name === "credits" ? amount : count;
   const leftPct = m.used_pct === null ? null : Math.max(0, 100 - m.used_pct);
   // The bars of a series take its status, which the API works out from the project's rules.
@@ -30,6 +76,8 @@ function metric(series: SeriesView, name: "requests" | "tokens" | "credits", lab
   fill.style.width = `${leftPct ?? 0}%`;
   const value = (field: string, n: number | null, text: string) =>
     h("span", { "data-field": field, "data-value": n === null ? "" : String(n) }, text);
+  // Credits have no window: a balance, not a limit that resets.
+  const hasReset = name !== "credits";
   return h(
     "div",
     { class: "metric", "data-metric": name },
@@ -42,10 +90,10 @@ function metric(series: SeriesView, name: "requests" | "tokens" | "credits", lab
         {},
         value("remaining", m.remaining, fmt(m.remaining)),
         " left of ",
-        value("limit", m.limit, fmt(m.limit)),
-        " (",
-        value("used_pct", m.used_pct, pct(m.used_pct)),
-        " used)",
+        value("limit", m.limit, m.limit === null ? "an unreported limit" : fmt(m.limit)),
+        m.used_pct === null
+          ? null
+          : [" (", value("used_pct", m.used_pct, pct(m.used_pct)), " used)"],
       ),
     ),
     h(
@@ -64,25 +112,39 @@ function metric(series: SeriesView, name: "requests" | "tokens" | "credits", lab
     h(
       "div",
       { class: "details" },
-      m.resets_at
-        ? [h("span", { "data-until": m.resets_at }, resetText(m.resets_at)), " · "]
+      hasReset
+        ? m.resets_at
+          ? h("span", { "data-until": m.resets_at }, resetText(m.resets_at))
+          : h("span", { "data-field": "resets_at" }, "no reset time reported")
         : null,
-      "burn ",
-      h("span", { "data-field": "burn_per_s" }, perSecond(m.burn_per_s)),
-      " · ",
-      h(
-        "span",
-        { "data-field": "exhaustion_eta_s" },
-        m.exhaustion_eta_s === null
-          ? "not exhausted before the reset"
-          : `exhausted in ${duration(m.exhaustion_eta_s)}`,
-      ),
+      hasReset && sayBurn ? " · " : null,
+      sayBurn
+        ? [
+            h(
+              "span",
+              {
+                "data-field": "burn_per_s",
+                "data-value": m.burn_per_s === null ? "" : m.burn_per_s,
+              },
+              m.burn_per_s === null
+                ? "burn rate unknown"
+                : `burn ${rate(m.burn_per_s, UNITS[name])}`,
+            ),
+            " · ",
+            h("span", { "data-field": "exhaustion_eta_s" }, exhaustion(m, hasReset, Date.now())),
+          ]
+        : null,
     ),
   );
 }
 
 function seriesPart(s: SeriesView) {
   const reported = s.reported_at ?? s.credits_reported_at;
+  // Said once for the series, not under every bar, when no figure of it has a burn yet.
+  const metrics = METRICS.map((name) => s[name]).filter(shown);
+  const noBurn =
+    metrics.length > 0 &&
+    metrics.every((m) => m.burn_per_s === null && m.exhaustion_eta_s === null);
   return h(
     "div",
     {
@@ -99,9 +161,16 @@ function seriesPart(s: SeriesView) {
       h("span", { class: "muted" }, ` · app ${s.app}`),
       badge(s.status),
     ),
-    metric(s, "requests", "Requests"),
-    metric(s, "tokens", "Tokens"),
-    metric(s, "credits", "Credits"),
+    metric(s, "requests", "Requests", !noBurn),
+    metric(s, "tokens", "Tokens", !noBurn),
+    metric(s, "credits", "Credits", !noBurn),
+    noBurn
+      ? h(
+          "p",
+          { class: "details", "data-field": "burn" },
+          `Burn rate and time to exhaustion unknown: ${NO_BURN}.`,
+        )
+      : null,
     h(
       "p",
       { class: "details" },
@@ -119,26 +188,41 @@ function seriesPart(s: SeriesView) {
   );
 }
 
-export function renderCards(container: HTMLElement, series: SeriesView[]) {
+const byRank = (a: SeriesView, b: SeriesView) =>
+  rank(a.status) - rank(b.status) ||
+  (a.model ?? "").localeCompare(b.model ?? "") ||
+  a.app.localeCompare(b.app);
+
+export function renderCards(
+  container: HTMLElement,
+  summaryLine: HTMLElement,
+  series: SeriesView[],
+) {
   const byProvider = new Map<string, SeriesView[]>();
   for (const s of series) byProvider.set(s.provider, [...(byProvider.get(s.provider) ?? []), s]);
-  const cards = [...byProvider].map(([provider, list]) => {
-    const worst = list.reduce<Status>(
-      (w, s) => (SEVERITY[s.status] > SEVERITY[w] ? s.status : w),
-      "ok",
-    );
-    return h(
-      "article",
-      {
-        class: `card status-${worst}`,
-        "data-provider": provider,
-        "data-status": worst,
-        "aria-labelledby": `card-${provider}`,
-      },
-      h("h3", { id: `card-${provider}` }, provider, badge(worst)),
-      list.map(seriesPart),
-    );
-  });
+  const cards = [...byProvider]
+    .map(([provider, list]) => ({ provider, list: list.sort(byRank) }))
+    // Each list is sorted, so its first series is its worst.
+    .sort(
+      (a, b) =>
+        rank(a.list[0]?.status ?? "ok") - rank(b.list[0]?.status ?? "ok") ||
+        a.provider.localeCompare(b.provider),
+    )
+    .map(({ provider, list }) => {
+      const worst = list[0]?.status ?? "ok";
+      return h(
+        "article",
+        {
+          class: `card status-${worst}`,
+          "data-provider": provider,
+          "data-status": worst,
+          "aria-labelledby": `card-${provider}`,
+        },
+        h("h3", { id: `card-${provider}` }, provider, badge(worst)),
+        list.map(seriesPart),
+      );
+    });
+  summaryLine.textContent = summary(series);
   container.replaceChildren(
     ...(cards.length > 0
       ? cards
@@ -148,7 +232,7 @@ export function renderCards(container: HTMLElement, series: SeriesView[]) {
 
 function resetText(iso: string) {
   const s = secondsUntil(iso);
-  return s > 0 ? `resets in ${duration(s)}` : "reset time passed";
+  return s > 0 ? `resets in ${duration(s)}` : `window reset at ${utc(iso).slice(11)} UTC`;
 }
 
 const secondsUntil = (iso: string) => (Date.parse(iso) - Date.now()) / 1000;

@@ -1,18 +1,38 @@
 import type uPlot from "uplot";
 import type { AlertEvent, Usage } from "./api.js";
 import { h } from "./dom.js";
-import { utc } from "./format.js";
+import { axisTick, utc } from "./format.js";
 
 // "Over time": the used % of requests and tokens (highest per window) per provider and model,
 // with the range's alert events drawn as vertical lines on the same time axis, and the reports
 // per window below. Dragging across a chart asks for that range (the query changes, not the view).
+// Every window of the range is on the axis: one without reports counts 0 and has no used %
+// (a gap), never the value of the window before it.
 
-const PALETTE = ["#0b57d0", "#b3261e", "#1e7b34", "#8a4fbf", "#a15c00", "#00707a", "#5f6368"];
+// Distinct at a glance and on white; beyond them, hues spread by the golden angle.
+const PALETTE = [
+  "#0b57d0",
+  "#b3261e",
+  "#1e7b34",
+  "#8a4fbf",
+  "#a15c00",
+  "#00707a",
+  "#c2185b",
+  "#5f6368",
+  "#3f51b5",
+  "#6d4c41",
+  "#1b1f24",
+  "#827717",
+  "#e65100",
+];
+const colour = (i: number) =>
+  PALETTE[i] ?? `hsl(${Math.round((i * 137.508) % 360)} 65% ${i % 2 ? 32 : 42}%)`;
 const LEVEL_COLOUR: Record<AlertEvent["level"], string> = {
   warning: "#d49b00",
   critical: "#b3261e",
   resolved: "#1e7b34",
 };
+const WINDOW_S = { minute: 60, hour: 3_600, day: 86_400 } as const;
 
 /** uPlot's script is a classic one (vendor/uPlot.iife.min.js) that sets a global. */
 const UPlot = () => (window as unknown as { uPlot: typeof uPlot }).uPlot;
@@ -32,11 +52,23 @@ const usedPct = (limit: number | null, remaining: number | null) =>
     ? null
     : Math.round(Math.max(0, ((limit - remaining) / limit) * 100) * 100) / 100;
 
-/** The usage points (grouped by provider and model) as columns on one time axis, in seconds. */
+/** Every window's start in the range, in seconds, with any bucket the answer has besides. */
+function windows(usage: Usage): number[] {
+  const step = WINDOW_S[usage.window];
+  const from = Math.floor(Date.parse(usage.from) / 1000 / step) * step;
+  const to = Date.parse(usage.to) / 1000;
+  const x = new Set<number>();
+  for (let t = from; t < to && x.size < 50_000; t += step) x.add(t);
+  for (const p of usage.points) x.add(Date.parse(p.bucket) / 1000);
+  return [...x].sort((a, b) => a - b);
+}
+
+/**
+ * The usage points (grouped by provider and model) as columns on one time axis, in seconds;
+ * only the series with a used % somewhere in the range, since the others draw nothing.
+ */
 export function columns(usage: Usage): { x: number[]; series: Series[]; reports: number[] } {
-  const x = [...new Set(usage.points.map((p) => Date.parse(p.bucket) / 1000))].sort(
-    (a, b) => a - b,
-  );
+  const x = windows(usage);
   const index = new Map(x.map((t, i) => [t, i]));
   const bySeries = new Map<string, Series>();
   const reports = x.map(() => 0);
@@ -52,13 +84,23 @@ export function columns(usage: Usage): { x: number[]; series: Series[]; reports:
     s.tokens[i] = usedPct(p.tokens_limit_max, p.tokens_remaining_min);
     reports[i] = (reports[i] ?? 0) + p.reports;
   }
-  return { x, series: [...bySeries.values()], reports };
+  const drawn = [...bySeries.values()]
+    .filter((s) => s.requests.some((v) => v !== null) || s.tokens.some((v) => v !== null))
+    .sort((a, b) => a.label.localeCompare(b.label));
+  return { x, series: drawn, reports };
+}
+
+export interface ChartElements {
+  used: HTMLElement;
+  counts: HTMLElement;
+  legend: HTMLElement;
+  usedEmpty: HTMLElement;
+  countsEmpty: HTMLElement;
+  eventList: HTMLElement;
 }
 
 export function createChart(
-  used: HTMLElement,
-  counts: HTMLElement,
-  eventList: HTMLElement,
+  { used, counts, legend, usedEmpty, countsEmpty, eventList }: ChartElements,
   onZoom: (from: number, to: number) => void,
 ): Chart {
   let usedPlot: uPlot | null = null;
@@ -67,7 +109,8 @@ export function createChart(
   let events: AlertEvent[] = [];
   let range = { from: 0, to: 0 };
 
-  const width = () => Math.max(300, used.clientWidth || used.parentElement?.clientWidth || 800);
+  // The chart's box, whatever the viewport: a phone's is narrower than any fixed minimum.
+  const width = () => Math.max(200, used.clientWidth || used.parentElement?.clientWidth || 800);
 
   const markEvents = (u: uPlot) => {
     const ctx = u.ctx;
@@ -102,13 +145,25 @@ export function createChart(
     el.dataset.xMax = String(Math.round(u.scales.x.max * 1000));
   };
 
+  // The page speaks 24-hour UTC, as the API does, whatever the browser's locale and time zone.
+  const timeAxis: uPlot.Axis = {
+    values: (u, splits) => {
+      const span = (u.scales.x?.max ?? 0) - (u.scales.x?.min ?? 0);
+      const ticks = splits.map((v) => axisTick(v, span));
+      // The ticks are drawn on a canvas: their text is kept where a test can read it.
+      if (u.root.parentElement) u.root.parentElement.dataset.ticks = JSON.stringify(ticks);
+      return ticks;
+    },
+  };
+
   const common = (height: number): Omit<uPlot.Options, "series"> => ({
     width: width(),
     height,
     cursor: { drag: { x: true, y: false, setScale: false } },
-    // The page speaks UTC, as the API does, whatever the browser's time zone.
     tzDate: (ts) => UPlot().tzDate(new Date(ts * 1000), "Etc/UTC"),
     scales: { x: { time: true } },
+    // The legend is the page's own (one entry per drawn series); uPlot's would repeat "--".
+    legend: { show: false },
     hooks: { setSelect: [zoom], setScale: [noteAxis] },
   });
 
@@ -117,30 +172,49 @@ export function createChart(
     countPlot?.destroy();
     const lines: uPlot.Series[] = [{ label: "Time (UTC)" }];
     cols.series.forEach((s, i) => {
-      const stroke = PALETTE[i % PALETTE.length] ?? "#000";
-      lines.push({ label: `${s.label} requests %`, stroke, width: 2, spanGaps: true });
-      lines.push({ label: `${s.label} tokens %`, stroke, width: 2, dash: [6, 4], spanGaps: true });
+      const stroke = colour(i);
+      // Points as well as lines: a window with a value between two gaps has no line to draw.
+      const points = { show: true, size: 5, stroke, fill: stroke };
+      lines.push({ label: `${s.label} requests %`, stroke, width: 2, points });
+      lines.push({ label: `${s.label} tokens %`, stroke, width: 2, dash: [6, 4], points });
     });
+    legend.replaceChildren(
+      ...cols.series.map((s, i) =>
+        h(
+          "li",
+          { "data-colour": colour(i) },
+          h("span", { class: "swatch", style: `background:${colour(i)}`, "aria-hidden": "true" }),
+          s.label,
+        ),
+      ),
+    );
     const base = common(260);
     usedPlot = new (UPlot())(
       {
         ...base,
         series: lines,
         scales: { ...base.scales, y: { range: [0, 100] } },
-        axes: [{}, { label: "used %" }],
+        axes: [timeAxis, { label: "used %" }],
         hooks: { ...base.hooks, draw: [markEvents] },
       },
       [[], ...lines.slice(1).map(() => [])],
       used,
     );
+    const bars = UPlot().paths.bars?.({ size: [0.8, 24], align: 1 });
     countPlot = new (UPlot())(
       {
         ...common(140),
         series: [
           { label: "Time (UTC)" },
-          { label: "reports", stroke: "#1b1f24", fill: "#1b1f2422" },
+          {
+            label: "reports",
+            stroke: "#1b1f24",
+            fill: "#1b1f2455",
+            paths: bars,
+            points: { show: false },
+          },
         ],
-        axes: [{}, { label: "reports" }],
+        axes: [timeAxis, { label: "reports" }],
       },
       [[], []],
       counts,
@@ -170,6 +244,10 @@ export function createChart(
         el.dataset.window = usage.window;
         el.dataset.series = String(cols.series.length);
       }
+      // What the reports chart draws, window by window (the tests read it).
+      counts.dataset.drawn = cols.reports.join(",");
+      usedEmpty.hidden = cols.series.length > 0;
+      countsEmpty.hidden = cols.reports.some((n) => n > 0);
       eventList.replaceChildren(
         ...(evts.length > 0
           ? evts.map((e) =>
@@ -177,7 +255,7 @@ export function createChart(
                 "li",
                 {},
                 h("span", { class: `level-${e.level}` }, e.level),
-                ` ${utc(e.at)} · ${e.provider} · ${e.model ?? "(no model)"} · ${e.app} · ${e.metric} ${e.used_pct}% used`,
+                ` ${utc(e.at)} UTC · ${e.provider} · ${e.model ?? "(no model)"} · ${e.app} · ${e.metric} ${e.used_pct}% used`,
               ),
             )
           : [h("li", { class: "empty" }, "No alert events in this range.")]),

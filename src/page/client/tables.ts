@@ -1,6 +1,6 @@
 import type { AlertEvent, Report, Spend, Usage } from "./api.js";
 import { fillTable, h } from "./dom.js";
-import { amount, count, dash, pct, utc } from "./format.js";
+import { amount, CREDITS, count, dash, duration, figure, pct, utc } from "./format.js";
 
 // The page's tables: per model over the range (from the same usage answer as the chart), the
 // report log, the alert events and the spend per provider.
@@ -116,10 +116,14 @@ export function renderSpend(table: HTMLTableElement, spend: Spend) {
       h("td", {}, p.provider),
       num(amount(p.cost), p.cost),
       num(count(p.requests), p.requests),
-      num(amount(p.burn_per_hour), p.burn_per_hour),
+      num(`${figure(p.burn_per_hour)} ${CREDITS}/h`, p.burn_per_hour),
       num(amount(p.credits_remaining), p.credits_remaining),
       num(
-        p.hours_until_depleted === null ? dash : amount(p.hours_until_depleted),
+        p.hours_until_depleted === null
+          ? p.credits_remaining === null
+            ? "unknown: no balance reported"
+            : "not being used up"
+          : duration(p.hours_until_depleted * 3600),
         p.hours_until_depleted,
       ),
     ),
