@@ -204,8 +204,16 @@ describe("a series' headroom", () => {
       remaining: null,
       used_pct: null,
       resets_at: null,
+      resets_in_s: null,
+      resets_unknown: "no_figures",
+      reset_since_report: false,
       burn_per_s: null,
+      burn: null,
+      burn_unit: "tokens/s",
+      burn_unknown: "no_figures",
+      exhausted_at: null,
       exhaustion_eta_s: null,
+      exhaustion_unknown: "no_figures",
     });
   });
 

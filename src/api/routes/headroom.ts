@@ -6,6 +6,7 @@ import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { type LatestFigures, type RecentPoints, STATUSES, seriesView } from "../headroom-view.js";
 import { type HotSeries, hotFigures, seriesField } from "../hot-series.js";
+import { BURN_UNITS, UNKNOWN_REASONS } from "../now-model.js";
 import type { QueryCache } from "../query-cache.js";
 import type { HotStore } from "../hot-store.js";
 import type { HotVersions } from "../hot-versions.js";
@@ -20,13 +21,22 @@ import { chTime } from "../time-range.js";
 
 export const headroomQuery = z.strictObject(seriesFilters);
 
+const unknown = z.enum(UNKNOWN_REASONS).nullable();
 const metricView = z.object({
   limit: z.number().nullable(),
   remaining: z.number().nullable(),
   used_pct: z.number().nullable(),
   resets_at: z.string().nullable(),
+  resets_in_s: z.number().nullable(),
+  resets_unknown: unknown,
+  reset_since_report: z.boolean(),
   burn_per_s: z.number().nullable(),
+  burn: z.number().nullable(),
+  burn_unit: z.enum(Object.values(BURN_UNITS)),
+  burn_unknown: unknown,
+  exhausted_at: z.string().nullable(),
   exhaustion_eta_s: z.number().nullable(),
+  exhaustion_unknown: unknown,
 });
 
 export const headroomResponse = z.object({
