@@ -46,7 +46,7 @@ interface SpendRow {
 
 function spendSql(db: string, daily: boolean, filters: string) {
   const type = daily ? "Date" : "DateTime";
-  return `SELECT provider, toFloat64(sum(cost_sum)) AS cost, sum(reports) - sum(hints) AS requests,
+  return `SELECT provider, toFloat64(sum(cost_sum)) AS cost, sum(reports) - sum(provider_hints) AS requests,
     toFloat64(argMaxIfMerge(credits_remaining_last)) AS credits_last
   FROM ${db}.${daily ? "reports_daily" : "reports_minute"}
   WHERE project_id = {project:String}
