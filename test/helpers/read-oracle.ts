@@ -57,6 +57,11 @@ const hasLimits = (r: RawRow) =>
   r.tokens_limit !== null ||
   r.tokens_remaining !== null;
 
+const hasCredits = (r: RawRow) =>
+  r.credits_limit !== null || r.credits_remaining !== null || r.cost !== null;
+/** A provider hint: no requests, tokens or credits figures (README). */
+export const isHint = (r: RawRow) => !hasLimits(r) && !hasCredits(r);
+
 const minOf = (xs: (number | null)[]) => {
   const v = xs.filter((x): x is number => x !== null);
   return v.length ? Math.min(...v) : null;
@@ -100,22 +105,40 @@ export function usageOracle(
   const points = [...groups.values()].map((g) => {
     const first = g[0] as RawRow;
     const series = groupBy(g, (r) => JSON.stringify([r.provider, r.model, r.app]));
-    const used = [...series.values()].map((s) =>
-      maxOf([
-        pct(maxOf(s.map((r) => r.requests_limit)), minOf(s.map((r) => r.requests_remaining))),
-        pct(maxOf(s.map((r) => r.tokens_limit)), minOf(s.map((r) => r.tokens_remaining))),
-      ]),
-    );
+    const figures = [...series.values()].map((s) => {
+      const rl = maxOf(s.map((r) => r.requests_limit));
+      const rr = minOf(s.map((r) => r.requests_remaining));
+      const tl = maxOf(s.map((r) => r.tokens_limit));
+      const tr = minOf(s.map((r) => r.tokens_remaining));
+      return { rl, rr, tl, tr, rPct: pct(rl, rr), tPct: pct(tl, tr) };
+    });
+    const used = figures.map((f) => maxOf([f.rPct, f.tPct]));
+    // A window's remaining and limit come from one series: the one with the highest used %
+    // (ties: the highest limit); with no used % anywhere, the lowest remaining, highest limit.
+    const worst = (kind: "r" | "t") => {
+      const pctOf = (f: (typeof figures)[number]) => (kind === "r" ? f.rPct : f.tPct);
+      const limitOf = (f: (typeof figures)[number]) => (kind === "r" ? f.rl : f.tl) ?? 0;
+      const ranked = figures
+        .filter((f) => pctOf(f) !== null)
+        .sort((a, b) => (pctOf(b) ?? 0) - (pctOf(a) ?? 0) || limitOf(b) - limitOf(a));
+      const top = ranked[0];
+      if (top) return kind === "r" ? [top.rr, top.rl] : [top.tr, top.tl];
+      return kind === "r"
+        ? [minOf(figures.map((f) => f.rr)), maxOf(figures.map((f) => f.rl))]
+        : [minOf(figures.map((f) => f.tr)), maxOf(figures.map((f) => f.tl))];
+    };
+    const [rrMin, rlMax] = worst("r");
+    const [trMin, tlMax] = worst("t");
     const point: Record<string, unknown> = { bucket: new Date(bucketOf(first)).toISOString() };
     for (const f of q.groups) point[f] = f === "model" && first.model === "" ? null : first[f];
     return {
       ...point,
       reports: g.length,
-      provider_hints: g.filter((r) => !hasLimits(r)).length,
-      requests_remaining_min: minOf(g.map((r) => r.requests_remaining)),
-      tokens_remaining_min: minOf(g.map((r) => r.tokens_remaining)),
-      requests_limit_max: maxOf(g.map((r) => r.requests_limit)),
-      tokens_limit_max: maxOf(g.map((r) => r.tokens_limit)),
+      provider_hints: g.filter((r) => isHint(r)).length,
+      requests_remaining_min: rrMin,
+      tokens_remaining_min: trMin,
+      requests_limit_max: rlMax,
+      tokens_limit_max: tlMax,
       used_pct_max: round2(maxOf(used)),
       cost: g.reduce((s, r) => s + (r.cost ?? 0), 0),
       credits_remaining_last: lastCredits(g),
@@ -138,7 +161,7 @@ export function spendOracle(rows: RawRow[], from: number, to: number) {
       return {
         provider,
         cost,
-        requests: g.filter(hasLimits).length,
+        requests: g.filter((r) => !isHint(r)).length,
         burn_per_hour: Math.round(burn * 1e6) / 1e6,
         credits_remaining: credits,
         hours_until_depleted:
@@ -155,9 +178,7 @@ export function latestOracle(rows: RawRow[]) {
     out.set(key, {
       last: newest.find(hasLimits) as RawRow,
       lastSeen: (newest[0] as RawRow).t,
-      credits: newest.find(
-        (r) => r.credits_limit !== null || r.credits_remaining !== null || r.cost !== null,
-      ),
+      credits: newest.find(hasCredits),
     });
   }
   return out;

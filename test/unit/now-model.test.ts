@@ -93,7 +93,12 @@ describe("the model of now", () => {
     const noResetBurning = seriesView(gpt4o(200, null), burning(200), [], opts(T)).requests;
     expect(noResetBurning).toMatchObject({ exhaustion_eta_s: 20, exhaustion_unknown: null });
     // Not falling: not burning.
-    const flat = { requests: [[T - 10_000, 200], [T, 200]] as [number, number][] };
+    const flat = {
+      requests: [
+        [T - 10_000, 200],
+        [T, 200],
+      ] as [number, number][],
+    };
     expect(
       seriesView(gpt4o(200), { ...flat, tokens: [], credits: [] }, [], opts(T)).requests,
     ).toMatchObject({ exhaustion_eta_s: null, exhaustion_unknown: "not_burning" });
