@@ -149,6 +149,10 @@ export function usageOracle(
   return points.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
 }
 
+/**
+ * The credits' burn here holds for rows all older than 5 minutes (the burn's history):
+ * read-api.now.test.ts checks a burning one.
+ */
 export function spendOracle(rows: RawRow[], from: number, to: number) {
   const hours = (to - from) / 3_600_000;
   const inRange = rows.filter((r) => r.t >= from && r.t < to);
@@ -156,16 +160,18 @@ export function spendOracle(rows: RawRow[], from: number, to: number) {
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([provider, g]) => {
       const cost = g.reduce((s, r) => s + (r.cost ?? 0), 0);
-      const burn = cost / hours;
       const credits = lastCredits(g);
       return {
         provider,
         cost,
         requests: g.filter((r) => !isHint(r)).length,
-        burn_per_hour: Math.round(burn * 1e6) / 1e6,
+        burn_per_hour: Math.round((cost / hours) * 1e6) / 1e6,
         credits_remaining: credits,
-        hours_until_depleted:
-          credits === null || !(burn > 0) ? null : Math.round((credits / burn) * 100) / 100,
+        credits_burn_per_hour: null,
+        credits_burn_unknown: credits === null ? "no_figures" : "too_few_reports",
+        depleted_at: null,
+        hours_until_depleted: null,
+        hours_until_depleted_unknown: credits === null ? "no_figures" : "too_few_reports",
       };
     });
 }

@@ -162,6 +162,24 @@ describe("/api/v1/headroom now", () => {
     // 10 → 9 over 20 s: 180 credits/h; 9 left at T - 10 s.
     expect(router.credits).toMatchObject({ burn: 180, burn_unit: "credits/h" });
     expect(router.credits.exhausted_at).toBe(iso(T - 10_000 + 180_000));
+    // /spend's burn and hours left are the same figures, at the same at.
+    clock = T;
+    const from = encodeURIComponent(iso(T - 3_600_000));
+    const spend = await api.app.inject({
+      method: "GET",
+      url: `/api/v1/spend?from=${from}&provider=openrouter`,
+      headers: { authorization: `Bearer ${k.read}` },
+    });
+    expect(spend.json().providers).toMatchObject([
+      {
+        provider: "openrouter",
+        credits_remaining: 9,
+        credits_burn_per_hour: 180,
+        depleted_at: iso(T + 170_000),
+        hours_until_depleted: Math.round((170 / 3600) * 100) / 100,
+        hours_until_depleted_unknown: null,
+      },
+    ]);
   });
 });
 
