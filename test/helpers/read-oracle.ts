@@ -191,3 +191,80 @@ export function latestOracle(rows: RawRow[]) {
 }
 
 export { pct as usedPctOf };
+
+/**
+ * The model of "now" (src/api/now-model.ts), written apart from it: what one window says at
+ * `at`, from the newest figures (`fig`) and the window's raw points (oldest first, ≥ 1 s apart).
+ */
+export function nowReference(
+  metric: "requests" | "tokens" | "credits",
+  fig: { limit: number | null; remaining: number | null; t: number | null; resetMs: number | null },
+  points: [number, number][],
+  at: number,
+) {
+  const resetsAt = fig.t !== null && fig.resetMs !== null ? fig.t + fig.resetMs : null;
+  const reset = resetsAt !== null && at >= resetsAt;
+  // The current window: the points after the last rise, of the 5 minutes before the last one,
+  // at most 8.
+  let start = 0;
+  for (let i = 1; i < points.length; i++) {
+    if ((points[i] as [number, number])[1] > (points[i - 1] as [number, number])[1]) start = i;
+  }
+  const last = points.at(-1);
+  const history = points
+    .slice(start)
+    .filter(([t]) => last !== undefined && t >= last[0] - 300_000)
+    .slice(-8);
+  const first = history[0];
+  const perS =
+    first && last && last[0] - first[0] >= 1000
+      ? (first[1] - last[1]) / ((last[0] - first[0]) / 1000)
+      : null;
+  const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  let exhaustedAt: number | null = null;
+  let why: string | null = null;
+  if (fig.remaining === null || fig.t === null) why = "no_figures";
+  else if (reset) why = "reset_since_report";
+  else if (fig.remaining <= 0) exhaustedAt = fig.t;
+  else if (perS === null) why = "too_few_reports";
+  else if (!(perS > 0)) why = "not_burning";
+  else {
+    exhaustedAt = fig.t + Math.round((fig.remaining / perS) * 1000);
+    if (resetsAt !== null && exhaustedAt >= resetsAt) {
+      exhaustedAt = null;
+      why = "resets_first";
+    }
+  }
+  return {
+    limit: fig.limit,
+    remaining: fig.remaining,
+    used_pct: pct(fig.limit, fig.remaining) === null ? null : round2(pct(fig.limit, fig.remaining)),
+    resets_at: iso(resetsAt),
+    resets_in_s: resetsAt === null ? null : round(Math.max(0, resetsAt - at) / 1000, 1),
+    resets_unknown:
+      resetsAt !== null ? null : fig.remaining === null ? "no_figures" : "no_reset_time",
+    reset_since_report: reset,
+    burn_per_s: perS === null ? null : round(perS, 4),
+    burn: perS === null ? null : round(perS * (metric === "credits" ? 3600 : 1), 4),
+    burn_unit: { requests: "requests/s", tokens: "tokens/s", credits: "credits/h" }[metric],
+    burn_unknown: fig.remaining === null ? "no_figures" : perS === null ? "too_few_reports" : null,
+    exhausted_at: iso(exhaustedAt),
+    exhaustion_eta_s: exhaustedAt === null ? null : round(Math.max(0, exhaustedAt - at) / 1000, 1),
+    exhaustion_unknown: why,
+  };
+}
+
+/** A series' status at `at` by 70/90 %: windows reset since their report count for nothing. */
+export function statusReference(
+  windows: { used_pct: number | null; reset_since_report: boolean }[],
+  lastSeen: number,
+  at: number,
+): "ok" | "warning" | "critical" | "stale" {
+  if (at - lastSeen > 900_000) return "stale";
+  const used = windows
+    .filter((w) => !w.reset_since_report && w.used_pct !== null)
+    .map((w) => w.used_pct as number);
+  const worst = Math.max(0, ...used);
+  return worst >= 90 ? "critical" : worst >= 70 ? "warning" : "ok";
+}
