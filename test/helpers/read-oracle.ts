@@ -193,7 +193,7 @@ export function latestOracle(rows: RawRow[]) {
 export { pct as usedPctOf };
 
 /**
- * The model of "now" (src/api/now-model.ts), written apart from it: what one window says at
+ * The model of "now" (src/alerts/now-model.ts), written apart from it: what one window says at
  * `at`, from the newest figures (`fig`) and the window's raw points (oldest first, ≥ 1 s apart).
  */
 export function nowReference(

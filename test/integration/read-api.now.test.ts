@@ -4,7 +4,7 @@ import { createLogger } from "../../src/lib/logger.js";
 import { eventually } from "../helpers/eventually.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 
-// What /api/v1/headroom and the exporter say "now" (src/api/now-model.ts), through HTTP with real
+// What /api/v1/headroom and the exporter say "now" (src/alerts/now-model.ts), through HTTP with real
 // Redis and ClickHouse, read by an API whose clock the test moves: the time to exhaustion counts
 // down between two reads without a new report, the reset and the exhaustion share one clock, a
 // window that has reset is no longer critical, what cannot be known is null with a reason, and a

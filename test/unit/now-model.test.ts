@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { type LatestFigures, seriesView } from "../../src/api/headroom-view.js";
 import { hotFigures, hotUpdates, LIMIT_COLUMNS } from "../../src/api/hot-series.js";
 import { headroomFamilies } from "../../src/api/metrics/families.js";
-import { windowNow } from "../../src/api/now-model.js";
+import { windowNow } from "../../src/alerts/now-model.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../src/report/report-schema.js";
 import {
   latestOracle,

@@ -6,7 +6,7 @@ import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { type LatestFigures, type RecentPoints, STATUSES, seriesView } from "../headroom-view.js";
 import { type HotSeries, hotFigures, seriesField } from "../hot-series.js";
-import { BURN_UNITS, UNKNOWN_REASONS } from "../now-model.js";
+import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
 import type { QueryCache } from "../query-cache.js";
 import type { HotStore } from "../hot-store.js";
 import type { HotVersions } from "../hot-versions.js";

@@ -1,5 +1,5 @@
-import { addPoint, burnPerSecond, type Point } from "../alerts/burn-rate.js";
-import type { Metric } from "../alerts/rule.js";
+import { addPoint, burnPerSecond, type Point } from "./burn-rate.js";
+import type { Metric } from "./rule.js";
 
 /**
  * What Headroom believes about one window (a series' requests, tokens or credits) at the moment
