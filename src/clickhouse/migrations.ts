@@ -47,7 +47,8 @@ const ROLLUPS = [
 /**
  * The rollups count provider hints as README defines them (`hints`, kept as it was, counted
  * credit-only reports too): a column of its own, and the materialized views count it from now on.
- * The backfill counts it for the reports already stored, in rows that add nothing else.
+ * The backfill counts it for the reports already stored, in rows that add nothing else. The
+ * analysts' `_v` views stay as they are (a view's query cannot be altered in place).
  */
 function providerHints(ctx: MigrationContext, name: string, bucketExpr: string): string[] {
   const column = `ADD COLUMN IF NOT EXISTS provider_hints SimpleAggregateFunction(sum, UInt64) AFTER hints`;
@@ -66,17 +67,6 @@ function providerHints(ctx: MigrationContext, name: string, bucketExpr: string):
       sum(ifNull(request_cost, toDecimal128(0, 12))) AS cost_sum,
       argMaxIfState(credits_remaining, timestamp, credits_remaining IS NOT NULL) AS credits_remaining_last
     FROM ${stored(ctx, "reports")}
-    GROUP BY project_id, app, provider, model, bucket`,
-    `CREATE OR REPLACE VIEW ${ctx.db}.${name}_v${onCluster(ctx)} AS
-    SELECT project_id, app, provider, model, bucket,
-      sum(reports) AS reports, sum(hints) AS hints, sum(provider_hints) AS provider_hints,
-      min(requests_remaining_min) AS requests_remaining_min,
-      min(tokens_remaining_min) AS tokens_remaining_min,
-      max(requests_limit_max) AS requests_limit_max,
-      max(tokens_limit_max) AS tokens_limit_max,
-      sum(cost_sum) AS cost_sum,
-      argMaxIfMerge(credits_remaining_last) AS credits_remaining_last
-    FROM ${ctx.db}.${name}
     GROUP BY project_id, app, provider, model, bucket`,
   ];
 }
