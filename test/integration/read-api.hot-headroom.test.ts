@@ -136,7 +136,23 @@ async function drained() {
 }
 
 /** The answer without its clock: two reads a moment apart agree on everything else. */
-const figures = (body: { series: View[] }) => body.series;
+/**
+ * The series without what counts down from the answer's `at` (resets_in_s, exhaustion_eta_s):
+ * two answers read moments apart agree on the absolute times those come from.
+ */
+const figures = (body: { series: View[] }) =>
+  body.series.map((v) => {
+    const still = (m: View["requests"]) => {
+      const { resets_in_s: _r, exhaustion_eta_s: _e, ...rest } = m;
+      return rest;
+    };
+    return {
+      ...v,
+      requests: still(v.requests),
+      tokens: still(v.tokens),
+      credits: still(v.credits),
+    };
+  });
 
 interface Seeded {
   k: ProjectKeys;
