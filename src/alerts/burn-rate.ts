@@ -1,5 +1,6 @@
-// How fast a limit is being used up, and when it would run out. A series keeps a few recent
-// (time, remaining) points; the burn rate is the fall in `remaining` per second across them.
+// How fast a limit is being used up (when it would run out is now-model.ts's). A series keeps a
+// few recent (time, remaining) points; the burn rate is the fall in `remaining` per second
+// across them.
 // A rise in `remaining` means the provider's window reset (or credits were topped up): the
 // points before it say nothing about the new window, so the history starts again.
 
@@ -27,20 +28,4 @@ export function burnPerSecond(history: Point[]): number | null {
   const last = history.at(-1);
   if (!first || !last || last[0] - first[0] < MIN_GAP_MS) return null;
   return (first[1] - last[1]) / ((last[0] - first[0]) / 1000);
-}
-
-/**
- * Seconds until `remaining` reaches zero at `burn` units/s; 0 when it already has; null when it
- * is not being used up, or when the provider's window resets (`resetMs` from now) before then.
- */
-export function exhaustionEtaS(
-  remaining: number,
-  burn: number | null,
-  resetMs: number | null,
-): number | null {
-  if (remaining <= 0) return 0;
-  if (burn === null || !(burn > 0)) return null;
-  const eta = remaining / burn;
-  if (resetMs !== null && resetMs / 1000 <= eta) return null;
-  return Math.round(eta * 10) / 10;
 }

@@ -1,5 +1,6 @@
 import { type AlertEvent, eventId } from "./alert-event.js";
-import { addPoint, burnPerSecond, exhaustionEtaS, type Point } from "./burn-rate.js";
+import { addPoint, type Point } from "./burn-rate.js";
+import { windowNow } from "./now-model.js";
 import type { AlertRule } from "./rule.js";
 import { INITIAL, type MachineState, step, type Thresholds } from "./state-machine.js";
 import type { Sample, Series } from "./usage.js";
@@ -59,7 +60,18 @@ export function evaluateSeries(
     const { state: m, fire } = step(state.m, s.pct, s.t, th);
     state = { m, seen: [s.t, s.reportId], h };
     if (!fire) continue;
-    const burn = burnPerSecond(h);
+    // The model of now, at the sample's own time: the same burn and exhaustion /headroom gives.
+    const now = windowNow(
+      rule.metric,
+      {
+        limit: s.limit,
+        remaining: s.remaining,
+        reportedAt: s.t,
+        resetsAt: s.resetMs === null ? null : s.t + s.resetMs,
+      },
+      h,
+      s.t,
+    );
     events.push({
       id: eventId(rule.id, series, m.seq, s.reportId),
       rule_id: rule.id,
@@ -71,8 +83,8 @@ export function evaluateSeries(
       limit: s.limit,
       remaining: s.remaining,
       reset_ms: s.resetMs,
-      burn_per_s: burn === null ? null : round(burn, 4),
-      exhaustion_eta_s: exhaustionEtaS(s.remaining, burn, s.resetMs),
+      burn_per_s: now.burn_per_s,
+      exhaustion_eta_s: now.exhaustion_eta_s,
       warn_pct: rule.warn_pct,
       critical_pct: rule.critical_pct,
       report_id: s.reportId,

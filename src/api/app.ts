@@ -68,7 +68,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       limits: deps.authLimits,
       readLimit: deps.readLimit,
     });
-    v1.register(headroomRoutes, {
+    const headroom = {
       store,
       rulesFor: deps.rulesFor,
       staleAfterMs: config.READ_STALE_AFTER_S * 1000,
@@ -76,7 +76,8 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       answers: deps.headroomAnswers,
       versions: deps.hotVersions,
       now,
-    });
+    };
+    v1.register(headroomRoutes, headroom);
     v1.register(usageRoutes, {
       store,
       maxPoints: config.READ_MAX_POINTS,
@@ -86,7 +87,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
     });
     v1.register(reportsRoutes, { store, now });
     v1.register(alertEventsRoutes, { store, now });
-    v1.register(spendRoutes, { store, now });
+    v1.register(spendRoutes, { store, headroom, now });
     v1.register(metricsRoutes, {
       store,
       rulesFor: deps.rulesFor,

@@ -1,10 +1,12 @@
-import { addPoint, burnPerSecond, exhaustionEtaS, type Point } from "../alerts/burn-rate.js";
+import type { Point } from "../alerts/burn-rate.js";
 import type { AlertRule, Metric } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
+import { type WindowNow, windowNow } from "../alerts/now-model.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
-// recent points: what /api/v1/headroom answers. Pure. The burn rate and the time to exhaustion
-// are the alerts' own (burn-rate.ts); the status uses the alerts' thresholds (state-machine.ts).
+// recent points: what /api/v1/headroom answers. Pure. Each window is read through the model of
+// "now" (now-model.ts); the status uses the alerts' thresholds (state-machine.ts), and a window
+// that has reset since its last report counts for none.
 
 export const STATUSES = ["ok", "warning", "critical", "stale"] as const;
 export type Status = (typeof STATUSES)[number];
@@ -27,15 +29,8 @@ export interface LatestFigures {
 /** Recent points of a series per metric, oldest first: [Unix ms, remaining]. */
 export type RecentPoints = Record<Metric, Point[]>;
 
-export interface MetricView {
-  limit: number | null;
-  remaining: number | null;
-  used_pct: number | null;
-  /** When the provider's window resets (absolute); null for credits and when unknown. */
-  resets_at: string | null;
-  burn_per_s: number | null;
-  exhaustion_eta_s: number | null;
-}
+/** A metric's window at the answer's `at`: now-model.ts. */
+export type MetricView = WindowNow;
 
 export interface SeriesView {
   provider: string;
@@ -50,15 +45,10 @@ export interface SeriesView {
   credits: MetricView;
 }
 
-const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-function usedPct(limit: number | null, remaining: number | null): number | null {
-  if (limit === null || remaining === null || !(limit > 0)) return null;
-  return round(Math.max(0, ((limit - remaining) / limit) * 100), 2);
-}
-
 function metricView(
+  metric: Metric,
   fig: { limit: number | null; remaining: number | null; resetMs?: number | null },
   reportedAt: number | null,
   points: Point[],
@@ -68,20 +58,12 @@ function metricView(
     fig.resetMs !== null && fig.resetMs !== undefined && reportedAt !== null
       ? reportedAt + fig.resetMs
       : null;
-  // The same history the alerts keep: a rise in `remaining` starts it again.
-  let history: Point[] = [];
-  for (const p of points) history = addPoint(history, p);
-  const burn = burnPerSecond(history);
-  const untilReset = resetsAt === null ? null : Math.max(0, resetsAt - now);
-  return {
-    limit: fig.limit,
-    remaining: fig.remaining,
-    used_pct: usedPct(fig.limit, fig.remaining),
-    resets_at: iso(resetsAt),
-    burn_per_s: burn === null ? null : round(burn, 4),
-    exhaustion_eta_s:
-      fig.remaining === null ? null : exhaustionEtaS(fig.remaining, burn, untilReset),
-  };
+  return windowNow(
+    metric,
+    { limit: fig.limit, remaining: fig.remaining, reportedAt, resetsAt },
+    points,
+    now,
+  );
 }
 
 /** The strictest thresholds of the rules watching this series and metric, else the defaults. */
@@ -112,16 +94,16 @@ export function seriesView(
 ): SeriesView {
   const { now } = opts;
   const metrics = {
-    requests: metricView(latest.requests, latest.limitsAt, points.requests, now),
-    tokens: metricView(latest.tokens, latest.limitsAt, points.tokens, now),
-    credits: metricView(latest.credits, latest.creditsAt, points.credits, now),
+    requests: metricView("requests", latest.requests, latest.limitsAt, points.requests, now),
+    tokens: metricView("tokens", latest.tokens, latest.limitsAt, points.tokens, now),
+    credits: metricView("credits", latest.credits, latest.creditsAt, points.credits, now),
   };
   let status: Status = "ok";
   if (now - latest.lastSeen > opts.staleAfterMs) status = "stale";
   else {
     for (const metric of ["requests", "tokens", "credits"] as const) {
       const pct = metrics[metric].used_pct;
-      if (pct === null) continue;
+      if (pct === null || metrics[metric].reset_since_report) continue;
       const th = thresholdsFor(rules, latest, metric);
       const level = levelFor("ok", pct, { ...th, hysteresisPct: 0, cooldownMs: 0 });
       if (level === "critical") status = "critical";

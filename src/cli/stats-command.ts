@@ -49,9 +49,9 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
   try {
     const volume = await (
       await client.query({
-        query: `SELECT project_id, provider, model, app, sum(reports) AS reports, sum(hints) AS hints,
+        query: `SELECT project_id, provider, model, app, sum(reports) AS reports, sum(provider_hints) AS hints,
             toString(sum(cost_sum)) AS cost
-          FROM ${db}.reports_minute_v
+          FROM ${db}.reports_minute
           WHERE bucket >= now() - toIntervalSecond({seconds:UInt32}) ${where}
           GROUP BY project_id, provider, model, app ORDER BY reports DESC, provider, model, app`,
         query_params: params,

@@ -32,10 +32,54 @@ const HAS_LIMITS =
   "(requests_limit IS NOT NULL OR requests_remaining IS NOT NULL OR tokens_limit IS NOT NULL OR tokens_remaining IS NOT NULL)";
 const HAS_CREDITS =
   "(credits_limit IS NOT NULL OR credits_remaining IS NOT NULL OR request_cost IS NOT NULL)";
+/** A provider hint: a report with no requests, tokens or credits figures (the README's word). */
+const IS_HINT = `(NOT ${HAS_LIMITS} AND NOT ${HAS_CREDITS})`;
 const LIMITS_TUPLE =
   "Tuple(requests_limit Nullable(Int64), requests_remaining Nullable(Int64), tokens_limit Nullable(Int64), tokens_remaining Nullable(Int64), reset_requests_ms Nullable(Int64), reset_tokens_ms Nullable(Int64))";
 const CREDITS_TUPLE =
   "Tuple(credits_limit Nullable(Decimal(38, 12)), credits_remaining Nullable(Decimal(38, 12)), request_cost Nullable(Decimal(38, 12)))";
+
+const ROLLUPS = [
+  { name: "reports_minute", bucket: "toStartOfMinute(timestamp)" },
+  { name: "reports_daily", bucket: "toDate(timestamp)" },
+];
+
+/**
+ * The rollups count provider hints as README defines them (`hints`, kept as it was, counted
+ * credit-only reports too): a column of its own, and the materialized views count it from now on.
+ * The backfill counts it for the reports already stored, in rows that add nothing else. The
+ * analysts' `_v` views stay as they are (a view's query cannot be altered in place).
+ */
+function providerHints(ctx: MigrationContext, name: string, bucketExpr: string): string[] {
+  const column = `ADD COLUMN IF NOT EXISTS provider_hints SimpleAggregateFunction(sum, UInt64) AFTER hints`;
+  return [
+    `ALTER TABLE ${stored(ctx, name)}${onCluster(ctx)} ${column}`,
+    ...(ctx.cluster ? [`ALTER TABLE ${ctx.db}.${name}${onCluster(ctx)} ${column}`] : []),
+    `ALTER TABLE ${ctx.db}.${name}_mv${onCluster(ctx)} MODIFY QUERY
+    SELECT project_id, app, provider, model, ${bucketExpr} AS bucket,
+      count() AS reports,
+      countIf(NOT ${HAS_LIMITS}) AS hints,
+      countIf(${IS_HINT}) AS provider_hints,
+      min(requests_remaining) AS requests_remaining_min,
+      min(tokens_remaining) AS tokens_remaining_min,
+      max(requests_limit) AS requests_limit_max,
+      max(tokens_limit) AS tokens_limit_max,
+      sum(ifNull(request_cost, toDecimal128(0, 12))) AS cost_sum,
+      argMaxIfState(credits_remaining, timestamp, credits_remaining IS NOT NULL) AS credits_remaining_last
+    FROM ${stored(ctx, "reports")}
+    GROUP BY project_id, app, provider, model, bucket`,
+  ];
+}
+
+function providerHintsBackfill(ctx: MigrationContext, name: string, bucketExpr: string): string {
+  return `INSERT INTO ${stored(ctx, name)} (project_id, app, provider, model, bucket, reports, hints,
+      provider_hints, cost_sum, credits_remaining_last)
+    SELECT project_id, app, provider, model, ${bucketExpr} AS bucket, 0, 0, count(),
+      toDecimal128(0, 12), argMaxIfState(credits_remaining, timestamp, 0)
+    FROM ${stored(ctx, "reports")} FINAL
+    WHERE ${IS_HINT}
+    GROUP BY project_id, app, provider, model, bucket`;
+}
 
 /** A rollup table and the materialized view that keeps it, per `bucket` of time. */
 function rollup(ctx: MigrationContext, name: string, bucketType: string, bucketExpr: string) {
@@ -232,6 +276,12 @@ export const MIGRATIONS: Migration[] = [
       DEDUP_TABLES.map(
         (t) => `ALTER TABLE ${stored(ctx, t)}${onCluster(ctx)} MODIFY SETTING ${dedup(ctx)}`,
       ),
+  },
+  {
+    version: 6,
+    name: "provider_hints",
+    statements: (ctx) => ROLLUPS.flatMap((r) => providerHints(ctx, r.name, r.bucket)),
+    backfill: (ctx) => ROLLUPS.map((r) => providerHintsBackfill(ctx, r.name, r.bucket)),
   },
 ];
 

@@ -57,6 +57,11 @@ const hasLimits = (r: RawRow) =>
   r.tokens_limit !== null ||
   r.tokens_remaining !== null;
 
+const hasCredits = (r: RawRow) =>
+  r.credits_limit !== null || r.credits_remaining !== null || r.cost !== null;
+/** A provider hint: no requests, tokens or credits figures (README). */
+export const isHint = (r: RawRow) => !hasLimits(r) && !hasCredits(r);
+
 const minOf = (xs: (number | null)[]) => {
   const v = xs.filter((x): x is number => x !== null);
   return v.length ? Math.min(...v) : null;
@@ -100,22 +105,40 @@ export function usageOracle(
   const points = [...groups.values()].map((g) => {
     const first = g[0] as RawRow;
     const series = groupBy(g, (r) => JSON.stringify([r.provider, r.model, r.app]));
-    const used = [...series.values()].map((s) =>
-      maxOf([
-        pct(maxOf(s.map((r) => r.requests_limit)), minOf(s.map((r) => r.requests_remaining))),
-        pct(maxOf(s.map((r) => r.tokens_limit)), minOf(s.map((r) => r.tokens_remaining))),
-      ]),
-    );
+    const figures = [...series.values()].map((s) => {
+      const rl = maxOf(s.map((r) => r.requests_limit));
+      const rr = minOf(s.map((r) => r.requests_remaining));
+      const tl = maxOf(s.map((r) => r.tokens_limit));
+      const tr = minOf(s.map((r) => r.tokens_remaining));
+      return { rl, rr, tl, tr, rPct: pct(rl, rr), tPct: pct(tl, tr) };
+    });
+    const used = figures.map((f) => maxOf([f.rPct, f.tPct]));
+    // A window's remaining and limit come from one series: the one with the highest used %
+    // (ties: the highest limit); with no used % anywhere, the lowest remaining, highest limit.
+    const worst = (kind: "r" | "t") => {
+      const pctOf = (f: (typeof figures)[number]) => (kind === "r" ? f.rPct : f.tPct);
+      const limitOf = (f: (typeof figures)[number]) => (kind === "r" ? f.rl : f.tl) ?? 0;
+      const ranked = figures
+        .filter((f) => pctOf(f) !== null)
+        .sort((a, b) => (pctOf(b) ?? 0) - (pctOf(a) ?? 0) || limitOf(b) - limitOf(a));
+      const top = ranked[0];
+      if (top) return kind === "r" ? [top.rr, top.rl] : [top.tr, top.tl];
+      return kind === "r"
+        ? [minOf(figures.map((f) => f.rr)), maxOf(figures.map((f) => f.rl))]
+        : [minOf(figures.map((f) => f.tr)), maxOf(figures.map((f) => f.tl))];
+    };
+    const [rrMin, rlMax] = worst("r");
+    const [trMin, tlMax] = worst("t");
     const point: Record<string, unknown> = { bucket: new Date(bucketOf(first)).toISOString() };
     for (const f of q.groups) point[f] = f === "model" && first.model === "" ? null : first[f];
     return {
       ...point,
       reports: g.length,
-      provider_hints: g.filter((r) => !hasLimits(r)).length,
-      requests_remaining_min: minOf(g.map((r) => r.requests_remaining)),
-      tokens_remaining_min: minOf(g.map((r) => r.tokens_remaining)),
-      requests_limit_max: maxOf(g.map((r) => r.requests_limit)),
-      tokens_limit_max: maxOf(g.map((r) => r.tokens_limit)),
+      provider_hints: g.filter((r) => isHint(r)).length,
+      requests_remaining_min: rrMin,
+      tokens_remaining_min: trMin,
+      requests_limit_max: rlMax,
+      tokens_limit_max: tlMax,
       used_pct_max: round2(maxOf(used)),
       cost: g.reduce((s, r) => s + (r.cost ?? 0), 0),
       credits_remaining_last: lastCredits(g),
@@ -126,6 +149,10 @@ export function usageOracle(
   return points.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
 }
 
+/**
+ * The credits' burn here holds for rows all older than 5 minutes (the burn's history):
+ * read-api.now.test.ts checks a burning one.
+ */
 export function spendOracle(rows: RawRow[], from: number, to: number) {
   const hours = (to - from) / 3_600_000;
   const inRange = rows.filter((r) => r.t >= from && r.t < to);
@@ -133,16 +160,18 @@ export function spendOracle(rows: RawRow[], from: number, to: number) {
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([provider, g]) => {
       const cost = g.reduce((s, r) => s + (r.cost ?? 0), 0);
-      const burn = cost / hours;
       const credits = lastCredits(g);
       return {
         provider,
         cost,
-        requests: g.filter(hasLimits).length,
-        burn_per_hour: Math.round(burn * 1e6) / 1e6,
+        requests: g.filter((r) => !isHint(r)).length,
+        burn_per_hour: Math.round((cost / hours) * 1e6) / 1e6,
         credits_remaining: credits,
-        hours_until_depleted:
-          credits === null || !(burn > 0) ? null : Math.round((credits / burn) * 100) / 100,
+        credits_burn_per_hour: null,
+        credits_burn_unknown: credits === null ? "no_figures" : "too_few_reports",
+        depleted_at: null,
+        hours_until_depleted: null,
+        hours_until_depleted_unknown: credits === null ? "no_figures" : "too_few_reports",
       };
     });
 }
@@ -155,12 +184,87 @@ export function latestOracle(rows: RawRow[]) {
     out.set(key, {
       last: newest.find(hasLimits) as RawRow,
       lastSeen: (newest[0] as RawRow).t,
-      credits: newest.find(
-        (r) => r.credits_limit !== null || r.credits_remaining !== null || r.cost !== null,
-      ),
+      credits: newest.find(hasCredits),
     });
   }
   return out;
 }
 
 export { pct as usedPctOf };
+
+/**
+ * The model of "now" (src/alerts/now-model.ts), written apart from it: what one window says at
+ * `at`, from the newest figures (`fig`) and the window's raw points (oldest first, ≥ 1 s apart).
+ */
+export function nowReference(
+  metric: "requests" | "tokens" | "credits",
+  fig: { limit: number | null; remaining: number | null; t: number | null; resetMs: number | null },
+  points: [number, number][],
+  at: number,
+) {
+  const resetsAt = fig.t !== null && fig.resetMs !== null ? fig.t + fig.resetMs : null;
+  const reset = resetsAt !== null && at >= resetsAt;
+  // The current window: the points after the last rise, of the 5 minutes before the last one,
+  // at most 8.
+  let start = 0;
+  for (let i = 1; i < points.length; i++) {
+    if ((points[i] as [number, number])[1] > (points[i - 1] as [number, number])[1]) start = i;
+  }
+  const last = points.at(-1);
+  const history = points
+    .slice(start)
+    .filter(([t]) => last !== undefined && t >= last[0] - 300_000)
+    .slice(-8);
+  const first = history[0];
+  const perS =
+    first && last && last[0] - first[0] >= 1000
+      ? (first[1] - last[1]) / ((last[0] - first[0]) / 1000)
+      : null;
+  const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  let exhaustedAt: number | null = null;
+  let why: string | null = null;
+  if (fig.remaining === null || fig.t === null) why = "no_figures";
+  else if (reset) why = "reset_since_report";
+  else if (fig.remaining <= 0) exhaustedAt = fig.t;
+  else if (perS === null) why = "too_few_reports";
+  else if (!(perS > 0)) why = "not_burning";
+  else {
+    exhaustedAt = fig.t + Math.round((fig.remaining / perS) * 1000);
+    if (resetsAt !== null && exhaustedAt >= resetsAt) {
+      exhaustedAt = null;
+      why = "resets_first";
+    }
+  }
+  return {
+    limit: fig.limit,
+    remaining: fig.remaining,
+    used_pct: pct(fig.limit, fig.remaining) === null ? null : round2(pct(fig.limit, fig.remaining)),
+    resets_at: iso(resetsAt),
+    resets_in_s: resetsAt === null ? null : round(Math.max(0, resetsAt - at) / 1000, 1),
+    resets_unknown:
+      resetsAt !== null ? null : fig.remaining === null ? "no_figures" : "no_reset_time",
+    reset_since_report: reset,
+    burn_per_s: perS === null ? null : round(perS, 4),
+    burn: perS === null ? null : round(perS * (metric === "credits" ? 3600 : 1), 4),
+    burn_unit: { requests: "requests/s", tokens: "tokens/s", credits: "credits/h" }[metric],
+    burn_unknown: fig.remaining === null ? "no_figures" : perS === null ? "too_few_reports" : null,
+    exhausted_at: iso(exhaustedAt),
+    exhaustion_eta_s: exhaustedAt === null ? null : round(Math.max(0, exhaustedAt - at) / 1000, 1),
+    exhaustion_unknown: why,
+  };
+}
+
+/** A series' status at `at` by 70/90 %: windows reset since their report count for nothing. */
+export function statusReference(
+  windows: { used_pct: number | null; reset_since_report: boolean }[],
+  lastSeen: number,
+  at: number,
+): "ok" | "warning" | "critical" | "stale" {
+  if (at - lastSeen > 900_000) return "stale";
+  const used = windows
+    .filter((w) => !w.reset_since_report && w.used_pct !== null)
+    .map((w) => w.used_pct as number);
+  const worst = Math.max(0, ...used);
+  return worst >= 90 ? "critical" : worst >= 70 ? "warning" : "ok";
+}

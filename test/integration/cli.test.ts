@@ -5,12 +5,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClickHouseClient, createClient } from "@clickhouse/client";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { sampleRow } from "../../fixtures/sample-reports.js";
+import { v7 as uuidv7 } from "uuid";
+import { NULL_LIMITS, sampleRow } from "../../fixtures/sample-reports.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { createReportSink } from "../../src/clickhouse/report-sink.js";
 import type { ChildServer } from "../../src/local/child-process.js";
 import { spawnEmbeddedClickHouse } from "../../src/local/clickhouse/process.js";
 import { writeStackFile } from "../../src/local/stack-file.js";
+import { reportBodySchema, toRecord, toRow } from "../../src/report/report-schema.js";
 
 // The `headroom` command as a user runs it (bin/headroom.mjs in a child process), against the
 // test Redis and a real embedded ClickHouse server. The CLI finds both only through stack.json
@@ -207,6 +209,50 @@ describe("the running stack, found through HEADROOM_DATA_DIR's stack.json", () =
     expect(stats.volume.reduce((n, v) => n + Number(v.reports), 0)).toBe(3);
     expect(stats.headroom.every((h) => h.project_id === project)).toBe(true);
     expect(stats.headroom.length).toBeGreaterThan(0);
+  });
+
+  it("headroom stats counts a credit-only app's reports as requests, not provider hints", async () => {
+    // A database of its own: the other tests count every report of theirs.
+    const routerDb = `${db}_router`;
+    // An OpenRouter-style app: two credit-only reports and one real provider hint.
+    const router = (credits: Record<string, number> | null) => {
+      const receivedAt = Date.now();
+      const body = reportBodySchema.parse({
+        provider: "openrouter",
+        model: credits ? "auto" : null,
+        app: "router",
+        limits: NULL_LIMITS,
+        ...(credits ? { credits } : {}),
+      });
+      return toRow(
+        toRecord(body, {
+          reportId: uuidv7({ msecs: receivedAt }),
+          projectId: project,
+          keyId: "key_test",
+          receivedAt,
+        }),
+      );
+    };
+    const ch = client as ClickHouseClient;
+    await migrate(ch, { db: routerDb, retentionDays: 30 });
+    await createReportSink(ch, routerDb).insert(
+      [
+        router({ credits_remaining: 9.5, request_cost: 0.5 }),
+        router({ credits_remaining: 9, request_cost: 0.5 }),
+        router(null),
+      ],
+      `cli-router-${id}`,
+    );
+    const r = await headroom(["stats", "--json", "--project", project], {
+      CLICKHOUSE_DATABASE: routerDb,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const stats = JSON.parse(r.stdout) as {
+      volume: { model: string; reports: number; hints: number }[];
+    };
+    const of = (model: string) => stats.volume.find((v) => v.model === model);
+    expect(of("auto")).toMatchObject({ reports: 2, hints: 0 });
+    expect(of("")).toMatchObject({ reports: 1, hints: 1 });
   });
 
   it("headroom keys and dlq use its Redis", async () => {

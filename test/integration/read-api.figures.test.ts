@@ -65,6 +65,17 @@ function reports(): Record<string, unknown>[] {
   for (let i = 0; i < 3; i++) {
     out.push({ provider: "groq", model: null, timestamp: iso(base + i * 3 * HOUR), limits: {} });
   }
+  // An OpenRouter-style app: credits only, never a requests or tokens figure. No hints.
+  for (let i = 0; i < 4; i++) {
+    out.push({
+      app: "router",
+      provider: "openrouter",
+      model: "auto",
+      timestamp: iso(base + i * 2 * HOUR + 5 * 60_000),
+      limits: {},
+      credits: { credits_limit: null, credits_remaining: 20 - i * 0.25, request_cost: 0.25 },
+    });
+  }
   // A series burning its requests now: three figures in the last two minutes.
   for (const [ago, remaining] of [
     [120_000, 100],
@@ -330,11 +341,14 @@ describe("GET /api/v1/headroom equals each series' newest figures", () => {
       }
       expect(series.credits.remaining).toBe(o.credits?.credits_remaining ?? null);
       // Status: stale after READ_STALE_AFTER_S (15 min) without a report; else by thresholds.
+      // A window reset since its report counts for nothing.
+      const current = (m: string) =>
+        series[m].reset_since_report || series[m].used_pct === null ? null : series[m].used_pct;
       const pcts = ["requests", "tokens", "credits"]
-        .map((m) => series[m].used_pct)
+        .map(current)
         .filter((p): p is number => p !== null);
       const [warn, critical] = series.provider === "anthropic" ? [10, 20] : [70, 90];
-      const requestsPct = series.requests.used_pct ?? 0;
+      const requestsPct = current("requests") ?? 0;
       const worst = Math.max(0, ...pcts);
       const expected =
         at - o.lastSeen > 900_000
@@ -362,7 +376,14 @@ describe("GET /api/v1/headroom equals each series' newest figures", () => {
     // 100 → 80 remaining over 110 s: 0.1818 requests/s; 80 left at that rate: 440 s, before
     // the reset an hour away.
     expect(live.requests.burn_per_s).toBeCloseTo(20 / 110, 4);
-    expect(live.requests.exhaustion_eta_s).toBeCloseTo(440, 0);
+    expect(live.requests.burn_unit).toBe("requests/s");
+    // 440 s after the last report, counted down to the answer's `at`.
+    const exhaustedAt = now - 10_000 + 440_000;
+    expect(Date.parse(live.requests.exhausted_at)).toBe(exhaustedAt);
+    expect(live.requests.exhaustion_eta_s).toBeCloseTo(
+      (exhaustedAt - Date.parse(body.at)) / 1000,
+      1,
+    );
     expect(live.tokens.burn_per_s).toBeNull();
   });
 

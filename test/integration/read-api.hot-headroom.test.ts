@@ -93,9 +93,9 @@ type View = Record<string, unknown> & {
   provider: string;
   model: string | null;
   app: string;
-  requests: Record<string, number | string | null>;
-  tokens: Record<string, number | string | null>;
-  credits: Record<string, number | string | null>;
+  requests: Record<string, number | string | boolean | null>;
+  tokens: Record<string, number | string | boolean | null>;
+  credits: Record<string, number | string | boolean | null>;
 };
 
 async function headroom(k: ProjectKeys, query = ""): Promise<{ at: string; series: View[] }> {
@@ -136,7 +136,23 @@ async function drained() {
 }
 
 /** The answer without its clock: two reads a moment apart agree on everything else. */
-const figures = (body: { series: View[] }) => body.series;
+/**
+ * The series without what counts down from the answer's `at` (resets_in_s, exhaustion_eta_s):
+ * two answers read moments apart agree on the absolute times those come from.
+ */
+const figures = (body: { series: View[] }) =>
+  body.series.map((v) => {
+    const still = (m: View["requests"]) => {
+      const { resets_in_s: _r, exhaustion_eta_s: _e, ...rest } = m;
+      return rest;
+    };
+    return {
+      ...v,
+      requests: still(v.requests),
+      tokens: still(v.tokens),
+      credits: still(v.credits),
+    };
+  });
 
 interface Seeded {
   k: ProjectKeys;
@@ -193,10 +209,17 @@ afterAll(async () => {
 // Each test has projects of its own: one stack, copies that no other test touches.
 describe("GET /api/v1/headroom from the hot copy", () => {
   it("as the worker wrote it equals the raw rows' newest figures", async () => {
-    const body = await fromWorker(await seeded({ apart: true }));
+    const seed = await seeded({ apart: true });
+    const body = await fromWorker(seed);
     const live = body.series.find((v) => v.app === "live");
     expect(live?.requests.burn_per_s).toBeCloseTo(20 / 110, 4);
-    expect(live?.requests.exhaustion_eta_s).toBeCloseTo(440, 0);
+    // 440 s after the last report (10 s before `now`), counted down to the answer's `at`.
+    const exhaustedAt = seed.now - 10_000 + 440_000;
+    expect(Date.parse(String(live?.requests.exhausted_at))).toBe(exhaustedAt);
+    expect(live?.requests.exhaustion_eta_s).toBeCloseTo(
+      (exhaustedAt - Date.parse(body.at)) / 1000,
+      1,
+    );
   });
 
   it("keeps the figures when a newer provider hint arrives", async () => {

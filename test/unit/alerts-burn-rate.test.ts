@@ -2,10 +2,10 @@ import { describe, expect, it } from "vitest";
 import {
   addPoint,
   burnPerSecond,
-  exhaustionEtaS,
   HISTORY_WINDOW_MS,
   type Point,
 } from "../../src/alerts/burn-rate.js";
+import { windowNow } from "../../src/alerts/now-model.js";
 
 // Burn rate from recent (time, remaining) points, and the time to exhaustion it implies, given
 // the provider's reset time.
@@ -60,6 +60,20 @@ describe("burn rate", () => {
     ]);
   });
 });
+
+/** The time to exhaustion at the report's own time, burning `perS` (null: one report). */
+const exhaustionEtaS = (remaining: number, perS: number | null, resetMs: number | null) =>
+  windowNow(
+    "requests",
+    { limit: 1_000, remaining, reportedAt: 0, resetsAt: resetMs },
+    perS === null
+      ? [[0, remaining]]
+      : [
+          [-10_000, remaining + 10 * perS],
+          [0, remaining],
+        ],
+    0,
+  ).exhaustion_eta_s;
 
 describe("time to exhaustion", () => {
   it("remaining / burn when the limit runs out before the window resets", () => {

@@ -29,6 +29,7 @@ const FROZEN_MIGRATIONS: Record<number, string> = {
   3: "73a18920918ddb4cc4ac8371259044388a1e235ffabf832336c20911685532ea",
   4: "f15506b2094462042ef7c9b0b7cab0b4f8974fd23b68a3310a997a25090d7c99",
   5: "76f763f9d4851030adf23fde6372c7a89a7e43b87001ca4d2aea5cbf38648232",
+  6: "f45b2e6934a92b4a3811d0cc001d954b3b8fa15438d32b4043d8aed1fba24ddd",
 };
 
 const FROZEN_SHAPES: Record<number, string> = {

@@ -50,6 +50,7 @@ describe("spend", () => {
         return [] as R[];
       },
     };
+    const headroom = { store, rulesFor: async () => [], staleAfterMs: 900_000 };
     const lookup = {
       keyId: "k",
       projectId: "p",
@@ -62,7 +63,7 @@ describe("spend", () => {
       from: new Date(T - 7 * D).toISOString(),
       to: new Date(T).toISOString(),
     });
-    const answer = await readSpend({ store, now: () => T }, lookup, q);
+    const answer = await readSpend({ store, headroom, now: () => T }, lookup, q);
     expect(queries[0]).toMatch(/reports_daily/);
     expect(answer.from).toBe(new Date(Date.UTC(2030, 5, 8)).toISOString());
     // Exactly 7 whole minutes-aligned days stay on the minute rollups.
@@ -70,7 +71,7 @@ describe("spend", () => {
       from: new Date(Date.UTC(2030, 5, 8, 12, 34)).toISOString(),
       to: new Date(Date.UTC(2030, 5, 15, 12, 34)).toISOString(),
     });
-    await readSpend({ store, now: () => T }, lookup, whole);
+    await readSpend({ store, headroom, now: () => T }, lookup, whole);
     expect(queries[1]).toMatch(/reports_minute/);
   });
 });
@@ -212,8 +213,16 @@ describe("a series' headroom", () => {
       remaining: null,
       used_pct: null,
       resets_at: null,
+      resets_in_s: null,
+      resets_unknown: "no_figures",
+      reset_since_report: false,
       burn_per_s: null,
+      burn: null,
+      burn_unit: "tokens/s",
+      burn_unknown: "no_figures",
+      exhausted_at: null,
       exhaustion_eta_s: null,
+      exhaustion_unknown: "no_figures",
     });
   });
 

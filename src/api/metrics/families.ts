@@ -109,8 +109,12 @@ const KIND_GAUGES: { name: string; help: string; unit?: string; value: KindGauge
     name: "headroom_exhaustion_timestamp_seconds",
     help: "When the remaining headroom runs out at the recent burn rate, if before the reset (Unix time).",
     unit: "seconds",
-    value: (m, _kind, _s, at) =>
-      m.exhaustion_eta_s === null ? null : at / 1000 + m.exhaustion_eta_s,
+    value: (m) => seconds(m.exhausted_at),
+  },
+  {
+    name: "headroom_window_reset",
+    help: "1 when the provider's window has reset since the figures were reported (they are the previous window's), else 0.",
+    value: (m) => (m.limit === null && m.remaining === null ? null : m.reset_since_report ? 1 : 0),
   },
 ];
 

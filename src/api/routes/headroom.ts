@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import { HISTORY_WINDOW_MS, type Point } from "../../alerts/burn-rate.js";
+import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
 import type { AlertRule, Metric } from "../../alerts/rule.js";
 import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
@@ -20,13 +21,22 @@ import { chTime } from "../time-range.js";
 
 export const headroomQuery = z.strictObject(seriesFilters);
 
+const unknown = z.enum(UNKNOWN_REASONS).nullable();
 const metricView = z.object({
   limit: z.number().nullable(),
   remaining: z.number().nullable(),
   used_pct: z.number().nullable(),
   resets_at: z.string().nullable(),
+  resets_in_s: z.number().nullable(),
+  resets_unknown: unknown,
+  reset_since_report: z.boolean(),
   burn_per_s: z.number().nullable(),
+  burn: z.number().nullable(),
+  burn_unit: z.enum(Object.values(BURN_UNITS)),
+  burn_unknown: unknown,
+  exhausted_at: z.string().nullable(),
   exhaustion_eta_s: z.number().nullable(),
+  exhaustion_unknown: unknown,
 });
 
 export const headroomResponse = z.object({

@@ -36,7 +36,7 @@ async function todaysCounters(
   day: number,
 ): Promise<Map<string, SeriesCounters>> {
   const rows = await store.rows<CounterRow>(
-    `SELECT provider, model, app, sum(reports) AS reports, sum(hints) AS hints,
+    `SELECT provider, model, app, sum(reports) AS reports, sum(provider_hints) AS hints,
       toFloat64(sum(cost_sum)) AS cost
     FROM ${store.db}.reports_daily
     WHERE project_id = {project:String} AND bucket = {day:Date}

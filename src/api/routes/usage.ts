@@ -116,6 +116,15 @@ const PCT = (limit: string, remaining: string) =>
   `if(${limit} > 0 AND ${remaining} IS NOT NULL, greatest(0, (${limit} - ${remaining}) / ${limit} * 100), NULL)`;
 const USED_PCT = `multiIf(r_pct IS NULL, t_pct, t_pct IS NULL, r_pct, greatest(r_pct, t_pct))`;
 
+// A group of several series (by provider, say) takes a window's remaining and limit from its
+// worst series, the one with the highest used %, so the pair is true of one series; lowest
+// remaining and highest limit of different models would make a figure no series had. Series
+// with no used % (a limit or a remaining missing) give the lowest remaining, highest limit.
+// Ties go to the highest limit: the same series for both figures.
+// The series' own columns are named through `s.`: the outer aliases have the same names.
+const WORST = (figure: string, pct: string, limit: string, fallback: "min" | "max") =>
+  `if(countIf(s.${pct} IS NOT NULL) > 0, argMaxIf(s.${figure}, (s.${pct}, s.${limit}), s.${pct} IS NOT NULL), ${fallback}(s.${figure}))`;
+
 const BUCKET: Record<Window, string> = {
   minute: "bucket",
   hour: "toStartOfHour(bucket)",
@@ -128,13 +137,16 @@ export function usageSql(db: string, window: Window, groups: SeriesField[], filt
   const outer = groups.map((g) => `${g}, `).join("");
   return `SELECT ${outer}toString(b) AS bucket,
     sum(reports) AS reports, sum(hints) AS hints,
-    min(rr_min) AS rr_min, min(tr_min) AS tr_min, max(rl_max) AS rl_max, max(tl_max) AS tl_max,
+    ${WORST("rr_min", "r_pct", "rl_max", "min")} AS rr_min,
+    ${WORST("tr_min", "t_pct", "tl_max", "min")} AS tr_min,
+    ${WORST("rl_max", "r_pct", "rl_max", "max")} AS rl_max,
+    ${WORST("tl_max", "t_pct", "tl_max", "max")} AS tl_max,
     max(${USED_PCT}) AS used_pct_max,
     toFloat64(sum(cost)) AS cost,
     toFloat64(argMaxIfMerge(credits)) AS credits_last
   FROM (
     SELECT provider, model, app, ${BUCKET[window]} AS b,
-      sum(reports) AS reports, sum(hints) AS hints,
+      sum(reports) AS reports, sum(provider_hints) AS hints,
       min(requests_remaining_min) AS rr_min, min(tokens_remaining_min) AS tr_min,
       max(requests_limit_max) AS rl_max, max(tokens_limit_max) AS tl_max,
       ${PCT("rl_max", "rr_min")} AS r_pct, ${PCT("tl_max", "tr_min")} AS t_pct,
@@ -144,7 +156,7 @@ export function usageSql(db: string, window: Window, groups: SeriesField[], filt
     WHERE project_id = {project:String}
       AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
     GROUP BY provider, model, app, b
-  )
+  ) AS s
   GROUP BY ${outer}b
   ORDER BY ${outer}b
   LIMIT {limit:UInt32}`;

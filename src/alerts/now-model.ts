@@ -1,0 +1,142 @@
+import { addPoint, burnPerSecond, type Point } from "./burn-rate.js";
+import type { Metric } from "./rule.js";
+
+/**
+ * What Headroom believes about one window (a series' requests, tokens or credits) at the moment
+ * of an answer, `at`. Pure; every view (/headroom, the exporter, /spend, the alerts) asks here.
+ *
+ * - Time-relative figures count from `at` (`resets_in_s`, `exhaustion_eta_s`), or are absolute
+ *   (`resets_at`, `exhausted_at`): two reads without a new report count down.
+ * - Once `resets_at` has passed, the figures reported before it say nothing of the new window:
+ *   it is `reset_since_report`, its last figures kept for context but never warning or critical.
+ * - What cannot be known (one report, no reset time, nothing burning) is null with a reason.
+ * - One burn rate per window, in its unit (requests/s, tokens/s, credits/h), from the points of
+ *   the current window only.
+ */
+
+export const BURN_UNITS = {
+  requests: "requests/s",
+  tokens: "tokens/s",
+  credits: "credits/h",
+} as const satisfies Record<Metric, string>;
+export type BurnUnit = (typeof BURN_UNITS)[Metric];
+
+/** Per second, the burn's unit's own time: credits are spent over hours. */
+const PER_UNIT_SECONDS: Record<Metric, number> = { requests: 1, tokens: 1, credits: 3600 };
+
+/** Why a figure is null. */
+export const UNKNOWN_REASONS = [
+  "no_figures",
+  "no_reset_time",
+  "too_few_reports",
+  "not_burning",
+  "resets_first",
+  "reset_since_report",
+] as const;
+export type UnknownReason = (typeof UNKNOWN_REASONS)[number];
+
+export interface WindowFigures {
+  limit: number | null;
+  remaining: number | null;
+  /** When these figures were reported, Unix ms. */
+  reportedAt: number | null;
+  /** When the provider said the window resets, Unix ms; null when it did not (credits never). */
+  resetsAt: number | null;
+}
+
+export interface WindowNow {
+  limit: number | null;
+  remaining: number | null;
+  used_pct: number | null;
+  resets_at: string | null;
+  /** Seconds from `at` to `resets_at`; 0 once it has passed. */
+  resets_in_s: number | null;
+  resets_unknown: UnknownReason | null;
+  /** The window has reset since its last report: its figures are the previous window's. */
+  reset_since_report: boolean;
+  /** The burn rate in units per second (kept for readers of the first answers). */
+  burn_per_s: number | null;
+  /** The burn rate in `burn_unit`. */
+  burn: number | null;
+  burn_unit: BurnUnit;
+  burn_unknown: UnknownReason | null;
+  /** When `remaining` reaches zero at the burn rate (absolute). */
+  exhausted_at: string | null;
+  /** Seconds from `at` to `exhausted_at`; 0 once it is past. */
+  exhaustion_eta_s: number | null;
+  exhaustion_unknown: UnknownReason | null;
+}
+
+const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function usedPct(limit: number | null, remaining: number | null): number | null {
+  if (limit === null || remaining === null || !(limit > 0)) return null;
+  return round(Math.max(0, ((limit - remaining) / limit) * 100), 2);
+}
+
+/**
+ * The points of the window the figures belong to, as the alerts keep them: a rise in
+ * `remaining` starts the history again (a reset, or a top-up).
+ */
+export function windowHistory(points: Point[]): Point[] {
+  let history: Point[] = [];
+  for (const p of points) history = addPoint(history, p);
+  return history;
+}
+
+/** Units per second over a window's points, or null with a reason. */
+export function burnOf(points: Point[]): { perS: number | null; unknown: UnknownReason | null } {
+  const perS = burnPerSecond(windowHistory(points));
+  if (perS === null) return { perS: null, unknown: "too_few_reports" };
+  return { perS, unknown: null };
+}
+
+export function windowNow(
+  metric: Metric,
+  fig: WindowFigures,
+  points: Point[],
+  at: number,
+): WindowNow {
+  const { limit, remaining, reportedAt, resetsAt } = fig;
+  const reset = resetsAt !== null && reportedAt !== null && at >= resetsAt;
+  const burn = burnOf(points);
+  const perUnit = burn.perS === null ? null : burn.perS * PER_UNIT_SECONDS[metric];
+  const resetsUnknown: UnknownReason | null =
+    resetsAt !== null ? null : remaining === null ? "no_figures" : "no_reset_time";
+  const base = {
+    limit,
+    remaining,
+    used_pct: usedPct(limit, remaining),
+    resets_at: iso(resetsAt),
+    resets_in_s: resetsAt === null ? null : round(Math.max(0, resetsAt - at) / 1000, 1),
+    resets_unknown: resetsUnknown,
+    reset_since_report: reset,
+    burn_per_s: burn.perS === null ? null : round(burn.perS, 4),
+    burn: perUnit === null ? null : round(perUnit, 4),
+    burn_unit: BURN_UNITS[metric],
+    burn_unknown: remaining === null ? ("no_figures" as const) : burn.unknown,
+  };
+  const unknown = (why: UnknownReason): WindowNow => ({
+    ...base,
+    exhausted_at: null,
+    exhaustion_eta_s: null,
+    exhaustion_unknown: why,
+  });
+  if (remaining === null || reportedAt === null) return unknown("no_figures");
+  if (reset) return unknown("reset_since_report");
+  let exhaustedAt: number;
+  if (remaining <= 0) exhaustedAt = reportedAt;
+  else {
+    if (burn.perS === null) return unknown("too_few_reports");
+    if (!(burn.perS > 0)) return unknown("not_burning");
+    exhaustedAt = reportedAt + Math.round((remaining / burn.perS) * 1000);
+    if (resetsAt !== null && exhaustedAt >= resetsAt) return unknown("resets_first");
+  }
+  return {
+    ...base,
+    exhausted_at: iso(exhaustedAt),
+    exhaustion_eta_s: round(Math.max(0, exhaustedAt - at) / 1000, 1),
+    exhaustion_unknown: null,
+  };
+}
