@@ -1,12 +1,12 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { AlertRule } from "../alerts/rule.js";
 import type { Config } from "../config.js";
+import type { HotStore } from "../headroom/hot-store.js";
+import type { HotVersions } from "../headroom/hot-versions.js";
 import type { AuthFailureLimits } from "../http/authenticate.js";
 import { errorHandler } from "../http/error-handler.js";
 import { type ServerConfig, serverOptions } from "../http/server-options.js";
 import type { LookupKey } from "../keys/key-cache.js";
-import type { HotStore } from "./hot-store.js";
-import type { HotVersions } from "./hot-versions.js";
 import { buildApiOpenApi } from "./openapi.js";
 import { readAuth } from "./plugins/read-auth.js";
 import type { QueryCache } from "./query-cache.js";

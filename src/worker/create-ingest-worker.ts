@@ -5,10 +5,10 @@ import { createAlertsHook } from "../alerts/ingest-hook.js";
 import { createEvalQueue } from "../alerts/queues.js";
 import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
-import { createHotStore } from "../api/hot-store.js";
 import { describeError } from "../clickhouse/classify-error.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
+import { createHotStore } from "../headroom/hot-store.js";
 import { isJobData } from "../queue/job-rows.js";
 import { createReportsQueue, type QueueNames, type ReportJobData } from "../queue/reports-queue.js";
 import { createWorkerRuntime } from "../queue/worker-runtime.js";
@@ -95,7 +95,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
         },
       })
     : undefined;
-  // The read API's hot headroom (src/api/hot-store.ts), under the base prefix like the alerts.
+  // The read API's hot headroom (src/headroom/hot-store.ts), under the base prefix like the alerts.
   const hotHook = createHotHeadroomHook({
     store: createHotStore(deps.redis, config.QUEUE_PREFIX, {
       maxSeriesPerProject: config.READ_HOT_MAX_SERIES_PER_PROJECT,

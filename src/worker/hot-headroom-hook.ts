@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
-import { hotUpdates } from "../api/hot-series.js";
-import type { HotStore } from "../api/hot-store.js";
+import { hotUpdates } from "../headroom/hot-series.js";
+import type { HotStore } from "../headroom/hot-store.js";
 import type { Manifest } from "./manifest-store.js";
 
 // After ClickHouse acknowledged a batch (never before: /api/v1/headroom must not show what is

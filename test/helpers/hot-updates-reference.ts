@@ -5,14 +5,14 @@ import {
   LIMIT_COLUMNS,
   seriesField,
   thinPoints,
-} from "../../src/api/hot-series.js";
+} from "../../src/headroom/hot-series.js";
 import {
   REPORT_COLUMNS,
   type ReportColumn,
   type ReportRow,
 } from "../../src/report/report-schema.js";
 
-// hotUpdates (src/api/hot-series.ts) written plainly, one row at a time, every figure turned into
+// hotUpdates (src/headroom/hot-series.ts) written plainly, one row at a time, every figure turned into
 // text as it is read: the oracle its faster version is checked against.
 
 const HAS_LIMITS = LIMIT_COLUMNS.slice(0, 4);

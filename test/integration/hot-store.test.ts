@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { type HotSeries, hotFigures, hotUpdates } from "../../src/api/hot-series.js";
-import { createHotStore, HOT_POINTS, hotKeys } from "../../src/api/hot-store.js";
+import { type HotSeries, hotFigures, hotUpdates } from "../../src/headroom/hot-series.js";
+import { createHotStore, HOT_POINTS, hotKeys } from "../../src/headroom/hot-store.js";
 import {
   type ReportBody,
   type ReportRow,

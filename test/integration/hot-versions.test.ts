@@ -1,9 +1,9 @@
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { sampleRow } from "../../fixtures/sample-reports.js";
-import { hotUpdates } from "../../src/api/hot-series.js";
-import { createHotStore, hotKeys } from "../../src/api/hot-store.js";
-import { createHotVersions } from "../../src/api/hot-versions.js";
+import { hotUpdates } from "../../src/headroom/hot-series.js";
+import { createHotStore, hotKeys } from "../../src/headroom/hot-store.js";
+import { createHotVersions } from "../../src/headroom/hot-versions.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 

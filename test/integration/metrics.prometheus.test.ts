@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SeriesView } from "../../src/api/headroom-view.js";
+import type { SeriesView } from "../../src/headroom/headroom-view.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   type Prometheus,

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hotKeys } from "../../src/api/hot-store.js";
+import { hotKeys } from "../../src/headroom/hot-store.js";
 import { eventually } from "../helpers/eventually.js";
 import { DRAINED } from "../helpers/pipeline.js";
 import {

@@ -1,20 +1,20 @@
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, createApi } from "../../src/api/create-api.js";
-import { hotKeys } from "../../src/api/hot-store.js";
-import { READ_TAKE_SHARE } from "../../src/api/read-limit.js";
 import { buildApiOpenApi } from "../../src/api/openapi.js";
+import { READ_TAKE_SHARE } from "../../src/api/read-limit.js";
 import { loadConfig } from "../../src/config.js";
+import { hotKeys } from "../../src/headroom/hot-store.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { queuedRecords, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
-import { redisNow, untilRedisMs } from "../helpers/redis-clock.js";
 import {
   ENDPOINTS,
   type ProjectKeys,
   type ReadStack,
   startReadStack,
 } from "../helpers/read-stack.js";
+import { redisNow, untilRedisMs } from "../helpers/redis-clock.js";
 
 // Keys work only within their scope, and a read key only ever sees its own project, through
 // every endpoint and filter. Reports go in through the real edge and worker.

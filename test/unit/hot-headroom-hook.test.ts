@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { hotUpdates } from "../../src/api/hot-series.js";
-import type { HotStore } from "../../src/api/hot-store.js";
+import { hotUpdates } from "../../src/headroom/hot-series.js";
+import type { HotStore } from "../../src/headroom/hot-store.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { type ReportBody, toRecord, toRow } from "../../src/report/report-schema.js";
 import { createHotHeadroomHook } from "../../src/worker/hot-headroom-hook.js";

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { timestampMsOf, timestampReader } from "../../src/alerts/usage.js";
-import { hotUpdates, LIMIT_COLUMNS } from "../../src/api/hot-series.js";
+import { hotUpdates, LIMIT_COLUMNS } from "../../src/headroom/hot-series.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../src/report/report-schema.js";
 import { hotUpdatesReference } from "../helpers/hot-updates-reference.js";
 import { looseDateTimes } from "../helpers/report-arbitraries.js";

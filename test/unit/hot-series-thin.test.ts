@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { hotUpdates, MIN_GAP_MS, thinPoints } from "../../src/api/hot-series.js";
+import { hotUpdates, MIN_GAP_MS, thinPoints } from "../../src/headroom/hot-series.js";
 import { type ReportBody, toRecord, toRow } from "../../src/report/report-schema.js";
 import { mergePointsReference, type Point, pointOrder } from "../helpers/hot-points-reference.js";
 

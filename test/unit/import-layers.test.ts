@@ -2,9 +2,43 @@ import { join, relative } from "node:path";
 import { expect, it } from "vitest";
 import { importsOf, ROOT, sourceFiles } from "../helpers/import-graph.js";
 
-// The folders of src/ are layers: each may import the ones below it, never one that imports it
-// back. A cycle (the ingest worker feeding the alerts, the alerts reaching into the worker for a
-// type) ties two layers into one that can only be read, tested and changed together.
+// The folders of src/ are layers in a declared order: each may import the ones below it, never
+// one above it nor a peer of its own rank (the edge, the read API and the worker share what they
+// need from below them). A cycle ties two layers into one that can only be read, tested and
+// changed together; an upward import is where a cycle starts.
+
+/** Top to bottom; layers of one rank are peers. A new folder of src/ must be placed here. */
+export const LAYERS: string[][] = [
+  ["main"],
+  ["cli"],
+  ["local"],
+  ["api", "edge", "worker"],
+  ["headroom"],
+  ["alerts"],
+  ["limits"],
+  ["http"],
+  ["queue"],
+  ["clickhouse"],
+  ["keys"],
+  ["redis"],
+  ["report"],
+  ["lib"],
+  ["config.ts"],
+];
+const rankOf = new Map(LAYERS.flatMap((peers, rank) => peers.map((l) => [l, rank] as const)));
+
+/** Imports that go up the declared order or across to a peer, as "from -> to". */
+function wrongWay(graph: Map<string, Set<string>>): string[] {
+  const wrong: string[] = [];
+  for (const [from, deps] of graph) {
+    for (const to of deps) {
+      const a = rankOf.get(from);
+      const b = rankOf.get(to);
+      if (a === undefined || b === undefined || b <= a) wrong.push(`${from} -> ${to}`);
+    }
+  }
+  return wrong.sort();
+}
 
 const SRC = join(ROOT, "src");
 
@@ -52,4 +86,20 @@ it("no two folders of src/ import each other, directly or round a loop", () => {
   const graph = layerGraph();
   expect(graph.get("worker")).toContain("alerts");
   expect(cycles(graph)).toEqual([]);
+});
+
+it("finds an import that goes up or across (the check itself)", () => {
+  const graph = new Map([
+    ["edge", new Set(["http", "api"])],
+    ["http", new Set(["edge"])],
+    ["nowhere", new Set(["lib"])],
+  ]);
+  expect(wrongWay(graph)).toEqual(["edge -> api", "http -> edge", "nowhere -> lib"]);
+});
+
+it("every folder of src/ imports only layers below it, in the declared order", () => {
+  const graph = layerGraph();
+  // The order is real: the edge does import from below it.
+  expect(graph.get("edge")).toContain("http");
+  expect(wrongWay(graph)).toEqual([]);
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { MetricView, SeriesView } from "../../src/api/headroom-view.js";
 import { negotiate, writeExposition } from "../../src/api/metrics/exposition.js";
 import { headroomFamilies, seriesKey } from "../../src/api/metrics/families.js";
+import type { MetricView, SeriesView } from "../../src/headroom/headroom-view.js";
 import { requireBinaries } from "../helpers/prometheus.js";
 
 // The exporter's pure core: content negotiation, both text formats, escaping, absent figures,

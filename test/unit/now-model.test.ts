@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type LatestFigures, seriesView } from "../../src/api/headroom-view.js";
-import { hotFigures, hotUpdates, LIMIT_COLUMNS } from "../../src/api/hot-series.js";
-import { headroomFamilies } from "../../src/api/metrics/families.js";
 import { windowNow } from "../../src/alerts/now-model.js";
+import { headroomFamilies } from "../../src/api/metrics/families.js";
+import { type LatestFigures, seriesView } from "../../src/headroom/headroom-view.js";
+import { hotFigures, hotUpdates, LIMIT_COLUMNS } from "../../src/headroom/hot-series.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../src/report/report-schema.js";
 import {
   latestOracle,

@@ -3,12 +3,12 @@ import { z } from "zod";
 import type { AlertRule } from "../../src/alerts/rule.js";
 import { toCsv } from "../../src/api/csv.js";
 import { decodeCursor, encodeCursor, page } from "../../src/api/cursor.js";
-import { type LatestFigures, seriesView, thresholdsFor } from "../../src/api/headroom-view.js";
 import { parseQuery, seriesFilters } from "../../src/api/params.js";
 import { createQueryCache } from "../../src/api/query-cache.js";
 import { createReadLimit, READ_HOLD_MS } from "../../src/api/read-limit.js";
 import { readSpend, spendQuery } from "../../src/api/routes/spend.js";
 import { alignRange, defaultWindow, resolveRange } from "../../src/api/time-range.js";
+import { type LatestFigures, seriesView, thresholdsFor } from "../../src/headroom/headroom-view.js";
 import { HttpError } from "../../src/http/errors.js";
 
 // The read API's pure parts: ranges and windows, cursors, CSV, the query cache, and a series'

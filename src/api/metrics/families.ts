@@ -1,4 +1,4 @@
-import type { MetricView, SeriesView, Status } from "../headroom-view.js";
+import type { MetricView, SeriesView, Status } from "../../headroom/headroom-view.js";
 import type { Family, Sample } from "./exposition.js";
 
 // A project's headroom as metric families: the gauges come from /api/v1/headroom's series views,

@@ -3,12 +3,17 @@ import { z } from "zod";
 import { HISTORY_WINDOW_MS, type Point } from "../../alerts/burn-rate.js";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
 import type { AlertRule, Metric } from "../../alerts/rule.js";
+import {
+  type LatestFigures,
+  type RecentPoints,
+  STATUSES,
+  seriesView,
+} from "../../headroom/headroom-view.js";
+import { type HotSeries, hotFigures, seriesField } from "../../headroom/hot-series.js";
+import type { HotStore } from "../../headroom/hot-store.js";
+import type { HotVersions } from "../../headroom/hot-versions.js";
 import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { type LatestFigures, type RecentPoints, STATUSES, seriesView } from "../headroom-view.js";
-import { type HotSeries, hotFigures, seriesField } from "../hot-series.js";
-import type { HotStore } from "../hot-store.js";
-import type { HotVersions } from "../hot-versions.js";
 import { filterSql, parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";

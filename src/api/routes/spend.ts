@@ -1,8 +1,8 @@
 import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
-import type { KeyLookup } from "../../keys/key-store.js";
-import type { SeriesView } from "../headroom-view.js";
 import { UNKNOWN_REASONS } from "../../alerts/now-model.js";
+import type { SeriesView } from "../../headroom/headroom-view.js";
+import type { KeyLookup } from "../../keys/key-store.js";
 import { filterSql, parseQuery, seriesFilters, time } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
 import { alignRange, chDate, chSeconds, MAX_RANGE_MS, resolveRange, widen } from "../time-range.js";

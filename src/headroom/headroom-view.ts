@@ -1,7 +1,7 @@
 import type { Point } from "../alerts/burn-rate.js";
+import { type WindowNow, windowNow } from "../alerts/now-model.js";
 import type { AlertRule, Metric } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
-import { type WindowNow, windowNow } from "../alerts/now-model.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
 // recent points: what /api/v1/headroom answers. Pure. Each window is read through the model of
