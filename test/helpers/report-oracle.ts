@@ -75,8 +75,11 @@ function wellFormedString(v: unknown): string {
 // An unusable optional value (out of range, too long, empty, a timestamp out of its window) is
 // stored as null, or cut; a value of the wrong type makes the report invalid.
 
+/** A number too large for a double (a 400-digit one) is ±Infinity once parsed: out of range. */
+const overflowed = (v: unknown) => v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY;
+
 function limit(v: unknown): number | null {
-  if (v === undefined || v === null) return null;
+  if (v === undefined || v === null || overflowed(v)) return null;
   if (typeof v !== "number" || !Number.isFinite(v)) return invalid();
   // "rounded to the nearest integer", halves up as Math.round; -0 travels as JSON, so 0.
   const n = Math.round(v) + 0;
@@ -84,7 +87,7 @@ function limit(v: unknown): number | null {
 }
 
 function credit(v: unknown): number | null {
-  if (v === undefined || v === null) return null;
+  if (v === undefined || v === null || overflowed(v)) return null;
   if (typeof v !== "number" || !Number.isFinite(v)) return invalid();
   if (Math.abs(v) >= CREDIT_BOUND) return null;
   // Twelve decimal places, as Decimal(38, 12) keeps them.
