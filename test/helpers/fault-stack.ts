@@ -144,6 +144,8 @@ export async function startFaultStack(opts: FaultStackOptions = {}) {
     ...(opts.clickhouse?.password ? { CLICKHOUSE_PASSWORD: opts.clickhouse.password } : {}),
     MIGRATE_ON_START: "false",
     WORKER_METRICS_PORT: "0",
+    // Any free port: two alerts workers (this file's and another file's) must not collide on 9102.
+    ALERTS_METRICS_PORT: "0",
     LOG_LEVEL: "info",
     BATCH_MAX_WAIT_MS: "100",
     RETRY_MAX_DELAY_MS: "500",

@@ -57,6 +57,8 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
     CLICKHOUSE_DATABASE: db,
     BATCH_MAX_WAIT_MS: "100",
     WORKER_METRICS_PORT: "0",
+    // Any free port: two alerts workers (this file's and another file's) must not collide on 9102.
+    ALERTS_METRICS_PORT: "0",
     MIGRATE_ON_START: "false",
     LOG_LEVEL: "info",
     RETRY_MAX_DELAY_MS: "500",

@@ -27,7 +27,7 @@ function prose(text: string): string[] {
   });
 }
 
-export function slug(heading: string): string {
+function slug(heading: string): string {
   return heading
     .trim()
     .toLowerCase()
