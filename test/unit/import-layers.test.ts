@@ -8,7 +8,7 @@ import { importsOf, ROOT, sourceFiles } from "../helpers/import-graph.js";
 // changed together; an upward import is where a cycle starts.
 
 /** Top to bottom; layers of one rank are peers. A new folder of src/ must be placed here. */
-export const LAYERS: string[][] = [
+const LAYERS: string[][] = [
   ["main"],
   ["cli"],
   ["local"],
