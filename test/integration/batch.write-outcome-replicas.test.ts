@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,13 +8,22 @@ import { createEdge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
+import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type Pipeline, startIngestWorker, startPipeline } from "../helpers/pipeline.js";
 import { type RedisCluster, startRedisCluster } from "../helpers/redis-topology/redis-cluster.js";
 import { withRedis } from "../helpers/redis-topology/redis-probe.js";
 import { startRedisReplica } from "../helpers/redis-topology/redis-replica.js";
 import { startRespCutProxy } from "../helpers/resp-cut-proxy.js";
-import { brief, type Kind, runCase, type WriteOutcomeStack } from "../helpers/write-outcome.js";
+import {
+  brief,
+  type Kind,
+  post,
+  resendAdvised,
+  runCase,
+  storedPerView,
+  type WriteOutcomeStack,
+} from "../helpers/write-outcome.js";
 
 // The write-outcome properties (write-outcome.ts) where batch.write-outcome.test.ts does not
 // reach: the edge's WAIT for a replica (REDIS_ACK_REPLICAS=1) cut before or after Redis took it,
@@ -76,6 +86,49 @@ describe("REDIS_ACK_REPLICAS=1, the connection cut at the WAIT for the replica",
 
   // Only the job writes WAIT, one per job: the first after arming is this request's.
   const matchWait = () => (args: string[]) => /^wait$/i.test(args[0] ?? "");
+
+  it("a batch with ids cut before the WAIT, its replica paused: no resend is answered duplicate until the replica holds the job", {
+    timeout: 60_000,
+  }, async () => {
+    const { edge, p, proxy } = stack;
+    const { key, projectId } = await edge.keyStore.create(`p-wo-${uniqueId()}`, {
+      defaultPlan: "unlimited",
+    });
+    const body = Array.from({ length: 3 }, (_, i) =>
+      clientReport({ app: `r${i}`, id: randomUUID() }),
+    );
+    const pid = replica.process.pid as number;
+    process.kill(pid, "SIGSTOP");
+    try {
+      proxy.arm(matchWait(), 1, "before");
+      const first = await post(edge, key, "batch with ids", body);
+      expect(proxy.disarm().cut).toMatch(/^WAIT 1\b/i);
+      expect(first.every(resendAdvised), JSON.stringify(first)).toBe(true);
+      // The queue's connection is back (it refuses commands until then), so the resend's
+      // question reaches Redis.
+      await eventually(() => edge.queue.getJobCounts("wait"), { timeoutMs: 10_000 });
+      const paused = await post(edge, key, "batch with ids", body);
+      expect(paused.every(resendAdvised), `while paused: ${JSON.stringify(paused)}`).toBe(true);
+    } finally {
+      process.kill(pid, "SIGCONT");
+    }
+    const answers = await eventually(
+      async () => {
+        const r = await post(edge, key, "batch with ids", body);
+        expect(r.some(resendAdvised), JSON.stringify(r)).toBe(false);
+        return r;
+      },
+      { timeoutMs: 20_000, intervalMs: 100 },
+    );
+    expect(answers.map((r) => r.duplicate)).toEqual([true, true, true]);
+    await eventually(
+      async () => {
+        const stored = await storedPerView(p, projectId);
+        for (let i = 0; i < body.length; i++) expect(stored.get(`r${i}`)).toEqual([1, 1, 1, 1]);
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+  });
 
   for (const kind of ["batch with ids", "single report"] satisfies Kind[]) {
     for (const mode of MODES) {
