@@ -75,7 +75,13 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     backlog,
     enqueuer,
     reportIds: createReportIds(redis, "headroom", config.REPORT_ID_PENDING_MS),
-    idJobs: createIdJobs({ redis: queueRedis, names: queues.names, queues: queues.queues }),
+    idJobs: createIdJobs({
+      redis: queueRedis,
+      names: queues.names,
+      queues: queues.queues,
+      ackReplicas: config.REDIS_ACK_REPLICAS,
+      ackTimeoutMs: config.REDIS_ACK_TIMEOUT_MS,
+    }),
     metrics,
   });
 

@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import type { RedisClient } from "../redis/connections.js";
+import { waitForReplicas } from "../redis/replicas.js";
 import { ROW_SHAPES } from "../report/row-shapes.js";
+import { EnqueueError } from "./enqueue-error.js";
 import {
   createReportsQueue,
   type QueueNames,
@@ -17,7 +19,9 @@ import {
 // A claim left unknown is settled by adding an empty "void" job under the same deduplication
 // id: if the job was written, BullMQ answers with its id and adds nothing; if not, the void job
 // takes the record, and the job's own write, should it still arrive (a command that timed out
-// may yet run), is dropped as a duplicate. The answer is final either way.
+// may yet run), is dropped as a duplicate. The answer is final either way. With
+// REDIS_ACK_REPLICAS, "written" also waits for the replicas, as the job's 200 would have: a
+// repeat answered `duplicate` must not lose its report with the primary.
 
 /** Where a request's job with ids goes: its shard and the token its job id is made from. */
 export interface JobPlace {
@@ -45,12 +49,14 @@ export function createIdJobs(opts: {
   redis: RedisClient;
   names: QueueNames[];
   queues: ReportsQueue[];
+  ackReplicas: number;
+  ackTimeoutMs: number;
 }) {
+  const name = opts.names[0]?.name ?? REPORT_JOB;
   const queueOf = (prefix: string): { queue: ReportsQueue; own: boolean } => {
     const i = opts.names.findIndex((n) => n.prefix === prefix);
     if (i >= 0) return { queue: opts.queues[i] as ReportsQueue, own: false };
     // A shard no longer configured (QUEUE_SHARDS changed): a queue object for this question.
-    const name = opts.names[0]?.name ?? REPORT_JOB;
     return { queue: createReportsQueue(opts.redis, { prefix, name }), own: true };
   };
 
@@ -62,7 +68,10 @@ export function createIdJobs(opts: {
       return { shard, prefix: (opts.names[shard] as QueueNames).prefix, token };
     },
 
-    /** Whether the job of `token` on `prefix` was written; after this it never will be. */
+    /**
+     * Whether the job of `token` on `prefix` was written; after this it never will be. Throws
+     * (an EnqueueError) when it was but fewer than REDIS_ACK_REPLICAS replicas confirm it.
+     */
     async written(job: { prefix: string; token: string }): Promise<boolean> {
       const { queue, own } = queueOf(job.prefix);
       try {
@@ -71,7 +80,24 @@ export function createIdJobs(opts: {
           { v: ROW_SHAPES.current, rows: [] },
           { ...idJobOptions(job.token), jobId: voidJobId(job.token) },
         );
-        return added.id === idJobId(job.token);
+        const written = added.id === idJobId(job.token);
+        if (written && opts.ackReplicas > 0) {
+          // The add wrote on this connection after the job (BullMQ records the repeat as a
+          // `deduplicated` event), so WAIT confirms the job's own write too.
+          const acked = await waitForReplicas(
+            opts.redis,
+            `${job.prefix}:${name}:meta`,
+            opts.ackReplicas,
+            opts.ackTimeoutMs,
+          );
+          if (acked < opts.ackReplicas) {
+            throw new EnqueueError(
+              `${acked} of ${opts.ackReplicas} replicas confirmed the job within ${opts.ackTimeoutMs} ms`,
+              { mayBeStored: true },
+            );
+          }
+        }
+        return written;
       } finally {
         if (own) await queue.close();
       }
