@@ -5,19 +5,52 @@ import type { Logger } from "pino";
 // after an error, a failed close, a second signal, or a close that hangs past the grace period,
 // so a supervisor is never left waiting.
 
-export function onShutdown(logger: Logger, close: () => Promise<void>, graceMs = 30_000): void {
-  closeWithGrace(
+const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
+export interface ShutdownOptions {
+  /**
+   * A stop signal repeated within this many ms of the first is the same request, not a second
+   * one: Ctrl-C in a terminal reaches `npm start` and its child both, and npm passes its own on.
+   */
+  sameRequestMs?: number;
+}
+
+export function onShutdown(
+  logger: Logger,
+  close: () => Promise<void>,
+  graceMs = 30_000,
+  opts: ShutdownOptions = {},
+): void {
+  const own = opts.sameRequestMs !== undefined;
+  const graceful = closeWithGrace(
     {
       delay: graceMs,
       logger: { error: (msg: unknown) => logger.error({ err: msg }, "shutdown") },
       onSecondSignal: (signal) => logger.warn({ signal }, "second signal: exiting now"),
       onTimeout: () => logger.error("shutdown took too long: exiting"),
+      // With sameRequestMs, the stop signals are counted here, below.
+      skip: own ? [...STOP_SIGNALS] : [],
     },
-    async ({ signal, err }) => {
+    async ({ signal, err, manual }) => {
       if (err) logger.error({ err }, "uncaught error: shutting down");
-      else logger.info({ signal }, "shutting down");
+      else if (!manual) logger.info({ signal }, "shutting down");
       await close();
       logger.info("stopped");
     },
   );
+  if (!own) return;
+  let first: number | undefined;
+  for (const name of STOP_SIGNALS) {
+    process.on(name, (signal: NodeJS.Signals) => {
+      const now = Date.now();
+      if (first === undefined) {
+        first = now;
+        logger.info({ signal }, "shutting down");
+        void graceful.close();
+      } else if (now - first > (opts.sameRequestMs ?? 0)) {
+        logger.warn({ signal }, "second signal: exiting now");
+        process.exit(1);
+      }
+    });
+  }
 }

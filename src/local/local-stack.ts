@@ -8,6 +8,7 @@ import type { Config } from "../config.js";
 import { createKeyStore } from "../keys/key-store.js";
 import { closeRedis, createWorkerRedis } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
+import { isRunning } from "./child-process.js";
 import { spawnEmbeddedClickHouse } from "./clickhouse/process.js";
 import { currentRuntime } from "./entry-command.js";
 import { type RedisServerOptions, startRedisServer } from "./redis-server.js";
@@ -52,6 +53,15 @@ export async function startLocalStack(
     if (redis) stops.push(() => redis.stop());
     const clickhouse = base.CLICKHOUSE_URL ? null : await startStackClickHouse(base, dataDir);
     if (clickhouse) stops.push(() => clickhouse.server.stop());
+    // Started in groups of their own: if this process exits without stopping them (a second
+    // signal, a crash), they are told to stop rather than left behind.
+    for (const server of [redis, clickhouse?.server]) {
+      if (server)
+        process.once(
+          "exit",
+          () => void (isRunning(server.process) && server.process.kill("SIGTERM")),
+        );
+    }
 
     const shared: Record<string, string> = {};
     if (redis) shared.REDIS_URL = redis.url;

@@ -24,7 +24,8 @@ try {
     },
     logger,
   );
-  onShutdown(logger, () => stack.stop(), 60_000);
+  // Ctrl-C reaches npm and this process both, and npm passes its own on: one request to stop.
+  onShutdown(logger, () => stack.stop(), 60_000, { sameRequestMs: 2_000 });
   // `npm start` killed by SIGHUP (a closed terminal) or SIGKILL passes nothing on.
   stopWhenParentExits(() => process.kill(process.pid, "SIGTERM"));
   // The CLI finds this stack through HEADROOM_DATA_DIR: a non-default one must be passed along.

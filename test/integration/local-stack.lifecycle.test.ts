@@ -59,7 +59,13 @@ async function npmStart(extraEnv: Record<string, string> = {}): Promise<Started>
     delete env[name];
   }
   let out = "";
-  const npm = spawn("npm", ["start"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+  // A group of its own, as a terminal gives the command it runs: Ctrl-C is SIGINT to the group.
+  const npm = spawn("npm", ["start"], {
+    cwd: root,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   npm.stdout?.on("data", (b: Buffer) => {
     out += b.toString();
   });
@@ -74,7 +80,9 @@ async function npmStart(extraEnv: Record<string, string> = {}): Promise<Started>
 
 afterEach(async () => {
   for (const s of started.splice(0)) {
-    s.npm.kill("SIGKILL");
+    try {
+      process.kill(-(s.npm.pid as number), "SIGKILL");
+    } catch {}
     for (const pid of processesOf(s.dataDir)) {
       try {
         process.kill(pid, "SIGKILL");
@@ -84,9 +92,17 @@ afterEach(async () => {
   }
 });
 
+const STOPS = [
+  ["SIGINT", "the npm process"],
+  ["SIGTERM", "the npm process"],
+  ["SIGHUP", "the npm process"],
+  // Ctrl-C in a terminal: npm and the stack both get it, and npm passes its own on.
+  ["SIGINT", "npm's whole process group"],
+] as const;
+
 describe("npm start stops when told", () => {
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    it(`${signal} to the npm process stops every process it started`, {
+  for (const [signal, target] of STOPS) {
+    it(`${signal} to ${target} stops every process it started, cleanly`, {
       timeout: 180_000,
     }, async () => {
       const s = await npmStart();
@@ -100,12 +116,18 @@ describe("npm start stops when told", () => {
       );
       // The edge, the read API, two workers, Redis and ClickHouse, and the stack itself.
       expect(processesOf(s.dataDir).length).toBeGreaterThanOrEqual(7);
-      s.npm.kill(signal);
+      process.kill(
+        target === "the npm process" ? (s.npm.pid as number) : -(s.npm.pid as number),
+        signal,
+      );
       await eventually(() => expect(processesOf(s.dataDir)).toEqual([]), {
         timeoutMs: 60_000,
         intervalMs: 200,
       });
       await s.exited;
+      // One request to stop, handled in order: no "second signal" cut it short.
+      expect(s.output()).not.toContain("second signal");
+      expect(s.output()).toContain('"name":"stack","msg":"stopped"');
     });
   }
 });
