@@ -8,7 +8,7 @@ import { createHotStore, hotKeys } from "../headroom/hot-store.js";
 import { createHotVersions } from "../headroom/hot-versions.js";
 import { createKeyCache } from "../keys/key-cache.js";
 import { createKeyStore } from "../keys/key-store.js";
-import { createAuthFailureLimits, LIMITS_PREFIX } from "../limits/auth-failures.js";
+import { createAuthFailureLimits } from "../limits/auth-failures.js";
 import { redisTokenBucket } from "../limits/token-bucket.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
@@ -34,12 +34,11 @@ export async function createApi(
   const ownsClickHouse = opts.clickhouse === undefined;
 
   const keyStore = createKeyStore(redis);
-  // Counted with the edges': guesses spread over both planes get the limit once.
+  // Only the failed-authentication limits: the read API has no burst or quota of the edge's.
   const limits = createAuthFailureLimits({
     points: config.AUTH_FAILURES_PER_IP,
     windowS: config.AUTH_FAILURE_WINDOW_S,
     maxClients: config.AUTH_FAILURE_MAX_CLIENTS,
-    shared: { redis, prefix: LIMITS_PREFIX },
   });
   const rules = createRuleCache(
     createRuleStore(redis, config.QUEUE_PREFIX),

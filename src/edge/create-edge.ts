@@ -61,7 +61,6 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     authFailuresPerIp: config.AUTH_FAILURES_PER_IP,
     authFailureWindowS: config.AUTH_FAILURE_WINDOW_S,
     authFailureMaxClients: config.AUTH_FAILURE_MAX_CLIENTS,
-    shareAuthFailures: true,
   });
   const metricsApp =
     config.METRICS_PORT === undefined

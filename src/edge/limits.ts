@@ -33,8 +33,6 @@ export interface LimitsOptions {
   authFailureWindowS: number;
   /** Clients whose failures are tracked at once (see limits/failed-auth-limiter.ts). */
   authFailureMaxClients?: number;
-  /** Count failed authentications in Redis too, across every process (auth-failures.ts). */
-  shareAuthFailures?: boolean;
   /** Share of a project's burst an edge reserves from Redis at once (see limits/burst-allowance.ts). */
   burstShare?: number;
   /** How the monthly quota is reserved (see quota-allowance.ts). */
@@ -125,7 +123,6 @@ export function createLimits(opts: LimitsOptions) {
     points: opts.authFailuresPerIp,
     windowS: opts.authFailureWindowS,
     maxClients: opts.authFailureMaxClients,
-    shared: opts.shareAuthFailures ? { redis: opts.redis, prefix } : undefined,
   });
 
   /**

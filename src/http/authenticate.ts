@@ -21,8 +21,7 @@ declare module "fastify" {
 export interface AuthFailureLimits {
   checkAuthFailures(ip: string): void | Promise<void>;
   recordAuthFailure(ip: string): void;
-  /** `lookUp`: the attempt needs a key look-up, so it is also counted with other processes. */
-  reserveAuthAttempt(ip: string, lookUp: boolean): void | Promise<void>;
+  reserveAuthAttempt(ip: string): void | Promise<void>;
   releaseAuthAttempt(ip: string): void;
 }
 
@@ -69,7 +68,7 @@ export function createAuthenticate({ lookupKey, limits, keyName = "project key" 
   const inFlight = new Map<string, Promise<KeyLookup | null>>();
 
   async function reserveAndLookUp(ip: string, key: string): Promise<KeyLookup | null> {
-    await limits.reserveAuthAttempt(ip, true);
+    await limits.reserveAuthAttempt(ip);
     let project: KeyLookup | null;
     try {
       project = await lookupKey(key);
@@ -84,8 +83,7 @@ export function createAuthenticate({ lookupKey, limits, keyName = "project key" 
 
   /** A failure counted against `ip` before the answer: the 401 (or the limit's 429). */
   function refuse(ip: string): never | Promise<never> {
-    // Refused without a look-up, and without a Redis call: the key cannot be good.
-    const reserved = limits.reserveAuthAttempt(ip, false);
+    const reserved = limits.reserveAuthAttempt(ip);
     if (reserved) {
       return reserved.then(() => {
         throw invalid();
