@@ -63,6 +63,18 @@ function alertsReceived(r: Receiver, project: string): Delivery[] {
   return [...byId.values()];
 }
 
+/** A requests rule (70 / 90 %) of `project` to the receiver; its secret checks the deliveries. */
+async function addRule(project: string): Promise<void> {
+  const created = await createRuleStore(p.redis, p.config.QUEUE_PREFIX).create({
+    project,
+    metric: "requests",
+    warn_pct: 70,
+    critical_pct: 90,
+    webhook: receiver.url,
+  });
+  secret = created.secret;
+}
+
 async function kill(w: Proc): Promise<void> {
   w.signal("SIGKILL");
   expect((await w.exited).signal).toBe("SIGKILL");
@@ -72,14 +84,7 @@ it("ingest and alerts workers SIGKILLed after their inserts landed: no duplicate
   timeout: 120_000,
 }, async () => {
   const project = "p-kill";
-  const created = await createRuleStore(p.redis, p.config.QUEUE_PREFIX).create({
-    project,
-    metric: "requests",
-    warn_pct: 70,
-    critical_pct: 90,
-    webhook: receiver.url,
-  });
-  secret = created.secret;
+  await addRule(project);
 
   const viaProxy = { CLICKHOUSE_URL: proxy.url };
   const ingest1 = start("workers/ingest.ts", viaProxy);
@@ -138,14 +143,7 @@ it("alerts worker frozen past its webhook job's lock: the alert is delivered aga
   timeout: 120_000,
 }, async () => {
   const project = "p-frozen";
-  const created = await createRuleStore(p.redis, p.config.QUEUE_PREFIX).create({
-    project,
-    metric: "requests",
-    warn_pct: 70,
-    critical_pct: 90,
-    webhook: receiver.url,
-  });
-  secret = created.secret;
+  await addRule(project);
   const ingest = start("workers/ingest.ts");
   const alerts = start("workers/alerts.ts");
   await Promise.all([ingest.waitFor(/worker ready/), alerts.waitFor(/alerts worker ready/)]);
