@@ -22,6 +22,7 @@ const LAYERS: string[][] = [
   ["keys"],
   ["redis"],
   ["report"],
+  ["providers"],
   ["lib"],
   ["config.ts"],
 ];
