@@ -1,10 +1,14 @@
-import type { DerivedWindows, Window, WindowSource } from "./window.js";
+import { parserFor, parserId } from "./parsers/registry.js";
+import { headerMap } from "./read-headers.js";
+import type { DerivedWindows, Window, WindowSource, WindowWarning } from "./window.js";
 
-// A report's windows, derived on the server. STUB: only the contract's six limits fields and
-// credits are read (the legacy parser); issue 34's per-provider parsers replace the body of
-// deriveWindows and keep its signature.
+// A report's windows, derived on the server. A report with headers or an error body gets its
+// provider's parser (parsers/registry.ts); the contract's six limits fields and credits (which the
+// client library fills from OpenAI-named headers) then fill only the dimensions no parsed window
+// covers. A report with neither is read exactly as before: the legacy "limits@1" mapping.
 
-export function deriveWindows(source: WindowSource): DerivedWindows {
+/** The contract's own figures as windows of unknown length: the legacy mapping. */
+function legacyWindows(source: WindowSource): Window[] {
   const { limits, credits, at } = source;
   const windows: Window[] = [];
   const resetAt = (ms: number | null) => (ms === null ? null : at + ms);
@@ -32,7 +36,31 @@ export function deriveWindows(source: WindowSource): DerivedWindows {
       remaining: credits.credits_remaining,
       resets_at: null,
     });
-  return { windows, warnings: [], parser: "limits@1" };
+  return windows;
+}
+
+export const LEGACY_PARSER = "limits@1";
+
+export function deriveWindows(source: WindowSource): DerivedWindows {
+  const warnings: WindowWarning[] = [];
+  const headers = headerMap(source.headers, warnings);
+  const hasError = source.error !== null && source.error !== undefined;
+  if (headers.size === 0 && !hasError)
+    return { windows: legacyWindows(source), warnings, parser: LEGACY_PARSER };
+
+  const parser = parserFor(source.provider);
+  let windows: Window[] = [];
+  try {
+    const parsed = parser.parse({ ...source, headers });
+    windows = parsed.windows;
+    warnings.push(...parsed.warnings);
+  } catch (err) {
+    // Parsers are written never to throw; if one does, the report keeps its own figures.
+    warnings.push({ path: "parser", message: `parser failed: ${String(err).slice(0, 200)}` });
+  }
+  const covered = new Set(windows.map((w) => w.dimension));
+  for (const w of legacyWindows(source)) if (!covered.has(w.dimension)) windows.push(w);
+  return { windows, warnings, parser: parserId(parser) };
 }
 
 /** The fields of a stored report that windows are derived from (a ReportRecord has them). */

@@ -1,0 +1,101 @@
+import type { ParseResult, ProviderParser } from "../parser.js";
+import { durationMs } from "../reset-time.js";
+import type { Window, WindowLength, WindowWarning } from "../window.js";
+
+// Gemini: https://ai.google.dev/gemini-api/docs/rate-limits — no rate-limit headers; a 429's body
+// (google.rpc.Status) names what ran out:
+//   {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [
+//     {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+//       {"quotaMetric": "…/generate_content_paid_tier_input_token_count",
+//        "quotaId": "GenerateContentPaidTierInputTokensPerModelPerMinute", "quotaValue": "3000000"}]},
+//     {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}]}}
+// Each violation is a window at 0 remaining: dimension and length from the quotaId, limit from
+// quotaValue when sent, reset = answer time + retryDelay (a protobuf duration).
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+const DIMENSIONS: [RegExp, string][] = [
+  [/InputTokens?/i, "input_tokens"],
+  [/OutputTokens?/i, "output_tokens"],
+  [/Tokens?/i, "tokens"],
+  [/Requests?/i, "requests"],
+];
+const LENGTHS: [RegExp, WindowLength][] = [
+  [/PerSecond/i, "1s"],
+  [/PerMinute/i, "1m"],
+  [/PerHour/i, "1h"],
+  [/PerDay/i, "1d"],
+];
+
+/** The google.rpc.Status in `error`: the body itself, its `error`, or the first of an array. */
+function statusOf(error: unknown): { status: Json; path: string } | null {
+  const body = Array.isArray(error) ? error[0] : error;
+  const prefix = Array.isArray(error) ? "error[0]" : "error";
+  if (!isObject(body)) return null;
+  if (isObject(body.error)) return { status: body.error, path: `${prefix}.error` };
+  return { status: body, path: prefix };
+}
+
+function parseGemini(error: unknown, at: number): ParseResult {
+  const windows: Window[] = [];
+  const warnings: WindowWarning[] = [];
+  const found = statusOf(error);
+  if (found === null || !Array.isArray(found.status.details)) return { windows, warnings };
+  const details: unknown[] = found.status.details;
+  const typeOf = (d: unknown) => (isObject(d) && typeof d["@type"] === "string" ? d["@type"] : "");
+
+  let resets_at: number | null = null;
+  details.forEach((d, i) => {
+    if (!typeOf(d).endsWith("google.rpc.RetryInfo") || !isObject(d)) return;
+    const delay = d.retryDelay;
+    const ms = typeof delay === "string" ? durationMs(delay.trim()) : null;
+    if (ms === null || !Number.isFinite(at)) {
+      warnings.push({ path: `${found.path}.details[${i}].retryDelay`, message: "not a duration" });
+    } else resets_at = Math.round(at + ms);
+  });
+
+  details.forEach((d, i) => {
+    if (!typeOf(d).endsWith("google.rpc.QuotaFailure") || !isObject(d)) return;
+    const violations = Array.isArray(d.violations) ? d.violations : [];
+    violations.forEach((v: unknown, j: number) => {
+      const path = `${found.path}.details[${i}].violations[${j}]`;
+      const quotaId = isObject(v) && typeof v.quotaId === "string" ? v.quotaId : null;
+      if (quotaId === null) {
+        warnings.push({ path: `${path}.quotaId`, message: "no quotaId" });
+        return;
+      }
+      const dimension = DIMENSIONS.find(([re]) => re.test(quotaId))?.[1];
+      if (dimension === undefined) {
+        warnings.push({
+          path: `${path}.quotaId`,
+          message: `unknown quota ${quotaId.slice(0, 80)}`,
+        });
+        return;
+      }
+      const window = LENGTHS.find(([re]) => re.test(quotaId))?.[1] ?? null;
+      let limit: number | null = null;
+      const value = isObject(v) ? v.quotaValue : undefined;
+      if (value !== undefined) {
+        const n =
+          typeof value === "string" && /^\d+$/.test(value.trim())
+            ? Number(value)
+            : typeof value === "number" && value >= 0
+              ? value
+              : Number.NaN;
+        if (Number.isFinite(n)) limit = n;
+        else warnings.push({ path: `${path}.quotaValue`, message: "not a number" });
+      }
+      if (!windows.some((w) => w.dimension === dimension && w.window === window))
+        windows.push({ dimension, window, limit, remaining: 0, resets_at });
+    });
+  });
+  return { windows, warnings };
+}
+
+export const geminiParser: ProviderParser = {
+  name: "gemini",
+  version: 1,
+  parse: (source) => parseGemini(source.error, source.at),
+};

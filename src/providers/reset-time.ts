@@ -1,0 +1,74 @@
+// When a provider's window resets, from any of the formats providers write it in, as an absolute
+// Unix ms time. Relative values count from `at` (when the provider answered).
+//
+// The formats, tried in this order:
+// - a bare number: epoch milliseconds from 1e12 (2001-09-09 in ms), epoch seconds from 1e9
+//   (2001-09-09 in s), else seconds from `at` (possibly fractional: Cerebras "11.38"). A relative
+//   reset of 1e9 s would be 31 years away, and no provider windows longer than a month, so the
+//   magnitude tells the three apart;
+// - a Go duration ("6m0s", "2m59.56s", "1h2m3.5s", "20ms") or a protobuf duration ("37s", "1.5s"),
+//   from `at`;
+// - an RFC 3339 timestamp ("2026-01-01T00:01:00Z", with an offset or fractional seconds);
+// - an HTTP date ("Wed, 21 Oct 2015 07:28:00 GMT", Retry-After's other form).
+// Anything else, a negative value, or a time outside what a Date can hold, is not a reset.
+
+/** A bare number at or above this is epoch milliseconds. */
+export const EPOCH_MS_FROM = 1e12;
+/** A bare number at or above this (and below EPOCH_MS_FROM) is epoch seconds; below, seconds from now. */
+export const EPOCH_SECONDS_FROM = 1e9;
+
+/** The largest time a Date can hold, in ms. */
+const MAX_TIME_MS = 8.64e15;
+
+export type ResetParse = { ok: true; resets_at: number } | { ok: false; message: string };
+
+const NUMBER = /^\d+(?:\.\d+)?$/;
+const GO_PART = /(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)/g;
+const GO_DURATION = /^(?:\d+(?:\.\d+)?(?:h|ms|us|µs|ns|m|s))+$/;
+const RFC_3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
+const HTTP_DATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+
+const UNIT_MS: Record<string, number> = {
+  h: 3_600_000,
+  m: 60_000,
+  s: 1000,
+  ms: 1,
+  us: 1e-3,
+  µs: 1e-3,
+  ns: 1e-6,
+};
+
+/** A Go or protobuf duration in ms, or null when `text` is not one. */
+export function durationMs(text: string): number | null {
+  if (!GO_DURATION.test(text)) return null;
+  let total = 0;
+  for (const [, amount, unit] of text.matchAll(GO_PART)) {
+    total += Number(amount) * (UNIT_MS[unit ?? ""] ?? Number.NaN);
+  }
+  return Number.isFinite(total) ? total : null;
+}
+
+const within = (ms: number): ResetParse =>
+  Number.isFinite(ms) && ms >= 0 && ms <= MAX_TIME_MS
+    ? { ok: true, resets_at: Math.round(ms) }
+    : { ok: false, message: "reset time out of range" };
+
+/** The absolute reset time (Unix ms) that `value` states, relative values counted from `at`. */
+export function parseResetTime(value: string, at: number): ResetParse {
+  const text = value.trim();
+  if (text === "") return { ok: false, message: "empty reset time" };
+  if (!Number.isFinite(at)) return { ok: false, message: "no answer time to count from" };
+  if (NUMBER.test(text)) {
+    const n = Number(text);
+    if (n >= EPOCH_MS_FROM) return within(n);
+    if (n >= EPOCH_SECONDS_FROM) return within(n * 1000);
+    return within(at + n * 1000);
+  }
+  const duration = durationMs(text);
+  if (duration !== null) return within(at + duration);
+  if (RFC_3339.test(text) || HTTP_DATE.test(text)) {
+    const ms = Date.parse(text);
+    if (!Number.isNaN(ms)) return within(ms);
+  }
+  return { ok: false, message: `not a reset time: ${JSON.stringify(text.slice(0, 40))}` };
+}
