@@ -108,15 +108,14 @@ export function readIetfRateLimit(r: HeaderReader): void {
     );
   }
 
-  // A policy with no current figures still states its limit.
-  if (combined === undefined && first === undefined)
-    for (const policy of policies) {
-      const q = policy.params.get("q") ?? (/^\d/.test(policy.token) ? policy.token : undefined);
-      if (q === undefined) continue;
-      r.add(unitDimension(policy.params.get("qu")), lengthOf(policy.params.get("w")), {
-        limit: r.countOf("ratelimit-policy", q),
-        remaining: null,
-        resets_at: null,
-      });
-    }
+  // Every policy states its limit, current figures or not (a window already read wins).
+  for (const policy of policies) {
+    const q = policy.params.get("q") ?? (/^\d/.test(policy.token) ? policy.token : undefined);
+    if (q === undefined) continue;
+    r.add(unitDimension(policy.params.get("qu")), lengthOf(policy.params.get("w")), {
+      limit: r.countOf("ratelimit-policy", q),
+      remaining: null,
+      resets_at: null,
+    });
+  }
 }

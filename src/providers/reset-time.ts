@@ -57,15 +57,16 @@ const within = (ms: number): ResetParse =>
 export function parseResetTime(value: string, at: number): ResetParse {
   const text = value.trim();
   if (text === "") return { ok: false, message: "empty reset time" };
-  if (!Number.isFinite(at)) return { ok: false, message: "no answer time to count from" };
+  const fromAt = (ms: number): ResetParse =>
+    Number.isFinite(at) ? within(at + ms) : { ok: false, message: "no answer time to count from" };
   if (NUMBER.test(text)) {
     const n = Number(text);
     if (n >= EPOCH_MS_FROM) return within(n);
     if (n >= EPOCH_SECONDS_FROM) return within(n * 1000);
-    return within(at + n * 1000);
+    return fromAt(n * 1000);
   }
   const duration = durationMs(text);
-  if (duration !== null) return within(at + duration);
+  if (duration !== null) return fromAt(duration);
   if (RFC_3339.test(text) || HTTP_DATE.test(text)) {
     const ms = Date.parse(text);
     if (!Number.isNaN(ms)) return within(ms);

@@ -15,7 +15,8 @@ export const azureOpenaiParser: ProviderParser = {
   parse: (source) =>
     readHeaders(source, (r) => {
       readXRateLimit(r, openaiMeaning);
-      const retryMs = r.count("retry-after-ms") ?? r.count("x-ms-retry-after-ms");
+      const retry = [r.count("retry-after-ms"), r.count("x-ms-retry-after-ms")];
+      const retryMs = retry[0] ?? retry[1] ?? null;
       if (retryMs !== null)
         for (const w of r.windows)
           if (w.remaining === 0 && w.resets_at === null) w.resets_at = Math.round(r.at + retryMs);

@@ -1,0 +1,147 @@
+import { describe, expect, it } from "vitest";
+import { windowsOfRecord } from "../../src/providers/derive-windows.js";
+import { AT, derive, NO_LIMITS } from "../fixtures/providers/source.js";
+
+// Gemini sends no rate-limit headers; its 429 body says what ran out:
+// https://ai.google.dev/gemini-api/docs/rate-limits. The bodies are answers as posted on
+// https://discuss.ai.google.dev/t/incorrect-tiers-rate-limits-being-applied/97746 (paid tier) and
+// a free-tier answer with three violations.
+const PAID_TIER_429 = {
+  error: {
+    code: 429,
+    message: "You exceeded your current quota, please check your plan and billing details.",
+    status: "RESOURCE_EXHAUSTED",
+    details: [
+      {
+        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+        violations: [
+          {
+            quotaMetric:
+              "generativelanguage.googleapis.com/generate_content_paid_tier_2_input_token_count",
+            quotaId: "GenerateContentPaidTierInputTokensPerModelPerMinute-PaidTier2",
+            quotaDimensions: { location: "global", model: "gemini-2.5-flash" },
+            quotaValue: "3000000",
+          },
+        ],
+      },
+      {
+        "@type": "type.googleapis.com/google.rpc.Help",
+        links: [
+          {
+            description: "Learn more about Gemini API quotas",
+            url: "https://ai.google.dev/gemini-api/docs/rate-limits",
+          },
+        ],
+      },
+      { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: "19s" },
+    ],
+  },
+};
+
+const FREE_TIER_429 = {
+  error: {
+    code: 429,
+    status: "RESOURCE_EXHAUSTED",
+    details: [
+      {
+        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+        violations: [
+          { quotaId: "GenerateRequestsPerDayPerProjectPerModel-FreeTier" },
+          { quotaId: "GenerateRequestsPerMinutePerProjectPerModel-FreeTier" },
+          { quotaId: "GenerateContentInputTokensPerModelPerMinute-FreeTier" },
+        ],
+      },
+      { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: "10s" },
+    ],
+  },
+};
+
+describe("gemini parser", () => {
+  it("reads the 429 body as an exhausted input-tokens minute window resetting after retryDelay", () => {
+    const d = derive("gemini", null, { error: PAID_TIER_429 });
+    expect(d.parser).toBe("gemini@1");
+    expect(d.warnings).toEqual([]);
+    expect(d.windows).toEqual([
+      {
+        dimension: "input_tokens",
+        window: "1m",
+        limit: 3_000_000,
+        remaining: 0,
+        resets_at: AT + 19_000,
+      },
+    ]);
+  });
+
+  it("gives each violation its window, the provider named google too", () => {
+    const d = derive("google", null, { error: FREE_TIER_429 });
+    expect(d.windows).toEqual([
+      { dimension: "requests", window: "1d", limit: null, remaining: 0, resets_at: AT + 10_000 },
+      { dimension: "requests", window: "1m", limit: null, remaining: 0, resets_at: AT + 10_000 },
+      {
+        dimension: "input_tokens",
+        window: "1m",
+        limit: null,
+        remaining: 0,
+        resets_at: AT + 10_000,
+      },
+    ]);
+  });
+
+  it("reads a stored report's error text and the array form of the body", () => {
+    const stored = windowsOfRecord({
+      provider: "gemini",
+      timestamp: new Date(AT).toISOString(),
+      ...Object.fromEntries(Object.keys(NO_LIMITS).map((k) => [k, null])),
+      requests_limit: null,
+      requests_remaining: null,
+      tokens_limit: null,
+      tokens_remaining: null,
+      reset_requests_ms: null,
+      reset_tokens_ms: null,
+      credits_limit: null,
+      credits_remaining: null,
+      headers: null,
+      error: JSON.stringify([PAID_TIER_429]),
+    });
+    expect(stored.windows).toEqual([
+      {
+        dimension: "input_tokens",
+        window: "1m",
+        limit: 3_000_000,
+        remaining: 0,
+        resets_at: AT + 19_000,
+      },
+    ]);
+  });
+
+  it("warns about junk in the body and never refuses it", () => {
+    const d = derive("gemini", null, {
+      error: {
+        error: {
+          details: [
+            { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: "soon" },
+            {
+              "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+              violations: [
+                { quotaId: 7 },
+                { quotaId: "SomethingElse" },
+                { quotaId: "GenerateRequestsPerMinute", quotaValue: "lots" },
+              ],
+            },
+          ],
+        },
+      },
+    });
+    expect(d.windows).toEqual([
+      { dimension: "requests", window: "1m", limit: null, remaining: 0, resets_at: null },
+    ]);
+    expect(d.warnings.map((w) => w.path)).toEqual([
+      "error.error.details[0].retryDelay",
+      "error.error.details[1].violations[0].quotaId",
+      "error.error.details[1].violations[1].quotaId",
+      "error.error.details[1].violations[2].quotaValue",
+    ]);
+    for (const body of [null, "text", 42, [], {}, { error: "x" }, { error: { details: "x" } }])
+      expect(derive("gemini", null, { error: body }).windows).toEqual([]);
+  });
+});
