@@ -1,5 +1,4 @@
 import { parserFor, parserId } from "./parsers/registry.js";
-import { headerMap } from "./read-headers.js";
 import type { DerivedWindows, Window, WindowSource, WindowWarning } from "./window.js";
 
 // A report's windows, derived on the server. A report with headers or an error body gets its
@@ -43,15 +42,18 @@ export const LEGACY_PARSER = "limits@1";
 
 export function deriveWindows(source: WindowSource): DerivedWindows {
   const warnings: WindowWarning[] = [];
-  const headers = headerMap(source.headers, warnings);
+  const hasHeaders =
+    source.headers !== null &&
+    typeof source.headers === "object" &&
+    Object.keys(source.headers).length > 0;
   const hasError = source.error !== null && source.error !== undefined;
-  if (headers.size === 0 && !hasError)
+  if (!hasHeaders && !hasError)
     return { windows: legacyWindows(source), warnings, parser: LEGACY_PARSER };
 
   const parser = parserFor(source.provider);
   let windows: Window[] = [];
   try {
-    const parsed = parser.parse({ ...source, headers });
+    const parsed = parser.parse(source);
     windows = parsed.windows;
     warnings.push(...parsed.warnings);
   } catch (err) {

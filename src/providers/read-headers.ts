@@ -56,13 +56,13 @@ export function dimensionName(raw: string): string {
 
 /** One report's headers (lowercase names, string values) and the warnings reading them made. */
 export class HeaderReader {
-  readonly warnings: WindowWarning[] = [];
   readonly windows: Window[] = [];
   private readonly read = new Set<string>();
 
   constructor(
     readonly headers: ReadonlyMap<string, string>,
     readonly at: number,
+    readonly warnings: WindowWarning[] = [],
   ) {}
 
   get(name: string): string | undefined {
