@@ -246,6 +246,16 @@ const timestampSchema = z
     return ms;
   });
 
+const headersSchema = z
+  .union([
+    z.record(z.string(), z.string()),
+    z.array(z.tuple([z.string(), z.string()])),
+  ])
+  .meta({
+    description:
+      "The provider response's headers as received: an object of name to value, or an array of [name, value] pairs (a name sent twice is joined with \", \"). Names are case-insensitive. Only rate-limit and quota headers are kept (at most 64, name up to 128 and value up to 512 characters); every other header is dropped at the edge and never stored.",
+  });
+
 /** The request body, per docs/report-api.md. Unknown keys are stripped. */
 export const reportBodySchema = z.object(
   {
@@ -282,6 +292,16 @@ export const reportBodySchema = z.object(
       .transform((s) => s ?? null),
     timestamp: timestampSchema.nullable().optional(),
     credits: creditsSchema.nullable().optional(),
+    // What the provider said (src/report/provider-said.ts reads them: only allowlisted headers are
+    // kept, within bounds). Declared here for the document and the types; never a refused report.
+    headers: headersSchema.nullable().optional().catch(null),
+    error: z
+      .unknown()
+      .meta({
+        description:
+          "The provider's JSON error body, as received, when the call failed on a limit (e.g. Gemini's 429 body). Any JSON value; stored as null (with a warning) when nested deeper than 16 levels or longer than 16,384 characters as JSON.",
+      })
+      .optional(),
   },
   { error: "expected a JSON object" },
 );
@@ -310,6 +330,10 @@ export const reportRecordSchema = z.object({
   received_at: isoMs,
   ...eachKey(limitsSchema.shape, z.number().int().nullable()),
   ...eachKey(creditsSchema.shape, z.number().nullable()),
+  /** The kept rate-limit headers as compact JSON text, or null (provider-said.ts). */
+  headers: z.string().nullable(),
+  /** The provider's error body as compact JSON text, or null. */
+  error: z.string().nullable(),
 });
 
 export type ReportRecord = z.infer<typeof reportRecordSchema>;
@@ -337,10 +361,22 @@ function receivedIso(ms: number): string {
   return lastReceived.iso;
 }
 
-export function toRecord(body: ReportBody, server: ServerFields): ReportRecord {
+/** What the provider said, as the record stores it (provider-said.ts makes it). */
+export interface SaidFields {
+  headers: string | null;
+  error: string | null;
+}
+
+const SAID_NOTHING: SaidFields = Object.freeze({ headers: null, error: null });
+
+export function toRecord(
+  body: ReportBody,
+  server: ServerFields,
+  said: SaidFields = SAID_NOTHING,
+): ReportRecord {
   const receivedAt = receivedIso(server.receivedAt);
   const timestamp = body.timestamp == null ? receivedAt : isoOf(body.timestamp);
-  return buildRecord(body, server, timestamp, receivedAt);
+  return buildRecord(body, server, timestamp, receivedAt, said);
 }
 
 /** Field names are spliced into the compiled functions below: only plain identifiers. */
@@ -359,6 +395,7 @@ const buildRecord = new Function(
   "server",
   "timestamp",
   "receivedAt",
+  "said",
   `const c = body.credits;
   const credits = c != null && (${CREDIT_FIELDS.map((k) => `c.${k} !== null`).join(" || ")});
   return {
@@ -371,13 +408,16 @@ const buildRecord = new Function(
     timestamp,
     received_at: receivedAt,
     ${LIMIT_FIELDS.map((k) => `${k}: body.limits.${k}`).join(",\n    ")},
-    ${CREDIT_FIELDS.map((k) => `${k}: credits ? c.${k} : null`).join(",\n    ")}
+    ${CREDIT_FIELDS.map((k) => `${k}: credits ? c.${k} : null`).join(",\n    ")},
+    headers: said.headers,
+    error: said.error
   };`,
 ) as (
   body: ReportBody,
   server: ServerFields,
   timestamp: string,
   receivedAt: string,
+  said: SaidFields,
 ) => ReportRecord;
 
 const TIME_COLUMNS = new Set<ReportColumn>(["timestamp", "received_at"]);
