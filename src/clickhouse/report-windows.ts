@@ -1,4 +1,4 @@
-import { windowsOfRecord, type WindowRecord } from "../providers/derive-windows.js";
+import { type WindowRecord, windowsOfRecord } from "../providers/derive-windows.js";
 import type { DerivedWindows } from "../providers/window.js";
 import type { ReportRow } from "../report/report-schema.js";
 

@@ -247,13 +247,10 @@ const timestampSchema = z
   });
 
 const headersSchema = z
-  .union([
-    z.record(z.string(), z.string()),
-    z.array(z.tuple([z.string(), z.string()])),
-  ])
+  .union([z.record(z.string(), z.string()), z.array(z.tuple([z.string(), z.string()]))])
   .meta({
     description:
-      "The provider response's headers as received: an object of name to value, or an array of [name, value] pairs (a name sent twice is joined with \", \"). Names are case-insensitive. Only rate-limit and quota headers are kept (at most 64, name up to 128 and value up to 512 characters); every other header is dropped at the edge and never stored.",
+      'The provider response\'s headers as received: an object of name to value, or an array of [name, value] pairs (a name sent twice is joined with ", "). Names are case-insensitive. Only rate-limit and quota headers are kept (at most 64, name up to 128 and value up to 512 characters); every other header is dropped at the edge and never stored.',
   });
 
 /** The request body, per docs/report-api.md. Unknown keys are stripped. */
