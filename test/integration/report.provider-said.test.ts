@@ -326,6 +326,7 @@ describe("headroom rederive-windows", () => {
     const ctx = { db: p.db, retentionDays: 30 };
     const first = await rederiveWindows(p.client, ctx, { project, derive: newer, chunk: 7 });
     expect(first).toMatchObject({ read: 30, changed: 30 });
+    expect(await figures()).toEqual(before);
     const second = await rederiveWindows(p.client, ctx, { project, derive: newer, chunk: 7 });
     expect(second).toEqual({ read: 30, changed: 0, mutations: 0 });
 
