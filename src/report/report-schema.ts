@@ -327,11 +327,16 @@ export const reportRecordSchema = z.object({
   received_at: isoMs,
   ...eachKey(limitsSchema.shape, z.number().int().nullable()),
   ...eachKey(creditsSchema.shape, z.number().nullable()),
-  /** The kept rate-limit headers as compact JSON text, or null (provider-said.ts). */
-  headers: z.string().nullable(),
+  // What the provider said (provider-said.ts): present only on a report that said something, so
+  // that a report with neither field is the record, and the decoded row, it was before them.
+  /** The kept rate-limit headers as compact JSON text, or null. */
+  headers: z.string().nullable().optional(),
   /** The provider's error body as compact JSON text, or null. */
-  error: z.string().nullable(),
+  error: z.string().nullable().optional(),
 });
+
+/** The columns of what the provider said: absent from a record that says nothing. */
+const SAID_COLUMNS = new Set<string>(["headers", "error"]);
 
 export type ReportRecord = z.infer<typeof reportRecordSchema>;
 export type ReportColumn = keyof ReportRecord;
@@ -373,7 +378,12 @@ export function toRecord(
 ): ReportRecord {
   const receivedAt = receivedIso(server.receivedAt);
   const timestamp = body.timestamp == null ? receivedAt : isoOf(body.timestamp);
-  return buildRecord(body, server, timestamp, receivedAt, said);
+  const record = buildRecord(body, server, timestamp, receivedAt);
+  if (said.headers !== null || said.error !== null) {
+    record.headers = said.headers;
+    record.error = said.error;
+  }
+  return record;
 }
 
 /** Field names are spliced into the compiled functions below: only plain identifiers. */
@@ -392,7 +402,6 @@ const buildRecord = new Function(
   "server",
   "timestamp",
   "receivedAt",
-  "said",
   `const c = body.credits;
   const credits = c != null && (${CREDIT_FIELDS.map((k) => `c.${k} !== null`).join(" || ")});
   return {
@@ -405,16 +414,13 @@ const buildRecord = new Function(
     timestamp,
     received_at: receivedAt,
     ${LIMIT_FIELDS.map((k) => `${k}: body.limits.${k}`).join(",\n    ")},
-    ${CREDIT_FIELDS.map((k) => `${k}: credits ? c.${k} : null`).join(",\n    ")},
-    headers: said.headers,
-    error: said.error
+    ${CREDIT_FIELDS.map((k) => `${k}: credits ? c.${k} : null`).join(",\n    ")}
   };`,
 ) as (
   body: ReportBody,
   server: ServerFields,
   timestamp: string,
   receivedAt: string,
-  said: SaidFields,
 ) => ReportRecord;
 
 const TIME_COLUMNS = new Set<ReportColumn>(["timestamp", "received_at"]);
@@ -464,7 +470,11 @@ const TO_ROW_VALUE = REPORT_COLUMNS.map((column): ((v: never) => string) | null 
 export const toRow = new Function(
   "convert",
   `return (r) => [${REPORT_COLUMNS.map((c, i) =>
-    TO_ROW_VALUE[i] ? `r.${c} === null ? null : convert[${i}](r.${c})` : `r.${c}`,
+    TO_ROW_VALUE[i]
+      ? `r.${c} === null ? null : convert[${i}](r.${c})`
+      : SAID_COLUMNS.has(c)
+        ? `r.${c} ?? null`
+        : `r.${c}`,
   ).join(", ")}];`,
 )(TO_ROW_VALUE) as (record: ReportRecord) => ReportRow;
 
@@ -472,8 +482,9 @@ export function fromRow(row: ReportRow): ReportRecord {
   const record: Record<string, unknown> = {};
   REPORT_COLUMNS.forEach((column, i) => {
     const value = row[i] ?? null;
-    if (value === null) record[column] = null;
-    else if (TIME_COLUMNS.has(column)) record[column] = fromClickHouseTime(String(value));
+    if (value === null) {
+      if (!SAID_COLUMNS.has(column)) record[column] = null;
+    } else if (TIME_COLUMNS.has(column)) record[column] = fromClickHouseTime(String(value));
     else if (CREDIT_COLUMNS.has(column)) record[column] = Number(value);
     else record[column] = value;
   });

@@ -108,7 +108,7 @@ describe("readProviderSaid", () => {
         const report = validateReport({ provider: "openai", limits, headers }, server, {
           retentionDays: 30,
         });
-        expect(report.record.headers).toBe(said.headers);
+        expect(report.record.headers ?? null).toBe(said.headers);
       }),
     );
   });
@@ -140,7 +140,7 @@ describe("the record", () => {
         retentionDays: 30,
       },
     );
-    expect(record.headers).toBeNull();
+    expect(record.headers ?? null).toBeNull();
     expect(warnings).toMatchObject([{ path: "headers" }]);
   });
 
