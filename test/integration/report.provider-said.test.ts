@@ -134,7 +134,6 @@ async function clickhouseText(): Promise<string> {
   return parts.join("\n");
 }
 
-const STORED = [...REPORT_COLUMNS, "windows_parser"];
 const WINDOWS = [
   "`windows.dimension`",
   "`windows.window`",
