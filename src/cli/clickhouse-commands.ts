@@ -1,7 +1,9 @@
 import type { ClickHouseClient, DataFormat } from "@clickhouse/client";
 import { createClickHouse } from "../clickhouse/client.js";
 import { migrate, migrationContext } from "../clickhouse/migrations.js";
+import { rederiveWindows } from "../clickhouse/rederive.js";
 import type { Config } from "../config.js";
+import { parseSince } from "./arg-parsers.js";
 import { cliConfig } from "./context.js";
 
 // `headroom migrate` and `headroom query`.
@@ -62,6 +64,33 @@ export async function queryCommand(
       ...(await inDatabase(client, config)),
     });
     for await (const chunk of result.stream) process.stdout.write(chunk as Buffer);
+  } finally {
+    await client.close();
+  }
+}
+
+/** `headroom rederive-windows`: rederive.ts does the work. */
+export async function rederiveCommand(opts: {
+  project?: string;
+  since?: string;
+  parser?: string;
+  dryRun: boolean;
+  json: boolean;
+}): Promise<void> {
+  const config = cliConfig();
+  const client = createClickHouse(config);
+  try {
+    const result = await rederiveWindows(client, migrationContext(config), {
+      project: opts.project,
+      sinceMs: opts.since === undefined ? undefined : Date.now() - parseSince(opts.since) * 1000,
+      parser: opts.parser,
+      dryRun: opts.dryRun,
+    });
+    process.stdout.write(
+      opts.json
+        ? `${JSON.stringify(result)}\n`
+        : `${result.read} reports read, ${result.changed} with new windows${opts.dryRun ? " (dry run: none rewritten)" : ` rewritten in ${result.mutations} mutation(s)`}\n`,
+    );
   } finally {
     await client.close();
   }

@@ -123,6 +123,29 @@ export function buildProgram(output?: OutputConfiguration): Command {
     );
 
   program
+    .command("rederive-windows")
+    .description(
+      "apply this release's provider parsers again to stored reports' kept headers and error bodies, rewriting their windows where they changed (in place: no view counts a report twice)",
+    )
+    .option("--project <id>", "only this project")
+    .option("--since <period>", "only reports of this long ago or later: 30m, 24h, 7d", parse.since)
+    .option(
+      "--parser <name@version>",
+      "only reports whose windows this parser made, e.g. anthropic@1",
+    )
+    .option("--dry-run", "count the reports whose windows would change, change nothing", false)
+    .option("--json", "print JSON", false)
+    .action(
+      async (opts: {
+        project?: string;
+        since?: string;
+        parser?: string;
+        dryRun: boolean;
+        json: boolean;
+      }) => (await import("./clickhouse-commands.js")).rederiveCommand(opts),
+    );
+
+  program
     .command("stats")
     .description("reports per provider/model/app over a period, and the current headroom")
     .option("--project <id>", "only this project")

@@ -130,6 +130,63 @@ function rollup(ctx: MigrationContext, name: string, bucketType: string, bucketE
   ];
 }
 
+/**
+ * The legacy windows of a report, from the contract's six limits fields and credits, in SQL: what
+ * src/providers/derive-windows.ts derived as "limits@1" when this migration was written (one
+ * window per dimension that has a limit or a remaining; resets relative to the timestamp; no
+ * window length). The default of the windows columns: a row inserted without them (every report
+ * stored before this migration, and those a worker of the previous release inserts during a
+ * rolling upgrade) reads these, computed from its own figures; nothing is rewritten.
+ */
+function legacyWindow(values: string, type: string): string {
+  const keep =
+    "[requests_limit IS NOT NULL OR requests_remaining IS NOT NULL, tokens_limit IS NOT NULL OR tokens_remaining IS NOT NULL, credits_limit IS NOT NULL OR credits_remaining IS NOT NULL]";
+  return `${type} DEFAULT arrayFilter((v, k) -> k, CAST(${values}, '${type.replaceAll("'", "\\'")}'), ${keep})`;
+}
+const NULL_TIME = "CAST(NULL, 'Nullable(DateTime64(3, \\'UTC\\'))')";
+/** The windows columns of `reports`, and their legacy defaults. */
+const WINDOW_COLUMNS = [
+  `\`windows.dimension\` ${legacyWindow("['requests', 'tokens', 'credits']", "Array(LowCardinality(String))")}`,
+  `\`windows.window\` ${legacyWindow("[NULL, NULL, NULL]", "Array(LowCardinality(Nullable(String)))")}`,
+  `\`windows.limit\` ${legacyWindow("[toFloat64(requests_limit), toFloat64(tokens_limit), toFloat64(credits_limit)]", "Array(Nullable(Float64))")}`,
+  `\`windows.remaining\` ${legacyWindow("[toFloat64(requests_remaining), toFloat64(tokens_remaining), toFloat64(credits_remaining)]", "Array(Nullable(Float64))")}`,
+  `\`windows.resets_at\` ${legacyWindow(`[timestamp + toIntervalMillisecond(reset_requests_ms), timestamp + toIntervalMillisecond(reset_tokens_ms), ${NULL_TIME}]`, "Array(Nullable(DateTime64(3, 'UTC')))")}`,
+  "windows_parser LowCardinality(String) DEFAULT 'limits@1'",
+];
+
+/**
+ * What the provider said (issue 34): the kept rate-limit headers and the error body, as the
+ * compact JSON text the edge made (String with ZSTD: a report's few headers compress well beside
+ * its neighbours'; a Map would need the insert to re-parse the text the job carries), and the
+ * windows derived from them, as a Nested of parallel arrays (ARRAY JOIN gives one row per window).
+ */
+function providerSaid(ctx: MigrationContext): string[] {
+  const columns = [
+    "ADD COLUMN IF NOT EXISTS headers Nullable(String) CODEC(ZSTD(3))",
+    "ADD COLUMN IF NOT EXISTS error Nullable(String) CODEC(ZSTD(3))",
+    ...WINDOW_COLUMNS.map((c) => `ADD COLUMN IF NOT EXISTS ${c}`),
+  ].join(",\n      ");
+  return [
+    `ALTER TABLE ${stored(ctx, "reports")}${onCluster(ctx)}\n      ${columns}`,
+    ...(ctx.cluster ? [`ALTER TABLE ${ctx.db}.reports${onCluster(ctx)}\n      ${columns}`] : []),
+    // A view keeps the columns it was made with: reports_v is made again to show the new ones.
+    `CREATE OR REPLACE VIEW ${ctx.db}.reports_v${onCluster(ctx)} AS SELECT * FROM ${ctx.db}.reports FINAL`,
+    // One row per (report, window), for analysts (docs/analytics.md).
+    `CREATE VIEW IF NOT EXISTS ${ctx.db}.report_windows_v${onCluster(ctx)} AS
+    SELECT report_id, project_id, key_id, app, provider, model, timestamp, received_at,
+      windows_parser,
+      w.dimension AS dimension,
+      w.window AS \`window\`,
+      w.limit AS \`limit\`,
+      w.remaining AS remaining,
+      w.resets_at AS resets_at,
+      if(w.limit > 0 AND w.remaining IS NOT NULL,
+        greatest(0, least(100, 100 * (w.limit - w.remaining) / w.limit)), NULL) AS used_pct
+    FROM ${ctx.db}.reports FINAL
+    ARRAY JOIN windows AS w`,
+  ];
+}
+
 export const MIGRATIONS: Migration[] = [
   {
     // model is '' when the client could not see it (the contract never allows '' as a model);
@@ -282,6 +339,11 @@ export const MIGRATIONS: Migration[] = [
     name: "provider_hints",
     statements: (ctx) => ROLLUPS.flatMap((r) => providerHints(ctx, r.name, r.bucket)),
     backfill: (ctx) => ROLLUPS.map((r) => providerHintsBackfill(ctx, r.name, r.bucket)),
+  },
+  {
+    version: 7,
+    name: "provider_said_and_windows",
+    statements: (ctx) => providerSaid(ctx),
   },
 ];
 

@@ -3,15 +3,17 @@ import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
 import { UUID_TEXT } from "../report/report-id.js";
 import type { ReportRow } from "../report/report-schema.js";
 import { ROW_SHAPES } from "../report/row-shapes.js";
-import { rowsJson } from "./rows-json.js";
+import { type Derive, WINDOW_COLUMNS, windowCellsOf } from "./report-windows.js";
 
 // Where report rows land: one JSONCompactEachRow insert per batch into `reports` (the rollups and
-// the latest-limits table follow through materialized views).
+// the latest-limits table follow through materialized views). Each row goes with its windows,
+// derived here from the row as it is inserted (report-windows.ts): every insert of a batch derives
+// the same windows from the same rows, and the batch's token drops a repeat in any case.
 
 export interface ReportSink {
   /**
    * Every insert of one batch passes the same rows and token, so ClickHouse keeps one copy.
-   * `json` is the rows' rowsJson when the caller has it already (the batch's manifest).
+   * `json` (the batch manifest's rowsJson) is not needed: the rows are sent with their windows.
    */
   insert(rows: ReportRow[], dedupToken: string, json?: Buffer): Promise<void>;
   /** Which of these rows' report ids `reports` holds already (a replayed job's check). */
@@ -69,15 +71,21 @@ export function createReportSink(
   cluster?: string,
   /** The rows' columns, in order: the current row shape's. */
   columns: readonly string[] = ROW_SHAPES.columns,
+  /** How windows are derived (the providers' parsers); a test may give another. */
+  derive?: Derive,
 ): ReportSink {
   const projectIndex = columns.indexOf("project_id");
   const idIndex = columns.indexOf("report_id");
-  const insertQuery = `INSERT INTO ${db}.reports (${columns.join(", ")}) FORMAT JSONCompactEachRow`;
+  const insertQuery = `INSERT INTO ${db}.reports (${[...columns, ...WINDOW_COLUMNS].join(", ")}) FORMAT JSONCompactEachRow`;
+  const windowCells = windowCellsOf(columns, derive);
   return {
-    async insert(rows, dedupToken, json = rowsJson(rows)) {
+    async insert(rows, dedupToken) {
       if (rows.length === 0) return;
-      // The JSON array without its brackets: JSONCompactEachRow reads rows separated by commas
-      // as well as by newlines, so the manifest's bytes go as they are, with no second encoding.
+      // Each row with its windows' cells after it, one JSON array of them all; sent without its
+      // brackets: JSONCompactEachRow reads rows separated by commas as well as by newlines.
+      const json = Buffer.from(
+        JSON.stringify(rows.map((row) => (row as unknown[]).concat(windowCells(row)))),
+      );
       const result = await client.exec({
         query: insertQuery,
         values: Readable.from([json.subarray(1, json.length - 1)], { objectMode: false }),

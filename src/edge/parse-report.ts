@@ -1,6 +1,7 @@
 import { isUtf8 } from "node:buffer";
 import { HttpError, type Issue } from "../http/errors.js";
 import { plainReportBody } from "../report/plain-report.js";
+import { readProviderSaid } from "../report/provider-said.js";
 import {
   type ReportBody,
   type ReportRecord,
@@ -126,7 +127,7 @@ export function validateReport(
 ): ValidReport {
   // A report with nothing to fix or refuse skips zod; the schema has the last word on the rest.
   const plain = plainReportBody(value);
-  if (plain) return finish(plain, [], server, options);
+  if (plain) return finish(value, plain, [], server, options);
   return validateReportBySchema(value, server, options);
 }
 
@@ -141,7 +142,7 @@ export function validateReportBySchema(
   // Each pass fixes every unusable value zod found; a value is fixed at most once.
   for (let pass = 0; pass < 3; pass++) {
     const parsed = reportBodySchema.safeParse(input);
-    if (parsed.success) return finish(parsed.data, warnings, server, options);
+    if (parsed.success) return finish(value, parsed.data, warnings, server, options);
     const fatal = parsed.error.issues.filter((i) => !unusableValue(i, valueAt(input, i.path)));
     if (fatal.length > 0 || pass === 2) {
       const issues = (fatal.length > 0 ? fatal : parsed.error.issues).map((i) => ({
@@ -166,12 +167,17 @@ export function validateReportBySchema(
 
 /** The record of a valid body, its timestamp dropped when older than the retention. */
 function finish(
+  sent: unknown,
   body: ReportBody,
   warnings: Issue[],
   server: ServerFields,
   options: ValidateOptions,
 ): ValidReport {
   const oldest = server.receivedAt - options.retentionDays * DAY_MS;
+  // What the provider said: kept headers and error body, read from the body as sent (the schema
+  // only declares them). Every header outside the allowlist ends here.
+  const said = readProviderSaid(sent);
+  if (said.warnings.length > 0) warnings.push(...said.warnings);
   if (body.timestamp != null && body.timestamp < oldest) {
     body.timestamp = null;
     warnings.push({
@@ -179,7 +185,7 @@ function finish(
       message: `older than the retention of ${options.retentionDays} days: stored as the receive time`,
     });
   }
-  return { record: toRecord(body, server), warnings };
+  return { record: toRecord(body, server, said), warnings };
 }
 
 function valueAt(root: unknown, path: PropertyKey[]): unknown {

@@ -246,6 +246,13 @@ const timestampSchema = z
     return ms;
   });
 
+const headersSchema = z
+  .union([z.record(z.string(), z.string()), z.array(z.tuple([z.string(), z.string()]))])
+  .meta({
+    description:
+      'The provider response\'s headers as received: an object of name to value, or an array of [name, value] pairs (a name sent twice is joined with ", "). Names are case-insensitive. Only rate-limit and quota headers are kept (at most 64, name up to 128 and value up to 512 characters); every other header is dropped at the edge and never stored.',
+  });
+
 /** The request body, per docs/report-api.md. Unknown keys are stripped. */
 export const reportBodySchema = z.object(
   {
@@ -282,6 +289,16 @@ export const reportBodySchema = z.object(
       .transform((s) => s ?? null),
     timestamp: timestampSchema.nullable().optional(),
     credits: creditsSchema.nullable().optional(),
+    // What the provider said (src/report/provider-said.ts reads them: only allowlisted headers are
+    // kept, within bounds). Declared here for the document and the types; never a refused report.
+    headers: headersSchema.nullable().optional().catch(null),
+    error: z
+      .unknown()
+      .meta({
+        description:
+          "The provider's JSON error body, as received, when the call failed on a limit (e.g. Gemini's 429 body). Any JSON value; stored as null (with a warning) when nested deeper than 16 levels or longer than 16,384 characters as JSON.",
+      })
+      .optional(),
   },
   { error: "expected a JSON object" },
 );
@@ -310,7 +327,16 @@ export const reportRecordSchema = z.object({
   received_at: isoMs,
   ...eachKey(limitsSchema.shape, z.number().int().nullable()),
   ...eachKey(creditsSchema.shape, z.number().nullable()),
+  // What the provider said (provider-said.ts): present only on a report that said something, so
+  // that a report with neither field is the record, and the decoded row, it was before them.
+  /** The kept rate-limit headers as compact JSON text, or null. */
+  headers: z.string().nullable().optional(),
+  /** The provider's error body as compact JSON text, or null. */
+  error: z.string().nullable().optional(),
 });
+
+/** The columns of what the provider said: absent from a record that says nothing. */
+const SAID_COLUMNS = new Set<string>(["headers", "error"]);
 
 export type ReportRecord = z.infer<typeof reportRecordSchema>;
 export type ReportColumn = keyof ReportRecord;
@@ -337,10 +363,27 @@ function receivedIso(ms: number): string {
   return lastReceived.iso;
 }
 
-export function toRecord(body: ReportBody, server: ServerFields): ReportRecord {
+/** What the provider said, as the record stores it (provider-said.ts makes it). */
+export interface SaidFields {
+  headers: string | null;
+  error: string | null;
+}
+
+const SAID_NOTHING: SaidFields = Object.freeze({ headers: null, error: null });
+
+export function toRecord(
+  body: ReportBody,
+  server: ServerFields,
+  said: SaidFields = SAID_NOTHING,
+): ReportRecord {
   const receivedAt = receivedIso(server.receivedAt);
   const timestamp = body.timestamp == null ? receivedAt : isoOf(body.timestamp);
-  return buildRecord(body, server, timestamp, receivedAt);
+  const record = buildRecord(body, server, timestamp, receivedAt);
+  if (said.headers !== null || said.error !== null) {
+    record.headers = said.headers;
+    record.error = said.error;
+  }
+  return record;
 }
 
 /** Field names are spliced into the compiled functions below: only plain identifiers. */
@@ -427,7 +470,11 @@ const TO_ROW_VALUE = REPORT_COLUMNS.map((column): ((v: never) => string) | null 
 export const toRow = new Function(
   "convert",
   `return (r) => [${REPORT_COLUMNS.map((c, i) =>
-    TO_ROW_VALUE[i] ? `r.${c} === null ? null : convert[${i}](r.${c})` : `r.${c}`,
+    TO_ROW_VALUE[i]
+      ? `r.${c} === null ? null : convert[${i}](r.${c})`
+      : SAID_COLUMNS.has(c)
+        ? `r.${c} ?? null`
+        : `r.${c}`,
   ).join(", ")}];`,
 )(TO_ROW_VALUE) as (record: ReportRecord) => ReportRow;
 
@@ -435,8 +482,9 @@ export function fromRow(row: ReportRow): ReportRecord {
   const record: Record<string, unknown> = {};
   REPORT_COLUMNS.forEach((column, i) => {
     const value = row[i] ?? null;
-    if (value === null) record[column] = null;
-    else if (TIME_COLUMNS.has(column)) record[column] = fromClickHouseTime(String(value));
+    if (value === null) {
+      if (!SAID_COLUMNS.has(column)) record[column] = null;
+    } else if (TIME_COLUMNS.has(column)) record[column] = fromClickHouseTime(String(value));
     else if (CREDIT_COLUMNS.has(column)) record[column] = Number(value);
     else record[column] = value;
   });

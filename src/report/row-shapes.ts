@@ -29,6 +29,28 @@ export const ROW_SHAPE_HISTORY: RowShapeHistory = {
     "credits_remaining",
     "request_cost",
   ],
+  // Issue 34: what the provider said (kept rate-limit headers, error body), compact JSON or null.
+  2: [
+    "report_id",
+    "project_id",
+    "key_id",
+    "app",
+    "provider",
+    "model",
+    "timestamp",
+    "received_at",
+    "requests_limit",
+    "requests_remaining",
+    "tokens_limit",
+    "tokens_remaining",
+    "reset_requests_ms",
+    "reset_tokens_ms",
+    "credits_limit",
+    "credits_remaining",
+    "request_cost",
+    "headers",
+    "error",
+  ],
 };
 
 /** A job or manifest in a shape this worker does not know: written by a newer release. */

@@ -5,7 +5,7 @@ import { createReportSink } from "../../src/clickhouse/report-sink.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
-import { ROW_SHAPE_HISTORY, rowShapes } from "../../src/report/row-shapes.js";
+import { ROW_SHAPE_HISTORY, ROW_SHAPES, rowShapes } from "../../src/report/row-shapes.js";
 import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { eventually } from "../helpers/eventually.js";
 import { DRAINED, type Pipeline, startIngestWorker, startPipeline } from "../helpers/pipeline.js";
@@ -16,9 +16,11 @@ import { DRAINED, type Pipeline, startIngestWorker, startPipeline } from "../hel
 // what is stored), the new release's workers store every report exactly once, in the table and in
 // the new rollup, old shapes and new alike.
 
+/** The next release's shape: this release's, and `region`. */
+const NEXT = ROW_SHAPES.current + 1;
 const NEXT_SHAPES = rowShapes({
   ...ROW_SHAPE_HISTORY,
-  2: [...(ROW_SHAPE_HISTORY[1] ?? []), "region"],
+  [NEXT]: [...ROW_SHAPES.columns, "region"],
 });
 const NEXT_MIGRATIONS: Migration[] = [
   ...MIGRATIONS,
@@ -103,13 +105,13 @@ describe("a rolling upgrade that adds a report field", () => {
     await p.redis.hset(`${keyPrefix}:manifest-owners`, "orphan", token);
     await p.queue.add(REPORT_JOB, { v: 1, rows: manifestRows }, { jobId: "orphan" });
 
-    // The new release: migrate (the new column), then its workers; its edges queue shape 2.
+    // The new release: migrate (the new column), then its workers; its edges queue the next shape.
     const withColumn = NEXT_MIGRATIONS.slice(0, MIGRATIONS.length + 1);
     expect(await migrate(p.client, { db: p.db, retentionDays: 30 }, () => {}, withColumn)).toEqual([
       MIGRATIONS.length + 1,
     ]);
     const fresh = Array.from({ length: 20 }, (_, i) => [...sampleRow(2000 + i, "p-test"), "eu"]);
-    await p.queue.add(REPORT_JOB, { v: 2, rows: fresh });
+    await p.queue.add(REPORT_JOB, { v: NEXT, rows: fresh });
     const next = [startWorker(true), startWorker(true)];
     await drained();
 
@@ -141,7 +143,7 @@ describe("a rolling upgrade that adds a report field", () => {
     ).toEqual([MIGRATIONS.length + 2]);
     expect(said).toContain(`applied migration ${MIGRATIONS.length + 2} reports_by_region`);
     const later = Array.from({ length: 10 }, (_, i) => [...sampleRow(3000 + i, "p-test"), "us"]);
-    await p.queue.add(REPORT_JOB, { v: 2, rows: later });
+    await p.queue.add(REPORT_JOB, { v: NEXT, rows: later });
     startWorker(true);
     await drained();
 

@@ -30,10 +30,12 @@ const FROZEN_MIGRATIONS: Record<number, string> = {
   4: "f15506b2094462042ef7c9b0b7cab0b4f8974fd23b68a3310a997a25090d7c99",
   5: "76f763f9d4851030adf23fde6372c7a89a7e43b87001ca4d2aea5cbf38648232",
   6: "f45b2e6934a92b4a3811d0cc001d954b3b8fa15438d32b4043d8aed1fba24ddd",
+  7: "0d7411baf85ed00998bad8c409e2d26d57288695945ac16d29bd88b62aa98ea0",
 };
 
 const FROZEN_SHAPES: Record<number, string> = {
   1: "39c3c158ced980d8227d1b3d0393d75e90c1f9011346a5e3d0db3f5317e06c44",
+  2: "d261859eb8313e1ece469c396f9153f0c53bdc4118742a56a6c474a0cea3c094",
 };
 
 const shapeHash = (v: number) =>

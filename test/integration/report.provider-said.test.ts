@@ -1,0 +1,350 @@
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rederiveWindows } from "../../src/clickhouse/rederive.js";
+import { createReportSink } from "../../src/clickhouse/report-sink.js";
+import { cellsOf } from "../../src/clickhouse/report-windows.js";
+import { createEdge, type Edge } from "../../src/edge/create-edge.js";
+import { createLogger } from "../../src/lib/logger.js";
+import { windowsOfRecord } from "../../src/providers/derive-windows.js";
+import { keepRateLimitHeaders } from "../../src/providers/keep-headers.js";
+import type { DerivedWindows } from "../../src/providers/window.js";
+import {
+  REPORT_COLUMNS,
+  type ReportRecord,
+  reportBodySchema,
+  toRecord,
+  toRow,
+} from "../../src/report/report-schema.js";
+import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
+import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
+import { type Pipeline, startIngestWorker, startPipeline } from "../helpers/pipeline.js";
+
+// Issue 34, ingest and storage: a report may carry the provider's headers and error body. Only
+// the allowlisted rate-limit headers are kept, and stored with the report and its windows; every
+// other header is found nowhere (Redis, ClickHouse, the logs). A report of the real client
+// library (neither field) stores what it stored before. `rederive-windows` rewrites windows once
+// in every view.
+
+const PROJECT = `p-said-${uniqueId()}`;
+const MARKER = `mk${uniqueId()}${uniqueId()}`;
+let p: Pipeline;
+let edge: Edge;
+let worker: IngestWorker | undefined;
+let key: string;
+const logLines: string[] = [];
+const capture = new Writable({
+  write(chunk, _enc, done) {
+    logLines.push(String(chunk));
+    done();
+  },
+});
+// Every level: whatever any process part would log is searched.
+const logger = createLogger("trace", "test", capture);
+
+beforeAll(async () => {
+  p = await startPipeline({ ALERTS_ENABLED: "false" });
+  edge = await createEdge(p.config, logger);
+  ({ key } = await edge.keyStore.create(PROJECT, { defaultPlan: "unlimited" }));
+});
+
+afterAll(async () => {
+  await worker?.close();
+  await edge?.close();
+  await p?.close();
+});
+
+const DAY = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+
+/** Anthropic's rate-limit headers (its documentation's names), in mixed casing. */
+const ANTHROPIC = {
+  "Anthropic-RateLimit-Requests-Limit": "50",
+  "anthropic-ratelimit-requests-remaining": "49",
+  "anthropic-ratelimit-requests-reset": `${DAY}T10:00:30Z`,
+  "anthropic-ratelimit-input-tokens-limit": "40000",
+  "anthropic-ratelimit-input-tokens-remaining": "39000",
+  "anthropic-ratelimit-input-tokens-reset": `${DAY}T10:00:05Z`,
+  "anthropic-ratelimit-output-tokens-limit": "8000",
+  "anthropic-ratelimit-output-tokens-remaining": "7900",
+  "anthropic-ratelimit-output-tokens-reset": `${DAY}T10:00:02Z`,
+  "retry-after": "5",
+};
+/** Headers that must never be kept, each holding the marker. */
+const SECRET = {
+  "Set-Cookie": `session=${MARKER}; Path=/`,
+  "openai-organization": `org-${MARKER}`,
+  "x-request-id": `req_${MARKER}`,
+  Authorization: `Bearer ${MARKER}`,
+  [`x-${MARKER}`]: "1",
+};
+
+async function post(body: unknown) {
+  const res = await edge.app.inject({
+    method: "POST",
+    url: "/api/report",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    payload: JSON.stringify(body),
+  });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json() as { id: string; warnings?: unknown };
+}
+
+/** Every value Redis holds, as text, key by key. */
+async function redisText(): Promise<string> {
+  const parts: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, keys] = await p.redis.scan(cursor, "COUNT", 1000);
+    cursor = next;
+    for (const k of keys) {
+      const type = await p.redis.type(k);
+      parts.push(k);
+      if (type === "string") parts.push((await p.redis.get(k)) ?? "");
+      else if (type === "hash") parts.push(JSON.stringify(await p.redis.hgetall(k)));
+      else if (type === "list") parts.push(JSON.stringify(await p.redis.lrange(k, 0, -1)));
+      else if (type === "set") parts.push(JSON.stringify(await p.redis.smembers(k)));
+      else if (type === "zset") parts.push(JSON.stringify(await p.redis.zrange(k, 0, -1)));
+      else if (type === "stream") parts.push(JSON.stringify(await p.redis.xrange(k, "-", "+")));
+      else parts.push(`(${type})`);
+    }
+  } while (cursor !== "0");
+  return parts.join("\n");
+}
+
+/** Every row of every table and view of the test's database, as text. */
+async function clickhouseText(): Promise<string> {
+  const tables = await (
+    await p.client.query({
+      query: "SELECT name FROM system.tables WHERE database = {db:String}",
+      query_params: { db: p.db },
+      format: "JSONEachRow",
+    })
+  ).json<{ name: string }>();
+  expect(tables.map((t) => t.name)).toContain("reports");
+  const parts: string[] = [];
+  for (const { name } of tables) {
+    // A materialized view's rows are its target table's, read there.
+    if (name.endsWith("_mv")) continue;
+    const rs = await p.client.query({
+      query: `SELECT * FROM ${p.db}.${name}`,
+      format: "JSONEachRow",
+    });
+    parts.push(await rs.text());
+  }
+  return parts.join("\n");
+}
+
+const WINDOWS = [
+  "`windows.dimension`",
+  "`windows.window`",
+  "`windows.limit`",
+  "`windows.remaining`",
+  "`windows.resets_at`",
+  "windows_parser",
+];
+
+/** A stored report: its record (the row's columns) and its windows' cells. */
+async function storedReport(id: string) {
+  const rs = await p.client.query({
+    query: `SELECT ${REPORT_COLUMNS.join(", ")}, ${WINDOWS.join(", ")} FROM ${p.db}.reports_v
+      WHERE report_id = {id:UUID}`,
+    query_params: { id },
+    format: "JSONCompactEachRow",
+    clickhouse_settings: {
+      output_format_json_quote_64bit_integers: 0,
+      output_format_json_quote_decimals: 0,
+    },
+  });
+  const rows = await rs.json<unknown[]>();
+  expect(rows).toHaveLength(1);
+  const row = rows[0] as unknown[];
+  const record = Object.fromEntries(REPORT_COLUMNS.map((c, i) => [c, row[i]])) as Record<
+    string,
+    unknown
+  >;
+  for (const c of ["timestamp", "received_at"])
+    record[c] = `${String(record[c]).replace(" ", "T")}Z`;
+  return { record: record as ReportRecord, windows: row.slice(REPORT_COLUMNS.length) };
+}
+
+describe("a report with the provider's headers and error body", () => {
+  it("keeps only allowlisted headers: stored with their windows, the rest found nowhere", async () => {
+    const error = { error: { type: "rate_limit_error", message: "Number of request tokens" } };
+    const objectForm = await post({
+      ...clientReport({ provider: "anthropic", timestamp: `${DAY}T10:00:00.000Z` }),
+      headers: { ...ANTHROPIC, ...SECRET },
+      error,
+    });
+    expect(objectForm.warnings).toBeUndefined();
+    // The pair form, a name sent twice.
+    const pairForm = await post({
+      ...clientReport({ provider: "anthropic", timestamp: `${DAY}T10:00:01.000Z` }),
+      headers: [
+        ...Object.entries(SECRET),
+        ["x-ratelimit-limit-requests", "60"],
+        ["X-RateLimit-Limit-Requests", "70"],
+      ],
+    });
+
+    // Queued, not yet stored: the kept headers are in Redis, the others nowhere.
+    const queued = await redisText();
+    expect(queued).toContain("anthropic-ratelimit-input-tokens-limit");
+    expect(queued).not.toContain(MARKER);
+
+    worker = startIngestWorker(p, logger);
+    await eventually(async () => {
+      const rs = await p.client.query({
+        query: `SELECT count() AS n FROM ${p.db}.reports_v WHERE project_id = {p:String}`,
+        query_params: { p: PROJECT },
+        format: "JSONEachRow",
+      });
+      expect(await rs.json()).toEqual([{ n: 2 }]);
+    });
+
+    const kept = Object.fromEntries(
+      Object.entries(ANTHROPIC).map(([k, v]) => [k.toLowerCase(), v]),
+    );
+    // The allowlist, applied as the providers' module says.
+    expect(keepRateLimitHeaders({ ...ANTHROPIC, ...SECRET }).kept).toEqual(kept);
+    const a = await storedReport(objectForm.id);
+    expect(JSON.parse(a.record.headers ?? "null")).toEqual(kept);
+    expect(JSON.parse(a.record.error ?? "null")).toEqual(error);
+    // Its windows are what the providers' parsers make of the stored record.
+    expect(a.windows).toEqual(cellsOf(windowsOfRecord(a.record)));
+    const b = await storedReport(pairForm.id);
+    expect(JSON.parse(b.record.headers ?? "null")).toEqual({
+      "x-ratelimit-limit-requests": "60, 70",
+    });
+    expect(b.record.error).toBeNull();
+    expect(b.windows).toEqual(cellsOf(windowsOfRecord(b.record)));
+
+    expect(await redisText()).not.toContain(MARKER);
+    expect(await clickhouseText()).not.toContain(MARKER);
+    expect(logLines.length).toBeGreaterThan(0);
+    expect(logLines.join("")).not.toContain(MARKER);
+  });
+
+  it("stores a report of the real client library as before: no headers, no error, legacy windows", async () => {
+    const { id } = await post(clientReport({ timestamp: `${DAY}T11:00:00.000Z` }));
+    const expected = toRecord(
+      reportBodySchema.parse(clientReport({ timestamp: `${DAY}T11:00:00.000Z` })),
+      {
+        reportId: id,
+        projectId: PROJECT,
+        keyId: "(any)",
+        receivedAt: 0,
+      },
+    );
+    let s: Awaited<ReturnType<typeof storedReport>> | undefined;
+    await eventually(async () => {
+      s = await storedReport(id);
+    });
+    if (!s) throw new Error("unreachable");
+    const { key_id: _k, received_at: _r, ...sameColumns } = expected;
+    expect(s.record).toMatchObject({ ...sameColumns, headers: null, error: null });
+    expect(s.windows).toEqual(cellsOf(windowsOfRecord(s.record)));
+    expect(s.windows[5]).toBe("limits@1");
+  });
+});
+
+describe("headroom rederive-windows", () => {
+  const project = `p-rederive-${uniqueId()}`;
+  /** A newer parser: the stub's windows, and one per anthropic input/output tokens limit header. */
+  const newer = (record: Parameters<typeof windowsOfRecord>[0]): DerivedWindows => {
+    const base = windowsOfRecord(record);
+    const h = record.headers ? (JSON.parse(record.headers) as Record<string, string>) : {};
+    const extra = ["input_tokens", "output_tokens"]
+      .filter((d) => h[`anthropic-ratelimit-${d.replace("_", "-")}-limit`] !== undefined)
+      .map((d) => ({
+        dimension: d,
+        window: "1m" as const,
+        limit: Number(h[`anthropic-ratelimit-${d.replace("_", "-")}-limit`]),
+        remaining: Number(h[`anthropic-ratelimit-${d.replace("_", "-")}-remaining`]),
+        resets_at: Date.parse(h[`anthropic-ratelimit-${d.replace("_", "-")}-reset`] ?? ""),
+      }));
+    return { ...base, windows: [...base.windows, ...extra], parser: "test-anthropic@2" };
+  };
+
+  const figures = async () => {
+    const q = async (sql: string) =>
+      (
+        await p.client.query({ query: sql, query_params: { p: project }, format: "JSONEachRow" })
+      ).json();
+    return {
+      raw: await q(`SELECT count() AS n FROM ${p.db}.reports WHERE project_id = {p:String}`),
+      view: await q(
+        `SELECT count() AS n, sum(requests_remaining) AS r FROM ${p.db}.reports_v WHERE project_id = {p:String}`,
+      ),
+      minute: await q(
+        `SELECT bucket, reports, hints, requests_remaining_min, tokens_limit_max, cost_sum FROM ${p.db}.reports_minute_v WHERE project_id = {p:String} ORDER BY bucket`,
+      ),
+      daily: await q(
+        `SELECT bucket, reports, requests_remaining_min FROM ${p.db}.reports_daily_v WHERE project_id = {p:String} ORDER BY bucket`,
+      ),
+      latest: await q(
+        `SELECT * EXCEPT (last_seen, limits_at, credits_at) FROM ${p.db}.latest_limits_v WHERE project_id = {p:String}`,
+      ),
+    };
+  };
+  const windowRows = async () =>
+    (
+      await p.client.query({
+        query: `SELECT report_id, dimension, count() AS n FROM ${p.db}.report_windows_v
+          WHERE project_id = {p:String} GROUP BY report_id, dimension ORDER BY report_id, dimension`,
+        query_params: { p: project },
+        format: "JSONEachRow",
+      })
+    ).json<{ report_id: string; dimension: string; n: string }>();
+
+  it("rewrites the windows once in every view, and a second run changes nothing", async () => {
+    const records = Array.from({ length: 30 }, (_, i) =>
+      toRecord(
+        reportBodySchema.parse(
+          clientReport({
+            provider: "anthropic",
+            timestamp: `${DAY}T12:${String(i).padStart(2, "0")}:00.000Z`,
+          }),
+        ),
+        {
+          reportId: `0190a000-0000-7000-8000-${String(i).padStart(12, "0")}`,
+          projectId: project,
+          keyId: "key_test",
+          receivedAt: Date.now(),
+        },
+        // Every other report carries Anthropic's headers; the rest are the client's alone.
+        i % 2 === 0
+          ? { headers: JSON.stringify(keepRateLimitHeaders(ANTHROPIC).kept), error: null }
+          : undefined,
+      ),
+    );
+    await createReportSink(p.client, p.db).insert(records.map(toRow), `rederive-${project}`);
+    const before = await figures();
+    const windowsBefore = await windowRows();
+    expect(windowsBefore.every((w) => Number(w.n) === 1)).toBe(true);
+
+    const ctx = { db: p.db, retentionDays: 30 };
+    const first = await rederiveWindows(p.client, ctx, { project, derive: newer, chunk: 7 });
+    expect(first).toMatchObject({ read: 30, changed: 30 });
+    expect(await figures()).toEqual(before);
+    const second = await rederiveWindows(p.client, ctx, { project, derive: newer, chunk: 7 });
+    expect(second).toEqual({ read: 30, changed: 0, mutations: 0 });
+
+    // Every figure as it was; the windows are the new parser's, each once.
+    expect(await figures()).toEqual(before);
+    const after = await windowRows();
+    expect(after.every((w) => Number(w.n) === 1)).toBe(true);
+    expect(after.filter((w) => w.dimension === "input_tokens")).toHaveLength(15);
+    for (const r of records) {
+      const s = await storedReport(r.report_id);
+      expect(s.windows).toEqual(cellsOf(newer(s.record)));
+    }
+    // Scoped: another project's reports are not read.
+    expect(
+      await rederiveWindows(p.client, ctx, { project: `${project}-none`, derive: newer }),
+    ).toEqual({
+      read: 0,
+      changed: 0,
+      mutations: 0,
+    });
+  });
+});
