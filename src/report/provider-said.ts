@@ -1,23 +1,23 @@
-import { keepRateLimitHeaders } from "../providers/keep-headers.js";
+import {
+  isRateLimitHeader,
+  MAX_HEADER_NAME_LENGTH as MAX_HEADER_NAME,
+  MAX_HEADER_VALUE_LENGTH as MAX_HEADER_VALUE,
+  MAX_KEPT_HEADERS,
+} from "../providers/keep-headers.js";
 
 // What the provider said, as a report may carry it (docs/report-api.md): `headers`, the provider
 // response's headers, and `error`, its JSON error body. Both are read at the edge, before the
 // report is queued, into the compact JSON text the record stores (or null):
 //
-// - headers: only the allowlisted rate-limit headers are kept (keepRateLimitHeaders); every other
+// - headers: only the allowlisted rate-limit headers are kept (isRateLimitHeader); every other
 //   header is dropped here, and never named in a warning, a log line or a stored byte. The kept
 //   ones are bounded (count, name and value length); what is over a bound is dropped with a
 //   warning, never a refused report (CONTRACT.md, "fire-and-forget").
 // - error: any JSON value, bounded in depth and size; one over a bound is stored as null with a
 //   warning.
 
-// TODO(issue 34, part A): the bounds move to src/providers/keep-headers.ts; these are the edge's.
-/** At most this many headers are kept (after the allowlist). */
-export const MAX_KEPT_HEADERS = 64;
-/** The longest header name kept, in characters. */
-export const MAX_HEADER_NAME = 128;
-/** The longest header value kept, in characters. */
-export const MAX_HEADER_VALUE = 512;
+// The header bounds are the allowlist's own (providers/keep-headers.ts).
+export { MAX_HEADER_NAME, MAX_HEADER_VALUE, MAX_KEPT_HEADERS };
 /** The deepest error body stored: objects and arrays nested in one another. */
 export const MAX_ERROR_DEPTH = 16;
 /** The largest error body stored, as compact JSON, in UTF-16 units (bounds its UTF-8 bytes ×3). */
@@ -81,12 +81,12 @@ function keptHeaders(sent: unknown, warnings: SaidWarning[]): string | null {
     const text = String(value);
     joined[lower] = lower in joined ? `${joined[lower]}, ${text}` : text;
   }
-  const { kept } = keepRateLimitHeaders({ ...joined });
   const out: Record<string, string> = {};
   let count = 0;
   let tooLong = 0;
   let tooMany = 0;
-  for (const [name, value] of Object.entries(kept)) {
+  for (const [name, value] of Object.entries(joined)) {
+    if (!isRateLimitHeader(name)) continue;
     if (name.length > MAX_HEADER_NAME || value.length > MAX_HEADER_VALUE || !value.isWellFormed()) {
       tooLong++;
       continue;

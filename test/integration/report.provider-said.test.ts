@@ -249,19 +249,23 @@ describe("a report with the provider's headers and error body", () => {
 
 describe("headroom rederive-windows", () => {
   const project = `p-rederive-${uniqueId()}`;
-  /** A newer parser: the stub's windows, and one per anthropic input/output tokens limit header. */
+  /** A newer parser: today's windows, and one more for each report with Anthropic's input-tokens headers. */
   const newer = (record: Parameters<typeof windowsOfRecord>[0]): DerivedWindows => {
     const base = windowsOfRecord(record);
     const h = record.headers ? (JSON.parse(record.headers) as Record<string, string>) : {};
-    const extra = ["input_tokens", "output_tokens"]
-      .filter((d) => h[`anthropic-ratelimit-${d.replace("_", "-")}-limit`] !== undefined)
-      .map((d) => ({
-        dimension: d,
-        window: "1m" as const,
-        limit: Number(h[`anthropic-ratelimit-${d.replace("_", "-")}-limit`]),
-        remaining: Number(h[`anthropic-ratelimit-${d.replace("_", "-")}-remaining`]),
-        resets_at: Date.parse(h[`anthropic-ratelimit-${d.replace("_", "-")}-reset`] ?? ""),
-      }));
+    const limit = h["anthropic-ratelimit-input-tokens-limit"];
+    const extra =
+      limit === undefined
+        ? []
+        : [
+            {
+              dimension: "rederived_input_tokens",
+              window: "1m" as const,
+              limit: Number(limit),
+              remaining: Number(h["anthropic-ratelimit-input-tokens-remaining"]),
+              resets_at: Date.parse(h["anthropic-ratelimit-input-tokens-reset"] ?? ""),
+            },
+          ];
     return { ...base, windows: [...base.windows, ...extra], parser: "test-anthropic@2" };
   };
 
@@ -333,7 +337,7 @@ describe("headroom rederive-windows", () => {
     expect(await figures()).toEqual(before);
     const after = await windowRows();
     expect(after.every((w) => Number(w.n) === 1)).toBe(true);
-    expect(after.filter((w) => w.dimension === "input_tokens")).toHaveLength(15);
+    expect(after.filter((w) => w.dimension === "rederived_input_tokens")).toHaveLength(15);
     for (const r of records) {
       const s = await storedReport(r.report_id);
       expect(s.windows).toEqual(cellsOf(newer(s.record)));
