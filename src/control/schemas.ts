@@ -106,7 +106,10 @@ export const testSent = z.object({
 export const auditQuery = z.strictObject({
   project: projectId.optional(),
   limit: z.coerce.number().int().min(1).max(500).default(100),
-  cursor: z.string().regex(/^[A-Za-z0-9_-]{1,200}$/, "not a cursor").optional(),
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,200}$/, "not a cursor")
+    .optional(),
 });
 
 export const auditPage = z.object({

@@ -305,7 +305,11 @@ export function createControl(
         before = await existingProject(project);
       }
       const k = await store(() =>
-        keys.create(project, { plan: opts.plan, defaultPlan: config.DEFAULT_PLAN, scope: opts.scope }),
+        keys.create(project, {
+          plan: opts.plan,
+          defaultPlan: config.DEFAULT_PLAN,
+          scope: opts.scope,
+        }),
       );
       await auditProjectChange(p, before, await keys.getProject(project));
       await write(p, {

@@ -42,7 +42,10 @@ export function createKeyCache(
           // Map keeps insertion order, so the first key is the oldest.
           if (entries.size >= maxEntries) entries.delete(entries.keys().next().value as string);
           // A rotated-out secret is not held past its end: it fails there on every edge.
-          const expires = Math.min(now() + opts.ttlMs, value?.expiresAt ?? Number.POSITIVE_INFINITY);
+          const expires = Math.min(
+            now() + opts.ttlMs,
+            value?.expiresAt ?? Number.POSITIVE_INFINITY,
+          );
           entries.set(key, { value, expires });
         }
         return value;

@@ -393,13 +393,18 @@ export function createKeyStore(
       const last = info.lastUsedAt === null ? 0 : Date.parse(info.lastUsedAt);
       if (!(at - last < LAST_USED_EVERY_MS)) {
         // Not awaited, and never in the way: the last use is a hint for `keys list`.
-        redis
-          .hset(k.key(hash), "last_used_at", new Date(at).toISOString())
-          .catch(() => undefined);
+        redis.hset(k.key(hash), "last_used_at", new Date(at).toISOString()).catch(() => undefined);
       }
       const end = expiresAt === undefined ? {} : { expiresAt };
       if (info.scope === "admin") {
-        return { keyId: info.keyId, projectId: ADMIN_PROJECT, scope: "admin", plan: "", overrides: {}, ...end };
+        return {
+          keyId: info.keyId,
+          projectId: ADMIN_PROJECT,
+          scope: "admin",
+          plan: "",
+          overrides: {},
+          ...end,
+        };
       }
       const project = await getProject(info.projectId);
       if (!project) return null;

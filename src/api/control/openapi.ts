@@ -92,7 +92,8 @@ function op(o: Op) {
           ? {
               headers: {
                 "Idempotent-Replayed": {
-                  description: "true when this is the first answer to the Idempotency-Key, replayed",
+                  description:
+                    "true when this is the first answer to the Idempotency-Key, replayed",
                   schema: { type: "string" },
                 },
               },
@@ -251,7 +252,8 @@ export function controlPaths() {
     "/api/v1/audit": {
       get: op({
         id: "listAudit",
-        summary: "The audit log, newest first (admin: every project, or `project`; manage: its own)",
+        summary:
+          "The audit log, newest first (admin: every project, or `project`; manage: its own)",
         who: "admin and manage keys",
         query: auditQuery,
         answer: auditPage,

@@ -5,8 +5,8 @@ import {
   auditQuery,
   createKeyBody,
   createProjectBody,
-  ruleBody,
   rotateKeyBody,
+  ruleBody,
   setPlanBody,
 } from "../../control/schemas.js";
 import type { Control, Principal } from "../../control/service.js";
@@ -39,11 +39,9 @@ function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
     path: i.path.join(".") || "body",
     message: i.message,
   }));
-  throw new HttpError(
-    "invalid_body",
-    issues.map((i) => `${i.path}: ${i.message}`).join("; "),
-    { issues },
-  );
+  throw new HttpError("invalid_body", issues.map((i) => `${i.path}: ${i.message}`).join("; "), {
+    issues,
+  });
 }
 
 const principal = (req: FastifyRequest): Principal => ({
