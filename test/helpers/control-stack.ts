@@ -42,7 +42,10 @@ export interface ControlStack {
   /** The store as a backup holds it (keys, rules, audit), last-use times left out. */
   dump(): Promise<string>;
   /** `npx headroom …` against this stack's Redis, as a person runs it. */
-  headroom(args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
+  headroom(
+    args: string[],
+    env?: Record<string, string>,
+  ): Promise<{ code: number; stdout: string; stderr: string }>;
   close(): Promise<void>;
 }
 
@@ -106,7 +109,7 @@ export async function startControlStack(
       }
       return JSON.stringify(backup.keys);
     },
-    headroom(args) {
+    headroom(args, env = {}) {
       const childEnv: Record<string, string> = {
         ...(process.env as Record<string, string>),
         HEADROOM_DATA_DIR: dataDir,
@@ -115,6 +118,7 @@ export async function startControlStack(
         childEnv[k] = p.env[k] as string;
       }
       childEnv.ALERTS_WEBHOOK_ALLOW = p.env.ALERTS_WEBHOOK_ALLOW as string;
+      Object.assign(childEnv, env);
       return new Promise((resolve) => {
         execFile(
           process.execPath,

@@ -1,4 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createAuditLog } from "../../src/control/audit.js";
 import { generateKey } from "../../src/keys/key-format.js";
 import { type ControlStack, startControlStack } from "../helpers/control-stack.js";
 import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
@@ -282,6 +287,30 @@ describe("the CLI and HTTP on one store, audited", () => {
         if (where === `redis ${secretsHash}`) continue;
         expect(text.includes(secret), where).toBe(false);
       }
+    }
+  });
+
+  it("the audit log and rotated keys travel with headroom backup and restore", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "headroom-control-backup-"));
+    const file = join(dir, "backup.json");
+    // An empty database of its own to restore into.
+    const url = `${inject("redisUrl")}/13`;
+    const target = new Redis(url);
+    try {
+      await target.flushdb();
+      await cli(["backup", file]);
+      const restored = await s.headroom(["restore", file], { REDIS_URL: url });
+      expect(restored.code, restored.stderr).toBe(0);
+      const read = (redis: Redis) =>
+        createAuditLog(redis, { retentionDays: 365 }).read({ limit: 1000 });
+      const [here, there] = [await read(s.redis), await read(target)];
+      expect(here.length).toBeGreaterThan(16);
+      expect(there).toEqual(here);
+      const hashes = async (redis: Redis) => (await redis.keys("headroom:key-hashes:*")).sort();
+      expect(await hashes(target)).toEqual(await hashes(s.redis));
+    } finally {
+      await target.quit();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
