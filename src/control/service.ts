@@ -165,7 +165,7 @@ export function createControl(
   }
 
   async function existingProject(project: string): Promise<ProjectInfo> {
-    const found = await keys.getProject(project);
+    const found = await keys.projectDetails(project);
     if (!found) throw notFound(`project ${project}`);
     return found;
   }
@@ -247,7 +247,7 @@ export function createControl(
     async listProjects(p: Principal): Promise<ProjectView[]> {
       checkManagement(p);
       if (p.kind === "key" && p.key.scope === "manage") {
-        const own = await keys.getProject(p.key.projectId);
+        const own = await keys.projectDetails(p.key.projectId);
         return own ? [projectView(own)] : [];
       }
       return (await keys.listProjects()).map(projectView);

@@ -110,6 +110,14 @@ export function createKeyStore(
   }
 
   async function getProject(projectId: string): Promise<ProjectInfo | null> {
+    const details = await projectDetails(projectId);
+    if (!details) return null;
+    const { createdAt: _createdAt, ...project } = details;
+    return project;
+  }
+
+  /** The project with when it was made (the control plane shows it). */
+  async function projectDetails(projectId: string): Promise<ProjectInfo | null> {
     const h = await redis.hgetall(k.project(projectId));
     if (!h.plan) return null;
     // A value that is not a positive whole number is no override (the plan's number applies).
@@ -333,6 +341,7 @@ export function createKeyStore(
     },
 
     getProject,
+    projectDetails,
 
     /** A new project on `plan`, with overrides; null when the project exists already. */
     async createProject(
@@ -351,14 +360,14 @@ export function createKeyStore(
       }
       await redis.hset(k.project(projectId), fields);
       await redis.sadd(k.projects, projectId);
-      return getProject(projectId);
+      return projectDetails(projectId);
     },
 
     /** Every project, by id. */
     async listProjects(): Promise<ProjectInfo[]> {
       const out: ProjectInfo[] = [];
       for (const id of (await redis.smembers(k.projects)).sort()) {
-        const project = await getProject(id);
+        const project = await projectDetails(id);
         if (project) out.push(project);
       }
       return out;
