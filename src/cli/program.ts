@@ -75,7 +75,7 @@ export function buildProgram(output?: OutputConfiguration): Command {
   program
     .command("backup")
     .description(
-      "write projects, keys (hashes), plans, alert rules and webhook secrets to FILE (JSON)",
+      "write projects, keys (hashes), plans, alert rules, webhook secrets and the audit log to FILE (JSON)",
     )
     .argument("<file>", "where to write it; keep it off this host: it holds secrets")
     .action(async (file: string) => (await import("./backup-command.js")).backupCommand(file));
