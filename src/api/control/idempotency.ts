@@ -17,6 +17,11 @@ import type { RedisClient } from "../../redis/connections.js";
 // one, which is then answered 422 like any other mismatch.
 
 export const IDEMPOTENCY_TTL_S = 86_400;
+/**
+ * A pending record's own life: a process that dies mid-request leaves one behind, and the key
+ * must not answer 409 for a day. Past it, a retry runs again.
+ */
+const PENDING_TTL_S = 120;
 /** How long a retry waits for the first request's answer before a 409. */
 const WAIT_MS = 10_000;
 const POLL_MS = 25;
@@ -119,7 +124,7 @@ export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } 
       key,
       JSON.stringify({ state: "pending", fp } satisfies Pending),
       "EX",
-      IDEMPOTENCY_TTL_S,
+      PENDING_TTL_S,
       "NX",
     );
     if (taken === null) {
