@@ -105,7 +105,12 @@ export async function startControlStack(
     async dump() {
       const backup = await backupRedis(redis, p.config.QUEUE_PREFIX);
       for (const entry of backup.keys) {
-        if (entry.type === "hash") delete entry.value.last_used_at;
+        if (entry.type !== "hash") continue;
+        delete entry.value.last_used_at;
+        // A large hash's fields come back in its hash table's order, which a rehash changes.
+        entry.value = Object.fromEntries(
+          Object.entries(entry.value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+        );
       }
       return JSON.stringify(backup.keys);
     },
