@@ -202,6 +202,25 @@ export const configSchema = z.object({
 
   /** The read API (`npm run api`) listens on this port, on HOST. */
   API_PORT: int(0, 65535).default(3001),
+  /**
+   * Where the control plane (/api/v1/projects, keys, alert-rules, audit; docs/control-plane.md)
+   * is served: off (default), api (beside the read API, on API_PORT), or a port of its own
+   * (on HOST) that an operator keeps internal.
+   */
+  CONTROL_LISTEN: z
+    .string()
+    .trim()
+    .transform((text, ctx): "off" | "api" | number => {
+      const value = text.toLowerCase();
+      if (value === "off" || value === "api") return value;
+      const port = Number(value);
+      if (/^\d{1,5}$/.test(value) && port <= 65535) return port;
+      ctx.addIssue({ code: "custom", message: 'must be "off", "api" or a port number' });
+      return z.NEVER;
+    })
+    .default("off"),
+  /** Days an audit log entry of the control plane is kept. */
+  AUDIT_RETENTION_DAYS: int(1, 3_650).default(365),
   /** Read API requests per second per read key (a token bucket's refill) ... */
   READ_RATE_PER_S: int(1, 100_000).default(20),
   /** ... and the bucket's size: a dashboard opening several panels at once passes. */

@@ -9,6 +9,8 @@ import { newSecret } from "./signing.js";
 
 export interface RuleStore {
   create(input: RuleInput): Promise<{ rule: AlertRule; secret: string }>;
+  /** Replaces a rule's fields (its id, project, created_at and secret stay); null: no such rule. */
+  update(id: string, input: RuleInput): Promise<AlertRule | null>;
   get(id: string): Promise<AlertRule | null>;
   list(project?: string): Promise<AlertRule[]>;
   /** Rules of each project, in one round trip. */
@@ -50,6 +52,15 @@ export function createRuleStore(redis: RedisClient, prefix: string): RuleStore {
         .hset(k.secrets, rule.id, secret)
         .exec();
       return { rule, secret };
+    },
+
+    async update(id, input) {
+      const current = await this.get(id);
+      if (current === null) return null;
+      const fields = parseRuleInput({ ...input, project: current.project });
+      const rule: AlertRule = { id, ...fields, created_at: current.created_at };
+      await redis.hset(k.rules(rule.project), rule.id, JSON.stringify(rule));
+      return rule;
     },
 
     async get(id) {

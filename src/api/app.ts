@@ -7,7 +7,8 @@ import type { AuthFailureLimits } from "../http/authenticate.js";
 import { errorHandler } from "../http/error-handler.js";
 import { type ServerConfig, serverOptions } from "../http/server-options.js";
 import type { LookupKey } from "../keys/key-cache.js";
-import { buildApiOpenApi } from "./openapi.js";
+import { type ControlRoutesDeps, controlRoutes } from "./control/routes.js";
+import { buildApiOpenApi, buildControlOpenApi } from "./openapi.js";
 import { readAuth } from "./plugins/read-auth.js";
 import type { QueryCache } from "./query-cache.js";
 import type { ReadLimit } from "./read-limit.js";
@@ -46,6 +47,8 @@ export interface ApiDeps {
   /** Its versions, pushed by the workers (hot-versions.ts). */
   hotVersions?: HotVersions;
   rulesFor(project: string): Promise<AlertRule[]>;
+  /** The control plane, when CONTROL_LISTEN=api: served beside the read routes. */
+  control?: ControlRoutesDeps;
   /** Where the built page is (dist/page by default). */
   pageDir?: string;
   now?: () => number;
@@ -57,7 +60,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
   app.register(errorHandler);
 
   app.get("/healthz", async () => ({ status: "ok" }));
-  const openapi = buildApiOpenApi();
+  const openapi = buildApiOpenApi({ control: deps.control !== undefined });
   app.get("/api/v1/openapi.json", async () => openapi);
   // The page is open: it holds no data, and asks for a read key itself.
   app.register(pageRoutes, { dir: deps.pageDir ?? defaultPageDir() });
@@ -97,5 +100,21 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
     });
   });
 
+  // In a scope of its own: its management-key hook is not the read routes' read-key one.
+  if (deps.control) app.register(controlRoutes, deps.control);
+
+  return app;
+}
+
+/** The control plane on a listener of its own (CONTROL_LISTEN=<port>), for an internal network. */
+export function buildControlApp(
+  deps: Pick<ApiDeps, "config" | "logger"> & { control: ControlRoutesDeps },
+): FastifyInstance {
+  const app = Fastify(serverOptions(deps.config, deps.logger));
+  app.register(errorHandler);
+  app.get("/healthz", async () => ({ status: "ok" }));
+  const openapi = buildControlOpenApi();
+  app.get("/api/v1/openapi.json", async () => openapi);
+  app.register(controlRoutes, deps.control);
   return app;
 }

@@ -4,6 +4,7 @@ import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
 import { createClickHouse } from "../clickhouse/client.js";
 import type { Config } from "../config.js";
+import { createControl } from "../control/service.js";
 import { createHotStore, hotKeys } from "../headroom/hot-store.js";
 import { createHotVersions } from "../headroom/hot-versions.js";
 import { createKeyCache } from "../keys/key-cache.js";
@@ -12,7 +13,9 @@ import { createAuthFailureLimits } from "../limits/auth-failures.js";
 import { redisTokenBucket } from "../limits/token-bucket.js";
 import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
-import { buildApiApp } from "./app.js";
+import { buildApiApp, buildControlApp } from "./app.js";
+import { createIdempotency } from "./control/idempotency.js";
+import type { ControlRoutesDeps } from "./control/routes.js";
 import { createQueryCache } from "./query-cache.js";
 import { createReadLimit } from "./read-limit.js";
 import { createReadStore, rowsBytes } from "./read-store.js";
@@ -87,10 +90,21 @@ export async function createApi(
     await closeRedis(redis);
     throw err;
   }
+  const lookupKey = createKeyCache(keyStore.lookup, { ttlMs: config.KEY_CACHE_TTL_MS });
+  // The control plane (CONTROL_LISTEN): beside the read routes, or on a listener of its own.
+  const control: ControlRoutesDeps | undefined =
+    config.CONTROL_LISTEN === "off"
+      ? undefined
+      : {
+          control: createControl(redis, config, { now: opts.now }),
+          lookupKey,
+          limits,
+          idempotent: createIdempotency(redis),
+        };
   const app = buildApiApp({
     config,
     logger,
-    lookupKey: createKeyCache(keyStore.lookup, { ttlMs: config.KEY_CACHE_TTL_MS }),
+    lookupKey,
     authLimits: limits,
     readLimit: createReadLimit({
       take: redisTokenBucket(redis, "headroom:read"),
@@ -108,10 +122,17 @@ export async function createApi(
     hotVersions,
     rulesFor: async (project) => (await rules.rulesFor([project])).get(project) ?? [],
     now: opts.now,
+    ...(config.CONTROL_LISTEN === "api" ? { control } : {}),
   });
+  const controlApp =
+    control && typeof config.CONTROL_LISTEN === "number"
+      ? buildControlApp({ config, logger, control })
+      : undefined;
 
   return {
     app,
+    /** The control plane's own listener (CONTROL_LISTEN=<port>), to listen on. */
+    controlApp,
     redis,
     keyStore,
     /** The answer caches, for what they hold (`usage()`). */
@@ -119,6 +140,7 @@ export async function createApi(
     /** Stop intake, let in-flight requests finish, close Redis and ClickHouse. */
     async close() {
       await app.close();
+      await controlApp?.close();
       await hotVersions.close();
       await closeRedis(redis);
       if (ownsClickHouse) await clickhouse.close();

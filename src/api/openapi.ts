@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ERROR_STATUS } from "../http/errors.js";
+import { controlPaths } from "./control/openapi.js";
 import { alertEventsQuery, alertEventsResponse } from "./routes/alert-events.js";
 import { headroomQuery, headroomResponse } from "./routes/headroom.js";
 import { reportsQuery, reportsResponse } from "./routes/reports.js";
@@ -95,7 +96,33 @@ function operation(
   };
 }
 
-export function buildApiOpenApi() {
+/** The read API's document; with `control`, the control plane's paths beside (CONTROL_LISTEN=api). */
+export function buildApiOpenApi(opts: { control?: boolean } = {}) {
+  const doc = readApiOpenApi();
+  if (!opts.control) return doc;
+  return {
+    ...doc,
+    info: { ...doc.info, title: "Headroom read API and control plane" },
+    paths: { ...doc.paths, ...controlPaths() },
+  };
+}
+
+/** The control plane's document, on its own listener. */
+export function buildControlOpenApi() {
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Headroom control plane",
+      version: "1.0.0",
+      description: "Projects, their plans, keys and alert rules, and the audit log.",
+    },
+    components: { securitySchemes: { managementKey: { type: "http", scheme: "bearer" } } },
+    security: [{ managementKey: [] }],
+    paths: controlPaths(),
+  };
+}
+
+function readApiOpenApi() {
   return {
     openapi: "3.1.0",
     info: {

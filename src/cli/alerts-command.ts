@@ -1,37 +1,18 @@
-import { TEST_EVENT_TYPE, testEvent, webhookPayload } from "../alerts/alert-event.js";
-import { createDestinationPolicy, DestinationRefusedError } from "../alerts/destination-policy.js";
-import { createGuardedFetch } from "../alerts/guarded-fetch.js";
 import { createWebhookQueue, type WebhookQueue } from "../alerts/queues.js";
-import { type AlertRule, RuleError, type RuleInput } from "../alerts/rule.js";
-import { createRuleStore, type RuleStore } from "../alerts/rule-store.js";
-import { sendWebhook } from "../alerts/webhook-sender.js";
+import type { AlertRule, RuleInput } from "../alerts/rule.js";
 import { createClickHouse } from "../clickhouse/client.js";
-import type { Config } from "../config.js";
-import type { RedisClient } from "../redis/connections.js";
 import { cliConfig, print, table } from "./context.js";
+import { withControl } from "./control.js";
 import { CliError, UsageError } from "./errors.js";
 import { closeRedis, connectRedis } from "./redis.js";
 
-// `headroom alerts …`: rules in Redis, their history in ClickHouse, their dead letters in the
-// webhook queue's failed set. Arguments are parsed and checked in program.ts. A rule's secret is
+// `headroom alerts …`: rules in Redis (through the control plane's functions, which the HTTP
+// routes call too, and which write the audit log), their history in ClickHouse, their dead
+// letters in the webhook queue's failed set. Arguments are parsed and checked in program.ts. A rule's secret is
 // printed once, by `add`, and never again.
 
 interface JsonOption {
   json: boolean;
-}
-
-async function withStore<T>(
-  run: (store: RuleStore, redis: RedisClient, config: Config) => Promise<T>,
-): Promise<T> {
-  const config = cliConfig();
-  const redis = await connectRedis(config);
-  try {
-    return await run(createRuleStore(redis, config.QUEUE_PREFIX), redis, config);
-  } catch (err) {
-    throw err instanceof RuleError ? new UsageError(err.message) : err;
-  } finally {
-    await closeRedis(redis);
-  }
 }
 
 const filters = (r: AlertRule) =>
@@ -40,10 +21,9 @@ const filters = (r: AlertRule) =>
     .join(" ") || "-";
 
 export const alertsAdd = (input: RuleInput & JsonOption) =>
-  withStore(async (store, _redis, config) => {
-    const { json, ...fields } = input;
-    await checkDestination(config, fields);
-    const { rule, secret } = await store.create(fields);
+  withControl(async (control, cli) => {
+    const { json, project, ...fields } = input;
+    const { secret, ...rule } = await control.createRule(cli, project, fields);
     print(json, { ...rule, secret }, () =>
       [
         `rule:     ${rule.id}`,
@@ -57,26 +37,9 @@ export const alertsAdd = (input: RuleInput & JsonOption) =>
     );
   });
 
-/** A rule's webhook must point where the destination policy allows (see SECURITY.md). */
-async function checkDestination(config: Config, rule: RuleInput): Promise<void> {
-  // A malformed URL is the rule schema's to report.
-  if (!URL.canParse(rule.webhook)) return;
-  try {
-    await createDestinationPolicy({ allow: config.ALERTS_WEBHOOK_ALLOW }).checkUrl(rule.webhook);
-  } catch (err) {
-    const why =
-      err instanceof DestinationRefusedError
-        ? err.message
-        : `its host cannot be resolved (${(err as Error).message})`;
-    throw new UsageError(
-      `invalid rule: webhook ${new URL(rule.webhook).origin} for project ${rule.project}: ${why}`,
-    );
-  }
-}
-
 export const alertsList = (opts: { project?: string } & JsonOption) =>
-  withStore(async (store) => {
-    const rules = await store.list(opts.project);
+  withControl(async (control, cli) => {
+    const rules = await control.listRules(cli, opts.project);
     print(opts.json, rules, () =>
       rules.length === 0
         ? "no alert rules"
@@ -97,33 +60,19 @@ export const alertsList = (opts: { project?: string } & JsonOption) =>
   });
 
 export const alertsRemove = (id: string, opts: JsonOption) =>
-  withStore(async (store) => {
-    if (!(await store.remove(id))) throw new UsageError(`no alert rule ${id}`);
-    print(opts.json, { id, removed: true }, () => `removed ${id}`);
+  withControl(async (control, cli) => {
+    const out = await control.removeRule(cli, id);
+    print(opts.json, out, () => `removed ${id}`);
   });
 
 export const alertsTest = (id: string, opts: JsonOption) =>
-  withStore(async (store, _redis, config) => {
-    const rule = await store.get(id);
-    const secret = rule && (await store.secret(id));
-    if (!rule || !secret) throw new UsageError(`no alert rule ${id}`);
-    const event = testEvent(rule);
-    const guarded = createGuardedFetch(
-      createDestinationPolicy({ allow: config.ALERTS_WEBHOOK_ALLOW }),
-    );
-    const res = await sendWebhook({
-      url: rule.webhook,
-      id: event.id,
-      body: webhookPayload(event, TEST_EVENT_TYPE),
-      secret,
-      timeoutMs: config.ALERTS_WEBHOOK_TIMEOUT_MS,
-      fetch: guarded.fetch,
-    }).finally(() => guarded.close());
-    const out = { id: event.id, webhook: rule.webhook, status: res.status, ok: res.ok };
+  withControl(async (control, cli) => {
+    const res = await control.testRule(cli, id);
+    const out = { id: res.id, webhook: res.webhook, status: res.status, ok: res.ok };
     print(opts.json, out, () =>
       res.ok
-        ? `sent test event ${event.id}: the receiver answered ${res.status}`
-        : `test event ${event.id} not delivered: ${res.status ?? res.error}`,
+        ? `sent test event ${res.id}: the receiver answered ${res.status}`
+        : `test event ${res.id} not delivered: ${res.status ?? res.error}`,
     );
     if (!res.ok) throw new CliError(`the webhook receiver did not accept the test event`);
   });

@@ -4,7 +4,7 @@ import { KEY_STORE_PREFIX } from "../keys/key-store.js";
 import { primaries, type RedisClient } from "../redis/connections.js";
 
 // What only Redis holds and no pipeline can rebuild: projects, their keys' hashes and plans, alert
-// rules and their webhook signing secrets. (Queued reports are in flight, quota counters and rule
+// rules and their webhook signing secrets, and the control plane's audit log. (Queued reports are in flight, quota counters and rule
 // state restart from zero, and what is stored is in ClickHouse.) A backup is a JSON document of
 // those keys, written whole and restored whole (into an empty Redis; see backup-merge.ts for one
 // in use).
@@ -15,6 +15,12 @@ const entrySchema = z.discriminatedUnion("type", [
   z.object({ key: z.string(), type: z.literal("hash"), value: z.record(z.string(), z.string()) }),
   z.object({ key: z.string(), type: z.literal("set"), value: z.array(z.string()) }),
   z.object({ key: z.string(), type: z.literal("string"), value: z.string() }),
+  // The audit log's sorted sets (src/control/audit.ts): members with their scores (ms).
+  z.object({
+    key: z.string(),
+    type: z.literal("zset"),
+    value: z.array(z.object({ member: z.string(), score: z.number() })),
+  }),
 ]);
 
 export const backupSchema = z.object({
@@ -37,6 +43,9 @@ export function backupPatterns(queuePrefix: string): string[] {
   return [
     `${keys}:key:*`,
     `${keys}:key-id:*`,
+    `${keys}:key-hashes:*`,
+    `${keys}:audit`,
+    `${keys}:audit:*`,
     `${keys}:project:*`,
     `${keys}:project-keys:*`,
     `${keys}:projects`,
@@ -65,6 +74,14 @@ async function readEntry(redis: RedisClient, key: string): Promise<Entry | null>
   const type = await redis.type(key);
   if (type === "hash") return { key, type, value: await redis.hgetall(key) };
   if (type === "set") return { key, type, value: (await redis.smembers(key)).sort() };
+  if (type === "zset") {
+    const flat = await redis.zrange(key, 0, -1, "WITHSCORES");
+    const value: { member: string; score: number }[] = [];
+    for (let i = 0; i < flat.length; i += 2) {
+      value.push({ member: flat[i] as string, score: Number(flat[i + 1]) });
+    }
+    return { key, type, value };
+  }
   if (type === "string") {
     const value = await redis.get(key);
     return value === null ? null : { key, type, value };
@@ -92,9 +109,21 @@ export async function backupRedis(redis: RedisClient, queuePrefix: string): Prom
   return { format: FORMAT, version: 1, created_at: new Date().toISOString(), keys: entries };
 }
 
+/** A sorted set's members added to what is there (the audit log: entries only add up). */
+export async function addZset(
+  redis: RedisClient,
+  key: string,
+  value: { member: string; score: number }[],
+) {
+  for (let i = 0; i < value.length; i += 500) {
+    const args = value.slice(i, i + 500).flatMap((m) => [m.score, m.member]);
+    if (args.length > 0) await redis.zadd(key, ...args);
+  }
+}
+
 /**
- * Writes every key of a backup: hash fields and set members are added to what is there, strings
- * replaced. Into an empty Redis that is the backup as it was taken.
+ * Writes every key of a backup: hash fields, set and sorted set members are added to what is
+ * there, strings replaced. Into an empty Redis that is the backup as it was taken.
  */
 export async function restoreRedis(redis: RedisClient, backup: Backup): Promise<number> {
   for (const entry of backup.keys) {
@@ -102,6 +131,8 @@ export async function restoreRedis(redis: RedisClient, backup: Backup): Promise<
       if (Object.keys(entry.value).length > 0) await redis.hset(entry.key, entry.value);
     } else if (entry.type === "set") {
       if (entry.value.length > 0) await redis.sadd(entry.key, ...entry.value);
+    } else if (entry.type === "zset") {
+      await addZset(redis, entry.key, entry.value);
     } else {
       await redis.set(entry.key, entry.value);
     }

@@ -1,11 +1,11 @@
-import type { Config, Plan } from "../config.js";
+import type { Plan } from "../config.js";
 import type { Scope } from "../keys/key-format.js";
-import { createKeyStore, type KeyStore } from "../keys/key-store.js";
-import { cliConfig, print, table } from "./context.js";
-import { UsageError } from "./errors.js";
-import { closeRedis, connectRedis } from "./redis.js";
+import { print, table } from "./context.js";
+import { withControl } from "./control.js";
 
-// `headroom keys …`: project keys in Redis. Arguments are parsed and checked in program.ts.
+// `headroom keys …`: project keys in Redis, through the control plane's functions (the HTTP
+// routes call the same ones; each change is in the audit log). Arguments are parsed and checked
+// in program.ts.
 
 export interface KeyOptions {
   project?: string;
@@ -16,50 +16,32 @@ export interface KeyOptions {
   monthly?: number | "none";
   burst?: number;
   capacity?: number;
+  /** `keys rotate`: how long the old secret keeps working, in seconds. */
+  expiresIn?: number;
   json: boolean;
 }
 
-async function withStore<T>(
-  opts: KeyOptions,
-  run: (store: KeyStore, config: Config) => Promise<T>,
-): Promise<T> {
-  const config = cliConfig();
-  // An own key: `constructor` is in every object, and no plan.
-  if (opts.plan !== undefined && !Object.hasOwn(config.PLANS, opts.plan)) {
-    throw new UsageError(
-      `unknown plan ${opts.plan}; plans: ${Object.keys(config.PLANS).join(", ")}`,
-    );
-  }
-  const redis = await connectRedis(config);
-  try {
-    return await run(createKeyStore(redis), config);
-  } finally {
-    await closeRedis(redis);
-  }
-}
-
-export const keysCreate = (project: string, opts: KeyOptions) =>
-  withStore(opts, async (store, config) => {
-    const k = await store.create(project, {
+export const keysCreate = (project: string | undefined, opts: KeyOptions) =>
+  withControl(async (control, cli) => {
+    const k = await control.createKey(cli, project ?? null, {
+      scope: opts.scope ?? "report",
       plan: opts.plan,
-      defaultPlan: config.DEFAULT_PLAN,
-      scope: opts.scope,
     });
     const out = {
       key: k.key,
-      key_id: k.keyId,
-      project: k.projectId,
+      key_id: k.key_id,
+      project: k.project,
       scope: k.scope,
       plan: k.plan,
-      created_at: k.createdAt,
+      created_at: k.created_at,
     };
     print(opts.json, out, () =>
       [
         `key:     ${k.key}`,
-        `key id:  ${k.keyId}`,
-        `project: ${k.projectId}`,
+        `key id:  ${k.key_id}`,
+        `project: ${k.project ?? "(none: an admin key manages every project)"}`,
         `scope:   ${k.scope}`,
-        `plan:    ${k.plan}`,
+        ...(k.scope === "admin" ? [] : [`plan:    ${k.plan}`]),
         "",
         "The key is shown only now: store it safely.",
       ].join("\n"),
@@ -67,11 +49,8 @@ export const keysCreate = (project: string, opts: KeyOptions) =>
   });
 
 export const keysImport = (project: string, key: string, opts: KeyOptions) =>
-  withStore(opts, async (store, config) => {
-    const k = await store.import(project, key, {
-      plan: opts.plan,
-      defaultPlan: config.DEFAULT_PLAN,
-    });
+  withControl(async (control, cli) => {
+    const k = await control.importKey(cli, project, key, opts.plan);
     const out = { key_id: k.keyId, project: k.projectId, plan: k.plan, created_at: k.createdAt };
     print(
       opts.json,
@@ -81,25 +60,18 @@ export const keysImport = (project: string, key: string, opts: KeyOptions) =>
   });
 
 export const keysList = (opts: KeyOptions) =>
-  withStore(opts, async (store) => {
-    const keys = await store.list(opts.project);
-    const out = keys.map((k) => ({
-      key_id: k.keyId,
-      project: k.projectId,
-      scope: k.scope,
-      plan: k.plan,
-      created_at: k.createdAt,
-      revoked: k.revoked,
-    }));
-    print(opts.json, out, () =>
+  withControl(async (control, cli) => {
+    const keys = await control.listKeys(cli, opts.project);
+    print(opts.json, keys, () =>
       table(
-        ["KEY ID", "PROJECT", "SCOPE", "PLAN", "CREATED", "REVOKED"],
+        ["KEY ID", "PROJECT", "SCOPE", "PLAN", "CREATED", "LAST USED", "REVOKED"],
         keys.map((k) => [
-          k.keyId,
-          k.projectId,
+          k.key_id,
+          k.project ?? "*",
           k.scope,
-          k.plan,
-          k.createdAt,
+          k.plan || "-",
+          k.created_at,
+          k.last_used_at,
           k.revoked ? "yes" : "no",
         ]),
       ),
@@ -107,21 +79,65 @@ export const keysList = (opts: KeyOptions) =>
   });
 
 export const keysRevoke = (keyId: string, opts: KeyOptions) =>
-  withStore(opts, async (store) => {
-    if (!(await store.revoke(keyId))) throw new UsageError(`no key with id ${keyId}`);
-    print(opts.json, { key_id: keyId, revoked: true }, () => `revoked ${keyId}`);
+  withControl(async (control, cli) => {
+    const out = await control.revokeKey(cli, keyId);
+    print(opts.json, out, () => `revoked ${keyId}`);
+  });
+
+export const keysRotate = (keyId: string, opts: KeyOptions) =>
+  withControl(async (control, cli) => {
+    const k = await control.rotateKey(cli, keyId, opts.expiresIn ?? 86_400);
+    const out = {
+      key: k.key,
+      key_id: k.key_id,
+      project: k.project,
+      scope: k.scope,
+      old_key_expires_at: k.old_key_expires_at,
+    };
+    print(opts.json, out, () =>
+      [
+        `key:     ${k.key}`,
+        `key id:  ${k.key_id}`,
+        `old key: works until ${k.old_key_expires_at}`,
+        "",
+        "The new key is shown only now: store it safely.",
+      ].join("\n"),
+    );
   });
 
 export const keysSetPlan = (project: string, plan: string, opts: KeyOptions) =>
-  withStore({ ...opts, plan }, async (store) => {
+  withControl(async (control, cli) => {
     const given: Partial<Plan> = {};
     if (opts.monthly !== undefined) given.monthly = opts.monthly === "none" ? null : opts.monthly;
     if (opts.burst !== undefined) given.burst = opts.burst;
     if (opts.capacity !== undefined) given.capacity = opts.capacity;
-    const { overrides } = await store.setPlan(project, plan, given);
+    const { overrides } = await control.setPlan(cli, project, { plan, overrides: given });
     print(opts.json, { project, plan, ...overrides }, () => {
       const kept = Object.entries(overrides).map(([name, v]) => `${name} ${v ?? "none"}`);
       const numbers = kept.length > 0 ? `overrides: ${kept.join(", ")}` : "no overrides";
       return `project ${project} is on plan ${plan} (${numbers})`;
     });
+  });
+
+/** `headroom audit`: the control plane's audit log, newest first. */
+export const auditList = (opts: { project?: string; limit: number; json: boolean }) =>
+  withControl(async (control, cli) => {
+    const rows = (await control.readAudit(cli, { project: opts.project, limit: opts.limit }))
+      .slice(0, opts.limit)
+      .map((r) => r.entry);
+    print(opts.json, rows, () =>
+      rows.length === 0
+        ? "the audit log is empty"
+        : table(
+            ["AT", "ACTOR", "SOURCE", "ACTION", "PROJECT", "TARGET"],
+            rows.map((e) => [
+              e.at,
+              e.actor.kind === "cli" ? `cli:${e.actor.user ?? "?"}` : `${e.actor.key_id}`,
+              e.source,
+              e.action,
+              e.project,
+              e.target,
+            ]),
+          ),
+    );
   });

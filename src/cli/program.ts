@@ -19,6 +19,9 @@ Examples:
   headroom keys import --project acme --key dlm_…         # keep a key from the hosted service
   headroom keys list [--project acme] [--json]
   headroom keys revoke key_…
+  headroom keys rotate key_… [--expires-in 1d]            # a new key; the old one works 1 day more
+  headroom keys create --scope admin                      # an operator's key for the control plane
+  headroom keys create --project acme --scope manage      # manages acme's keys and alert rules
   headroom keys set-plan --project acme --plan free [--monthly 10000|none] [--burst 50] [--capacity 250]`;
 
 const DLQ_EXAMPLES = `
@@ -57,13 +60,22 @@ export function buildProgram(output?: OutputConfiguration): Command {
   if (output) program.configureOutput(output);
 
   addKeys(program);
+  program
+    .command("audit")
+    .description("the control plane's audit log, newest first: who changed what, and when")
+    .option("--project <id>", "only this project")
+    .option("--limit <n>", "at most this many", parse.positiveInt, 100)
+    .option("--json", "print JSON", false)
+    .action(async (opts: { project?: string; limit: number } & JsonOption) =>
+      (await import("./keys-command.js")).auditList(opts),
+    );
   addDlq(program);
   addAlerts(program);
 
   program
     .command("backup")
     .description(
-      "write projects, keys (hashes), plans, alert rules and webhook secrets to FILE (JSON)",
+      "write projects, keys (hashes), plans, alert rules, webhook secrets and the audit log to FILE (JSON)",
     )
     .argument("<file>", "where to write it; keep it off this host: it holds secrets")
     .action(async (file: string) => (await import("./backup-command.js")).backupCommand(file));
@@ -178,24 +190,35 @@ export function buildProgram(output?: OutputConfiguration): Command {
 function addKeys(program: Command): void {
   const keys = program
     .command("keys")
-    .description("project keys: create, import, list, revoke, set-plan")
+    .description("project keys: create, import, list, revoke, rotate, set-plan")
     .addHelpText("after", KEYS_EXAMPLES);
   const run = async () => import("./keys-command.js");
 
   keys
     .command("create")
-    .description("create a key for a project; the key is printed once")
-    .requiredOption("--project <id>", "project id")
+    .description("create a key for a project (or an admin key, of none); the key is printed once")
+    .option("--project <id>", "project id (every scope but admin)")
     .option("--plan <plan>", "free, pro, unlimited or a plan from PLANS (default: DEFAULT_PLAN)")
     .addOption(
-      new Option("--scope <scope>", "report: POST /api/report; read: the read API")
+      new Option(
+        "--scope <scope>",
+        "report: POST /api/report; read: the read API; manage: the project's keys and alert " +
+          "rules over the control plane; admin: the whole control plane",
+      )
         .choices(SCOPES)
         .default("report"),
     )
     .option("--json", "print JSON", false)
-    .action(async (opts: { project: string; plan?: string; scope: Scope } & JsonOption) =>
-      (await run()).keysCreate(opts.project, opts),
-    );
+    .action(async (opts: { project?: string; plan?: string; scope: Scope } & JsonOption) => {
+      if (opts.scope === "admin" ? opts.project !== undefined : opts.project === undefined) {
+        throw new UsageError(
+          opts.scope === "admin"
+            ? "an admin key belongs to no project: leave out --project"
+            : "required option '--project <id>' not specified",
+        );
+      }
+      return (await run()).keysCreate(opts.project, opts);
+    });
 
   keys
     .command("import")
@@ -221,6 +244,21 @@ function addKeys(program: Command): void {
     .argument("<key-id>", "the key's id, as `keys list` shows it")
     .option("--json", "print JSON", false)
     .action(async (keyId: string, opts: JsonOption) => (await run()).keysRevoke(keyId, opts));
+
+  keys
+    .command("rotate")
+    .description("a new key for the same key id; the old one works until --expires-in has passed")
+    .argument("<key-id>", "the key's id, as `keys list` shows it")
+    .option(
+      "--expires-in <duration>",
+      "how long the old key keeps working: 0, 90s, 10m, 24h, 1d",
+      parse.duration,
+      86_400,
+    )
+    .option("--json", "print JSON", false)
+    .action(async (keyId: string, opts: { expiresIn: number } & JsonOption) =>
+      (await run()).keysRotate(keyId, opts),
+    );
 
   keys
     .command("set-plan")

@@ -7,16 +7,25 @@ export const ERROR_STATUS = {
   invalid_request: 400,
   /** A read API query parameter that is unknown, repeated or out of range. */
   invalid_query: 400,
+  /** A control plane request body that does not match its schema (or names an unknown plan). */
+  invalid_body: 400,
   missing_project_key: 401,
   invalid_project_key: 401,
-  /** A key used outside its scope (a read key on /api/report, a report key on the read API). */
+  /** A key used outside its scope (a read key on /api/report, a report key on the read API, a
+   * management key on either, a data key on the control plane). */
   insufficient_scope: 403,
   not_found: 404,
   method_not_allowed: 405,
+  /** The control plane's: what is to be created exists (a project), or cannot change (revoked). */
+  conflict: 409,
+  /** An Idempotency-Key whose first request is still being answered. */
+  idempotency_in_progress: 409,
   request_timeout: 408,
   payload_too_large: 413,
   headers_too_large: 431,
   unsupported_media_type: 415,
+  /** An Idempotency-Key sent again with another body (or another method or path). */
+  idempotency_key_reused: 422,
   rate_limited: 429,
   quota_exceeded: 429,
   internal: 500,

@@ -9,7 +9,7 @@ const REDACTED = "[redacted]";
 // Key-shaped: an issued (`hr_`, `hrr_`) or imported (`dlm_`) prefix and everything after it, as imported
 // keys may hold a `/`; or a run of 16 or more key characters (the shortest key an edge accepts;
 // no route has a segment that long).
-const KEY_SHAPED = /(?:hrr?_|dlm_)[A-Za-z0-9._~+/=%-]*|[A-Za-z0-9._~+=%-]{16,}/g;
+const KEY_SHAPED = /(?:hr[rma]?_|dlm_)[A-Za-z0-9._~+/=%-]*|[A-Za-z0-9._~+=%-]{16,}/g;
 
 /** The path of `url` with every key-shaped part redacted; the query string is dropped. */
 export function redactPath(url: string): string {

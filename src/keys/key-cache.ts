@@ -1,7 +1,8 @@
 import type { KeyLookup } from "./key-store.js";
 
 // In-process cache in front of the key store, for hits and misses alike. Entries live at most
-// `ttlMs`, which bounds how long a revoked key keeps working on a running edge. Concurrent misses
+// `ttlMs`, which bounds how long a revoked key keeps working on a running edge, and never past a
+// rotated-out secret's `expiresAt`. Concurrent misses
 // for one key share a single lookup. `peek` tells what the cache knows without looking up.
 
 /** A key lookup; with `peek`, one that can tell when it would answer without a Redis call. */
@@ -40,7 +41,12 @@ export function createKeyCache(
         if (opts.ttlMs > 0) {
           // Map keeps insertion order, so the first key is the oldest.
           if (entries.size >= maxEntries) entries.delete(entries.keys().next().value as string);
-          entries.set(key, { value, expires: now() + opts.ttlMs });
+          // A rotated-out secret is not held past its end: it fails there on every edge.
+          const expires = Math.min(
+            now() + opts.ttlMs,
+            value?.expiresAt ?? Number.POSITIVE_INFINITY,
+          );
+          entries.set(key, { value, expires });
         }
         return value;
       })

@@ -1,15 +1,29 @@
 import { z } from "zod";
 import type { Plan } from "../config.js";
 import type { RedisClient } from "../redis/connections.js";
-import { generateId, generateKey, hashKey, isWellFormedKey, type Scope } from "./key-format.js";
+import {
+  generateId,
+  generateKey,
+  hashKey,
+  isWellFormedKey,
+  SCOPES,
+  type Scope,
+} from "./key-format.js";
 
 // Projects and their keys in Redis. Only SHA-256 hashes of keys are stored.
-//   {p}:key:<sha256>          hash  key_id, project_id, created_at, revoked, revoked_at?, scope?
-//   {p}:key-id:<key_id>       string <sha256>
+//   {p}:key:<sha256>          hash  key_id, project_id, created_at, revoked, revoked_at?, scope?,
+//                                   expires_at? (a rotated-out secret: refused from then on),
+//                                   rotated_at?, last_used_at?
+//   {p}:key-id:<key_id>       string <sha256> of the key's current secret
+//   {p}:key-hashes:<key_id>   set   <sha256> of every secret the key has had (rotation), so a
+//                                   revocation reaches the old ones too
 //   {p}:project:<project_id>  hash  plan, monthly?, burst?, capacity?, created_at,
 //                                   plan_updated_at (a restore's merge keeps later plan changes)
-//   {p}:project-keys:<id>     set   key ids
+//   {p}:project-keys:<id>     set   key ids; admin keys are in project-keys:* (ADMIN_PROJECT)
 //   {p}:projects              set   project ids
+//
+// An admin key belongs to no project: its project_id is ADMIN_PROJECT, "*", which no project id
+// can be (PROJECT_ID has no "*"), and it is never in `projects`.
 
 export interface KeyInfo {
   keyId: string;
@@ -17,13 +31,21 @@ export interface KeyInfo {
   createdAt: string;
   revoked: boolean;
   scope: Scope;
+  /** When the key's current secret was last presented (at most once a minute is written). */
+  lastUsedAt: string | null;
+  /** When the current secret replaced an older one. */
+  rotatedAt: string | null;
 }
+
+/** The project of admin keys: none. No project id can be "*". */
+export const ADMIN_PROJECT = "*";
 
 export interface ProjectInfo {
   projectId: string;
   plan: string;
   /** Per-project overrides of the plan's numbers. */
   overrides: Partial<Plan>;
+  createdAt?: string;
 }
 
 /** What the edge needs to know about a presented key. */
@@ -33,6 +55,8 @@ export interface KeyLookup {
   scope: Scope;
   plan: string;
   overrides: Partial<Plan>;
+  /** A rotated-out secret: refused from this time (ms) on; caches must not hold it past it. */
+  expiresAt?: number;
 }
 
 /** The plan numbers a project may override, as stored in its hash. */
@@ -61,10 +85,19 @@ const PROJECT_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** Where projects and keys live, whatever the queue prefix. */
 export const KEY_STORE_PREFIX = "headroom";
 
-export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
+/** How often a key's last use is written: a look-up after this long writes it again. */
+const LAST_USED_EVERY_MS = 60_000;
+
+export function createKeyStore(
+  redis: RedisClient,
+  prefix = KEY_STORE_PREFIX,
+  opts: { now?: () => number } = {},
+) {
+  const now = opts.now ?? Date.now;
   const k = {
     key: (hash: string) => `${prefix}:key:${hash}`,
     keyId: (id: string) => `${prefix}:key-id:${id}`,
+    keyHashes: (id: string) => `${prefix}:key-hashes:${id}`,
     project: (id: string) => `${prefix}:project:${id}`,
     projectKeys: (id: string) => `${prefix}:project-keys:${id}`,
     projects: `${prefix}:projects`,
@@ -77,6 +110,14 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
   }
 
   async function getProject(projectId: string): Promise<ProjectInfo | null> {
+    const details = await projectDetails(projectId);
+    if (!details) return null;
+    const { createdAt: _createdAt, ...project } = details;
+    return project;
+  }
+
+  /** The project with when it was made (the control plane shows it). */
+  async function projectDetails(projectId: string): Promise<ProjectInfo | null> {
     const h = await redis.hgetall(k.project(projectId));
     if (!h.plan) return null;
     // A value that is not a positive whole number is no override (the plan's number applies).
@@ -87,20 +128,34 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
     if (burst !== undefined) overrides.burst = burst;
     const capacity = positive(h.capacity);
     if (capacity !== undefined) overrides.capacity = capacity;
-    return { projectId, plan: h.plan, overrides };
+    return {
+      projectId,
+      plan: h.plan,
+      overrides,
+      ...(h.created_at ? { createdAt: h.created_at } : {}),
+    };
+  }
+
+  function checkOverrides(overrides: Partial<Plan>): Partial<Plan> {
+    const checked = overridesSchema.safeParse(overrides);
+    if (!checked.success) {
+      const issue = checked.error.issues[0];
+      throw new KeyStoreError(`${issue?.path.join(".")}: ${issue?.message}`);
+    }
+    return checked.data;
   }
 
   async function ensureProject(projectId: string, plan: string | undefined, defaultPlan: string) {
     checkProjectId(projectId);
     const created = await redis.hsetnx(k.project(projectId), "plan", plan ?? defaultPlan);
-    const now = new Date().toISOString();
+    const at = new Date(now()).toISOString();
     if (created) {
-      await redis.hset(k.project(projectId), { created_at: now, plan_updated_at: now });
+      await redis.hset(k.project(projectId), { created_at: at, plan_updated_at: at });
     } else if (plan && (await redis.hget(k.project(projectId), "plan")) !== plan) {
       // A new plan, as with setPlan: the old plan's overrides go.
       await redis
         .multi()
-        .hset(k.project(projectId), { plan, plan_updated_at: now })
+        .hset(k.project(projectId), { plan, plan_updated_at: at })
         .hdel(k.project(projectId), ...OVERRIDES)
         .exec();
     }
@@ -112,9 +167,11 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
     const info: KeyInfo = {
       keyId: generateId("key"),
       projectId,
-      createdAt: new Date().toISOString(),
+      createdAt: new Date(now()).toISOString(),
       revoked: false,
       scope,
+      lastUsedAt: null,
+      rotatedAt: null,
     };
     const added = await redis.hsetnx(k.key(hash), "key_id", info.keyId);
     if (!added) throw new KeyStoreError("this key is already registered");
@@ -127,29 +184,48 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
         scope,
       }),
       redis.set(k.keyId(info.keyId), hash),
+      redis.sadd(k.keyHashes(info.keyId), hash),
       redis.sadd(k.projectKeys(projectId), info.keyId),
     ]);
     return info;
   }
 
-  async function keyInfo(hash: string): Promise<KeyInfo | null> {
+  /** The scope as stored: none is a key from before scopes (a report key); an unknown one, no key. */
+  function scopeOf(text: string | undefined): Scope | null {
+    if (text === undefined || text === "") return "report";
+    return (SCOPES as readonly string[]).includes(text) ? (text as Scope) : null;
+  }
+
+  async function keyFields(hash: string) {
     const h = await redis.hgetall(k.key(hash));
     if (!h.key_id || !h.project_id) return null;
-    return {
+    const scope = scopeOf(h.scope);
+    if (scope === null) return null;
+    // An admin key is the only key of no project, and of no project only.
+    if ((scope === "admin") !== (h.project_id === ADMIN_PROJECT)) return null;
+    const info: KeyInfo = {
       keyId: h.key_id,
       projectId: h.project_id,
       createdAt: h.created_at ?? "",
       revoked: h.revoked === "1",
-      // Keys stored before scopes existed have none: they are report keys.
-      scope: h.scope === "read" ? "read" : "report",
+      scope,
+      lastUsedAt: h.last_used_at ?? null,
+      rotatedAt: h.rotated_at ?? null,
     };
+    const expiresAt = h.expires_at === undefined ? undefined : Date.parse(h.expires_at);
+    return { info, expiresAt };
+  }
+
+  async function keyInfo(hash: string): Promise<KeyInfo | null> {
+    return (await keyFields(hash))?.info ?? null;
   }
 
   return {
     /** Creates a key for a project (creating the project if needed); the plaintext is returned once. */
     async create(projectId: string, opts: { plan?: string; defaultPlan: string; scope?: Scope }) {
-      await ensureProject(projectId, opts.plan, opts.defaultPlan);
       const scope = opts.scope ?? "report";
+      if (scope === "admin") throw new KeyStoreError("an admin key is made with createAdmin");
+      await ensureProject(projectId, opts.plan, opts.defaultPlan);
       const key = generateKey(scope);
       const info = await store(key, projectId, scope);
       const project = await getProject(projectId);
@@ -165,11 +241,72 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
       return { ...info, plan: project?.plan ?? opts.defaultPlan };
     },
 
+    /** An operator's key, of no project; the plaintext is returned once. */
+    async createAdmin() {
+      const key = generateKey("admin");
+      const info = await store(key, ADMIN_PROJECT, "admin");
+      return { key, ...info, plan: "" };
+    },
+
+    /** The key with this id (its current secret), or null. */
+    async get(keyId: string): Promise<KeyInfo | null> {
+      const hash = await redis.get(k.keyId(keyId));
+      return hash ? keyInfo(hash) : null;
+    },
+
+    /** Revokes every secret the key has had: the current one, and any rotated out. */
     async revoke(keyId: string): Promise<boolean> {
       const hash = await redis.get(k.keyId(keyId));
       if (!hash) return false;
-      await redis.hset(k.key(hash), { revoked: "1", revoked_at: new Date().toISOString() });
+      const hashes = new Set([hash, ...(await redis.smembers(k.keyHashes(keyId)))]);
+      const at = new Date(now()).toISOString();
+      await Promise.all(
+        [...hashes].map((h) => redis.hset(k.key(h), { revoked: "1", revoked_at: at })),
+      );
       return true;
+    },
+
+    /**
+     * A new secret for the same key id, scope and project. The old secret keeps working until
+     * `expiresInS` from now (0: refused at once, as revoked). Null for no such key, or a revoked
+     * one. The new plaintext is returned once.
+     */
+    async rotate(keyId: string, expiresInS: number) {
+      const oldHash = await redis.get(k.keyId(keyId));
+      const old = oldHash ? await keyInfo(oldHash) : null;
+      if (!oldHash || !old || old.revoked) return null;
+      const key = generateKey(old.scope);
+      const hash = hashKey(key);
+      const at = now();
+      const rotatedAt = new Date(at).toISOString();
+      if (!(await redis.hsetnx(k.key(hash), "key_id", keyId))) {
+        throw new KeyStoreError("this key is already registered");
+      }
+      await Promise.all([
+        redis.hset(k.key(hash), {
+          project_id: old.projectId,
+          created_at: old.createdAt,
+          revoked: "0",
+          scope: old.scope,
+          rotated_at: rotatedAt,
+        }),
+        redis.sadd(k.keyHashes(keyId), hash, oldHash),
+      ]);
+      // The old secret's end is written before the new one becomes the key's current secret.
+      await redis.hset(
+        k.key(oldHash),
+        expiresInS === 0
+          ? { revoked: "1", revoked_at: rotatedAt, expires_at: rotatedAt }
+          : { expires_at: new Date(at + expiresInS * 1000).toISOString() },
+      );
+      await redis.set(k.keyId(keyId), hash);
+      return {
+        key,
+        ...old,
+        rotatedAt,
+        lastUsedAt: null,
+        oldExpiresAt: new Date(at + expiresInS * 1000).toISOString(),
+      };
     },
 
     /**
@@ -183,14 +320,13 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
       overrides: Partial<Plan> = {},
     ): Promise<ProjectInfo> {
       checkProjectId(projectId);
-      const checked = overridesSchema.safeParse(overrides);
-      if (!checked.success) {
-        const issue = checked.error.issues[0];
-        throw new KeyStoreError(`${issue?.path.join(".")}: ${issue?.message}`);
-      }
+      const checked = { data: checkOverrides(overrides) };
       const current = await getProject(projectId);
       if (!current) throw new KeyStoreError(`unknown project ${projectId}`);
-      const fields: Record<string, string> = { plan, plan_updated_at: new Date().toISOString() };
+      const fields: Record<string, string> = {
+        plan,
+        plan_updated_at: new Date(now()).toISOString(),
+      };
       const dropped: string[] = [];
       for (const name of OVERRIDES) {
         const value = checked.data[name];
@@ -205,9 +341,43 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
     },
 
     getProject,
+    projectDetails,
 
+    /** A new project on `plan`, with overrides; null when the project exists already. */
+    async createProject(
+      projectId: string,
+      plan: string,
+      overrides: Partial<Plan> = {},
+    ): Promise<ProjectInfo | null> {
+      checkProjectId(projectId);
+      const given = checkOverrides(overrides);
+      if (!(await redis.hsetnx(k.project(projectId), "plan", plan))) return null;
+      const at = new Date(now()).toISOString();
+      const fields: Record<string, string> = { created_at: at, plan_updated_at: at };
+      for (const name of OVERRIDES) {
+        const value = given[name];
+        if (value !== undefined) fields[name] = String(value ?? "none");
+      }
+      await redis.hset(k.project(projectId), fields);
+      await redis.sadd(k.projects, projectId);
+      return projectDetails(projectId);
+    },
+
+    /** Every project, by id. */
+    async listProjects(): Promise<ProjectInfo[]> {
+      const out: ProjectInfo[] = [];
+      for (const id of (await redis.smembers(k.projects)).sort()) {
+        const project = await projectDetails(id);
+        if (project) out.push(project);
+      }
+      return out;
+    },
+
+    /** The keys of a project, or of every project and then the admin keys. */
     async list(projectId?: string) {
-      const projects = projectId ? [projectId] : (await redis.smembers(k.projects)).sort();
+      const projects = projectId
+        ? [projectId]
+        : [...(await redis.smembers(k.projects)).sort(), ADMIN_PROJECT];
       const out: (KeyInfo & { plan: string })[] = [];
       for (const p of projects) {
         const project = await getProject(p);
@@ -222,8 +392,29 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
 
     /** The edge's lookup: null for unknown or revoked keys. Two reads; the edge caches them. */
     async lookup(key: string): Promise<KeyLookup | null> {
-      const info = await keyInfo(hashKey(key));
-      if (!info || info.revoked) return null;
+      const hash = hashKey(key);
+      const fields = await keyFields(hash);
+      if (!fields || fields.info.revoked) return null;
+      const { info, expiresAt } = fields;
+      const at = now();
+      // A rotated-out secret past its overlap is refused as a revoked one (and so is a bad date).
+      if (expiresAt !== undefined && !(expiresAt > at)) return null;
+      const last = info.lastUsedAt === null ? 0 : Date.parse(info.lastUsedAt);
+      if (!(at - last < LAST_USED_EVERY_MS)) {
+        // Not awaited, and never in the way: the last use is a hint for `keys list`.
+        redis.hset(k.key(hash), "last_used_at", new Date(at).toISOString()).catch(() => undefined);
+      }
+      const end = expiresAt === undefined ? {} : { expiresAt };
+      if (info.scope === "admin") {
+        return {
+          keyId: info.keyId,
+          projectId: ADMIN_PROJECT,
+          scope: "admin",
+          plan: "",
+          overrides: {},
+          ...end,
+        };
+      }
       const project = await getProject(info.projectId);
       if (!project) return null;
       return {
@@ -232,6 +423,7 @@ export function createKeyStore(redis: RedisClient, prefix = KEY_STORE_PREFIX) {
         scope: info.scope,
         plan: project.plan,
         overrides: project.overrides,
+        ...end,
       };
     },
   };

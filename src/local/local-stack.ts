@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { createClickHouse } from "../clickhouse/client.js";
 import { migrate, migrationContext } from "../clickhouse/migrations.js";
-import type { Config } from "../config.js";
+import { type Config, isSet } from "../config.js";
 import { createKeyStore } from "../keys/key-store.js";
 import { closeRedis, createWorkerRedis } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
@@ -94,15 +94,26 @@ export async function startLocalStack(
     // Children run as the stack does: compiled under `npm start`, from the sources under
     // `npm run dev`.
     const supervisor = createSupervisor(logger, onChildGaveUp, currentRuntime);
-    const childEnv = { ...shared, ...allowLoopback, MIGRATE_ON_START: "false" };
+    // One person's machine, on loopback by default: the control plane is served beside the read
+    // API unless CONTROL_LISTEN says otherwise (a server keeps it off, or on an internal port).
+    const control: Record<string, string> = isSet(process.env, "CONTROL_LISTEN")
+      ? {}
+      : { CONTROL_LISTEN: "api" };
+    const childEnv = { ...shared, ...allowLoopback, ...control, MIGRATE_ON_START: "false" };
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
     supervisor.start({ name: "alerts", entry: "workers/alerts.ts", env: childEnv });
     supervisor.start({ name: "edge", entry: "src/main/edge.ts", env: childEnv });
     supervisor.start({ name: "api", entry: "src/main/api.ts", env: childEnv });
 
     const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
+    const listen = control.CONTROL_LISTEN ?? config.CONTROL_LISTEN;
     return {
       config,
+      /** Where the control plane is served (its /api/v1 base), or null when it is off. */
+      controlApi:
+        listen === "off"
+          ? null
+          : `http://${host}:${listen === "api" ? config.API_PORT : listen}/api/v1`,
       endpoint: `http://${host}:${config.PORT}/api/report`,
       readApi: `http://${host}:${config.API_PORT}/api/v1`,
       page: `http://${host}:${config.API_PORT}/`,

@@ -20,6 +20,9 @@ export function stackListeners(config: Config): Listener[] {
     config.METRICS_PORT === undefined
       ? undefined
       : { setting: "METRICS_PORT", host: config.HOST, port: config.METRICS_PORT },
+    typeof config.CONTROL_LISTEN === "number"
+      ? { setting: "CONTROL_LISTEN", host: config.HOST, port: config.CONTROL_LISTEN }
+      : undefined,
     {
       setting: "WORKER_METRICS_PORT",
       host: config.WORKER_METRICS_HOST,

@@ -11,4 +11,17 @@ const logger = createLogger(config.LOG_LEVEL, "api");
 const api = await createApi(config, logger);
 onShutdown(logger, () => api.close());
 await api.app.listen({ host: config.HOST, port: config.API_PORT });
-logger.info({ port: (api.app.server.address() as AddressInfo).port }, "read api ready");
+logger.info(
+  {
+    port: (api.app.server.address() as AddressInfo).port,
+    control: config.CONTROL_LISTEN === "api" ? "beside the read api" : config.CONTROL_LISTEN,
+  },
+  "read api ready",
+);
+if (api.controlApp && typeof config.CONTROL_LISTEN === "number") {
+  await api.controlApp.listen({ host: config.HOST, port: config.CONTROL_LISTEN });
+  logger.info(
+    { port: (api.controlApp.server.address() as AddressInfo).port },
+    "control plane ready",
+  );
+}

@@ -53,6 +53,13 @@ try {
       "Read it back:",
       `curl -sS ${stack.readApi}/headroom -H 'Authorization: Bearer ${stack.local.read_key}'`,
       "",
+      ...(stack.controlApi
+        ? [
+            `Control plane (projects, keys, alert rules, audit; docs/control-plane.md): ${stack.controlApi}`,
+            `  with an admin key from: ${cli} keys create --scope admin`,
+            "",
+          ]
+        : []),
       `Then: ${cli} stats    or    ${cli} query "SELECT * FROM reports_v"`,
       `Ctrl-C stops everything; data stays in ${config.HEADROOM_DATA_DIR}.`,
       "",

@@ -13,6 +13,8 @@ const LAYERS: string[][] = [
   ["cli"],
   ["local"],
   ["api", "edge", "worker"],
+  // The control plane's service: what the CLI and the HTTP routes both call.
+  ["control"],
   ["headroom"],
   ["alerts"],
   ["limits"],

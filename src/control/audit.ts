@@ -1,0 +1,121 @@
+import { z } from "zod";
+import { generateId } from "../keys/key-format.js";
+import { KEY_STORE_PREFIX } from "../keys/key-store.js";
+import type { RedisClient } from "../redis/connections.js";
+
+// The audit log: every change the control plane makes, through HTTP or the CLI. An entry says
+// when, who (a key id, or "cli" and the OS user), from where, the action, its target and what
+// changed (before and after) — never a secret nor a whole key: keys are named by id and prefix.
+//
+// In Redis, beside the key store (so `headroom backup` carries it with the keys it speaks of):
+//   {p}:audit              sorted set  every entry, scored by its time (ms)
+//   {p}:audit:<project>    sorted set  the entries of one project
+// A member is the entry's JSON, whose first field is its id: entries of one millisecond sort by
+// id, so (time, id) orders the log and makes its cursor. Entries older than the retention
+// (AUDIT_RETENTION_DAYS) are removed from a set whenever it is written or read.
+
+export const AUDIT_ID = /^aud_[0-9A-Za-z]{16}$/;
+
+export const auditActor = z.object({
+  /** A key's id for HTTP; null for the CLI. */
+  key_id: z.string().nullable(),
+  /** admin or manage for a key; cli for the command line. */
+  kind: z.enum(["admin", "manage", "cli"]),
+  /** The OS user, for the CLI. */
+  user: z.string().optional(),
+});
+
+export const auditEntry = z.object({
+  id: z.string().regex(AUDIT_ID),
+  at: z.string(),
+  actor: auditActor,
+  /** The client's address (HTTP), or the host's name (CLI). */
+  source: z.string(),
+  action: z.string(),
+  /** The project concerned; null for none (an admin key). */
+  project: z.string().nullable(),
+  /** What was acted on: a project id, a key id or a rule id. */
+  target: z.string(),
+  before: z.record(z.string(), z.unknown()).nullable(),
+  after: z.record(z.string(), z.unknown()).nullable(),
+});
+
+export type AuditEntry = z.infer<typeof auditEntry>;
+export type AuditActor = z.infer<typeof auditActor>;
+export type AuditInput = Omit<AuditEntry, "id" | "at">;
+
+const DAY_MS = 86_400_000;
+
+export function createAuditLog(
+  redis: RedisClient,
+  opts: { retentionDays: number; now?: () => number; prefix?: string },
+) {
+  const now = opts.now ?? Date.now;
+  const prefix = opts.prefix ?? KEY_STORE_PREFIX;
+  const all = `${prefix}:audit`;
+  const ofProject = (project: string) => `${prefix}:audit:${project}`;
+  const horizon = () => now() - opts.retentionDays * DAY_MS;
+  const prune = (key: string) => redis.zremrangebyscore(key, "-inf", `(${horizon()}`);
+
+  return {
+    keys: { all, ofProject },
+
+    /** Writes an entry: to the whole log, and to its project's. */
+    async write(input: AuditInput): Promise<AuditEntry> {
+      const t = now();
+      // The id first: the member's text then sorts by it within one millisecond.
+      const entry: AuditEntry = { id: generateId("aud"), at: new Date(t).toISOString(), ...input };
+      const member = JSON.stringify(auditEntry.parse(entry));
+      const keys = input.project === null ? [all] : [all, ofProject(input.project)];
+      // Different Cluster slots: sent together, not as one MULTI.
+      await Promise.all(keys.map((key) => redis.zadd(key, t, member)));
+      await Promise.all(keys.map(prune));
+      return entry;
+    },
+
+    /**
+     * Entries newest first, `limit` + 1 of them (the extra one says another page follows),
+     * after the cursor's (time, id) when given.
+     */
+    async read(q: {
+      project?: string;
+      limit: number;
+      after?: { t: number; id: string };
+    }): Promise<{ t: number; entry: AuditEntry }[]> {
+      const key = q.project === undefined ? all : ofProject(q.project);
+      await prune(key);
+      const out: { t: number; entry: AuditEntry }[] = [];
+      const max = q.after ? String(q.after.t) : "+inf";
+      const batch = Math.max(q.limit + 1, 100);
+      for (let offset = 0; out.length <= q.limit; offset += batch) {
+        const rows = await redis.zrange(
+          key,
+          max,
+          "-inf",
+          "BYSCORE",
+          "REV",
+          "LIMIT",
+          offset,
+          batch,
+          "WITHSCORES",
+        );
+        for (let i = 0; i < rows.length && out.length <= q.limit; i += 2) {
+          const t = Number(rows[i + 1]);
+          let entry: AuditEntry;
+          try {
+            entry = auditEntry.parse(JSON.parse(rows[i] as string));
+          } catch {
+            continue; // not an entry of ours: skipped, never fatal
+          }
+          // Entries of the cursor's own millisecond come after it only with a smaller id.
+          if (q.after && t === q.after.t && entry.id >= q.after.id) continue;
+          out.push({ t, entry });
+        }
+        if (rows.length < batch * 2) break;
+      }
+      return out;
+    },
+  };
+}
+
+export type AuditLog = ReturnType<typeof createAuditLog>;

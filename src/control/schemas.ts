@@ -1,0 +1,121 @@
+import { z } from "zod";
+import { METRICS, ruleSchema } from "../alerts/rule.js";
+import { auditEntry } from "./audit.js";
+
+// The control plane's shapes, one zod schema each: the HTTP routes validate bodies with them, the
+// service's answers are typed from them, and the OpenAPI document is generated from them.
+
+const projectId = z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "1-64 of letters, digits, . _ -");
+
+export const overridesBody = z.strictObject({
+  /** Reports per calendar month; null: no monthly quota. */
+  monthly: z.number().int().positive().nullable().optional(),
+  burst: z.number().int().positive().optional(),
+  capacity: z.number().int().positive().optional(),
+});
+
+export const createProjectBody = z.strictObject({
+  project: projectId,
+  /** A plan of PLANS; DEFAULT_PLAN when not given. */
+  plan: z.string().min(1).max(64).optional(),
+  overrides: overridesBody.optional(),
+});
+
+export const setPlanBody = z.strictObject({
+  plan: z.string().min(1).max(64),
+  /** Overrides not given are reset when the plan changes, kept when it stays. */
+  overrides: overridesBody.optional(),
+});
+
+/** Keys made over HTTP: never admin keys (the CLI's `keys create --scope admin` makes those). */
+export const createKeyBody = z.strictObject({
+  scope: z.enum(["report", "read", "manage"]).default("report"),
+});
+
+export const MAX_OVERLAP_S = 30 * 86_400;
+
+export const rotateKeyBody = z.strictObject({
+  /** How long the old secret keeps working; 0: refused at once. */
+  expires_in_s: z.number().int().min(0).max(MAX_OVERLAP_S).default(86_400),
+});
+
+const filter = z.string().min(1).max(256).nullable().optional();
+
+/** A rule's fields; its project is the URL's. */
+export const ruleBody = z.strictObject({
+  provider: filter,
+  model: filter,
+  app: filter,
+  metric: z.enum(METRICS),
+  warn_pct: z.number(),
+  critical_pct: z.number(),
+  hysteresis_pct: z.number().optional(),
+  cooldown_s: z.number().optional(),
+  webhook: z.string().max(2048),
+});
+
+export const projectView = z.object({
+  project: z.string(),
+  plan: z.string(),
+  overrides: overridesBody,
+  created_at: z.string().nullable(),
+});
+
+export const projectList = z.object({ items: z.array(projectView) });
+
+export const keyView = z.object({
+  key_id: z.string(),
+  /** null for an admin key, which belongs to no project. */
+  project: z.string().nullable(),
+  scope: z.enum(["report", "read", "manage", "admin"]),
+  /** The prefix of the key's secret (hr_, hrr_, hrm_, hra_): never more of it. */
+  prefix: z.string(),
+  created_at: z.string(),
+  last_used_at: z.string().nullable(),
+  rotated_at: z.string().nullable(),
+  revoked: z.boolean(),
+});
+
+export const keyList = z.object({ items: z.array(keyView) });
+
+/** The one answer that holds a key's secret: store it, it is not shown again. */
+export const createdKey = keyView.extend({ key: z.string(), plan: z.string() });
+
+export const rotatedKey = keyView.extend({
+  key: z.string(),
+  /** Until when the old secret works (then it is refused as revoked). */
+  old_key_expires_at: z.string(),
+});
+
+export const revokedKey = z.object({ key_id: z.string(), revoked: z.literal(true) });
+
+export const ruleView = ruleSchema;
+export const ruleList = z.object({ items: z.array(ruleSchema) });
+/** The one answer that holds a rule's signing secret. */
+export const createdRule = ruleSchema.extend({ secret: z.string() });
+export const removedRule = z.object({ id: z.string(), removed: z.literal(true) });
+
+export const testSent = z.object({
+  id: z.string(),
+  webhook: z.string(),
+  status: z.number().nullable(),
+  ok: z.boolean(),
+  error: z.string().optional(),
+});
+
+export const auditQuery = z.strictObject({
+  project: projectId.optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,200}$/, "not a cursor")
+    .optional(),
+});
+
+export const auditPage = z.object({
+  items: z.array(auditEntry),
+  next_cursor: z.string().nullable(),
+});
+
+export type KeyView = z.infer<typeof keyView>;
+export type ProjectView = z.infer<typeof projectView>;
