@@ -88,11 +88,14 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
     v1.register(reportsRoutes, { store, now });
     v1.register(alertEventsRoutes, { store, now });
     v1.register(spendRoutes, { store, headroom, now });
+    // The same hot copy as /headroom (issue 37: one source per figure); its answers are not
+    // shared, since a scrape's body is its own.
     v1.register(metricsRoutes, {
       store,
       rulesFor: deps.rulesFor,
       staleAfterMs: config.READ_STALE_AFTER_S * 1000,
       maxSeries: config.READ_METRICS_MAX_SERIES,
+      hot: deps.hot,
       now,
     });
   });

@@ -1,19 +1,22 @@
 import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
-import { HISTORY_WINDOW_MS, type Point } from "../../alerts/burn-rate.js";
+import { HISTORY_WINDOW_MS } from "../../alerts/burn-rate.js";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
-import type { AlertRule, Metric } from "../../alerts/rule.js";
+import { windowKey } from "../../alerts/row-windows.js";
+import { type AlertRule, METRICS as METRIC_NAMES, type Metric } from "../../alerts/rule.js";
+import { type LatestFigures, STATUSES, seriesView } from "../../headroom/headroom-view.js";
 import {
-  type LatestFigures,
-  type RecentPoints,
-  STATUSES,
-  seriesView,
-} from "../../headroom/headroom-view.js";
-import { type HotSeries, hotFigures, seriesField } from "../../headroom/hot-series.js";
+  type HotSeries,
+  type HotWindow,
+  hotFigures,
+  seriesField,
+} from "../../headroom/hot-series.js";
 import type { HotStore } from "../../headroom/hot-store.js";
 import type { HotVersions } from "../../headroom/hot-versions.js";
 import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
+import { type WindowRecord, windowsOfRecord } from "../../providers/derive-windows.js";
+import { WINDOW_LENGTHS } from "../../providers/window.js";
 import { filterSql, parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
@@ -22,7 +25,8 @@ import { chTime } from "../time-range.js";
 // GET /api/v1/headroom: the latest figures of each series (latest_limits), with the burn rate
 // over its recent reports and a status by the project's alert rules. Read from the hot copy the
 // ingest workers keep in Redis (hot-store.ts); a project whose copy is not whole (Redis lost it)
-// is refilled from ClickHouse first, once per process at a time.
+// is refilled from ClickHouse first, once per process at a time. Each series lists its windows
+// (dimension and length), each through the model of now; its status is its worst window's.
 
 export const headroomQuery = z.strictObject(seriesFilters);
 
@@ -44,6 +48,13 @@ const metricView = z.object({
   exhaustion_unknown: unknown,
 });
 
+/** One of a series' windows: which one, when it was last reported, and the metric view's fields. */
+export const windowView = metricView.extend({
+  dimension: z.string(),
+  window: z.enum(WINDOW_LENGTHS).nullable(),
+  reported_at: z.string(),
+});
+
 export const headroomResponse = z.object({
   at: z.string(),
   series: z.array(
@@ -58,9 +69,12 @@ export const headroomResponse = z.object({
       requests: metricView,
       tokens: metricView,
       credits: metricView,
+      windows: z.array(windowView),
     }),
   ),
 });
+
+export type HeadroomResponse = z.infer<typeof headroomResponse>;
 
 export interface HeadroomDeps {
   store: ReadStore;
@@ -141,71 +155,92 @@ function pointsSql(db: string, filters: string) {
 const seriesKey = (r: { provider: string; model: string; app: string }) =>
   JSON.stringify([r.provider, r.model, r.app]);
 
-function latestFigures(r: LatestRow): LatestFigures {
-  return {
-    provider: r.provider,
-    model: r.model,
-    app: r.app,
-    lastSeen: Number(r.last_seen),
-    limitsAt: num(r.limits_at),
-    creditsAt: num(r.credits_at),
-    requests: {
-      limit: num(r.requests_limit),
-      remaining: num(r.requests_remaining),
-      resetMs: num(r.reset_requests_ms),
-    },
-    tokens: {
-      limit: num(r.tokens_limit),
-      remaining: num(r.tokens_remaining),
-      resetMs: num(r.reset_tokens_ms),
-    },
-    credits: { limit: num(r.credits_limit), remaining: num(r.credits_remaining) },
-  };
-}
+const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+const iso = (ms: number) => new Date(ms).toISOString();
+const noCredits = { credits_limit: null, credits_remaining: null };
+const noLimits = {
+  requests_limit: null,
+  requests_remaining: null,
+  tokens_limit: null,
+  tokens_remaining: null,
+  reset_requests_ms: null,
+  reset_tokens_ms: null,
+};
 
-function groupPoints(rows: PointRow[]): Map<string, RecentPoints> {
-  const out = new Map<string, RecentPoints>();
-  const columns: Record<Metric, keyof PointRow> = {
-    requests: "requests_remaining",
-    tokens: "tokens_remaining",
-    credits: "credits_remaining",
+/**
+ * A latest row's windows, as the hot copy keeps them: the limits' windows as of the newest report
+ * with limits, the credits' as of the newest with credits. Derived from the contract's six fields
+ * and credits: ClickHouse keeps no windows of its own yet (issue 34 part B adds `windows.*` columns
+ * to `reports`; with them, this reads the newest figures per window from there).
+ */
+function latestWindows(r: LatestRow): Record<string, HotWindow> {
+  const out: Record<string, HotWindow> = {};
+  const add = (at: number | null, record: Omit<WindowRecord, "provider" | "timestamp">) => {
+    if (at === null) return;
+    for (const w of windowsOfRecord({ provider: r.provider, timestamp: iso(at), ...record })
+      .windows) {
+      out[windowKey(w)] = [at, "", text(w.limit), text(w.remaining), w.resets_at];
+    }
   };
-  for (const r of rows) {
-    const key = seriesKey(r);
-    let points = out.get(key);
-    if (!points) {
-      points = { requests: [], tokens: [], credits: [] };
-      out.set(key, points);
-    }
-    for (const metric of ["requests", "tokens", "credits"] as const) {
-      const remaining = num(r[columns[metric]]);
-      if (remaining !== null) points[metric].push([Number(r.t), remaining] as Point);
-    }
-  }
+  add(num(r.limits_at), {
+    requests_limit: num(r.requests_limit),
+    requests_remaining: num(r.requests_remaining),
+    tokens_limit: num(r.tokens_limit),
+    tokens_remaining: num(r.tokens_remaining),
+    reset_requests_ms: num(r.reset_requests_ms),
+    reset_tokens_ms: num(r.reset_tokens_ms),
+    ...noCredits,
+  });
+  add(num(r.credits_at), {
+    ...noLimits,
+    credits_limit: r.credits_limit,
+    credits_remaining: r.credits_remaining,
+  });
   return out;
 }
 
-/** A project's series from ClickHouse, as the hot copy keeps them. */
+/** A recent row's window points, [key, Unix ms, remaining text]. */
+function pointWindows(r: PointRow): [string, number, string][] {
+  const t = Number(r.t);
+  const derived = windowsOfRecord({
+    provider: r.provider,
+    timestamp: iso(t),
+    ...noLimits,
+    requests_remaining: num(r.requests_remaining),
+    tokens_remaining: num(r.tokens_remaining),
+    credits_limit: null,
+    credits_remaining: r.credits_remaining,
+  });
+  return derived.windows.flatMap((w): [string, number, string][] =>
+    w.remaining === null ? [] : [[windowKey(w), t, String(w.remaining)]],
+  );
+}
+
+/** A project's series from ClickHouse (those `filters` keep), as the hot copy keeps them. */
 async function fromClickHouse(
   store: ReadStore,
   project: string,
   now: number,
+  filters: SeriesFilters = {},
 ): Promise<Map<string, HotSeries>> {
+  const { sql, params } = filterSql(filters);
+  // Whole seconds: requests within the same second share the query.
   const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
   const [latest, points] = await Promise.all([
-    store.rows<LatestRow>(latestSql(store.db, ""), { project }),
-    store.rows<PointRow>(pointsSql(store.db, ""), { project, since: chTime(since) }),
+    store.rows<LatestRow>(latestSql(store.db, sql), { project, ...params }),
+    store.rows<PointRow>(pointsSql(store.db, sql), { project, since: chTime(since), ...params }),
   ]);
-  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
   const out = new Map<string, HotSeries>();
   for (const r of latest) {
-    const f = latestFigures(r);
+    const limitsAt = num(r.limits_at);
+    const creditsAt = num(r.credits_at);
+    const w = latestWindows(r);
     out.set(seriesField(r), {
-      ls: f.lastSeen,
-      ...(f.limitsAt === null
+      ls: Number(r.last_seen),
+      ...(limitsAt === null
         ? {}
         : {
-            la: f.limitsAt,
+            la: limitsAt,
             li: "",
             l: [
               r.requests_limit,
@@ -216,17 +251,36 @@ async function fromClickHouse(
               r.reset_tokens_ms,
             ].map(text),
           }),
-      ...(f.creditsAt === null
+      ...(creditsAt === null
         ? {}
-        : { ca: f.creditsAt, ci: "", c: [r.credits_limit, r.credits_remaining].map(text) }),
+        : { ca: creditsAt, ci: "", c: [r.credits_limit, r.credits_remaining].map(text) }),
       p: {},
+      ...(Object.keys(w).length > 0 ? { w } : {}),
     });
   }
-  for (const [key, recent] of groupPoints(points)) {
-    const s = out.get(key);
+  const remaining: Record<Metric, keyof PointRow> = {
+    requests: "requests_remaining",
+    tokens: "tokens_remaining",
+    credits: "credits_remaining",
+  };
+  for (const r of points) {
+    const s = out.get(seriesKey(r));
     if (!s) continue;
-    for (const m of ["requests", "tokens", "credits"] as const) {
-      if (recent[m].length > 0) s.p[m] = recent[m].map(([t, v]) => [t, String(v)]);
+    const t = Number(r.t);
+    for (const m of METRIC_NAMES) {
+      const v = num(r[remaining[m]]);
+      if (v === null) continue;
+      const list = s.p[m] ?? [];
+      list.push([t, String(v)]);
+      s.p[m] = list;
+    }
+    for (const [key, pt, v] of pointWindows(r)) {
+      if (!s.w?.[key]) continue;
+      const wp = s.wp ?? {};
+      const list = wp[key] ?? [];
+      list.push([pt, v]);
+      wp[key] = list;
+      s.wp = wp;
     }
   }
   return out;
@@ -289,42 +343,21 @@ export async function readHeadroom(
 ): Promise<z.infer<typeof headroomResponse>> {
   const now = (deps.now ?? Date.now)();
   if (deps.hot) return readHot(deps, deps.hot, project, filters, now, given);
-  const { sql, params } = filterSql(filters);
-  const { db } = deps.store;
-  // Whole seconds: requests within the same second share the query.
-  const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
-  const [latest, points, rules] = await Promise.all([
-    deps.store.rows<LatestRow>(latestSql(db, sql), { project: project.projectId, ...params }),
-    deps.store.rows<PointRow>(pointsSql(db, sql), {
-      project: project.projectId,
-      since: chTime(since),
-      ...params,
-    }),
-    deps.rulesFor(project.projectId),
-  ]);
-  const recent = groupPoints(points);
-  const empty: RecentPoints = { requests: [], tokens: [], credits: [] };
-  return {
-    at: new Date(now).toISOString(),
-    series: latest.map((r) =>
-      seriesView(latestFigures(r), recent.get(seriesKey(r)) ?? empty, rules, {
-        now,
-        staleAfterMs: deps.staleAfterMs,
-      }),
-    ),
-  };
+  // Without the hot copy: the same series, read from ClickHouse for this request.
+  const series = await fromClickHouse(deps.store, project.projectId, now, filters);
+  return readHot(deps, deps.hot, project, filters, now, { ...given, series });
 }
 
 async function readHot(
   deps: HeadroomDeps,
-  hot: HotStore,
+  hot: HotStore | undefined,
   project: KeyLookup,
   filters: SeriesFilters,
   now: number,
   given: Given,
 ): Promise<z.infer<typeof headroomResponse>> {
   const [series, rules] = await Promise.all([
-    given.series ?? hotSeries(deps, hot, project.projectId, now),
+    given.series ?? (hot ? hotSeries(deps, hot, project.projectId, now) : new Map()),
     given.rules ?? deps.rulesFor(project.projectId),
   ]);
   const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
