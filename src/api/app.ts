@@ -1,4 +1,5 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { DeriveWindows } from "../alerts/row-windows.js";
 import type { AlertRule } from "../alerts/rule.js";
 import type { Config } from "../config.js";
 import type { HotStore } from "../headroom/hot-store.js";
@@ -46,6 +47,8 @@ export interface ApiDeps {
   /** Its versions, pushed by the workers (hot-versions.ts). */
   hotVersions?: HotVersions;
   rulesFor(project: string): Promise<AlertRule[]>;
+  /** How a refill of the hot copy derives windows: src/providers' unless a test's. */
+  deriveWindows?: DeriveWindows;
   /** Where the built page is (dist/page by default). */
   pageDir?: string;
   now?: () => number;
@@ -75,6 +78,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       hot: deps.hot,
       answers: deps.headroomAnswers,
       versions: deps.hotVersions,
+      deriveWindows: deps.deriveWindows,
       now,
     };
     v1.register(headroomRoutes, headroom);
@@ -96,6 +100,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       staleAfterMs: config.READ_STALE_AFTER_S * 1000,
       maxSeries: config.READ_METRICS_MAX_SERIES,
       hot: deps.hot,
+      deriveWindows: deps.deriveWindows,
       now,
     });
   });

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import { HISTORY_WINDOW_MS } from "../../alerts/burn-rate.js";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
-import { windowKey } from "../../alerts/row-windows.js";
+import { type DeriveWindows, windowKey } from "../../alerts/row-windows.js";
 import { type AlertRule, METRICS as METRIC_NAMES, type Metric } from "../../alerts/rule.js";
 import { type LatestFigures, STATUSES, seriesView } from "../../headroom/headroom-view.js";
 import {
@@ -90,6 +90,8 @@ export interface HeadroomDeps {
   answers?: QueryCache;
   /** Versions pushed by the workers: a held answer found current without a round trip. */
   versions?: HotVersions;
+  /** How windows are derived from ClickHouse's figures (the workers' derive; a test's own). */
+  deriveWindows?: DeriveWindows;
   now?: () => number;
 }
 
@@ -173,12 +175,11 @@ const noLimits = {
  * and credits: ClickHouse keeps no windows of its own yet (issue 34 part B adds `windows.*` columns
  * to `reports`; with them, this reads the newest figures per window from there).
  */
-function latestWindows(r: LatestRow): Record<string, HotWindow> {
+function latestWindows(r: LatestRow, derive: DeriveWindows): Record<string, HotWindow> {
   const out: Record<string, HotWindow> = {};
   const add = (at: number | null, record: Omit<WindowRecord, "provider" | "timestamp">) => {
     if (at === null) return;
-    for (const w of windowsOfRecord({ provider: r.provider, timestamp: iso(at), ...record })
-      .windows) {
+    for (const w of derive({ provider: r.provider, timestamp: iso(at), ...record }).windows) {
       out[windowKey(w)] = [at, "", text(w.limit), text(w.remaining), w.resets_at];
     }
   };
@@ -200,9 +201,9 @@ function latestWindows(r: LatestRow): Record<string, HotWindow> {
 }
 
 /** A recent row's window points, [key, Unix ms, remaining text]. */
-function pointWindows(r: PointRow): [string, number, string][] {
+function pointWindows(r: PointRow, derive: DeriveWindows): [string, number, string][] {
   const t = Number(r.t);
-  const derived = windowsOfRecord({
+  const derived = derive({
     provider: r.provider,
     timestamp: iso(t),
     ...noLimits,
@@ -222,6 +223,7 @@ async function fromClickHouse(
   project: string,
   now: number,
   filters: SeriesFilters = {},
+  derive: DeriveWindows = windowsOfRecord,
 ): Promise<Map<string, HotSeries>> {
   const { sql, params } = filterSql(filters);
   // Whole seconds: requests within the same second share the query.
@@ -234,7 +236,7 @@ async function fromClickHouse(
   for (const r of latest) {
     const limitsAt = num(r.limits_at);
     const creditsAt = num(r.credits_at);
-    const w = latestWindows(r);
+    const w = latestWindows(r, derive);
     out.set(seriesField(r), {
       ls: Number(r.last_seen),
       ...(limitsAt === null
@@ -274,7 +276,7 @@ async function fromClickHouse(
       list.push([t, String(v)]);
       s.p[m] = list;
     }
-    for (const [key, pt, v] of pointWindows(r)) {
+    for (const [key, pt, v] of pointWindows(r, derive)) {
       if (!s.w?.[key]) continue;
       const wp = s.wp ?? {};
       const list = wp[key] ?? [];
@@ -317,7 +319,7 @@ async function hotSeries(deps: HeadroomDeps, hot: HotStore, project: string, now
   if (!refill) {
     const inFlight = pending;
     refill = (async () => {
-      const series = await fromClickHouse(deps.store, project, now);
+      const series = await fromClickHouse(deps.store, project, now, {}, deps.deriveWindows);
       await orUnavailable(hot.refill(project, series));
       return series;
     })().finally(() => inFlight.delete(project));
@@ -344,7 +346,13 @@ export async function readHeadroom(
   const now = (deps.now ?? Date.now)();
   if (deps.hot) return readHot(deps, deps.hot, project, filters, now, given);
   // Without the hot copy: the same series, read from ClickHouse for this request.
-  const series = await fromClickHouse(deps.store, project.projectId, now, filters);
+  const series = await fromClickHouse(
+    deps.store,
+    project.projectId,
+    now,
+    filters,
+    deps.deriveWindows,
+  );
   return readHot(deps, deps.hot, project, filters, now, { ...given, series });
 }
 

@@ -179,7 +179,7 @@ function windowsPart(s: SeriesView) {
         h("td", { "data-field": "window" }, lengthWord(w.window)),
         h(
           "td",
-          { "data-field": "used_pct", class: "num" },
+          { "data-field": "used_pct" },
           w.used_pct === null ? "–" : `${pct(w.used_pct)} used`,
         ),
         h(
