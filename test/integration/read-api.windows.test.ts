@@ -202,4 +202,27 @@ describe("a series with several windows", () => {
       }
     }
   });
+
+  it("keeps a window a newer report does not carry, through the worker's merge in Redis", async () => {
+    // Tokens only, in a batch of its own: the day's requests window keeps its figures.
+    await s.send(k.report, [
+      {
+        ...groqReport(0, 5000, Date.now()),
+        limits: { tokens_limit: 6000, tokens_remaining: 5000, reset_tokens_ms: 30_000 },
+      },
+    ]);
+    await s.stored(k.project, 3);
+    await eventually(
+      async () => {
+        const series = await windowsOf();
+        expect(series.windows.map((w) => [w.dimension, w.window, w.remaining])).toEqual([
+          ["requests", "1d", 5],
+          ["tokens", "1m", 5000],
+          ["tokens", "1d", 500_000],
+        ]);
+        expect(series.status).toBe("critical");
+      },
+      { timeoutMs: 20_000, intervalMs: 250 },
+    );
+  });
 });

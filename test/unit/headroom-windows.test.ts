@@ -97,6 +97,11 @@ describe("a series' windows", () => {
     expect(v.status).toBe("critical");
     // Only the minute window: ok.
     expect(view([row(0, { tokens: [6000, 5400] })], T0 + 1_000).status).toBe("ok");
+    // A newer report without the day window: the contract's requests are empty (as before), the
+    // day window kept its figures and still makes the series critical.
+    const kept = view([...GROQ, row(20, { tokens: [6000, 5400] })], T0 + 21_000);
+    expect(kept.requests.remaining).toBeNull();
+    expect(kept.status).toBe("critical");
   });
 
   it("reads each window through the model of now: resets count down, a reset window is not critical", () => {
