@@ -1,13 +1,15 @@
-import { type WindowRecord, windowsOfRecord } from "../providers/derive-windows.js";
-import type { DerivedWindows, Window, WindowLength } from "../providers/window.js";
+import { deriveWindows } from "../providers/derive-windows.js";
+import type { DerivedWindows, Window, WindowLength, WindowSource } from "../providers/window.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 
 // A stored row's windows (src/providers/window.ts), as every reader of rows derives them: the hot
-// headroom (src/headroom/hot-series.ts) and the alerts (usage.ts). The derivation is injectable
-// (`DeriveWindows`), so that a test can give a row a window set the running parsers do not make
-// yet; everything else is the real path.
+// headroom (src/headroom/hot-series.ts) and the alerts (usage.ts). A row becomes the parsers'
+// WindowSource directly — what windowsOfRecord does for a record, without turning the row into a
+// record and its time into text and back: the hot headroom derives every row of every batch. The
+// derivation is injectable (`DeriveWindows`, deriveWindows's signature), so that a test can give
+// a row a window set the running parsers do not make yet; everything else is the real path.
 
-export type DeriveWindows = (record: WindowRecord) => DerivedWindows;
+export type DeriveWindows = (source: WindowSource) => DerivedWindows;
 
 const at = (c: string) => REPORT_COLUMNS.indexOf(c as ReportColumn);
 const I = {
@@ -35,30 +37,52 @@ const textOf = (row: ReportRow, i: number) => {
   return v === null || v === undefined ? null : String(v);
 };
 
-/** A row's timestamp text (ClickHouse DateTime64(3), UTC) as ISO 8601. */
-const isoOf = (text: string) => `${text.replace(" ", "T")}${text.endsWith("Z") ? "" : "Z"}`;
+/** A row's timestamp (ClickHouse DateTime64(3) text, UTC) → Unix ms. */
+const timestampOf = (row: ReportRow) =>
+  Date.parse(`${String(row[I.timestamp]).replace(" ", "T")}Z`);
 
-/** The fields of a row that windows are derived from. */
-export function windowRecordOf(row: ReportRow): WindowRecord {
+const parseJson = (text: string | null): unknown => {
+  if (text === null) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+};
+
+/** What the parsers read from a row; `at`: its timestamp in Unix ms, when the caller has it. */
+export function windowSourceOf(row: ReportRow, at: number = timestampOf(row)): WindowSource {
+  const creditsLimit = num(row, I.creditsLimit);
+  const creditsRemaining = num(row, I.creditsRemaining);
+  const headers = parseJson(textOf(row, I.headers));
   return {
     provider: String(row[I.provider]),
-    timestamp: isoOf(String(row[I.timestamp])),
-    requests_limit: num(row, I.requestsLimit),
-    requests_remaining: num(row, I.requestsRemaining),
-    tokens_limit: num(row, I.tokensLimit),
-    tokens_remaining: num(row, I.tokensRemaining),
-    reset_requests_ms: num(row, I.resetRequests),
-    reset_tokens_ms: num(row, I.resetTokens),
-    credits_limit: num(row, I.creditsLimit),
-    credits_remaining: num(row, I.creditsRemaining),
-    headers: textOf(row, I.headers),
-    error: textOf(row, I.error),
+    at,
+    limits: {
+      requests_limit: num(row, I.requestsLimit),
+      requests_remaining: num(row, I.requestsRemaining),
+      tokens_limit: num(row, I.tokensLimit),
+      tokens_remaining: num(row, I.tokensRemaining),
+      reset_requests_ms: num(row, I.resetRequests),
+      reset_tokens_ms: num(row, I.resetTokens),
+    },
+    credits:
+      creditsLimit === null && creditsRemaining === null
+        ? null
+        : { credits_limit: creditsLimit, credits_remaining: creditsRemaining },
+    headers:
+      headers !== null && typeof headers === "object" ? (headers as Record<string, string>) : null,
+    error: parseJson(textOf(row, I.error)),
   };
 }
 
-/** A row's windows through `derive` (windowsOfRecord unless a test gives its own). */
-export function windowsOfRow(row: ReportRow, derive: DeriveWindows = windowsOfRecord): Window[] {
-  return derive(windowRecordOf(row)).windows;
+/** A row's windows through `derive` (deriveWindows unless a test gives its own). */
+export function windowsOfRow(
+  row: ReportRow,
+  derive: DeriveWindows = deriveWindows,
+  at?: number,
+): Window[] {
+  return derive(windowSourceOf(row, at)).windows;
 }
 
 /** A window's key within its series: its dimension and length ('' when unknown). */

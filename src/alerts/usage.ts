@@ -149,7 +149,8 @@ export function windowSamplesOf(
 ): WindowSample[] {
   const out: WindowSample[] = [];
   let t: number | undefined;
-  for (const w of windowsOfRow(row, derive)) {
+  const at = timestampMsOf(row);
+  for (const w of windowsOfRow(row, derive, at)) {
     if (w.dimension !== rule.metric) continue;
     if (rule.window != null && w.window !== rule.window) continue;
     const { limit, remaining } = w;
@@ -164,7 +165,7 @@ export function windowSamplesOf(
       limit,
       remaining,
       pct: Math.max(0, ((limit - remaining) / limit) * 100),
-      resetMs: w.resets_at === null ? null : w.resets_at - timestampMsOf(row),
+      resetMs: w.resets_at === null ? null : w.resets_at - at,
       window: w.window,
     });
   }

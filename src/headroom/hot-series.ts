@@ -7,8 +7,8 @@ import {
 } from "../alerts/row-windows.js";
 import type { Metric } from "../alerts/rule.js";
 import { timestampReader } from "../alerts/usage.js";
-import { windowsOfRecord } from "../providers/derive-windows.js";
-import { KNOWN_DIMENSIONS, WINDOW_LENGTHS } from "../providers/window.js";
+import { deriveWindows } from "../providers/derive-windows.js";
+import { KNOWN_DIMENSIONS, WINDOW_LENGTHS, type Window } from "../providers/window.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 import type { LatestFigures, LatestWindow, RecentPoints } from "./headroom-view.js";
 
@@ -110,8 +110,33 @@ interface Gathering {
   limitsRow?: ReportRow;
   creditsRow?: ReportRow;
   p: Partial<Record<Metric, [number, Value][]>>;
-  w: Map<string, HotWindow>;
-  wp: Map<string, [number, Value][]>;
+  /** Per window key: the newest row's window (kept as read; text once, at the end) and points. */
+  w: Map<string, WindowGathering>;
+}
+
+interface WindowGathering {
+  t: number;
+  id: string;
+  win: Window;
+  points: [number, Value][];
+}
+
+/** Window keys by dimension and length: made once, not once per row. */
+const keys = new Map<string, Map<string | null, string>>();
+function keyOf(win: Window): string {
+  let byLength = keys.get(win.dimension);
+  if (!byLength) {
+    // Dimensions are the parsers' names, a bounded set; a flood of odd ones is not kept here.
+    if (keys.size >= 1_000) keys.clear();
+    byLength = new Map();
+    keys.set(win.dimension, byLength);
+  }
+  let key = byLength.get(win.window);
+  if (key === undefined) {
+    key = windowKey(win);
+    byLength.set(win.window, key);
+  }
+  return key;
 }
 
 const HEADERS_AT = REPORT_COLUMNS.indexOf("headers" as ReportColumn);
@@ -121,17 +146,20 @@ const saidSomething = (row: ReportRow) =>
   (HEADERS_AT >= 0 && row[HEADERS_AT] != null) || (ERROR_AT >= 0 && row[ERROR_AT] != null);
 
 function addWindows(g: Gathering, row: ReportRow, t: number, id: string, derive: DeriveWindows) {
-  for (const win of windowsOfRow(row, derive)) {
-    const key = windowKey(win);
+  for (const win of windowsOfRow(row, derive, t)) {
+    const key = keyOf(win);
     const kept = g.w.get(key);
-    if (!kept && g.w.size >= MAX_WINDOWS_PER_SERIES) continue;
-    if (!kept || newer(t, id, kept[0], kept[1])) {
-      g.w.set(key, [t, id, text(win.limit), text(win.remaining), win.resets_at]);
+    if (!kept) {
+      if (g.w.size >= MAX_WINDOWS_PER_SERIES) continue;
+      g.w.set(key, { t, id, win, points: win.remaining === null ? [] : [[t, win.remaining]] });
+      continue;
     }
-    if (win.remaining === null) continue;
-    const list = g.wp.get(key);
-    if (list) list.push([t, win.remaining]);
-    else g.wp.set(key, [[t, win.remaining]]);
+    if (newer(t, id, kept.t, kept.id)) {
+      kept.t = t;
+      kept.id = id;
+      kept.win = win;
+    }
+    if (win.remaining !== null) kept.points.push([t, win.remaining]);
   }
 }
 
@@ -175,10 +203,15 @@ function seriesOfBatch(g: Gathering): HotSeries {
     const list = orderedPoints(g.p[metric] as [number, Value][]);
     s.p[metric] = thinPoints(list).map(([t, v]): [number, string] => [t, String(v)]);
   }
-  if (g.w.size > 0) s.w = Object.fromEntries(g.w);
-  for (const [key, list] of g.wp) {
+  for (const [key, { t, id, win, points }] of g.w) {
+    s.w ??= {};
+    s.w[key] = [t, id, text(win.limit), text(win.remaining), win.resets_at];
+    if (points.length === 0) continue;
     s.wp ??= {};
-    s.wp[key] = thinPoints(orderedPoints(list)).map(([t, v]): [number, string] => [t, String(v)]);
+    s.wp[key] = thinPoints(orderedPoints(points)).map(([pt, v]): [number, string] => [
+      pt,
+      String(v),
+    ]);
   }
   return s;
 }
@@ -254,7 +287,7 @@ function entry<K, V>(map: Map<K, V>, key: K, make: () => V): V {
 /** A batch of stored rows → per project, per series field, what they add to the hot copy. */
 export function hotUpdates(
   rows: ReportRow[],
-  derive: DeriveWindows = windowsOfRecord,
+  derive: DeriveWindows = deriveWindows,
 ): Map<string, Map<string, HotSeries>> {
   const timestampOf = timestampReader();
   const gathered = new Map<string, Map<string, Gathering>>();
@@ -271,11 +304,7 @@ export function hotUpdates(
     const byModel = entry(fields, provider, () => new Map<string, Map<string, string>>());
     const byApp = entry(byModel, model, () => new Map<string, string>());
     const field = entry(byApp, app, () => seriesField({ provider, model, app }));
-    const g = entry(
-      series,
-      field,
-      (): Gathering => ({ s: { ls: t, p: {} }, p: {}, w: new Map(), wp: new Map() }),
-    );
+    const g = entry(series, field, (): Gathering => ({ s: { ls: t, p: {} }, p: {}, w: new Map() }));
     addRow(g, row, t, derive);
   }
   const out = new Map<string, Map<string, HotSeries>>();

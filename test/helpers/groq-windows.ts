@@ -1,5 +1,4 @@
-import type { WindowRecord } from "../../src/providers/derive-windows.js";
-import type { DerivedWindows, Window } from "../../src/providers/window.js";
+import type { DerivedWindows, Window, WindowSource } from "../../src/providers/window.js";
 
 // A stand-in for issue 34 part A's parsers, for the read side's tests until they land: a window
 // set shaped like Groq's (requests per day beside tokens per minute), plus a second tokens window
@@ -10,11 +9,11 @@ import type { DerivedWindows, Window } from "../../src/providers/window.js";
 // - tokens_*   → tokens, 1d: limit × 100, remaining × 100 (no reset time)
 //
 // It is injected where the real derive function is used (the hot headroom hook, the alerts), so
-// everything else runs its real path. Once part A lands, Groq's headers through windowsOfRecord
+// everything else runs its real path. Once part A lands, Groq's headers through deriveWindows
 // replace it.
 
-export function groqLikeWindows(record: WindowRecord): DerivedWindows {
-  const at = Date.parse(record.timestamp);
+export function groqLikeWindows(source: WindowSource): DerivedWindows {
+  const { at, limits: record } = source;
   const windows: Window[] = [];
   if (record.requests_limit !== null || record.requests_remaining !== null) {
     windows.push({

@@ -15,8 +15,8 @@ import type { HotStore } from "../../headroom/hot-store.js";
 import type { HotVersions } from "../../headroom/hot-versions.js";
 import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { type WindowRecord, windowsOfRecord } from "../../providers/derive-windows.js";
-import { WINDOW_LENGTHS } from "../../providers/window.js";
+import { deriveWindows } from "../../providers/derive-windows.js";
+import { WINDOW_LENGTHS, type WindowSource } from "../../providers/window.js";
 import { filterSql, parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
@@ -158,9 +158,7 @@ const seriesKey = (r: { provider: string; model: string; app: string }) =>
   JSON.stringify([r.provider, r.model, r.app]);
 
 const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
-const iso = (ms: number) => new Date(ms).toISOString();
-const noCredits = { credits_limit: null, credits_remaining: null };
-const noLimits = {
+const noLimits: WindowSource["limits"] = {
   requests_limit: null,
   requests_remaining: null,
   tokens_limit: null,
@@ -168,34 +166,40 @@ const noLimits = {
   reset_requests_ms: null,
   reset_tokens_ms: null,
 };
+const credits = (limit: number | null, remaining: number | null) =>
+  limit === null && remaining === null
+    ? null
+    : { credits_limit: limit, credits_remaining: remaining };
 
 /**
  * A latest row's windows, as the hot copy keeps them: the limits' windows as of the newest report
  * with limits, the credits' as of the newest with credits. Derived from the contract's six fields
- * and credits: ClickHouse keeps no windows of its own yet (issue 34 part B adds `windows.*` columns
- * to `reports`; with them, this reads the newest figures per window from there).
+ * and credits: ClickHouse keeps no windows and no headers here yet (issue 34 part B adds them to
+ * `reports`; with them, this reads the newest figures per window from there).
  */
 function latestWindows(r: LatestRow, derive: DeriveWindows): Record<string, HotWindow> {
   const out: Record<string, HotWindow> = {};
-  const add = (at: number | null, record: Omit<WindowRecord, "provider" | "timestamp">) => {
+  const add = (at: number | null, source: Pick<WindowSource, "limits" | "credits">) => {
     if (at === null) return;
-    for (const w of derive({ provider: r.provider, timestamp: iso(at), ...record }).windows) {
+    const derived = derive({ provider: r.provider, at, ...source, headers: null, error: null });
+    for (const w of derived.windows) {
       out[windowKey(w)] = [at, "", text(w.limit), text(w.remaining), w.resets_at];
     }
   };
   add(num(r.limits_at), {
-    requests_limit: num(r.requests_limit),
-    requests_remaining: num(r.requests_remaining),
-    tokens_limit: num(r.tokens_limit),
-    tokens_remaining: num(r.tokens_remaining),
-    reset_requests_ms: num(r.reset_requests_ms),
-    reset_tokens_ms: num(r.reset_tokens_ms),
-    ...noCredits,
+    limits: {
+      requests_limit: num(r.requests_limit),
+      requests_remaining: num(r.requests_remaining),
+      tokens_limit: num(r.tokens_limit),
+      tokens_remaining: num(r.tokens_remaining),
+      reset_requests_ms: num(r.reset_requests_ms),
+      reset_tokens_ms: num(r.reset_tokens_ms),
+    },
+    credits: null,
   });
   add(num(r.credits_at), {
-    ...noLimits,
-    credits_limit: r.credits_limit,
-    credits_remaining: r.credits_remaining,
+    limits: noLimits,
+    credits: credits(r.credits_limit, r.credits_remaining),
   });
   return out;
 }
@@ -205,12 +209,15 @@ function pointWindows(r: PointRow, derive: DeriveWindows): [string, number, stri
   const t = Number(r.t);
   const derived = derive({
     provider: r.provider,
-    timestamp: iso(t),
-    ...noLimits,
-    requests_remaining: num(r.requests_remaining),
-    tokens_remaining: num(r.tokens_remaining),
-    credits_limit: null,
-    credits_remaining: r.credits_remaining,
+    at: t,
+    limits: {
+      ...noLimits,
+      requests_remaining: num(r.requests_remaining),
+      tokens_remaining: num(r.tokens_remaining),
+    },
+    credits: credits(null, r.credits_remaining),
+    headers: null,
+    error: null,
   });
   return derived.windows.flatMap((w): [string, number, string][] =>
     w.remaining === null ? [] : [[windowKey(w), t, String(w.remaining)]],
@@ -223,7 +230,7 @@ async function fromClickHouse(
   project: string,
   now: number,
   filters: SeriesFilters = {},
-  derive: DeriveWindows = windowsOfRecord,
+  derive: DeriveWindows = deriveWindows,
 ): Promise<Map<string, HotSeries>> {
   const { sql, params } = filterSql(filters);
   // Whole seconds: requests within the same second share the query.
