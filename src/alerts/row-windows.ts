@@ -85,6 +85,30 @@ export function windowsOfRow(
   return derive(windowSourceOf(row, at)).windows;
 }
 
+const remembered = new WeakMap<DeriveWindows, WeakMap<ReportRow, Window[]>>();
+
+/**
+ * windowsOfRow, remembered per row (and derive function) while the row lives: the alerts read a
+ * row once per rule that watches it, and derive it once.
+ */
+export function rememberedWindowsOfRow(
+  row: ReportRow,
+  derive: DeriveWindows = deriveWindows,
+  at?: number,
+): Window[] {
+  let byRow = remembered.get(derive);
+  if (!byRow) {
+    byRow = new WeakMap();
+    remembered.set(derive, byRow);
+  }
+  let windows = byRow.get(row);
+  if (!windows) {
+    windows = windowsOfRow(row, derive, at);
+    byRow.set(row, windows);
+  }
+  return windows;
+}
+
 /** A window's key within its series: its dimension and length ('' when unknown). */
 export const windowKey = (w: { dimension: string; window: WindowLength | null }) =>
   `${w.dimension}@${w.window ?? ""}`;

@@ -1,6 +1,6 @@
 import type { WindowLength } from "../providers/window.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
-import { type DeriveWindows, windowsOfRow } from "./row-windows.js";
+import { type DeriveWindows, rememberedWindowsOfRow } from "./row-windows.js";
 import type { AlertRule, Metric } from "./rule.js";
 
 // What a rule reads from a stored row (positional, REPORT_COLUMNS order): the series it belongs
@@ -150,7 +150,8 @@ export function windowSamplesOf(
   const out: WindowSample[] = [];
   let t: number | undefined;
   const at = timestampMsOf(row);
-  for (const w of windowsOfRow(row, derive, at)) {
+  // Remembered per row: each rule watching the row asks again.
+  for (const w of rememberedWindowsOfRow(row, derive, at)) {
     if (w.dimension !== rule.metric) continue;
     if (rule.window != null && w.window !== rule.window) continue;
     const { limit, remaining } = w;
