@@ -290,7 +290,7 @@ function addAlerts(program: Command): void {
     .addOption(
       new Option(
         "--window <length>",
-        "only the provider's windows of this length (default: every window of the metric)",
+        "only the provider's windows of this length; without it, every window of the metric",
       ).choices([...WINDOW_LENGTHS]),
     )
     .addOption(
