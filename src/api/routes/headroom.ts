@@ -2,21 +2,17 @@ import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import { HISTORY_WINDOW_MS } from "../../alerts/burn-rate.js";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
-import { type DeriveWindows, windowKey } from "../../alerts/row-windows.js";
+import type { DeriveWindows } from "../../alerts/row-windows.js";
 import { type AlertRule, METRICS as METRIC_NAMES, type Metric } from "../../alerts/rule.js";
 import { type LatestFigures, STATUSES, seriesView } from "../../headroom/headroom-view.js";
-import {
-  type HotSeries,
-  type HotWindow,
-  hotFigures,
-  seriesField,
-} from "../../headroom/hot-series.js";
+import { type HotSeries, hotFigures, hotUpdates, seriesField } from "../../headroom/hot-series.js";
 import type { HotStore } from "../../headroom/hot-store.js";
 import type { HotVersions } from "../../headroom/hot-versions.js";
 import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { deriveWindows } from "../../providers/derive-windows.js";
-import { WINDOW_LENGTHS, type WindowSource } from "../../providers/window.js";
+import { WINDOW_LENGTHS } from "../../providers/window.js";
+import { REPORT_COLUMNS, type ReportRow } from "../../report/report-schema.js";
 import { filterSql, parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
@@ -146,10 +142,33 @@ function latestSql(db: string, filters: string) {
 }
 
 function pointsSql(db: string, filters: string) {
-  return `SELECT provider, model, app, toUnixTimestamp64Milli(timestamp) AS t,
-    requests_remaining, tokens_remaining, toFloat64(credits_remaining) AS credits_remaining
+  return `SELECT ${ROW_COLUMNS}, toUnixTimestamp64Milli(timestamp) AS t
   FROM ${db}.reports
   WHERE project_id = {project:String} AND timestamp >= {since:DateTime64(3)}${filters}
+  ORDER BY provider, model, app, timestamp, report_id
+  LIMIT ${MAX_POINTS}`;
+}
+
+/** The stored report's columns, in the order of a row (REPORT_COLUMNS), as ClickHouse gives them. */
+const ROW_COLUMNS = REPORT_COLUMNS.join(", ");
+
+/**
+ * The newest stored report with limits and the newest with credits of each series, whole: their
+ * windows are derived as the workers derive them (hot-series.ts, from every column a row has:
+ * the kept headers and error body too once `reports` stores them).
+ */
+function newestRowsSql(db: string, filters: string) {
+  return `SELECT ${ROW_COLUMNS}
+  FROM ${db}.reports
+  WHERE project_id = {project:String}${filters}
+    AND (provider, model, app, timestamp) IN (
+      SELECT provider, model, app, t FROM (
+        SELECT provider, model, app, max(limits_at) AS la, max(credits_at) AS ca
+        FROM ${db}.latest_limits
+        WHERE project_id = {project:String}${filters}
+        GROUP BY provider, model, app
+      ) ARRAY JOIN [la, ca] AS t
+    )
   ORDER BY provider, model, app, timestamp, report_id
   LIMIT ${MAX_POINTS}`;
 }
@@ -158,71 +177,9 @@ const seriesKey = (r: { provider: string; model: string; app: string }) =>
   JSON.stringify([r.provider, r.model, r.app]);
 
 const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
-const noLimits: WindowSource["limits"] = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
-const credits = (limit: number | null, remaining: number | null) =>
-  limit === null && remaining === null
-    ? null
-    : { credits_limit: limit, credits_remaining: remaining };
-
-/**
- * A latest row's windows, as the hot copy keeps them: the limits' windows as of the newest report
- * with limits, the credits' as of the newest with credits. Derived from the contract's six fields
- * and credits: ClickHouse keeps no windows and no headers here yet (issue 34 part B adds them to
- * `reports`; with them, this reads the newest figures per window from there).
- */
-function latestWindows(r: LatestRow, derive: DeriveWindows): Record<string, HotWindow> {
-  const out: Record<string, HotWindow> = {};
-  const add = (at: number | null, source: Pick<WindowSource, "limits" | "credits">) => {
-    if (at === null) return;
-    const derived = derive({ provider: r.provider, at, ...source, headers: null, error: null });
-    for (const w of derived.windows) {
-      out[windowKey(w)] = [at, "", text(w.limit), text(w.remaining), w.resets_at];
-    }
-  };
-  add(num(r.limits_at), {
-    limits: {
-      requests_limit: num(r.requests_limit),
-      requests_remaining: num(r.requests_remaining),
-      tokens_limit: num(r.tokens_limit),
-      tokens_remaining: num(r.tokens_remaining),
-      reset_requests_ms: num(r.reset_requests_ms),
-      reset_tokens_ms: num(r.reset_tokens_ms),
-    },
-    credits: null,
-  });
-  add(num(r.credits_at), {
-    limits: noLimits,
-    credits: credits(r.credits_limit, r.credits_remaining),
-  });
-  return out;
-}
-
-/** A recent row's window points, [key, Unix ms, remaining text]. */
-function pointWindows(r: PointRow, derive: DeriveWindows): [string, number, string][] {
-  const t = Number(r.t);
-  const derived = derive({
-    provider: r.provider,
-    at: t,
-    limits: {
-      ...noLimits,
-      requests_remaining: num(r.requests_remaining),
-      tokens_remaining: num(r.tokens_remaining),
-    },
-    credits: credits(null, r.credits_remaining),
-    headers: null,
-    error: null,
-  });
-  return derived.windows.flatMap((w): [string, number, string][] =>
-    w.remaining === null ? [] : [[windowKey(w), t, String(w.remaining)]],
-  );
-}
+/** A stored row as an object (JSONEachRow) → its positional form (REPORT_COLUMNS order). */
+const rowOf = (r: Record<string, unknown>): ReportRow =>
+  REPORT_COLUMNS.map((c) => (r[c] ?? null) as ReportRow[number]);
 
 /** A project's series from ClickHouse (those `filters` keep), as the hot copy keeps them. */
 async function fromClickHouse(
@@ -235,15 +192,22 @@ async function fromClickHouse(
   const { sql, params } = filterSql(filters);
   // Whole seconds: requests within the same second share the query.
   const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
-  const [latest, points] = await Promise.all([
+  const [latest, points, newest] = await Promise.all([
     store.rows<LatestRow>(latestSql(store.db, sql), { project, ...params }),
     store.rows<PointRow>(pointsSql(store.db, sql), { project, since: chTime(since), ...params }),
+    store.rows<Record<string, unknown>>(newestRowsSql(store.db, sql), { project, ...params }),
   ]);
+  // The windows, as the workers make them: the newest rows and the recent ones, derived whole.
+  const windows =
+    hotUpdates(
+      [...newest, ...(points as unknown as Record<string, unknown>[])].map(rowOf),
+      derive,
+    ).get(project) ?? new Map<string, HotSeries>();
   const out = new Map<string, HotSeries>();
   for (const r of latest) {
     const limitsAt = num(r.limits_at);
     const creditsAt = num(r.credits_at);
-    const w = latestWindows(r, derive);
+    const { w, wp } = windows.get(seriesField(r)) ?? {};
     out.set(seriesField(r), {
       ls: Number(r.last_seen),
       ...(limitsAt === null
@@ -264,7 +228,8 @@ async function fromClickHouse(
         ? {}
         : { ca: creditsAt, ci: "", c: [r.credits_limit, r.credits_remaining].map(text) }),
       p: {},
-      ...(Object.keys(w).length > 0 ? { w } : {}),
+      ...(w ? { w } : {}),
+      ...(wp ? { wp } : {}),
     });
   }
   const remaining: Record<Metric, keyof PointRow> = {
@@ -282,14 +247,6 @@ async function fromClickHouse(
       const list = s.p[m] ?? [];
       list.push([t, String(v)]);
       s.p[m] = list;
-    }
-    for (const [key, pt, v] of pointWindows(r, derive)) {
-      if (!s.w?.[key]) continue;
-      const wp = s.wp ?? {};
-      const list = wp[key] ?? [];
-      list.push([pt, v]);
-      wp[key] = list;
-      s.wp = wp;
     }
   }
   return out;
