@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import type { WindowLength } from "../providers/window.js";
 import type { AlertRule, Metric } from "./rule.js";
 import type { Series } from "./usage.js";
 
@@ -17,6 +18,8 @@ export interface AlertEvent {
   model: string;
   app: string;
   metric: Metric;
+  /** The window of the metric's dimension that moved (its length), or null when unknown. */
+  window?: WindowLength | null;
   level: EventLevel;
   used_pct: number;
   limit: number;
@@ -31,10 +34,17 @@ export interface AlertEvent {
   at: string;
 }
 
-export function eventId(ruleId: string, series: Series, seq: number, reportId: string): string {
-  const digest = createHash("sha256")
-    .update(JSON.stringify([ruleId, series.provider, series.model, series.app, seq, reportId]))
-    .digest("hex");
+export function eventId(
+  ruleId: string,
+  series: Series,
+  seq: number,
+  reportId: string,
+  window: WindowLength | null = null,
+): string {
+  // A window of unknown length keeps the ids events had before windows.
+  const parts: unknown[] = [ruleId, series.provider, series.model, series.app, seq, reportId];
+  if (window !== null) parts.push(window);
+  const digest = createHash("sha256").update(JSON.stringify(parts)).digest("hex");
   return `evt_${digest.slice(0, 32)}`;
 }
 
@@ -55,6 +65,7 @@ export function webhookPayload(e: AlertEvent, type = EVENT_TYPE): string {
       model: e.model === "" ? null : e.model,
       app: e.app,
       metric: e.metric,
+      window: e.window ?? null,
       level: e.level,
       used_pct: e.used_pct,
       limit: e.limit,
@@ -80,6 +91,7 @@ export function testEvent(rule: AlertRule, now = Date.now()): AlertEvent {
     model: rule.model ?? "",
     app: rule.app ?? "default",
     metric: rule.metric,
+    window: rule.window ?? null,
     level: "warning",
     used_pct: rule.warn_pct,
     limit: 100,

@@ -23,6 +23,7 @@ import {
   type WebhookJobData,
 } from "./queues.js";
 import { createReceiverBreakers } from "./receiver-breaker.js";
+import type { DeriveWindows } from "./row-windows.js";
 import { createRuleStore } from "./rule-store.js";
 import { createStateStore } from "./state-store.js";
 import { sendWebhook } from "./webhook-sender.js";
@@ -63,6 +64,8 @@ export interface AlertsWorkerDeps {
   clickhouse: ClickHouseClient;
   logger: Logger;
   metrics?: AlertsMetrics;
+  /** How a row's windows are derived: src/providers' unless a test's. */
+  deriveWindows?: DeriveWindows;
 }
 
 /** A rule's refused series are logged at most this often. */
@@ -142,7 +145,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
 
   async function evaluate(job: Job<EvalJobData>): Promise<void> {
     const { token, rules: ruleSet, rows } = job.data;
-    const events = await evaluateBatch(states, token, ruleSet, rows, onRefused);
+    const events = await evaluateBatch(states, token, ruleSet, rows, onRefused, deps.deriveWindows);
     if (events.length > 0) {
       await retryUntilDone(() => sink.insert(events, token), {
         isFinal: (e) => classifyInsertError(e) === "data",

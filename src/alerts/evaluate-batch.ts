@@ -1,21 +1,44 @@
+import type { WindowLength } from "../providers/window.js";
 import type { ReportRow } from "../report/report-schema.js";
 import type { AlertEvent } from "./alert-event.js";
 import { evaluateSeries, readState } from "./evaluate-series.js";
+import type { DeriveWindows } from "./row-windows.js";
 import type { AlertRule } from "./rule.js";
 import type { StateStore, StateWrite } from "./state-store.js";
-import { matches, projectOf, type Sample, type Series, sampleOf, seriesOf } from "./usage.js";
+import {
+  matches,
+  projectOf,
+  type Sample,
+  type Series,
+  seriesOf,
+  windowSamplesOf,
+} from "./usage.js";
 
 // One stored batch against the rules: its rows grouped into series per rule, every series' state
 // read in one round trip and written back in one (state-store.ts), retried on a conflict with
 // another worker. Returns the batch's events: new ones, or those of an earlier evaluation of the
 // same batch that did not finish.
+//
+// A rule watches each window of its metric's dimension (or only those of its length): state is
+// kept per (rule, series, window). A window of unknown length keeps the series' field as it was
+// before windows ([provider, model, app]), so the rules' states from before carry on; a window of
+// known length adds its length to the field.
 
 interface SeriesInput {
   rule: AlertRule;
   field: string;
   series: Series;
+  window: WindowLength | null;
   samples: Sample[];
 }
+
+/** A series' state field for one window. */
+export const windowField = (series: Series, window: WindowLength | null) =>
+  JSON.stringify(
+    window === null
+      ? [series.provider, series.model, series.app]
+      : [series.provider, series.model, series.app, window],
+  );
 
 const MAX_CONFLICTS = 50;
 
@@ -25,7 +48,11 @@ export interface RefusedSeries {
   series: Series;
 }
 
-export function groupSeries(rules: AlertRule[], rows: ReportRow[]): SeriesInput[] {
+export function groupSeries(
+  rules: AlertRule[],
+  rows: ReportRow[],
+  derive?: DeriveWindows,
+): SeriesInput[] {
   const byProject = new Map<string, ReportRow[]>();
   for (const row of rows) {
     const p = projectOf(row);
@@ -37,16 +64,18 @@ export function groupSeries(rules: AlertRule[], rows: ReportRow[]): SeriesInput[
   for (const rule of rules) {
     for (const row of byProject.get(rule.project) ?? []) {
       if (!matches(rule, row)) continue;
-      const sample = sampleOf(row, rule.metric);
-      if (!sample) continue;
+      const samples = windowSamplesOf(row, rule, derive);
+      if (samples.length === 0) continue;
       const series = seriesOf(row);
-      // A cheap key per row; the stored field (JSON) is made once per series.
-      const key = `${rule.id}\u0000${series.provider}\u0000${series.model}\u0000${series.app}`;
-      const g = groups.get(key);
-      if (g) g.samples.push(sample);
-      else {
-        const field = JSON.stringify([series.provider, series.model, series.app]);
-        groups.set(key, { rule, field, series, samples: [sample] });
+      for (const { window, ...sample } of samples) {
+        // A cheap key per row; the stored field (JSON) is made once per series and window.
+        const key = `${rule.id}\u0000${series.provider}\u0000${series.model}\u0000${series.app}\u0000${window ?? ""}`;
+        const g = groups.get(key);
+        if (g) g.samples.push(sample);
+        else {
+          const field = windowField(series, window);
+          groups.set(key, { rule, field, series, window, samples: [sample] });
+        }
       }
     }
   }
@@ -59,8 +88,9 @@ export async function evaluateBatch(
   rules: AlertRule[],
   rows: ReportRow[],
   onRefused: (refused: RefusedSeries[]) => void = () => {},
+  derive?: DeriveWindows,
 ): Promise<AlertEvent[]> {
-  const inputs = groupSeries(rules, rows);
+  const inputs = groupSeries(rules, rows, derive);
   if (inputs.length === 0) return [];
   const refs = inputs.map((i) => ({ ruleId: i.rule.id, project: i.rule.project, field: i.field }));
   for (let attempt = 0; attempt < MAX_CONFLICTS; attempt++) {
@@ -78,7 +108,13 @@ export async function evaluateBatch(
       }
       const prev = states[i] ?? null;
       const state = prev === null ? null : readState(prev);
-      const { next, events: e } = evaluateSeries(input.rule, input.series, input.samples, state);
+      const { next, events: e } = evaluateSeries(
+        input.rule,
+        input.series,
+        input.samples,
+        state,
+        input.window,
+      );
       const text = JSON.stringify(next);
       if (text !== prev) writes.push({ ...refs[i], prev, next: text } as StateWrite);
       events.push(...e);

@@ -1,3 +1,4 @@
+import type { WindowLength } from "../providers/window.js";
 import { type AlertEvent, eventId } from "./alert-event.js";
 import { addPoint, type Point } from "./burn-rate.js";
 import { windowNow } from "./now-model.js";
@@ -50,6 +51,8 @@ export function evaluateSeries(
   series: Series,
   samples: Sample[],
   prev: SeriesState | null,
+  /** The window these samples are of (the rule's metric is its dimension); null: unknown length. */
+  window: WindowLength | null = null,
 ): { next: SeriesState; events: AlertEvent[] } {
   const th = thresholdsOf(rule);
   let state: SeriesState = prev ?? { m: INITIAL, seen: null, h: [] };
@@ -73,11 +76,12 @@ export function evaluateSeries(
       s.t,
     );
     events.push({
-      id: eventId(rule.id, series, m.seq, s.reportId),
+      id: eventId(rule.id, series, m.seq, s.reportId, window),
       rule_id: rule.id,
       project: rule.project,
       ...series,
       metric: rule.metric,
+      window,
       level: fire,
       used_pct: round(s.pct, 2),
       limit: s.limit,

@@ -1,8 +1,9 @@
 import type { ReportRow } from "../report/report-schema.js";
 import { EVAL_JOB, type EvalQueue, evalJobId } from "./queues.js";
+import type { DeriveWindows } from "./row-windows.js";
 import type { AlertRule } from "./rule.js";
 import type { RuleCache } from "./rule-cache.js";
-import { matches, projectOf, sampleOf } from "./usage.js";
+import { matches, projectOf, windowSamplesOf } from "./usage.js";
 
 // The ingest worker's part: once a batch is stored, the rows some rule watches go to the
 // `alerts` queue as one job, under an id derived from the batch's manifest token. The rules come
@@ -26,6 +27,8 @@ export interface AlertsHookDeps {
   maxJobs: number;
   /** A batch's watched rows were shed: the queue was full. */
   onShed?: (rows: number) => void;
+  /** How a row's windows are derived (a watched row carries a window of a rule's dimension). */
+  deriveWindows?: DeriveWindows;
 }
 
 export function createAlertsHook(deps: AlertsHookDeps) {
@@ -43,7 +46,7 @@ export function createAlertsHook(deps: AlertsHookDeps) {
       if (!rules || rules.length === 0) continue;
       let watched = false;
       for (const rule of rules) {
-        if (matches(rule, row) && sampleOf(row, rule.metric) !== null) {
+        if (matches(rule, row) && windowSamplesOf(row, rule, deps.deriveWindows).length > 0) {
           used.add(rule);
           watched = true;
         }

@@ -1,7 +1,9 @@
 import { z } from "zod";
+import { WINDOW_LENGTHS } from "../providers/window.js";
 
 // An alert rule: which rows it watches (a project, optionally one provider, model and app), which
-// figure (requests, tokens or credits, as % of the limit used), its warning and critical
+// figure (requests, tokens or credits, as % of the limit used) — in each window of that dimension
+// the provider states, or only in windows of one length (`window`, e.g. 1d) — its warning and critical
 // thresholds, how far usage must fall back before an alert resolves (hysteresis), how long the
 // same alert stays quiet after it fired (cooldown), and where it is delivered.
 
@@ -34,6 +36,10 @@ export const ruleInputSchema = z
     model: filter,
     app: filter,
     metric: z.enum(METRICS, { error: "must be requests, tokens or credits" }),
+    window: z
+      .enum(WINDOW_LENGTHS, { error: `must be one of ${WINDOW_LENGTHS.join(", ")}` })
+      .nullable()
+      .default(null),
     warn_pct: pct,
     critical_pct: pct,
     hysteresis_pct: z.number().min(0).max(50).default(DEFAULT_HYSTERESIS_PCT),
@@ -63,6 +69,8 @@ export const ruleSchema = z.object({
   model: z.string().nullable(),
   app: z.string().nullable(),
   metric: z.enum(METRICS),
+  /** Only windows of this length; null (and rules stored before windows): every window. */
+  window: z.enum(WINDOW_LENGTHS).nullish(),
   warn_pct: z.number(),
   critical_pct: z.number(),
   hysteresis_pct: z.number(),

@@ -1,4 +1,6 @@
+import type { WindowLength } from "../providers/window.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
+import { type DeriveWindows, rememberedWindowsOfRow } from "./row-windows.js";
 import type { AlertRule, Metric } from "./rule.js";
 
 // What a rule reads from a stored row (positional, REPORT_COLUMNS order): the series it belongs
@@ -128,4 +130,45 @@ export function sampleOf(row: ReportRow, metric: Metric): Sample | null {
     pct: Math.max(0, ((limit - remaining) / limit) * 100),
     resetMs: f.reset === null ? null : num(row[f.reset]),
   };
+}
+
+/** A rule's sample in one of a row's windows. */
+export interface WindowSample extends Sample {
+  window: WindowLength | null;
+}
+
+/**
+ * The rule's samples in this row: one per window of its metric's dimension (only windows of the
+ * rule's length when it names one) that carries a limit and a remaining. The reset stays relative
+ * to the report's timestamp, as the contract's fields are.
+ */
+export function windowSamplesOf(
+  row: ReportRow,
+  rule: Pick<AlertRule, "metric" | "window">,
+  derive?: DeriveWindows,
+): WindowSample[] {
+  const out: WindowSample[] = [];
+  let t: number | undefined;
+  const at = timestampMsOf(row);
+  // Remembered per row: each rule watching the row asks again.
+  for (const w of rememberedWindowsOfRow(row, derive, at)) {
+    if (w.dimension !== rule.metric) continue;
+    if (rule.window != null && w.window !== rule.window) continue;
+    const { limit, remaining } = w;
+    if (limit === null || remaining === null || !(limit > 0) || !Number.isFinite(remaining)) {
+      continue;
+    }
+    t ??= receivedMsOf(row);
+    if (!Number.isFinite(t)) return [];
+    out.push({
+      t,
+      reportId: String(row[I.id]),
+      limit,
+      remaining,
+      pct: Math.max(0, ((limit - remaining) / limit) * 100),
+      resetMs: w.resets_at === null ? null : w.resets_at - at,
+      window: w.window,
+    });
+  }
+  return out;
 }

@@ -1,4 +1,5 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { DeriveWindows } from "../alerts/row-windows.js";
 import type { AlertRule } from "../alerts/rule.js";
 import type { Config } from "../config.js";
 import type { HotStore } from "../headroom/hot-store.js";
@@ -49,6 +50,8 @@ export interface ApiDeps {
   rulesFor(project: string): Promise<AlertRule[]>;
   /** The control plane, when CONTROL_LISTEN=api: served beside the read routes. */
   control?: ControlRoutesDeps;
+  /** How a refill of the hot copy derives windows: src/providers' unless a test's. */
+  deriveWindows?: DeriveWindows;
   /** Where the built page is (dist/page by default). */
   pageDir?: string;
   now?: () => number;
@@ -78,6 +81,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       hot: deps.hot,
       answers: deps.headroomAnswers,
       versions: deps.hotVersions,
+      deriveWindows: deps.deriveWindows,
       now,
     };
     v1.register(headroomRoutes, headroom);
@@ -91,11 +95,15 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
     v1.register(reportsRoutes, { store, now });
     v1.register(alertEventsRoutes, { store, now });
     v1.register(spendRoutes, { store, headroom, now });
+    // The same hot copy as /headroom (issue 37: one source per figure); its answers are not
+    // shared, since a scrape's body is its own.
     v1.register(metricsRoutes, {
       store,
       rulesFor: deps.rulesFor,
       staleAfterMs: config.READ_STALE_AFTER_S * 1000,
       maxSeries: config.READ_METRICS_MAX_SERIES,
+      hot: deps.hot,
+      deriveWindows: deps.deriveWindows,
       now,
     });
   });

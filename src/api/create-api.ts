@@ -1,5 +1,6 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import type { FastifyBaseLogger } from "fastify";
+import type { DeriveWindows } from "../alerts/row-windows.js";
 import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
 import { createClickHouse } from "../clickhouse/client.js";
@@ -28,7 +29,7 @@ import { rollingAnswerBytes } from "./routes/usage.js";
 export async function createApi(
   config: Config,
   logger: FastifyBaseLogger,
-  opts: { clickhouse?: ClickHouseClient; now?: () => number } = {},
+  opts: { clickhouse?: ClickHouseClient; now?: () => number; deriveWindows?: DeriveWindows } = {},
 ) {
   const redis = createProducerRedis(redisTopology(config));
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
@@ -121,6 +122,7 @@ export async function createApi(
     hot,
     hotVersions,
     rulesFor: async (project) => (await rules.rulesFor([project])).get(project) ?? [],
+    deriveWindows: opts.deriveWindows,
     now: opts.now,
     ...(config.CONTROL_LISTEN === "api" ? { control } : {}),
   });

@@ -28,7 +28,7 @@ export const alertsAdd = (input: RuleInput & JsonOption) =>
       [
         `rule:     ${rule.id}`,
         `project:  ${rule.project} (${filters(rule)})`,
-        `metric:   ${rule.metric}: warning at ${rule.warn_pct}%, critical at ${rule.critical_pct}%`,
+        `metric:   ${rule.metric} (${rule.window ? `${rule.window} windows` : "every window"}): warning at ${rule.warn_pct}%, critical at ${rule.critical_pct}%`,
         `webhook:  ${rule.webhook}`,
         `secret:   ${secret}`,
         "",
@@ -44,12 +44,23 @@ export const alertsList = (opts: { project?: string } & JsonOption) =>
       rules.length === 0
         ? "no alert rules"
         : table(
-            ["RULE ID", "PROJECT", "FILTERS", "METRIC", "WARN", "CRIT", "COOLDOWN", "WEBHOOK"],
+            [
+              "RULE ID",
+              "PROJECT",
+              "FILTERS",
+              "METRIC",
+              "WINDOW",
+              "WARN",
+              "CRIT",
+              "COOLDOWN",
+              "WEBHOOK",
+            ],
             rules.map((r) => [
               r.id,
               r.project,
               filters(r),
               r.metric,
+              r.window ?? "every",
               `${r.warn_pct}%`,
               `${r.critical_pct}%`,
               `${r.cooldown_s}s`,

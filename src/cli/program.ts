@@ -1,6 +1,7 @@
 import { Command, Option, type OutputConfiguration } from "commander";
 import { SCOPES, type Scope } from "../keys/key-format.js";
 import { packageVersion } from "../lib/repo-root.js";
+import { WINDOW_LENGTHS, type WindowLength } from "../providers/window.js";
 import * as parse from "./arg-parsers.js";
 import { UsageError } from "./errors.js";
 
@@ -348,6 +349,12 @@ function addAlerts(program: Command): void {
     .option("--model <name>", "only this model")
     .option("--app <name>", "only this app")
     .addOption(
+      new Option(
+        "--window <length>",
+        "only the provider's windows of this length; without it, every window of the metric",
+      ).choices([...WINDOW_LENGTHS]),
+    )
+    .addOption(
       new Option("--cooldown <duration>", "quiet time after an alert: 90s, 10m, 1h")
         .argParser(parse.duration)
         // The default in the form the option takes, not the seconds it parses to.
@@ -371,6 +378,7 @@ function addAlerts(program: Command): void {
           provider?: string;
           model?: string;
           app?: string;
+          window?: WindowLength;
           cooldown: number;
           hysteresis: number;
         } & JsonOption,
@@ -384,6 +392,7 @@ function addAlerts(program: Command): void {
           provider: opts.provider ?? null,
           model: opts.model ?? null,
           app: opts.app ?? null,
+          window: opts.window ?? null,
           cooldown_s: opts.cooldown,
           hysteresis_pct: opts.hysteresis,
           json: opts.json,

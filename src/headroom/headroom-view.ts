@@ -2,11 +2,15 @@ import type { Point } from "../alerts/burn-rate.js";
 import { type WindowNow, windowNow } from "../alerts/now-model.js";
 import type { AlertRule, Metric } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
+import type { WindowLength } from "../providers/window.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
 // recent points: what /api/v1/headroom answers. Pure. Each window is read through the model of
 // "now" (now-model.ts); the status uses the alerts' thresholds (state-machine.ts), and a window
-// that has reset since its last report counts for none.
+// that has reset since its last report counts for none. A series lists its windows (dimension and
+// length: src/providers/window.ts), each through the same model; its status is its worst
+// window's. The per-metric views (requests, tokens, credits) stay, computed from the contract's
+// six fields as before, for the readers that know only them.
 
 export const STATUSES = ["ok", "warning", "critical", "stale"] as const;
 export type Status = (typeof STATUSES)[number];
@@ -24,6 +28,28 @@ export interface LatestFigures {
   requests: { limit: number | null; remaining: number | null; resetMs: number | null };
   tokens: { limit: number | null; remaining: number | null; resetMs: number | null };
   credits: { limit: number | null; remaining: number | null };
+  /** The series' windows, each with its own newest figures and recent points (none: a copy kept before windows). */
+  windows?: LatestWindow[];
+}
+
+export interface LatestWindow {
+  dimension: string;
+  window: WindowLength | null;
+  limit: number | null;
+  remaining: number | null;
+  /** When the newest report carrying this window was sent (its timestamp), Unix ms. */
+  reportedAt: number;
+  /** Absolute, Unix ms; null when the provider did not say. */
+  resetsAt: number | null;
+  /** Recent [Unix ms, remaining], oldest first. */
+  points: Point[];
+}
+
+/** A window at the answer's `at`: which one, when it was reported, and the model of now. */
+export interface WindowView extends WindowNow {
+  dimension: string;
+  window: WindowLength | null;
+  reported_at: string;
 }
 
 /** Recent points of a series per metric, oldest first: [Unix ms, remaining]. */
@@ -43,6 +69,8 @@ export interface SeriesView {
   requests: MetricView;
   tokens: MetricView;
   credits: MetricView;
+  /** Always set by seriesView; optional for callers that build views by hand. */
+  windows?: WindowView[];
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -66,15 +94,39 @@ function metricView(
   );
 }
 
-/** The strictest thresholds of the rules watching this series and metric, else the defaults. */
+/** The model of now's unit for a dimension: credits and requests are their own, the rest tokens. */
+export const metricOfDimension = (dimension: string): Metric =>
+  dimension === "requests" || dimension === "credits" ? dimension : "tokens";
+
+function windowView(w: LatestWindow, now: number): WindowView {
+  const fig = {
+    limit: w.limit,
+    remaining: w.remaining,
+    reportedAt: w.reportedAt,
+    resetsAt: w.resetsAt,
+  };
+  return {
+    dimension: w.dimension,
+    window: w.window,
+    reported_at: new Date(w.reportedAt).toISOString(),
+    ...windowNow(metricOfDimension(w.dimension), fig, w.points, now),
+  };
+}
+
+/**
+ * The strictest thresholds of the rules watching this series and metric (a dimension), else the
+ * defaults; with `window`, only rules that watch every window or that length.
+ */
 export function thresholdsFor(
   rules: AlertRule[],
   series: { provider: string; model: string; app: string },
-  metric: Metric,
+  metric: string,
+  window?: WindowLength | null,
 ): Pick<Thresholds, "warnPct" | "criticalPct"> {
   const watching = rules.filter(
     (r) =>
       r.metric === metric &&
+      (window === undefined || r.window == null || r.window === window) &&
       (r.provider === null || r.provider === series.provider) &&
       (r.model === null || r.model === series.model) &&
       (r.app === null || r.app === series.app),
@@ -91,20 +143,30 @@ export function seriesView(
   points: RecentPoints,
   rules: AlertRule[],
   opts: { now: number; staleAfterMs: number },
-): SeriesView {
+): SeriesView & { windows: WindowView[] } {
   const { now } = opts;
   const metrics = {
     requests: metricView("requests", latest.requests, latest.limitsAt, points.requests, now),
     tokens: metricView("tokens", latest.tokens, latest.limitsAt, points.tokens, now),
     credits: metricView("credits", latest.credits, latest.creditsAt, points.credits, now),
   };
+  const windows = (latest.windows ?? []).map((w) => windowView(w, now));
+  // The worst window's status; a copy kept before windows were (none yet) reads the metrics.
+  const watched =
+    windows.length > 0
+      ? windows.map((w) => ({ view: w as MetricView, metric: w.dimension, window: w.window }))
+      : (["requests", "tokens", "credits"] as const).map((m) => ({
+          view: metrics[m],
+          metric: m,
+          window: undefined,
+        }));
   let status: Status = "ok";
   if (now - latest.lastSeen > opts.staleAfterMs) status = "stale";
   else {
-    for (const metric of ["requests", "tokens", "credits"] as const) {
-      const pct = metrics[metric].used_pct;
-      if (pct === null || metrics[metric].reset_since_report) continue;
-      const th = thresholdsFor(rules, latest, metric);
+    for (const { view, metric, window } of watched) {
+      const pct = view.used_pct;
+      if (pct === null || view.reset_since_report) continue;
+      const th = thresholdsFor(rules, latest, metric, window);
       const level = levelFor("ok", pct, { ...th, hysteresisPct: 0, cooldownMs: 0 });
       if (level === "critical") status = "critical";
       else if (level === "warning" && status === "ok") status = "warning";
@@ -120,5 +182,6 @@ export function seriesView(
     reported_at: iso(latest.limitsAt),
     credits_reported_at: iso(latest.creditsAt),
     ...metrics,
+    windows,
   };
 }

@@ -1,13 +1,25 @@
 import type { Point } from "../alerts/burn-rate.js";
+import {
+  type DeriveWindows,
+  parseWindowKey,
+  windowKey,
+  windowsOfRow,
+} from "../alerts/row-windows.js";
 import type { Metric } from "../alerts/rule.js";
 import { timestampReader } from "../alerts/usage.js";
+import { deriveWindows } from "../providers/derive-windows.js";
+import { KNOWN_DIMENSIONS, WINDOW_LENGTHS, type Window } from "../providers/window.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
-import type { LatestFigures, RecentPoints } from "./headroom-view.js";
+import type { LatestFigures, LatestWindow, RecentPoints } from "./headroom-view.js";
 
 // The hot headroom of one series as kept in Redis (hot-store.ts merges these): the latest
 // figures as latest_limits defines them — the newest report's limits among the reports that carry
 // any, the newest credits likewise, so a provider hint moves `ls` and never blanks them — and the
-// recent remaining values the burn rate is computed from. Figures stay ClickHouse's text (Int64
+// recent remaining values the burn rate is computed from. Beside them, the series' windows
+// (src/providers/window.ts, derived from each row by windowsOfRow): per window (dimension and
+// length) the newest report's figures that carry it, and its recent points. A window a newer
+// report does not carry keeps its last figures (a provider sends its day window with every
+// answer; a report without it says nothing of it), at most MAX_WINDOWS_PER_SERIES per series. Figures stay ClickHouse's text (Int64
 // and Decimal do not all fit a double); times are Unix ms. Pure.
 
 export interface HotSeries {
@@ -23,7 +35,21 @@ export interface HotSeries {
   c?: (string | null)[];
   /** Recent [Unix ms, remaining] per metric, oldest first. */
   p: Partial<Record<Metric, [number, string][]>>;
+  /** Per window key (windowKey): the newest figures that carry it. */
+  w?: Record<string, HotWindow>;
+  /** Per window key: recent [Unix ms, remaining], oldest first. */
+  wp?: Record<string, [number, string][]>;
 }
+
+/** A window's newest figures: report timestamp (ms), report id (ties), limit, remaining, resets_at. */
+export type HotWindow = [number, string, string | null, string | null, number | null];
+
+/**
+ * Windows a series keeps: the providers' lengths (8) times a few dimensions is well under it; a
+ * window past it is not kept (the merge script keeps the first ones), so a parser gone wrong
+ * cannot grow a series without bound.
+ */
+export const MAX_WINDOWS_PER_SERIES = 16;
 
 /** The latest limits a series keeps (HotSeries.l), in order. */
 export const LIMIT_COLUMNS = [
@@ -84,13 +110,67 @@ interface Gathering {
   limitsRow?: ReportRow;
   creditsRow?: ReportRow;
   p: Partial<Record<Metric, [number, Value][]>>;
+  /** Per window key: the newest row's window (kept as read; text once, at the end) and points. */
+  w: Map<string, WindowGathering>;
 }
 
-function addRow(g: Gathering, row: ReportRow, t: number): void {
+interface WindowGathering {
+  t: number;
+  id: string;
+  win: Window;
+  points: [number, Value][];
+}
+
+/** Window keys by dimension and length: made once, not once per row. */
+const keys = new Map<string, Map<string | null, string>>();
+function keyOf(win: Window): string {
+  let byLength = keys.get(win.dimension);
+  if (!byLength) {
+    // Dimensions are the parsers' names, a bounded set; a flood of odd ones is not kept here.
+    if (keys.size >= 1_000) keys.clear();
+    byLength = new Map();
+    keys.set(win.dimension, byLength);
+  }
+  let key = byLength.get(win.window);
+  if (key === undefined) {
+    key = windowKey(win);
+    byLength.set(win.window, key);
+  }
+  return key;
+}
+
+const HEADERS_AT = REPORT_COLUMNS.indexOf("headers" as ReportColumn);
+const ERROR_AT = REPORT_COLUMNS.indexOf("error" as ReportColumn);
+/** Whether a row carries what windows are derived from (part B's headers and error, when present). */
+const saidSomething = (row: ReportRow) =>
+  (HEADERS_AT >= 0 && row[HEADERS_AT] != null) || (ERROR_AT >= 0 && row[ERROR_AT] != null);
+
+function addWindows(g: Gathering, row: ReportRow, t: number, id: string, derive: DeriveWindows) {
+  for (const win of windowsOfRow(row, derive, t)) {
+    const key = keyOf(win);
+    const kept = g.w.get(key);
+    if (!kept) {
+      if (g.w.size >= MAX_WINDOWS_PER_SERIES) continue;
+      g.w.set(key, { t, id, win, points: win.remaining === null ? [] : [[t, win.remaining]] });
+      continue;
+    }
+    if (newer(t, id, kept.t, kept.id)) {
+      kept.t = t;
+      kept.id = id;
+      kept.win = win;
+    }
+    if (win.remaining !== null) kept.points.push([t, win.remaining]);
+  }
+}
+
+function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows): void {
   const s = g.s;
   s.ls = Math.max(s.ls, t);
   const limits = anyIn(row, HAS_LIMITS_AT);
   const credits = anyIn(row, HAS_CREDITS_AT);
+  if (limits || credits || saidSomething(row)) {
+    addWindows(g, row, t, String(row[ID]), derive);
+  }
   if (limits || credits) {
     const id = String(row[ID]);
     if (limits && newer(t, id, s.la, s.li)) {
@@ -122,6 +202,16 @@ function seriesOfBatch(g: Gathering): HotSeries {
   for (const metric of Object.keys(g.p) as Metric[]) {
     const list = orderedPoints(g.p[metric] as [number, Value][]);
     s.p[metric] = thinPoints(list).map(([t, v]): [number, string] => [t, String(v)]);
+  }
+  for (const [key, { t, id, win, points }] of g.w) {
+    s.w ??= {};
+    s.w[key] = [t, id, text(win.limit), text(win.remaining), win.resets_at];
+    if (points.length === 0) continue;
+    s.wp ??= {};
+    s.wp[key] = thinPoints(orderedPoints(points)).map(([pt, v]): [number, string] => [
+      pt,
+      String(v),
+    ]);
   }
   return s;
 }
@@ -195,7 +285,10 @@ function entry<K, V>(map: Map<K, V>, key: K, make: () => V): V {
 }
 
 /** A batch of stored rows → per project, per series field, what they add to the hot copy. */
-export function hotUpdates(rows: ReportRow[]): Map<string, Map<string, HotSeries>> {
+export function hotUpdates(
+  rows: ReportRow[],
+  derive: DeriveWindows = deriveWindows,
+): Map<string, Map<string, HotSeries>> {
   const timestampOf = timestampReader();
   const gathered = new Map<string, Map<string, Gathering>>();
   // provider → model → app → series field: one JSON.stringify per series, not per row.
@@ -211,8 +304,8 @@ export function hotUpdates(rows: ReportRow[]): Map<string, Map<string, HotSeries
     const byModel = entry(fields, provider, () => new Map<string, Map<string, string>>());
     const byApp = entry(byModel, model, () => new Map<string, string>());
     const field = entry(byApp, app, () => seriesField({ provider, model, app }));
-    const g = entry(series, field, (): Gathering => ({ s: { ls: t, p: {} }, p: {} }));
-    addRow(g, row, t);
+    const g = entry(series, field, (): Gathering => ({ s: { ls: t, p: {} }, p: {}, w: new Map() }));
+    addRow(g, row, t, derive);
   }
   const out = new Map<string, Map<string, HotSeries>>();
   for (const [project, series] of gathered) {
@@ -248,7 +341,43 @@ export function hotFigures(
       requests: { limit: num(l[0]), remaining: num(l[1]), resetMs: num(l[4]) },
       tokens: { limit: num(l[2]), remaining: num(l[3]), resetMs: num(l[5]) },
       credits: { limit: num(c[0]), remaining: num(c[1]) },
+      windows: hotWindows(s, since),
     },
     recent: { requests: recent("requests"), tokens: recent("tokens"), credits: recent("credits") },
   };
+}
+
+const rankOf = <T extends string>(list: readonly T[], v: string | null) => {
+  const i = list.indexOf(v as T);
+  return i < 0 ? list.length : i;
+};
+
+/** Windows in a reader's order: Headroom's dimensions first, then by length, shortest first. */
+export function compareWindows(
+  a: { dimension: string; window: string | null },
+  b: { dimension: string; window: string | null },
+): number {
+  return (
+    rankOf(KNOWN_DIMENSIONS, a.dimension) - rankOf(KNOWN_DIMENSIONS, b.dimension) ||
+    (a.dimension < b.dimension ? -1 : a.dimension > b.dimension ? 1 : 0) ||
+    rankOf(WINDOW_LENGTHS, a.window) - rankOf(WINDOW_LENGTHS, b.window)
+  );
+}
+
+/** A stored series' windows, with their points since `since`. */
+function hotWindows(s: HotSeries, since: number): LatestWindow[] {
+  const out: LatestWindow[] = [];
+  for (const [key, fig] of Object.entries(s.w ?? {})) {
+    if (!Array.isArray(fig)) continue;
+    const [t, , limit, remaining, resetsAt] = fig;
+    out.push({
+      ...parseWindowKey(key),
+      limit: num(limit),
+      remaining: num(remaining),
+      reportedAt: t,
+      resetsAt: typeof resetsAt === "number" ? resetsAt : null,
+      points: points(s.wp?.[key]).filter(([pt]) => pt >= since),
+    });
+  }
+  return out.sort(compareWindows);
 }

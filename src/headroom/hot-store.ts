@@ -1,7 +1,7 @@
 import type { Result } from "ioredis";
 import { HISTORY_WINDOW_MS } from "../alerts/burn-rate.js";
 import type { RedisClient } from "../redis/connections.js";
-import { type HotSeries, MIN_GAP_MS } from "./hot-series.js";
+import { type HotSeries, MAX_WINDOWS_PER_SERIES, MIN_GAP_MS } from "./hot-series.js";
 
 // The hot headroom in Redis: per project a hash of series → HotSeries JSON, written by the ingest
 // workers after ClickHouse took a batch (one script call per batch), read by /api/v1/headroom in
@@ -112,6 +112,27 @@ local function merge(old, new)
   for _, m in ipairs({'requests', 'tokens', 'credits'}) do
     local a, b = s.p[m], new.p and new.p[m]
     if type(b) == 'table' and #b > 0 then s.p[m] = merge_points(a, b) end
+  end
+  -- Windows: the newest figures per window; a window the batch does not carry keeps its own.
+  if type(new.w) == 'table' then
+    if type(s.w) ~= 'table' then s.w = {} end
+    local n = 0
+    for _ in pairs(s.w) do n = n + 1 end
+    for key, fig in pairs(new.w) do
+      local kept = s.w[key]
+      if kept then
+        if newer(fig[1], fig[2], kept[1], kept[2]) then s.w[key] = fig end
+      elseif n < ${MAX_WINDOWS_PER_SERIES} then
+        s.w[key] = fig
+        n = n + 1
+      end
+    end
+  end
+  if type(new.wp) == 'table' and type(s.w) == 'table' then
+    if type(s.wp) ~= 'table' then s.wp = {} end
+    for key, b in pairs(new.wp) do
+      if s.w[key] and type(b) == 'table' and #b > 0 then s.wp[key] = merge_points(s.wp[key], b) end
+    end
   end
   return s
 end

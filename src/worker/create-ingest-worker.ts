@@ -3,6 +3,7 @@ import { UnrecoverableError } from "bullmq";
 import type { Logger } from "pino";
 import { createAlertsHook } from "../alerts/ingest-hook.js";
 import { createEvalQueue } from "../alerts/queues.js";
+import type { DeriveWindows } from "../alerts/row-windows.js";
 import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
 import { describeError } from "../clickhouse/classify-error.js";
@@ -55,6 +56,8 @@ export interface IngestWorkerDeps {
   metrics: WorkerMetrics;
   /** The row shapes this release reads and writes: src/report/row-shapes.ts's unless a test's. */
   rowShapes?: RowShapes;
+  /** How the hot headroom derives a row's windows: src/providers' unless a test's. */
+  deriveWindows?: DeriveWindows;
 }
 
 const MANIFEST_SWEEP_MS = 60_000;
@@ -93,6 +96,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
           deps.metrics.alertsShedBatches.inc();
           deps.metrics.alertsShedRows.inc(rows);
         },
+        deriveWindows: deps.deriveWindows,
       })
     : undefined;
   // The read API's hot headroom (src/headroom/hot-store.ts), under the base prefix like the alerts.
@@ -102,6 +106,7 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       ttlMs: config.READ_HOT_SERIES_TTL_S * 1000,
     }),
     logger,
+    deriveWindows: deps.deriveWindows,
   });
   const onStored = async (manifest: Manifest) => {
     await hotHook(manifest);

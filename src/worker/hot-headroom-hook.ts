@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import type { DeriveWindows } from "../alerts/row-windows.js";
 import { hotUpdates } from "../headroom/hot-series.js";
 import type { HotStore } from "../headroom/hot-store.js";
 import type { Manifest } from "./manifest-store.js";
@@ -10,9 +11,14 @@ import type { Manifest } from "./manifest-store.js";
 // script would refuse it every time, so instead the batch's projects are marked not whole, and
 // their next read refills them from ClickHouse: ingest never stops for the hot copy.
 
-export function createHotHeadroomHook(deps: { store: HotStore; logger: Logger }) {
+export function createHotHeadroomHook(deps: {
+  store: HotStore;
+  logger: Logger;
+  /** How a row's windows are derived: windowsOfRecord unless a test gives its own. */
+  deriveWindows?: DeriveWindows;
+}) {
   return async function onStored(manifest: Manifest): Promise<void> {
-    const updates = hotUpdates(manifest.rows);
+    const updates = hotUpdates(manifest.rows, deps.deriveWindows);
     try {
       const refused = await deps.store.write(updates);
       if (refused > 0) {

@@ -1,8 +1,10 @@
+import { windowKey, windowsOfRow } from "../../src/alerts/row-windows.js";
 import { projectOf, seriesOf, timestampMsOf } from "../../src/alerts/usage.js";
 import {
   CREDIT_COLUMNS,
   type HotSeries,
   LIMIT_COLUMNS,
+  MAX_WINDOWS_PER_SERIES,
   seriesField,
   thinPoints,
 } from "../../src/headroom/hot-series.js";
@@ -36,12 +38,32 @@ function addRow(into: HotSeries | undefined, row: ReportRow): HotSeries {
   const id = String(row[at("report_id")]);
   const s: HotSeries = into ?? { ls: t, p: {} };
   s.ls = Math.max(s.ls, t);
-  if (HAS_LIMITS.some((c) => row[at(c)] !== null) && newer(t, id, s.la, s.li)) {
+  const limits = HAS_LIMITS.some((c) => row[at(c)] !== null);
+  const credits = HAS_CREDITS.some((c) => row[at(c)] !== null);
+  if (limits || credits) {
+    for (const w of windowsOfRow(row)) {
+      const key = windowKey(w);
+      s.w ??= {};
+      const kept = s.w[key];
+      if (!kept && Object.keys(s.w).length >= MAX_WINDOWS_PER_SERIES) continue;
+      if (!kept || newer(t, id, kept[0], kept[1])) {
+        s.w[key] = [t, id, text(w.limit), text(w.remaining), w.resets_at];
+      }
+      if (w.remaining === null) continue;
+      const wp = s.wp ?? {};
+      const list = wp[key] ?? [];
+      list.push([t, String(w.remaining)]);
+      wp[key] = list;
+      s.wp = wp;
+    }
+    if (s.w && Object.keys(s.w).length === 0) delete s.w;
+  }
+  if (limits && newer(t, id, s.la, s.li)) {
     s.la = t;
     s.li = id;
     s.l = LIMIT_COLUMNS.map((c) => text(row[at(c)]));
   }
-  if (HAS_CREDITS.some((c) => row[at(c)] !== null) && newer(t, id, s.ca, s.ci)) {
+  if (credits && newer(t, id, s.ca, s.ci)) {
     s.ca = t;
     s.ci = id;
     s.c = CREDIT_COLUMNS.map((c) => text(row[at(c)]));
@@ -74,6 +96,11 @@ export function hotUpdatesReference(rows: ReportRow[]): Map<string, Map<string, 
       for (const metric of ["requests", "tokens", "credits"] as const) {
         const list = s.p[metric];
         if (list) s.p[metric] = thinPoints(list.sort(byTime));
+      }
+  for (const series of out.values())
+    for (const s of series.values())
+      for (const [key, list] of Object.entries(s.wp ?? {})) {
+        (s.wp as Record<string, [number, string][]>)[key] = thinPoints(list.sort(byTime));
       }
   return out;
 }

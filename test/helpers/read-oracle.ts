@@ -129,6 +129,12 @@ export function usageOracle(
     };
     const [rrMin, rlMax] = worst("r");
     const [trMin, tlMax] = worst("t");
+    // Per dimension, the worst % used among the series' windows (one per dimension today).
+    const byDimension: Record<string, number> = {};
+    const rWorst = maxOf(figures.map((f) => f.rPct));
+    const tWorst = maxOf(figures.map((f) => f.tPct));
+    if (rWorst !== null) byDimension.requests = round2(rWorst) as number;
+    if (tWorst !== null) byDimension.tokens = round2(tWorst) as number;
     const point: Record<string, unknown> = { bucket: new Date(bucketOf(first)).toISOString() };
     for (const f of q.groups) point[f] = f === "model" && first.model === "" ? null : first[f];
     return {
@@ -142,6 +148,7 @@ export function usageOracle(
       used_pct_max: round2(maxOf(used)),
       cost: g.reduce((s, r) => s + (r.cost ?? 0), 0),
       credits_remaining_last: lastCredits(g),
+      used_pct_by_dimension: byDimension,
     };
   });
   const key = (p: Record<string, unknown>) =>

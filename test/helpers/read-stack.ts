@@ -4,7 +4,7 @@ import { type Api, createApi } from "../../src/api/create-api.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import type { Scope } from "../../src/keys/key-format.js";
 import { createLogger } from "../../src/lib/logger.js";
-import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
+import type { IngestWorker, IngestWorkerDeps } from "../../src/worker/create-ingest-worker.js";
 import { uniqueId } from "./edge-fixture.js";
 import { eventually } from "./eventually.js";
 import { type Pipeline, startIngestWorker, startPipeline } from "./pipeline.js";
@@ -27,7 +27,11 @@ export interface ProjectKeys {
   read: string;
 }
 
-export async function startReadStack(env: Record<string, string> = {}) {
+export async function startReadStack(
+  env: Record<string, string> = {},
+  /** What the ingest worker is given beyond the pipeline's (e.g. a test's deriveWindows). */
+  opts: { worker?: Partial<IngestWorkerDeps> } = {},
+) {
   const logger = createLogger("silent", "test");
   // READ_CACHE_TTL_MS=0 and READ_HEADROOM_TTL_MS=0 by default: each request asks ClickHouse or
   // the hot copy (the caches are tested apart).
@@ -37,8 +41,12 @@ export async function startReadStack(env: Record<string, string> = {}) {
     ...env,
   });
   const edge: Edge = await createEdge(p.config, logger);
-  const worker: IngestWorker = startIngestWorker(p, logger);
-  const api: Api = await createApi(p.config, logger, { clickhouse: p.client });
+  const worker: IngestWorker = startIngestWorker(p, logger, opts.worker);
+  // The same derive function as the worker's: a refill from ClickHouse makes the same windows.
+  const api: Api = await createApi(p.config, logger, {
+    clickhouse: p.client,
+    deriveWindows: opts.worker?.deriveWindows,
+  });
   const tag = uniqueId();
   let projects = 0;
 

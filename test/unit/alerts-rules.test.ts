@@ -20,6 +20,7 @@ describe("alert rule validation", () => {
       provider: null,
       model: null,
       app: null,
+      window: null,
       hysteresis_pct: 5,
       cooldown_s: 600,
     });

@@ -137,4 +137,23 @@ describe("version and defaults", () => {
     expect(r.out).toMatch(/--cooldown <duration>[\s\S]*\(default: 10m\)/);
     expect(r.out).not.toContain("(default: 600)");
   });
+
+  it("alerts add takes a window length among the providers' and refuses another before any service", async () => {
+    const help = await cli("alerts", "add", "--help");
+    expect(help.out.replace(/\s+/g, " ")).toContain(
+      '--window <length> only the provider\'s windows of this length; without it, every window of the metric (choices: "1s", "10s", "1m", "1h", "5h", "1d", "7d", "1mo")',
+    );
+    const args = ["alerts", "add", "--project", "p", "--metric", "requests", "--warn", "70"];
+    const r = await cli(
+      ...args,
+      "--critical",
+      "90",
+      "--webhook",
+      "https://x.test/h",
+      "--window",
+      "2d",
+    );
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("--window");
+  });
 });

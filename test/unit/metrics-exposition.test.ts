@@ -104,10 +104,10 @@ describe("exposition", () => {
     );
     expect(text).toContain("# UNIT headroom_reset_timestamp_seconds seconds\n");
     expect(text).toContain(
-      `headroom_exhaustion_timestamp_seconds{provider="openai",model="gpt-4o",app="chat",kind="requests"} ${AT / 1000 + 12.5}\n`,
+      `headroom_exhaustion_timestamp_seconds{provider="openai",model="gpt-4o",app="chat",kind="requests",dimension="requests",window="unknown"} ${AT / 1000 + 12.5}\n`,
     );
     expect(sampleLines(text, "headroom_used_ratio")).toEqual([
-      'headroom_used_ratio{provider="openai",model="gpt-4o",app="chat",kind="requests"} 0.75',
+      'headroom_used_ratio{provider="openai",model="gpt-4o",app="chat",kind="requests",dimension="requests",window="unknown"} 0.75',
     ]);
   });
 
@@ -125,7 +125,7 @@ describe("exposition", () => {
   it("escapes label values: backslash, double quote and newline", () => {
     const text = render([series({ app: 'a"b\\c\nd', model: null })], "openmetrics");
     expect(text).toContain(
-      'headroom_remaining{provider="openai",model="",app="a\\"b\\\\c\\nd",kind="requests"} 125\n',
+      'headroom_remaining{provider="openai",model="",app="a\\"b\\\\c\\nd",kind="requests",dimension="requests",window="unknown"} 125\n',
     );
   });
 

@@ -272,7 +272,46 @@ describe("every view agrees with the reference model of now", () => {
               expect({ at, requests: view.requests }).toEqual({ at, requests: expected.requests });
               expect(view.tokens).toEqual(expected.tokens);
               expect(view.credits).toEqual(expected.credits);
-              const status = statusReference(Object.values(expected), o.lastSeen, at);
+              // The windows: each dimension's newest figures, kept when a newer report lacks them.
+              const newestWith = (has: (r: (typeof own)[number]) => boolean) =>
+                [...own].reverse().find(has);
+              const windows = [];
+              for (const m of ["requests", "tokens"] as const) {
+                const r = newestWith(
+                  (x) => x[`${m}_limit`] !== null || x[`${m}_remaining`] !== null,
+                );
+                if (!r) continue;
+                const fig = {
+                  limit: r[`${m}_limit`],
+                  remaining: r[`${m}_remaining`],
+                  t: r.t,
+                  resetMs: r[`reset_${m}_ms`],
+                };
+                windows.push({
+                  dimension: m,
+                  window: null,
+                  reported_at: new Date(r.t).toISOString(),
+                  ...nowReference(m, fig, pointsOf(`${m}_remaining`), at),
+                });
+              }
+              const c = newestWith((x) => x.credits_limit !== null || x.credits_remaining !== null);
+              if (c) {
+                const fig = {
+                  limit: c.credits_limit,
+                  remaining: c.credits_remaining,
+                  t: c.t,
+                  resetMs: null,
+                };
+                windows.push({
+                  dimension: "credits",
+                  window: null,
+                  reported_at: new Date(c.t).toISOString(),
+                  ...nowReference("credits", fig, pointsOf("credits_remaining"), at),
+                });
+              }
+              expect(view.windows).toEqual(windows);
+              // The status: the worst window's.
+              const status = statusReference(windows, o.lastSeen, at);
               expect(view.status).toBe(status);
             }
             // The exporter: its exhaustion times and status gauges are the same model's.
@@ -287,11 +326,14 @@ describe("every view agrees with the reference model of now", () => {
             for (const view of views.filter((v) => v.status !== "stale")) {
               const mine = (labels: Record<string, string>) =>
                 labels.provider === view.provider && labels.app === view.app;
-              for (const kind of ["requests", "tokens", "credits"] as const) {
+              for (const w of view.windows) {
                 const exhaustion = samples("headroom_exhaustion_timestamp_seconds").find(
-                  (s) => mine(s.labels) && s.labels.kind === kind,
+                  (s) =>
+                    mine(s.labels) &&
+                    s.labels.dimension === w.dimension &&
+                    s.labels.window === (w.window ?? "unknown"),
                 );
-                const at = view[kind].exhausted_at;
+                const at = w.exhausted_at;
                 expect(exhaustion?.value ?? null).toBe(at === null ? null : Date.parse(at) / 1000);
               }
               const critical = samples("headroom_status").find(

@@ -1,10 +1,21 @@
-import type { MetricView, SeriesView, Status } from "../../headroom/headroom-view.js";
+import {
+  type MetricView,
+  metricOfDimension,
+  type SeriesView,
+  type Status,
+} from "../../headroom/headroom-view.js";
 import type { Family, Sample } from "./exposition.js";
 
 // A project's headroom as metric families: the gauges come from /api/v1/headroom's series views,
 // the counters from today's row of the daily rollup. Pure. A series that has gone stale is left
 // out, so it disappears from Prometheus; past the cap, the least pressing series are dropped and
 // counted.
+//
+// The per-window gauges have one sample per window of a series: labels `dimension` (requests,
+// tokens, input_tokens, …), `window` (its length, `1m`, `1d`, …, or `unknown` when the provider
+// did not say) and `kind` (the dimension's family: requests, tokens or credits — input and output
+// tokens are tokens), so that queries by `kind` keep working. Cardinality: a series keeps at most
+// MAX_WINDOWS_PER_SERIES windows (hot-series.ts), and the series are capped per project.
 
 export const KINDS = ["requests", "tokens", "credits"] as const;
 /** `stale` series are never exported, so the status gauge has these states. */
@@ -71,7 +82,39 @@ export function keptSeries(input: FamiliesInput): { kept: SeriesView[]; dropped:
 }
 
 type Kind = (typeof KINDS)[number];
-type KindGauge = (m: MetricView, kind: Kind, s: SeriesView, at: number) => number | null;
+/** `reportedAt`: when this window's figures were last reported (ISO), or null. */
+type KindGauge = (m: MetricView, reportedAt: string | null) => number | null;
+
+/** The `window` label of a window whose length the provider did not state. */
+export const UNKNOWN_WINDOW = "unknown";
+
+interface ExportedWindow {
+  view: MetricView;
+  kind: Kind;
+  dimension: string;
+  window: string;
+  reportedAt: string | null;
+}
+
+/** A series' windows; a view without any (made before windows) gives its three metrics. */
+function windowsOf(s: SeriesView): ExportedWindow[] {
+  if (s.windows && s.windows.length > 0) {
+    return s.windows.map((w) => ({
+      view: w,
+      kind: metricOfDimension(w.dimension),
+      dimension: w.dimension,
+      window: w.window ?? UNKNOWN_WINDOW,
+      reportedAt: w.reported_at,
+    }));
+  }
+  return KINDS.map((kind) => ({
+    view: s[kind],
+    kind,
+    dimension: kind,
+    window: UNKNOWN_WINDOW,
+    reportedAt: kind === "credits" ? s.credits_reported_at : s.reported_at,
+  }));
+}
 
 const KIND_GAUGES: { name: string; help: string; unit?: string; value: KindGauge }[] = [
   {
@@ -98,12 +141,10 @@ const KIND_GAUGES: { name: string; help: string; unit?: string; value: KindGauge
   },
   {
     name: "headroom_last_report_timestamp_seconds",
-    help: "When this kind's figures were last reported (Unix time).",
+    help: "When this window's figures were last reported (Unix time).",
     unit: "seconds",
-    value: (m, kind, s) =>
-      m.limit === null && m.remaining === null
-        ? null
-        : seconds(kind === "credits" ? s.credits_reported_at : s.reported_at),
+    value: (m, reportedAt) =>
+      m.limit === null && m.remaining === null ? null : seconds(reportedAt),
   },
   {
     name: "headroom_exhaustion_timestamp_seconds",
@@ -122,15 +163,18 @@ const labelsOf = (s: SeriesView) => ({ provider: s.provider, model: s.model ?? "
 
 export function headroomFamilies(input: FamiliesInput): Family[] {
   const { kept, dropped } = keptSeries(input);
+  const windows = kept.map((s) => ({ s, windows: windowsOf(s) }));
   const families: Family[] = KIND_GAUGES.map((g) => ({
     name: g.name,
     type: "gauge",
     help: g.help,
     unit: g.unit,
-    samples: kept.flatMap((s) =>
-      KINDS.flatMap((kind): Sample[] => {
-        const v = g.value(s[kind], kind, s, input.at);
-        return v === null ? [] : [{ labels: { ...labelsOf(s), kind }, value: v }];
+    samples: windows.flatMap(({ s, windows }) =>
+      windows.flatMap((w): Sample[] => {
+        const v = g.value(w.view, w.reportedAt);
+        if (v === null) return [];
+        const labels = { ...labelsOf(s), kind: w.kind, dimension: w.dimension, window: w.window };
+        return [{ labels, value: v }];
       }),
     ),
   }));

@@ -1,19 +1,18 @@
 import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
-import { HISTORY_WINDOW_MS, type Point } from "../../alerts/burn-rate.js";
+import { HISTORY_WINDOW_MS } from "../../alerts/burn-rate.js";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
-import type { AlertRule, Metric } from "../../alerts/rule.js";
-import {
-  type LatestFigures,
-  type RecentPoints,
-  STATUSES,
-  seriesView,
-} from "../../headroom/headroom-view.js";
-import { type HotSeries, hotFigures, seriesField } from "../../headroom/hot-series.js";
+import type { DeriveWindows } from "../../alerts/row-windows.js";
+import { type AlertRule, METRICS as METRIC_NAMES, type Metric } from "../../alerts/rule.js";
+import { type LatestFigures, STATUSES, seriesView } from "../../headroom/headroom-view.js";
+import { type HotSeries, hotFigures, hotUpdates, seriesField } from "../../headroom/hot-series.js";
 import type { HotStore } from "../../headroom/hot-store.js";
 import type { HotVersions } from "../../headroom/hot-versions.js";
 import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
+import { deriveWindows } from "../../providers/derive-windows.js";
+import { WINDOW_LENGTHS } from "../../providers/window.js";
+import { REPORT_COLUMNS, type ReportRow } from "../../report/report-schema.js";
 import { filterSql, parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
@@ -22,7 +21,8 @@ import { chTime } from "../time-range.js";
 // GET /api/v1/headroom: the latest figures of each series (latest_limits), with the burn rate
 // over its recent reports and a status by the project's alert rules. Read from the hot copy the
 // ingest workers keep in Redis (hot-store.ts); a project whose copy is not whole (Redis lost it)
-// is refilled from ClickHouse first, once per process at a time.
+// is refilled from ClickHouse first, once per process at a time. Each series lists its windows
+// (dimension and length), each through the model of now; its status is its worst window's.
 
 export const headroomQuery = z.strictObject(seriesFilters);
 
@@ -44,6 +44,13 @@ const metricView = z.object({
   exhaustion_unknown: unknown,
 });
 
+/** One of a series' windows: which one, when it was last reported, and the metric view's fields. */
+export const windowView = metricView.extend({
+  dimension: z.string(),
+  window: z.enum(WINDOW_LENGTHS).nullable(),
+  reported_at: z.string(),
+});
+
 export const headroomResponse = z.object({
   at: z.string(),
   series: z.array(
@@ -58,9 +65,12 @@ export const headroomResponse = z.object({
       requests: metricView,
       tokens: metricView,
       credits: metricView,
+      windows: z.array(windowView),
     }),
   ),
 });
+
+export type HeadroomResponse = z.infer<typeof headroomResponse>;
 
 export interface HeadroomDeps {
   store: ReadStore;
@@ -76,6 +86,8 @@ export interface HeadroomDeps {
   answers?: QueryCache;
   /** Versions pushed by the workers: a held answer found current without a round trip. */
   versions?: HotVersions;
+  /** How windows are derived from ClickHouse's figures (the workers' derive; a test's own). */
+  deriveWindows?: DeriveWindows;
   now?: () => number;
 }
 
@@ -130,10 +142,33 @@ function latestSql(db: string, filters: string) {
 }
 
 function pointsSql(db: string, filters: string) {
-  return `SELECT provider, model, app, toUnixTimestamp64Milli(timestamp) AS t,
-    requests_remaining, tokens_remaining, toFloat64(credits_remaining) AS credits_remaining
+  return `SELECT ${ROW_COLUMNS}, toUnixTimestamp64Milli(timestamp) AS t
   FROM ${db}.reports
   WHERE project_id = {project:String} AND timestamp >= {since:DateTime64(3)}${filters}
+  ORDER BY provider, model, app, timestamp, report_id
+  LIMIT ${MAX_POINTS}`;
+}
+
+/** The stored report's columns, in the order of a row (REPORT_COLUMNS), as ClickHouse gives them. */
+const ROW_COLUMNS = REPORT_COLUMNS.join(", ");
+
+/**
+ * The newest stored report with limits and the newest with credits of each series, whole: their
+ * windows are derived as the workers derive them (hot-series.ts, from every column a row has:
+ * the kept headers and error body too once `reports` stores them).
+ */
+function newestRowsSql(db: string, filters: string) {
+  return `SELECT ${ROW_COLUMNS}
+  FROM ${db}.reports
+  WHERE project_id = {project:String}${filters}
+    AND (provider, model, app, timestamp) IN (
+      SELECT provider, model, app, t FROM (
+        SELECT provider, model, app, max(limits_at) AS la, max(credits_at) AS ca
+        FROM ${db}.latest_limits
+        WHERE project_id = {project:String}${filters}
+        GROUP BY provider, model, app
+      ) ARRAY JOIN [la, ca] AS t
+    )
   ORDER BY provider, model, app, timestamp, report_id
   LIMIT ${MAX_POINTS}`;
 }
@@ -141,71 +176,44 @@ function pointsSql(db: string, filters: string) {
 const seriesKey = (r: { provider: string; model: string; app: string }) =>
   JSON.stringify([r.provider, r.model, r.app]);
 
-function latestFigures(r: LatestRow): LatestFigures {
-  return {
-    provider: r.provider,
-    model: r.model,
-    app: r.app,
-    lastSeen: Number(r.last_seen),
-    limitsAt: num(r.limits_at),
-    creditsAt: num(r.credits_at),
-    requests: {
-      limit: num(r.requests_limit),
-      remaining: num(r.requests_remaining),
-      resetMs: num(r.reset_requests_ms),
-    },
-    tokens: {
-      limit: num(r.tokens_limit),
-      remaining: num(r.tokens_remaining),
-      resetMs: num(r.reset_tokens_ms),
-    },
-    credits: { limit: num(r.credits_limit), remaining: num(r.credits_remaining) },
-  };
-}
+const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+/** A stored row as an object (JSONEachRow) → its positional form (REPORT_COLUMNS order). */
+const rowOf = (r: Record<string, unknown>): ReportRow =>
+  REPORT_COLUMNS.map((c) => (r[c] ?? null) as ReportRow[number]);
 
-function groupPoints(rows: PointRow[]): Map<string, RecentPoints> {
-  const out = new Map<string, RecentPoints>();
-  const columns: Record<Metric, keyof PointRow> = {
-    requests: "requests_remaining",
-    tokens: "tokens_remaining",
-    credits: "credits_remaining",
-  };
-  for (const r of rows) {
-    const key = seriesKey(r);
-    let points = out.get(key);
-    if (!points) {
-      points = { requests: [], tokens: [], credits: [] };
-      out.set(key, points);
-    }
-    for (const metric of ["requests", "tokens", "credits"] as const) {
-      const remaining = num(r[columns[metric]]);
-      if (remaining !== null) points[metric].push([Number(r.t), remaining] as Point);
-    }
-  }
-  return out;
-}
-
-/** A project's series from ClickHouse, as the hot copy keeps them. */
+/** A project's series from ClickHouse (those `filters` keep), as the hot copy keeps them. */
 async function fromClickHouse(
   store: ReadStore,
   project: string,
   now: number,
+  filters: SeriesFilters = {},
+  derive: DeriveWindows = deriveWindows,
 ): Promise<Map<string, HotSeries>> {
+  const { sql, params } = filterSql(filters);
+  // Whole seconds: requests within the same second share the query.
   const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
-  const [latest, points] = await Promise.all([
-    store.rows<LatestRow>(latestSql(store.db, ""), { project }),
-    store.rows<PointRow>(pointsSql(store.db, ""), { project, since: chTime(since) }),
+  const [latest, points, newest] = await Promise.all([
+    store.rows<LatestRow>(latestSql(store.db, sql), { project, ...params }),
+    store.rows<PointRow>(pointsSql(store.db, sql), { project, since: chTime(since), ...params }),
+    store.rows<Record<string, unknown>>(newestRowsSql(store.db, sql), { project, ...params }),
   ]);
-  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+  // The windows, as the workers make them: the newest rows and the recent ones, derived whole.
+  const windows =
+    hotUpdates(
+      [...newest, ...(points as unknown as Record<string, unknown>[])].map(rowOf),
+      derive,
+    ).get(project) ?? new Map<string, HotSeries>();
   const out = new Map<string, HotSeries>();
   for (const r of latest) {
-    const f = latestFigures(r);
+    const limitsAt = num(r.limits_at);
+    const creditsAt = num(r.credits_at);
+    const { w, wp } = windows.get(seriesField(r)) ?? {};
     out.set(seriesField(r), {
-      ls: f.lastSeen,
-      ...(f.limitsAt === null
+      ls: Number(r.last_seen),
+      ...(limitsAt === null
         ? {}
         : {
-            la: f.limitsAt,
+            la: limitsAt,
             li: "",
             l: [
               r.requests_limit,
@@ -216,17 +224,29 @@ async function fromClickHouse(
               r.reset_tokens_ms,
             ].map(text),
           }),
-      ...(f.creditsAt === null
+      ...(creditsAt === null
         ? {}
-        : { ca: f.creditsAt, ci: "", c: [r.credits_limit, r.credits_remaining].map(text) }),
+        : { ca: creditsAt, ci: "", c: [r.credits_limit, r.credits_remaining].map(text) }),
       p: {},
+      ...(w ? { w } : {}),
+      ...(wp ? { wp } : {}),
     });
   }
-  for (const [key, recent] of groupPoints(points)) {
-    const s = out.get(key);
+  const remaining: Record<Metric, keyof PointRow> = {
+    requests: "requests_remaining",
+    tokens: "tokens_remaining",
+    credits: "credits_remaining",
+  };
+  for (const r of points) {
+    const s = out.get(seriesKey(r));
     if (!s) continue;
-    for (const m of ["requests", "tokens", "credits"] as const) {
-      if (recent[m].length > 0) s.p[m] = recent[m].map(([t, v]) => [t, String(v)]);
+    const t = Number(r.t);
+    for (const m of METRIC_NAMES) {
+      const v = num(r[remaining[m]]);
+      if (v === null) continue;
+      const list = s.p[m] ?? [];
+      list.push([t, String(v)]);
+      s.p[m] = list;
     }
   }
   return out;
@@ -263,7 +283,7 @@ async function hotSeries(deps: HeadroomDeps, hot: HotStore, project: string, now
   if (!refill) {
     const inFlight = pending;
     refill = (async () => {
-      const series = await fromClickHouse(deps.store, project, now);
+      const series = await fromClickHouse(deps.store, project, now, {}, deps.deriveWindows);
       await orUnavailable(hot.refill(project, series));
       return series;
     })().finally(() => inFlight.delete(project));
@@ -289,42 +309,27 @@ export async function readHeadroom(
 ): Promise<z.infer<typeof headroomResponse>> {
   const now = (deps.now ?? Date.now)();
   if (deps.hot) return readHot(deps, deps.hot, project, filters, now, given);
-  const { sql, params } = filterSql(filters);
-  const { db } = deps.store;
-  // Whole seconds: requests within the same second share the query.
-  const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
-  const [latest, points, rules] = await Promise.all([
-    deps.store.rows<LatestRow>(latestSql(db, sql), { project: project.projectId, ...params }),
-    deps.store.rows<PointRow>(pointsSql(db, sql), {
-      project: project.projectId,
-      since: chTime(since),
-      ...params,
-    }),
-    deps.rulesFor(project.projectId),
-  ]);
-  const recent = groupPoints(points);
-  const empty: RecentPoints = { requests: [], tokens: [], credits: [] };
-  return {
-    at: new Date(now).toISOString(),
-    series: latest.map((r) =>
-      seriesView(latestFigures(r), recent.get(seriesKey(r)) ?? empty, rules, {
-        now,
-        staleAfterMs: deps.staleAfterMs,
-      }),
-    ),
-  };
+  // Without the hot copy: the same series, read from ClickHouse for this request.
+  const series = await fromClickHouse(
+    deps.store,
+    project.projectId,
+    now,
+    filters,
+    deps.deriveWindows,
+  );
+  return readHot(deps, deps.hot, project, filters, now, { ...given, series });
 }
 
 async function readHot(
   deps: HeadroomDeps,
-  hot: HotStore,
+  hot: HotStore | undefined,
   project: KeyLookup,
   filters: SeriesFilters,
   now: number,
   given: Given,
 ): Promise<z.infer<typeof headroomResponse>> {
   const [series, rules] = await Promise.all([
-    given.series ?? hotSeries(deps, hot, project.projectId, now),
+    given.series ?? (hot ? hotSeries(deps, hot, project.projectId, now) : new Map()),
     given.rules ?? deps.rulesFor(project.projectId),
   ]);
   const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;

@@ -11,7 +11,8 @@ import { chDate, WINDOW_MS } from "../time-range.js";
 import { type HeadroomDeps, readHeadroom } from "./headroom.js";
 
 // GET /api/v1/metrics: the key's project as Prometheus metrics, OpenMetrics or the 0.0.4 text
-// format by the Accept header. The gauges are /api/v1/headroom's figures; the counters are
+// format by the Accept header. The gauges are /api/v1/headroom's figures, one sample per window,
+// read from the same hot copy in Redis (readHeadroom with the same deps); the counters are
 // today's row of the daily rollup, so they only ever grow within a UTC day and restart from
 // zero at midnight, which rate() and increase() read as a counter reset.
 

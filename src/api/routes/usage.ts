@@ -70,7 +70,15 @@ export const usagePoint = z.object({
   used_pct_max: z.number().nullable(),
   cost: z.number(),
   credits_remaining_last: z.number().nullable(),
+  /**
+   * The worst % used of each dimension (requests, tokens, input_tokens, …) in this bucket, across
+   * the windows of the group's series; a dimension without a limit and a remaining is absent.
+   */
+  used_pct_by_dimension: z.record(z.string(), z.number()),
 });
+
+/** Fields a CSV answer leaves out: a nested object has no column. */
+const NOT_IN_CSV = new Set(["used_pct_by_dimension"]);
 
 export const usageResponse = z.object({
   from: z.string(),
@@ -131,6 +139,69 @@ const BUCKET: Record<Window, string> = {
   day: "bucket",
 };
 
+/**
+ * Per bucket (and group), the worst % used of each dimension across the series' windows, as rows
+ * (bucket, the groups, dimension, used_pct). Today from the rollups' per-series figures of the
+ * contract's six fields, one window per dimension: requests and tokens, each % from the series'
+ * highest limit and lowest remaining in the bucket, as used_pct_max is. Issue 34 part B's
+ * `windows.*` columns on `reports` make the windows themselves queryable: this is the one SQL to
+ * switch to them (`ARRAY JOIN windows` on reports, bucketed like the rollups).
+ */
+export function worstUsedByDimensionSql(
+  db: string,
+  window: Window,
+  groups: SeriesField[],
+  filters: string,
+) {
+  const table = window === "day" ? `${db}.reports_daily` : `${db}.reports_minute`;
+  const paramType = window === "day" ? "Date" : "DateTime";
+  const outer = groups.map((g) => `${g}, `).join("");
+  return `SELECT ${outer}toString(b) AS bucket, d.1 AS dimension, max(d.2) AS used_pct
+  FROM (
+    SELECT provider, model, app, ${BUCKET[window]} AS b,
+      min(requests_remaining_min) AS rr_min, min(tokens_remaining_min) AS tr_min,
+      max(requests_limit_max) AS rl_max, max(tokens_limit_max) AS tl_max
+    FROM ${table}
+    WHERE project_id = {project:String}
+      AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
+    GROUP BY provider, model, app, b
+  )
+  ARRAY JOIN [('requests', ${PCT("rl_max", "rr_min")}), ('tokens', ${PCT("tl_max", "tr_min")})] AS d
+  WHERE d.2 IS NOT NULL
+  GROUP BY ${outer}b, dimension
+  ORDER BY ${outer}b, dimension`;
+}
+
+interface WorstRow {
+  bucket: string;
+  provider?: string;
+  model?: string;
+  app?: string;
+  dimension: string;
+  used_pct: number;
+}
+
+const pointKey = (r: { bucket: string; provider?: string; model?: string; app?: string }) =>
+  JSON.stringify([r.bucket, r.provider ?? null, r.model ?? null, r.app ?? null]);
+
+/** worstUsedByDimensionSql's rows by point (bucket and group): dimension → worst % used. */
+export async function worstUsedByDimension(
+  store: ReadStore,
+  sql: string,
+  params: Record<string, unknown> & { project: string },
+  uncached = false,
+): Promise<Map<string, Record<string, number>>> {
+  const rows = await store.rows<WorstRow>(sql, params, uncached);
+  const out = new Map<string, Record<string, number>>();
+  for (const r of rows) {
+    const key = pointKey(r);
+    const dims = out.get(key) ?? {};
+    dims[r.dimension] = Math.round(Number(r.used_pct) * 100) / 100;
+    out.set(key, dims);
+  }
+  return out;
+}
+
 export function usageSql(db: string, window: Window, groups: SeriesField[], filters: string) {
   const table = window === "day" ? `${db}.reports_daily` : `${db}.reports_minute`;
   const paramType = window === "day" ? "Date" : "DateTime";
@@ -174,7 +245,8 @@ function plan(deps: UsageDeps, q: z.output<typeof usageQuery>) {
   return { window, aligned, groups, ...filterSql(q) };
 }
 
-function queryRows(
+/** A range's rows, each with its worst % used per dimension (`dims`), in one round of queries. */
+async function queryRows(
   deps: UsageDeps,
   project: KeyLookup,
   p: ReturnType<typeof plan>,
@@ -182,18 +254,34 @@ function queryRows(
   uncached = false,
 ): Promise<UsageRow[]> {
   const param = p.window === "day" ? chDate : chSeconds;
-  return deps.store.rows<UsageRow>(
-    usageSql(deps.store.db, p.window, p.groups, p.sql),
-    {
-      project: project.projectId,
-      from: param(range.from),
-      to: param(range.to),
-      limit: deps.maxPoints + 1,
-      ...p.params,
-    },
-    uncached,
-  );
+  const params = {
+    project: project.projectId,
+    from: param(range.from),
+    to: param(range.to),
+    ...p.params,
+  };
+  const [rows, worst] = await Promise.all([
+    deps.store.rows<UsageRow>(
+      usageSql(deps.store.db, p.window, p.groups, p.sql),
+      { ...params, limit: deps.maxPoints + 1 },
+      uncached,
+    ),
+    worstUsedByDimension(
+      deps.store,
+      worstUsedByDimensionSql(deps.store.db, p.window, p.groups, p.sql),
+      params,
+      uncached,
+    ),
+  ]);
+  // The rows may be a cache's shared array: each point's dimensions go beside it, not into it.
+  const dims = new Map<UsageRow, Record<string, number>>();
+  for (const r of rows) dims.set(r, worst.get(pointKey(r)) ?? {});
+  withDims.set(rows, dims);
+  return rows;
 }
+
+/** Each row's worst % used per dimension, by the rows they were read with. */
+const withDims = new WeakMap<UsageRow[], Map<UsageRow, Record<string, number>>>();
 
 function tooManyPoints(maxPoints: number) {
   return invalidQuery(
@@ -210,7 +298,7 @@ function head(p: ReturnType<typeof plan>) {
   };
 }
 
-function toPoint(r: UsageRow): UsagePoint {
+function toPoint(r: UsageRow, dims: Record<string, number> = {}): UsagePoint {
   return {
     bucket: isoOf(r.bucket),
     ...(r.provider === undefined ? {} : { provider: r.provider }),
@@ -225,6 +313,7 @@ function toPoint(r: UsageRow): UsagePoint {
     used_pct_max: r.used_pct_max === null ? null : Math.round(r.used_pct_max * 100) / 100,
     cost: Number(r.cost),
     credits_remaining_last: num(r.credits_last),
+    used_pct_by_dimension: dims,
   };
 }
 
@@ -236,11 +325,12 @@ export async function readUsage(
   const p = plan(deps, q);
   const rows = await queryRows(deps, project, p, p.aligned);
   // A shared answer (the query cache gives every caller the same rows) is shaped once.
+  const dims = withDims.get(rows);
   const shaped = answers.get(rows);
-  if (shaped) return shaped;
+  if (shaped && shaped.dims === dims) return shaped.out;
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
-  const out = { ...head(p), points: rows.map(toPoint) };
-  answers.set(rows, out);
+  const out = { ...head(p), points: rows.map((r) => toPoint(r, dims?.get(r))) };
+  if (dims) answers.set(rows, { dims, out });
   return out;
 }
 
@@ -303,10 +393,11 @@ async function refreshUsage(
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
   const fresh: UsageEntry[] = [];
   const groupsSeen = new Map<string, string>();
+  const dims = withDims.get(rows);
   for (const [i, r] of rows.entries()) {
     // A whole range is thousands of points: other requests are answered between slices.
     if (i > 0 && i % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
-    const point = toPoint(r);
+    const point = toPoint(r, dims?.get(r));
     const key = JSON.stringify([r.provider ?? "", r.model ?? "", r.app ?? ""]);
     // One string per group, however many points it has.
     let group = groupsSeen.get(key);
@@ -343,7 +434,10 @@ async function refreshUsage(
 }
 
 /** Answers by the rows they came from: a dashboard's poll costs no re-encoding. */
-const answers = new WeakMap<object, z.infer<typeof usageResponse>>();
+const answers = new WeakMap<
+  object,
+  { dims: Map<UsageRow, Record<string, number>>; out: z.infer<typeof usageResponse> }
+>();
 
 const SERIES_ORDER: SeriesField[] = ["provider", "model", "app"];
 
@@ -367,7 +461,9 @@ export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
     const columns = (groups: string[]) => [
       "bucket",
       ...groups,
-      ...Object.keys(usagePoint.shape).slice(4),
+      ...Object.keys(usagePoint.shape)
+        .slice(4)
+        .filter((k) => !NOT_IN_CSV.has(k)),
     ];
     if (deps.answers && q.from === undefined && q.to === undefined) {
       const shared = await deps.answers.get<RollingAnswer>(

@@ -1,39 +1,15 @@
 // The read API as the page sees it: the shapes of the answers it reads (the fields the page uses,
 // as /api/v1/openapi.json describes them) and one fetch that turns a refused key into an error
-// the page can show.
+// the page can show. The headroom shapes live in headroom-types.ts, checked against the API's
+// own schema.
 
-/**
- * What /api/v1/headroom says today, plus "reset" (a window past its reset time) and any status
- * a newer API adds: the page shows an unknown one by its name, between warning and ok.
- */
-export type Status = "ok" | "warning" | "critical" | "reset" | "stale" | (string & {});
-
-export interface MetricView {
-  limit: number | null;
-  remaining: number | null;
-  used_pct: number | null;
-  resets_at: string | null;
-  burn_per_s: number | null;
-  exhaustion_eta_s: number | null;
-}
-
-export interface SeriesView {
-  provider: string;
-  model: string | null;
-  app: string;
-  status: Status;
-  last_seen: string;
-  reported_at: string | null;
-  credits_reported_at: string | null;
-  requests: MetricView;
-  tokens: MetricView;
-  credits: MetricView;
-}
-
-export interface Headroom {
-  at: string;
-  series: SeriesView[];
-}
+export type {
+  Headroom,
+  MetricView,
+  SeriesView,
+  Status,
+  WindowView,
+} from "./headroom-types.js";
 
 export interface UsagePoint {
   bucket: string;

@@ -1,10 +1,11 @@
-import type { MetricView, SeriesView, Status } from "./api.js";
+import type { MetricView, SeriesView, Status, WindowView } from "./api.js";
 import { h } from "./dom.js";
 import { amount, count, duration, pct, rate, utc } from "./format.js";
 
 // "Now": a summary line, then a card per provider and, inside it, a part per model and app, with
 // requests, tokens and credits left as bars coloured by status, the status in words, the reset
-// countdown, the burn rate, the time to exhaustion and the age of the figures. Worst first, so
+// countdown, the burn rate, the time to exhaustion and the age of the figures; under them, each
+// window the provider states (dimension, length, % used, reset), worst first. Worst first, so
 // a critical series is the first thing seen. Countdowns and ages tick every second (tickClocks).
 
 /** Worst first. A status this page does not know yet sorts with "reset": worth a look, not alarm. */
@@ -138,6 +139,78 @@ function metric(
   );
 }
 
+const DIMENSION_WORDS: Record<string, string> = {
+  requests: "Requests",
+  tokens: "Tokens",
+  input_tokens: "Input tokens",
+  output_tokens: "Output tokens",
+  credits: "Credits",
+};
+const dimensionWord = (d: string) => DIMENSION_WORDS[d] ?? d.replace(/_/g, " ");
+const LENGTH_WORDS: Record<string, string> = {
+  "1s": "per second",
+  "10s": "per 10 s",
+  "1m": "per minute",
+  "1h": "per hour",
+  "5h": "per 5 hours",
+  "1d": "per day",
+  "7d": "per 7 days",
+  "1mo": "per month",
+};
+const lengthWord = (w: string | null) =>
+  w === null ? "window not stated" : (LENGTH_WORDS[w] ?? `per ${w}`);
+
+/** The series' windows: one row each, the most used first. */
+function windowsPart(s: SeriesView) {
+  const list = (s.windows ?? []).filter(shown);
+  if (list.length === 0) return null;
+  const used = (w: WindowView) => (w.reset_since_report ? -1 : (w.used_pct ?? -1));
+  const rows = [...list]
+    .sort((a, b) => used(b) - used(a))
+    .map((w) =>
+      h(
+        "tr",
+        {
+          "data-dimension": w.dimension,
+          "data-window": w.window ?? "",
+          "data-used": w.used_pct === null ? "" : String(w.used_pct),
+        },
+        h("th", { scope: "row" }, dimensionWord(w.dimension)),
+        h("td", { "data-field": "window" }, lengthWord(w.window)),
+        h(
+          "td",
+          { "data-field": "used_pct" },
+          w.used_pct === null ? "–" : `${pct(w.used_pct)} used`,
+        ),
+        h(
+          "td",
+          { "data-field": "resets_at" },
+          w.resets_at === null
+            ? "no reset time"
+            : h("span", { "data-until": w.resets_at }, resetText(w.resets_at)),
+        ),
+      ),
+    );
+  return h(
+    "table",
+    { class: "windows", "data-field": "windows" },
+    h("caption", {}, "Windows"),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", { scope: "col" }, "Dimension"),
+        h("th", { scope: "col" }, "Window"),
+        h("th", { scope: "col" }, "Used"),
+        h("th", { scope: "col" }, "Resets"),
+      ),
+    ),
+    h("tbody", {}, rows),
+  );
+}
+
 function seriesPart(s: SeriesView) {
   const reported = s.reported_at ?? s.credits_reported_at;
   // Said once for the series, not under every bar, when no figure of it has a burn yet.
@@ -164,6 +237,7 @@ function seriesPart(s: SeriesView) {
     metric(s, "requests", "Requests", !noBurn),
     metric(s, "tokens", "Tokens", !noBurn),
     metric(s, "credits", "Credits", !noBurn),
+    windowsPart(s),
     noBurn
       ? h(
           "p",

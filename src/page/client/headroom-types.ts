@@ -1,0 +1,46 @@
+// /api/v1/headroom as the page reads it: the fields the page uses. Checked against the API's zod
+// schema (src/api/routes/headroom.ts) by test/unit/page-types.test.ts, type-checked with the
+// server's code: the answer the API gives must be assignable to these. Nothing here may use the
+// DOM, so that the server's compilation can read this file.
+
+/**
+ * What /api/v1/headroom says today, plus "reset" (a window past its reset time) and any status
+ * a newer API adds: the page shows an unknown one by its name, between warning and ok.
+ */
+export type Status = "ok" | "warning" | "critical" | "reset" | "stale" | (string & {});
+
+export interface MetricView {
+  limit: number | null;
+  remaining: number | null;
+  used_pct: number | null;
+  resets_at: string | null;
+  burn_per_s: number | null;
+  exhaustion_eta_s: number | null;
+}
+
+/** One of a series' windows: a dimension over a length the provider states (null: it did not). */
+export interface WindowView extends MetricView {
+  dimension: string;
+  window: string | null;
+  reported_at: string;
+  reset_since_report: boolean;
+}
+
+export interface SeriesView {
+  provider: string;
+  model: string | null;
+  app: string;
+  status: Status;
+  last_seen: string;
+  reported_at: string | null;
+  credits_reported_at: string | null;
+  requests: MetricView;
+  tokens: MetricView;
+  credits: MetricView;
+  windows: WindowView[];
+}
+
+export interface Headroom {
+  at: string;
+  series: SeriesView[];
+}
