@@ -129,10 +129,17 @@ export function usageOracle(
     };
     const [rrMin, rlMax] = worst("r");
     const [trMin, tlMax] = worst("t");
-    // Per dimension, the worst % used among the series' windows (one per dimension today).
+    // Per dimension, the worst % used among the series' windows: a report without headers has
+    // one window per dimension of its six limits fields, and one of its credits.
     const byDimension: Record<string, number> = {};
+    const cWorst = maxOf(
+      [...series.values()].map((s) =>
+        pct(maxOf(s.map((r) => r.credits_limit)), minOf(s.map((r) => r.credits_remaining))),
+      ),
+    );
     const rWorst = maxOf(figures.map((f) => f.rPct));
     const tWorst = maxOf(figures.map((f) => f.tPct));
+    if (cWorst !== null) byDimension.credits = round2(cWorst) as number;
     if (rWorst !== null) byDimension.requests = round2(rWorst) as number;
     if (tWorst !== null) byDimension.tokens = round2(tWorst) as number;
     const point: Record<string, unknown> = { bucket: new Date(bucketOf(first)).toISOString() };

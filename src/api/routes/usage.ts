@@ -139,13 +139,19 @@ const BUCKET: Record<Window, string> = {
   day: "bucket",
 };
 
+/** A report's timestamp → its bucket, as the rollups bucket it. */
+const REPORT_BUCKET: Record<Window, string> = {
+  minute: "toStartOfMinute(timestamp)",
+  hour: "toStartOfHour(timestamp)",
+  day: "toDate(timestamp)",
+};
+
 /**
  * Per bucket (and group), the worst % used of each dimension across the series' windows, as rows
- * (bucket, the groups, dimension, used_pct). Today from the rollups' per-series figures of the
- * contract's six fields, one window per dimension: requests and tokens, each % from the series'
- * highest limit and lowest remaining in the bucket, as used_pct_max is. Issue 34 part B's
- * `windows.*` columns on `reports` make the windows themselves queryable: this is the one SQL to
- * switch to them (`ARRAY JOIN windows` on reports, bucketed like the rollups).
+ * (bucket, the groups, dimension, used_pct): from the windows stored with each report (Anthropic's
+ * input and output tokens, Groq's day and minute), each window's % from its highest limit and
+ * lowest remaining in the bucket, as used_pct_max is. Min and max count a report stored twice
+ * once, so `reports` is read without FINAL; `headroom rederive-windows` rewrites rows in place.
  */
 export function worstUsedByDimensionSql(
   db: string,
@@ -153,21 +159,19 @@ export function worstUsedByDimensionSql(
   groups: SeriesField[],
   filters: string,
 ) {
-  const table = window === "day" ? `${db}.reports_daily` : `${db}.reports_minute`;
   const paramType = window === "day" ? "Date" : "DateTime";
   const outer = groups.map((g) => `${g}, `).join("");
-  return `SELECT ${outer}toString(b) AS bucket, d.1 AS dimension, max(d.2) AS used_pct
+  return `SELECT ${outer}toString(b) AS bucket, dimension, max(pct) AS used_pct
   FROM (
-    SELECT provider, model, app, ${BUCKET[window]} AS b,
-      min(requests_remaining_min) AS rr_min, min(tokens_remaining_min) AS tr_min,
-      max(requests_limit_max) AS rl_max, max(tokens_limit_max) AS tl_max
-    FROM ${table}
+    SELECT provider, model, app, ${REPORT_BUCKET[window]} AS b, w.dimension AS dimension,
+      ${PCT("max(w.limit)", "min(w.remaining)")} AS pct
+    FROM ${db}.reports ARRAY JOIN windows AS w
     WHERE project_id = {project:String}
-      AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
-    GROUP BY provider, model, app, b
+      AND ${REPORT_BUCKET[window]} >= {from:${paramType}}
+      AND ${REPORT_BUCKET[window]} < {to:${paramType}}${filters}
+    GROUP BY provider, model, app, b, dimension, w.window
   )
-  ARRAY JOIN [('requests', ${PCT("rl_max", "rr_min")}), ('tokens', ${PCT("tl_max", "tr_min")})] AS d
-  WHERE d.2 IS NOT NULL
+  WHERE pct IS NOT NULL
   GROUP BY ${outer}b, dimension
   ORDER BY ${outer}b, dimension`;
 }
