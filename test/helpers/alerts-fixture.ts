@@ -3,6 +3,7 @@ import { createEvalQueue, createWebhookQueue } from "../../src/alerts/queues.js"
 import { createRuleStore } from "../../src/alerts/rule-store.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
+import { ROW_SHAPES } from "../../src/report/row-shapes.js";
 import { eventually } from "./eventually.js";
 import type { Pipeline } from "./pipeline.js";
 
@@ -71,7 +72,10 @@ export function alertsFixture(p: Pipeline) {
     /** One report per job, each one through the whole pipeline before the next. */
     async send(project: string, usages: number[], opts: { provider?: string } = {}) {
       for (const pct of usages) {
-        await p.queue.add(REPORT_JOB, { v: 1, rows: [usageRow(project, pct, opts)] });
+        await p.queue.add(REPORT_JOB, {
+          v: ROW_SHAPES.current,
+          rows: [usageRow(project, pct, opts)],
+        });
         await this.settled();
       }
     },

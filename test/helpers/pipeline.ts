@@ -17,6 +17,7 @@ import {
 import { createWorkerRedis } from "../../src/redis/connections.js";
 import { redisTopology } from "../../src/redis/topology.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
+import { ROW_SHAPES } from "../../src/report/row-shapes.js";
 import {
   createIngestWorker,
   type IngestWorker,
@@ -103,7 +104,7 @@ export async function startPipeline(overrides: Record<string, string> = {}) {
           ids.push(String(row[0]));
           rows.push(row);
         }
-        batch.push({ name: REPORT_JOB, data: { v: 1 as const, rows } });
+        batch.push({ name: REPORT_JOB, data: { v: ROW_SHAPES.current, rows } });
       }
       for (let i = 0; i < batch.length; i += 500) await queue.addBulk(batch.slice(i, i + 500));
       return ids;

@@ -5,6 +5,7 @@ import type { ReportSink } from "../../src/clickhouse/report-sink.js";
 import { createLogger } from "../../src/lib/logger.js";
 import type { ReportJobData } from "../../src/queue/reports-queue.js";
 import type { ReportRow } from "../../src/report/report-schema.js";
+import { ROW_SHAPES } from "../../src/report/row-shapes.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
 import { LostJobError } from "../../src/worker/manifest-delivery.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
@@ -46,7 +47,8 @@ const row = (id: string): ReportRow => [
 const job = (id: string, rows: ReportRow[], redelivered = false) =>
   ({
     id,
-    data: { v: 1, rows },
+    // This release's shape: the rows go to the sink as they are (no upgrade pads them).
+    data: { v: ROW_SHAPES.current, rows },
     attemptsStarted: redelivered ? 2 : 1,
     attemptsMade: 0,
     stalledCounter: 0,

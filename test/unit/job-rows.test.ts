@@ -9,15 +9,22 @@ import {
 } from "../../src/queue/job-rows.js";
 import type { ReportJobData } from "../../src/queue/reports-queue.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../src/report/report-schema.js";
-import { ROW_SHAPE_HISTORY, rowShapes, UnknownRowShapeError } from "../../src/report/row-shapes.js";
+import {
+  ROW_SHAPE_HISTORY,
+  ROW_SHAPES,
+  rowShapes,
+  UnknownRowShapeError,
+} from "../../src/report/row-shapes.js";
 
 // A job's rows, flat (as every release before grouping wrote them) or grouped by the columns a
 // batch's rows share: whatever form the edge picks, the worker reads the same rows.
 
 const V1 = ROW_SHAPE_HISTORY[1] as readonly string[];
+const CURRENT = ROW_SHAPES.current;
 const SHARED = GROUP_COLUMNS.map((c) => REPORT_COLUMNS.indexOf(c));
 
-/** A row of shape 1 whose shared columns are `project`, `key`, `received`. */
+/** A row of the current shape whose shared columns are `project`, `key`, `received`: shape 1's
+ * columns, and null in those later shapes added. */
 function row(id: string, project: string, key: string, received: string, n = 0): ReportRow {
   const r: ReportRow = [
     id,
@@ -37,8 +44,9 @@ function row(id: string, project: string, key: string, received: string, n = 0):
     n % 3 ? "1.500000000000" : null,
     null,
     "0.000420000000",
+    ...REPORT_COLUMNS.slice(V1.length).map(() => null),
   ];
-  expect(r).toHaveLength(V1.length);
+  expect(r).toHaveLength(REPORT_COLUMNS.length);
   return r;
 }
 
@@ -58,9 +66,9 @@ describe("job rows", () => {
     expect(data.rows).toBeUndefined();
     expect(data.groups).toHaveLength(1);
     expect(data.groups?.[0]?.shared).toEqual(["p1", "k1", "2026-11-20 10:00:01.000"]);
-    expect(data.groups?.[0]?.rows[0]).toHaveLength(V1.length - GROUP_COLUMNS.length);
+    expect(data.groups?.[0]?.rows[0]).toHaveLength(REPORT_COLUMNS.length - GROUP_COLUMNS.length);
     // Each row is `"p1","k1","2026-11-20 10:00:01.000",` shorter; the group adds its keys.
-    const flat = JSON.stringify({ v: 1, rows }).length;
+    const flat = JSON.stringify({ v: CURRENT, rows }).length;
     expect(flat - JSON.stringify(data).length).toBeGreaterThanOrEqual(100 * 36 - 64);
     expect(jobRows(data)).toEqual(rows);
   });
@@ -73,18 +81,19 @@ describe("job rows", () => {
       ...batch(1, "p1", "k1", "2026-11-20 10:00:01.001"),
     ];
     const data = jobData(rows);
-    expect(data).toEqual({ v: 1, rows });
+    expect(data).toEqual({ v: CURRENT, rows });
     expect(data.rows).toBe(rows);
   });
 
   it("reads a flat job an older edge queued", () => {
     const rows = batch(3);
-    // Written by hand: the form of every job before grouping.
-    const old = JSON.parse(`{"v":1,"rows":${JSON.stringify(rows)}}`) as ReportJobData;
+    const shape1 = rows.map((r) => r.slice(0, V1.length));
+    // Written by hand: the form of every job before grouping, in shape 1.
+    const old = JSON.parse(`{"v":1,"rows":${JSON.stringify(shape1)}}`) as ReportJobData;
     expect(isJobData(old)).toBe(true);
     expect(jobRows(old)).toEqual(rows);
     // Releases before row versions wrote no `v`.
-    expect(jobRows({ rows } as unknown as ReportJobData)).toEqual(rows);
+    expect(jobRows({ rows: shape1 } as unknown as ReportJobData)).toEqual(rows);
   });
 
   it("gives back any rows, in order, whichever form they travel in", () => {
@@ -111,10 +120,10 @@ describe("job rows", () => {
   });
 
   it("maps a grouped job of an older shape to the current one by column name", () => {
-    const next = rowShapes({ ...ROW_SHAPE_HISTORY, 2: [...V1, "region"] });
+    const next = rowShapes({ ...ROW_SHAPE_HISTORY, [CURRENT + 1]: [...REPORT_COLUMNS, "region"] });
     const rows = batch(4);
     const data = travel(jobData(rows));
-    expect(data.v).toBe(1);
+    expect(data.v).toBe(CURRENT);
     expect(jobRows(data, next)).toEqual(rows.map((r) => [...r, null]));
   });
 
@@ -128,7 +137,10 @@ describe("job rows", () => {
   });
 
   it("refuses grouped rows of a shape newer than this release's", () => {
-    const data: ReportJobData = { v: 2, groups: [{ shared: ["p", "k", "t"], rows: [["x"]] }] };
+    const data: ReportJobData = {
+      v: CURRENT + 1,
+      groups: [{ shared: ["p", "k", "t"], rows: [["x"]] }],
+    };
     expect(() => jobRows(data)).toThrow(UnknownRowShapeError);
   });
 
@@ -140,7 +152,7 @@ describe("job rows", () => {
     const rows = jobRows(data);
     expect(rows[0]).toEqual(good);
     expect(rows[2]).toEqual(["p1", "k1", "2026-11-20 10:00:01.000", ...short]);
-    expect(rows[2]).not.toHaveLength(V1.length);
+    expect(rows[2]).not.toHaveLength(REPORT_COLUMNS.length);
   });
 
   it("tells a job of ours from anything else", () => {
