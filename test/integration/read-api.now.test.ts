@@ -141,7 +141,9 @@ describe("/api/v1/headroom now", () => {
     const text = await metricsAt(T + 60_000);
     const labels = 'provider="openai",model="gpt-4o",app="chat"';
     expect(text).toContain(`headroom_status{${labels},status="critical"} 0`);
-    expect(text).toContain(`headroom_window_reset{${labels},kind="requests",dimension="requests",window="unknown"} 1`);
+    expect(text).toContain(
+      `headroom_window_reset{${labels},kind="requests",dimension="requests",window="unknown"} 1`,
+    );
     expect(text).not.toContain(`headroom_exhaustion_timestamp_seconds{${labels}`);
   });
 
