@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import type { FastifyBaseLogger } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
 import { createClickHouse } from "../clickhouse/client.js";
@@ -7,13 +7,18 @@ import type { Config } from "../config.js";
 import { createHotStore, hotKeys } from "../headroom/hot-store.js";
 import { createHotVersions } from "../headroom/hot-versions.js";
 import { createKeyCache } from "../keys/key-cache.js";
-import { createKeyStore } from "../keys/key-store.js";
+import { createKeyStore, type KeyStore } from "../keys/key-store.js";
 import { createAuthFailureLimits } from "../limits/auth-failures.js";
 import { redisTokenBucket } from "../limits/token-bucket.js";
-import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
+import {
+  closeRedis,
+  createProducerRedis,
+  type RedisClient,
+  waitForReady,
+} from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { buildApiApp } from "./app.js";
-import { createQueryCache } from "./query-cache.js";
+import { createQueryCache, type QueryCache } from "./query-cache.js";
 import { createReadLimit } from "./read-limit.js";
 import { createReadStore, rowsBytes } from "./read-store.js";
 import { heldAnswerBytes } from "./routes/headroom.js";
@@ -22,11 +27,21 @@ import { rollingAnswerBytes } from "./routes/usage.js";
 // Wires one read API process from configuration: clients are created here, once, and passed
 // down. It shares the key store, the limits' Redis scripts and the config with the edge.
 
+export interface Api {
+  app: FastifyInstance;
+  redis: RedisClient;
+  keyStore: KeyStore;
+  /** The answer caches, for what they hold (`usage()`). */
+  caches: { rows: QueryCache; usage: QueryCache; headroom: QueryCache };
+  /** Stop intake, let in-flight requests finish, close Redis and ClickHouse. */
+  close(): Promise<void>;
+}
+
 export async function createApi(
   config: Config,
   logger: FastifyBaseLogger,
   opts: { clickhouse?: ClickHouseClient; now?: () => number } = {},
-) {
+): Promise<Api> {
   const redis = createProducerRedis(redisTopology(config));
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
   await waitForReady(redis);
@@ -34,11 +49,13 @@ export async function createApi(
   const ownsClickHouse = opts.clickhouse === undefined;
 
   const keyStore = createKeyStore(redis);
-  // Only the failed-authentication limits: the read API has no burst or quota of the edge's.
+  // Only the failed-authentication limits (the read API has no burst or quota of the edge's),
+  // counted with the edges': guesses spread over both planes get the limit once.
   const limits = createAuthFailureLimits({
     points: config.AUTH_FAILURES_PER_IP,
     windowS: config.AUTH_FAILURE_WINDOW_S,
     maxClients: config.AUTH_FAILURE_MAX_CLIENTS,
+    shared: { redis, deployment: config.QUEUE_PREFIX },
   });
   const rules = createRuleCache(
     createRuleStore(redis, config.QUEUE_PREFIX),
@@ -84,6 +101,7 @@ export async function createApi(
     });
   } catch (err) {
     subscriber.disconnect();
+    await limits.close();
     await closeRedis(redis);
     throw err;
   }
@@ -120,10 +138,9 @@ export async function createApi(
     async close() {
       await app.close();
       await hotVersions.close();
+      await limits.close();
       await closeRedis(redis);
       if (ownsClickHouse) await clickhouse.close();
     },
   };
 }
-
-export type Api = Awaited<ReturnType<typeof createApi>>;

@@ -33,6 +33,11 @@ export interface LimitsOptions {
   authFailureWindowS: number;
   /** Clients whose failures are tracked at once (see limits/failed-auth-limiter.ts). */
   authFailureMaxClients?: number;
+  /**
+   * Count failed authentications with every process of this deployment (its queue prefix), on
+   * a connection of their own (limits/auth-failures.ts); absent: this process only.
+   */
+  shareAuthFailures?: { deployment: string };
   /** Share of a project's burst an edge reserves from Redis at once (see limits/burst-allowance.ts). */
   burstShare?: number;
   /** How the monthly quota is reserved (see quota-allowance.ts). */
@@ -91,7 +96,50 @@ function burstExceeded(burst: number, msToNext: number): HttpError {
 export type Refund = () => Promise<void>;
 const noRefund: Refund = async () => {};
 
-export function createLimits(opts: LimitsOptions) {
+export interface Limits {
+  checkAuthFailures: (ip: string) => void | Promise<void>;
+  recordAuthFailure: (ip: string) => void;
+  reserveAuthAttempt: (ip: string, lookUp: boolean) => void | Promise<void>;
+  releaseAuthAttempt: (ip: string) => void;
+  authFailureClients: () => number;
+  /**
+   * One report's worth of the burst limit: null when a token in hand passes it at once,
+   * otherwise a promise that settles (or rejects with the 429) once the bucket answered.
+   */
+  consumeBurst(lookup: KeyLookup): Promise<void> | null;
+  /**
+   * Up to `n` reports' worth of the burst limit: `granted` of them, and the 429 the others
+   * get when fewer were granted.
+   */
+  consumeBurstMany(
+    lookup: KeyLookup,
+    n: number,
+  ): Promise<{
+    granted: number;
+    refusal: HttpError | null;
+  }>;
+  /**
+   * Up to `n` reports' worth of the monthly quota (see consumeQuota): `granted` of them, how
+   * to give units back, and the 429 the others get when fewer were granted.
+   */
+  consumeQuotaMany(
+    lookup: KeyLookup,
+    n: number,
+  ): Promise<{
+    granted: number;
+    refund: (units: number) => Promise<void>;
+    refusal: HttpError | null;
+  }>;
+  /**
+   * Counts one report against the monthly quota of the month Redis's clock is in; returns how
+   * to give it back (at once for a plan without a quota).
+   */
+  consumeQuota(lookup: KeyLookup): Refund | Promise<Refund>;
+  /** Gives back the quota this edge holds unused: after intake stopped, before Redis closes. */
+  close(): Promise<void>;
+}
+
+export function createLimits(opts: LimitsOptions): Limits {
   const prefix = opts.prefix ?? LIMITS_PREFIX;
   /** The month Redis last named, and this edge's month when it did. */
   let redisMonth: { own: string; redis: string } | null = null;
@@ -123,6 +171,7 @@ export function createLimits(opts: LimitsOptions) {
     points: opts.authFailuresPerIp,
     windowS: opts.authFailureWindowS,
     maxClients: opts.authFailureMaxClients,
+    shared: opts.shareAuthFailures && { redis: opts.redis, ...opts.shareAuthFailures },
   });
 
   /**
@@ -240,10 +289,9 @@ export function createLimits(opts: LimitsOptions) {
     },
 
     /** Gives back the quota this edge holds unused: after intake stopped, before Redis closes. */
-    close(): Promise<void> {
-      return quota.close();
+    async close(): Promise<void> {
+      await quota.close();
+      await authFailures.close();
     },
   };
 }
-
-export type Limits = ReturnType<typeof createLimits>;
