@@ -13,7 +13,17 @@ export function receiverOf(project: string, url: string): string {
   return `${project} ${origin}`;
 }
 
-export function createDeliveryLanes(caps: LaneCaps) {
+export interface DeliveryLanes {
+  /**
+   * Takes a place in the project's and the receiver's lanes: returns its release, or null when
+   * either lane is full (nothing is taken then).
+   */
+  enter(project: string, receiver: string): (() => void) | null;
+  /** Lanes with deliveries in flight (empty lanes are forgotten). */
+  size: () => number;
+}
+
+export function createDeliveryLanes(caps: LaneCaps): DeliveryLanes {
   const inFlight = new Map<string, number>();
   const held = (lane: string) => inFlight.get(lane) ?? 0;
   const add = (lane: string, n: number) => {
@@ -46,5 +56,3 @@ export function createDeliveryLanes(caps: LaneCaps) {
     size: () => inFlight.size,
   };
 }
-
-export type DeliveryLanes = ReturnType<typeof createDeliveryLanes>;

@@ -20,7 +20,16 @@ interface Breaker {
 /** Receivers remembered at most; past it the oldest are forgotten (they start closed again). */
 const MAX_RECEIVERS = 10_000;
 
-export function createReceiverBreakers(opts: BreakerOptions) {
+export interface ReceiverBreakers {
+  /** Whether a delivery to `receiver` may be tried now; a probe after the cool-off counts. */
+  allow(receiver: string): boolean;
+  /** The outcome of a delivery that was tried: `answered` is any HTTP answer, even an error. */
+  record(receiver: string, answered: boolean): void;
+  /** Until when `receiver` is not tried (ms), or null when it may be. */
+  openUntil(receiver: string): number | null;
+}
+
+export function createReceiverBreakers(opts: BreakerOptions): ReceiverBreakers {
   const now = opts.now ?? Date.now;
   const breakers = new Map<string, Breaker>();
 
@@ -58,5 +67,3 @@ export function createReceiverBreakers(opts: BreakerOptions) {
     },
   };
 }
-
-export type ReceiverBreakers = ReturnType<typeof createReceiverBreakers>;

@@ -44,10 +44,10 @@ export interface LimitsOptions {
   quota?: Omit<QuotaAllowanceOptions, "store">;
 }
 
-export function effectivePlan(
-  plans: Record<string, Plan>,
-  lookup: KeyLookup,
-): Plan & { capacity: number } {
+/** A key's plan with its overrides applied, and the size of its burst bucket. */
+export type EffectivePlan = Plan & { capacity: number };
+
+export function effectivePlan(plans: Record<string, Plan>, lookup: KeyLookup): EffectivePlan {
   // A plan removed from the configuration falls back to the most restrictive default.
   // Own keys only: `constructor` or `__proto__` names no plan.
   const own = (name: string) => (Object.hasOwn(plans, name) ? plans[name] : undefined);
@@ -145,7 +145,7 @@ export function createLimits(opts: LimitsOptions): Limits {
   let redisMonth: { own: string; redis: string } | null = null;
   // Both limits need a request's plan; the key cache hands out one look-up object per key for
   // its lifetime, so the plan is worked out once per look-up, not twice per request.
-  const plans = new WeakMap<KeyLookup, ReturnType<typeof effectivePlan> & { bucket: BurstLimit }>();
+  const plans = new WeakMap<KeyLookup, EffectivePlan & { bucket: BurstLimit }>();
   const planOf = (lookup: KeyLookup) => {
     let plan = plans.get(lookup);
     if (!plan) {

@@ -42,7 +42,20 @@ export function clientOf(ip: string): string {
     .join(":")}::/64`;
 }
 
-export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions) {
+export interface FailedAuthLimiter {
+  /** The client's window, or null when it has no failures. */
+  get(ip: string): FailureWindow | null;
+  /** Counts `n` failures. */
+  add(ip: string, n?: number): void;
+  /** Takes one failure ahead of time; the refusal when none is left (nothing taken then). */
+  take(ip: string): FailureWindow | null;
+  /** Gives one back (an attempt that turned out good). */
+  give(ip: string): void;
+  /** Clients held now (expired windows included until they are swept). */
+  readonly size: number;
+}
+
+export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions): FailedAuthLimiter {
   const windows = new Map<string, Window>();
 
   const live = (client: string, now: number): Window | null => {
@@ -109,5 +122,3 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions) {
     },
   };
 }
-
-export type FailedAuthLimiter = ReturnType<typeof createFailedAuthLimiter>;

@@ -1,6 +1,6 @@
 import type { Config } from "../config.js";
-import { knownShards, shardNames } from "../queue/shards.js";
 import type { QueueNames } from "../queue/reports-queue.js";
+import { knownShards, shardNames } from "../queue/shards.js";
 import {
   createIngestWorker,
   type IngestWorker,
@@ -19,7 +19,16 @@ export interface ShardedIngestDeps extends Omit<IngestWorkerDeps, "shard" | "con
   refreshMs?: number;
 }
 
-export function createShardedIngest(deps: ShardedIngestDeps) {
+export interface ShardedIngest {
+  /** The shards consumed now, by prefix. */
+  shards: () => string[];
+  workers: () => IngestWorker[];
+  start(): void;
+  /** Stop taking jobs on every shard, flush what is in hand, ack it, close. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export function createShardedIngest(deps: ShardedIngestDeps): ShardedIngest {
   const { config, logger } = deps;
   const base = { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
   const all = shardNames(base, config.QUEUE_SHARDS);
@@ -72,5 +81,3 @@ export function createShardedIngest(deps: ShardedIngestDeps) {
     },
   };
 }
-
-export type ShardedIngest = ReturnType<typeof createShardedIngest>;
