@@ -286,7 +286,6 @@ export function createAlertsWorker(deps: AlertsWorkerDeps): AlertsWorker {
       evalRuntime.start();
       webhookRuntime.start();
     },
-    /** Stop taking jobs; jobs in hand finish (or go back to the queue on a stuck insert). */
     async close(graceMs = 20_000) {
       const timer = setTimeout(() => shutdown.abort(), graceMs);
       try {

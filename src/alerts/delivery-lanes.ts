@@ -33,10 +33,6 @@ export function createDeliveryLanes(caps: LaneCaps): DeliveryLanes {
   };
 
   return {
-    /**
-     * Takes a place in the project's and the receiver's lanes: returns its release, or null when
-     * either lane is full (nothing is taken then).
-     */
     enter(project: string, receiver: string): (() => void) | null {
       const projectLane = `project ${project}`;
       const receiverLane = `receiver ${receiver}`;
@@ -52,7 +48,6 @@ export function createDeliveryLanes(caps: LaneCaps): DeliveryLanes {
         for (const lane of lanes) add(lane, -1);
       };
     },
-    /** Lanes with deliveries in flight (empty lanes are forgotten). */
     size: () => inFlight.size,
   };
 }

@@ -22,21 +22,13 @@ export interface AlertKeys {
 
 export function alertKeys(prefix: string): AlertKeys {
   return {
-    /** Hash per project: rule id → rule JSON. */
     rules: (project: string) => `${prefix}:alert-rules:${project}`,
-    /** Hash: rule id → project. */
     ruleIndex: `${prefix}:alert-rule-index`,
-    /** Hash: removed rule id → when (ISO): a restore's merge never brings a removed rule back. */
     removedRules: `${prefix}:alert-rules-removed`,
-    /** Hash: rule id → signing secret (kept apart, so rules can be read without secrets). */
     secrets: `${prefix}:alert-secrets`,
-    /** Hash per rule: series → state JSON. */
     state: (ruleId: string) => `${prefix}:alert-state:${ruleId}`,
-    /** Sorted set per rule: series → when it was last written (ms); bounds and expires them. */
     series: (ruleId: string) => `${prefix}:alert-series:${ruleId}`,
-    /** Sorted set per project: `<rule id> <series>` → when it was last written (ms). */
     projectSeries: (project: string) => `${prefix}:alert-project-series:${project}`,
-    /** Events of one evaluated batch not yet stored and queued. */
     outbox: (token: string) => `${prefix}:alert-outbox:${token}`,
   };
 }

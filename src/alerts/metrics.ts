@@ -29,7 +29,6 @@ export function createAlertsMetrics(): AlertsMetrics {
   return {
     registry,
     watched,
-    /** The alerts queues whose depths are exported. */
     queues,
     queueJobs: new Gauge({
       name: "headroom_alerts_queue_jobs",

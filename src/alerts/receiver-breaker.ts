@@ -34,7 +34,6 @@ export function createReceiverBreakers(opts: BreakerOptions): ReceiverBreakers {
   const breakers = new Map<string, Breaker>();
 
   return {
-    /** Whether a delivery to `receiver` may be tried now; a probe after the cool-off counts. */
     allow(receiver: string): boolean {
       const b = breakers.get(receiver);
       if (!b || b.openUntil === 0) return true;
@@ -44,7 +43,6 @@ export function createReceiverBreakers(opts: BreakerOptions): ReceiverBreakers {
       b.openUntil = t + opts.coolOffMs;
       return true;
     },
-    /** The outcome of a delivery that was tried: `answered` is any HTTP answer, even an error. */
     record(receiver: string, answered: boolean): void {
       if (answered) {
         breakers.delete(receiver);
@@ -60,7 +58,6 @@ export function createReceiverBreakers(opts: BreakerOptions): ReceiverBreakers {
         if (oldest !== undefined) breakers.delete(oldest);
       }
     },
-    /** Until when `receiver` is not tried (ms), or null when it may be. */
     openUntil(receiver: string): number | null {
       const b = breakers.get(receiver);
       return b && b.openUntil > now() ? b.openUntil : null;

@@ -168,10 +168,6 @@ export function createStateStore(
   const seriesPrefix = k.series("");
   const projectPrefix = k.projectSeries("");
   return {
-    /**
-     * The batch's outbox (if a previous evaluation left one), or the states of its series, in
-     * one round trip. A series over its rule's or project's cap is refused (not tracked).
-     */
     async read(token: string, refs: StateRef[]) {
       const reply = await redis.headroomAlertsRead(
         1,
@@ -218,7 +214,6 @@ export function createStateStore(
       return { ok: false, conflict: true };
     },
 
-    /** The batch's events are stored and queued: a later evaluation of it has nothing to send. */
     async clearOutbox(token: string) {
       await redis.del(k.outbox(token));
     },

@@ -132,9 +132,7 @@ export async function createApi(
     app,
     redis,
     keyStore,
-    /** The answer caches, for what they hold (`usage()`). */
     caches,
-    /** Stop intake, let in-flight requests finish, close Redis and ClickHouse. */
     async close() {
       await app.close();
       await hotVersions.close();

@@ -165,10 +165,8 @@ export function createBacklogGate(opts: BacklogOptions): BacklogGate {
       await polling;
     },
     state: () => state,
-    /** Whether Redis memory can close intake now: enabled, and Redis has a maxmemory. */
     memoryGateOn: () => opts.maxMemoryRatio > 0 && state.memoryRatio !== null,
     maxJobs: opts.maxJobs,
-    /** Why the edge should refuse reports now, or null. */
     problem(): string | null {
       return this.refusal()?.message ?? null;
     },

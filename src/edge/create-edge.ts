@@ -109,18 +109,12 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger): Pro
 
   return {
     app,
-    /** The METRICS_PORT listener's app, when METRICS_PORT is set. */
     metricsApp,
     redis,
     queues,
-    /** The first shard's queue (the only one unless QUEUE_SHARDS is set). */
     queue: queues.queues[0] as ReportsQueue,
     keyStore,
     backlog,
-    /**
-     * Stop intake, let in-flight requests finish, flush the pending batch, give unused quota
-     * back, close Redis.
-     */
     async close() {
       await app.close();
       await metricsApp?.close();

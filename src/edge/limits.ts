@@ -96,6 +96,17 @@ function burstExceeded(burst: number, msToNext: number): HttpError {
 export type Refund = () => Promise<void>;
 const noRefund: Refund = async () => {};
 
+/** Up to `n` reports let through a limit: how many, and the 429 the others get (or null). */
+export interface Grant {
+  granted: number;
+  refusal: HttpError | null;
+}
+
+/** Grant of the monthly quota, with how to give units back. */
+export interface QuotaGrant extends Grant {
+  refund: (units: number) => Promise<void>;
+}
+
 export interface Limits {
   checkAuthFailures: (ip: string) => void | Promise<void>;
   recordAuthFailure: (ip: string) => void;
@@ -111,25 +122,12 @@ export interface Limits {
    * Up to `n` reports' worth of the burst limit: `granted` of them, and the 429 the others
    * get when fewer were granted.
    */
-  consumeBurstMany(
-    lookup: KeyLookup,
-    n: number,
-  ): Promise<{
-    granted: number;
-    refusal: HttpError | null;
-  }>;
+  consumeBurstMany(lookup: KeyLookup, n: number): Promise<Grant>;
   /**
    * Up to `n` reports' worth of the monthly quota (see consumeQuota): `granted` of them, how
    * to give units back, and the 429 the others get when fewer were granted.
    */
-  consumeQuotaMany(
-    lookup: KeyLookup,
-    n: number,
-  ): Promise<{
-    granted: number;
-    refund: (units: number) => Promise<void>;
-    refusal: HttpError | null;
-  }>;
+  consumeQuotaMany(lookup: KeyLookup, n: number): Promise<QuotaGrant>;
   /**
    * Counts one report against the monthly quota of the month Redis's clock is in; returns how
    * to give it back (at once for a plan without a quota).
@@ -217,10 +215,6 @@ export function createLimits(opts: LimitsOptions): Limits {
     releaseAuthAttempt: authFailures.releaseAuthAttempt,
     authFailureClients: authFailures.clients,
 
-    /**
-     * One report's worth of the burst limit: null when a token in hand passes it at once,
-     * otherwise a promise that settles (or rejects with the 429) once the bucket answered.
-     */
     consumeBurst(lookup: KeyLookup): Promise<void> | null {
       const { burst, bucket } = planOf(lookup);
       if (burstAllowance.takeInHand(lookup.projectId, bucket)) return null;
@@ -235,14 +229,7 @@ export function createLimits(opts: LimitsOptions): Limits {
       );
     },
 
-    /**
-     * Up to `n` reports' worth of the burst limit: `granted` of them, and the 429 the others
-     * get when fewer were granted.
-     */
-    async consumeBurstMany(
-      lookup: KeyLookup,
-      n: number,
-    ): Promise<{ granted: number; refusal: HttpError | null }> {
+    async consumeBurstMany(lookup: KeyLookup, n: number): Promise<Grant> {
       const { burst, bucket } = planOf(lookup);
       let got: BurstGrant;
       try {
@@ -256,18 +243,7 @@ export function createLimits(opts: LimitsOptions): Limits {
       };
     },
 
-    /**
-     * Up to `n` reports' worth of the monthly quota (see consumeQuota): `granted` of them, how
-     * to give units back, and the 429 the others get when fewer were granted.
-     */
-    async consumeQuotaMany(
-      lookup: KeyLookup,
-      n: number,
-    ): Promise<{
-      granted: number;
-      refund: (units: number) => Promise<void>;
-      refusal: HttpError | null;
-    }> {
+    async consumeQuotaMany(lookup: KeyLookup, n: number): Promise<QuotaGrant> {
       const { monthly } = planOf(lookup);
       if (monthly === null) return { granted: n, refund: async () => {}, refusal: null };
       const t = Date.now();
@@ -278,17 +254,12 @@ export function createLimits(opts: LimitsOptions): Limits {
       return { granted: taken.granted, refund: taken.refund, refusal };
     },
 
-    /**
-     * Counts one report against the monthly quota of the month Redis's clock is in; returns how
-     * to give it back (at once for a plan without a quota).
-     */
     consumeQuota(lookup: KeyLookup): Refund | Promise<Refund> {
       const { monthly } = planOf(lookup);
       if (monthly === null) return noRefund;
       return takeQuota(lookup, monthly);
     },
 
-    /** Gives back the quota this edge holds unused: after intake stopped, before Redis closes. */
     async close(): Promise<void> {
       await quota.close();
       await authFailures.close();

@@ -357,11 +357,6 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions): QuotaAllowanc
   return {
     edgeId,
 
-    /**
-     * One unit of the month `key` (`<project>:<YYYY-MM>`, whose quota is `monthly`), a refusal
-     * once the quota is used up, or the month Redis is in when it is another. Rejects when Redis
-     * fails.
-     */
     async take(key: string, monthly: number): Promise<QuotaOutcome> {
       const taken = await takeMany(key, monthly, 1);
       if ("month" in taken) return taken;
@@ -370,12 +365,10 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions): QuotaAllowanc
 
     takeMany,
 
-    /** Units in hand, per month key: for tests and metrics. */
     holding(): Map<string, number> {
       return new Map([...pools].map(([key, pool]) => [key, pool.left]));
     },
 
-    /** Gives every unused unit back (shutdown); units refunded later go back at once. */
     async close(): Promise<void> {
       closing = true;
       await Promise.all([...pools.values()].map((pool) => sync(pool)));

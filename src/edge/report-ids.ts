@@ -124,7 +124,6 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
     ids.map((id) => `${prefix}:ids:{${projectId}}:${id}`);
 
   return {
-    /** Claims `ids` (distinct) of a project for the job at `place`. */
     async claim(projectId: string, ids: string[], place: JobPlace): Promise<ClaimState[]> {
       if (ids.length === 0) return [];
       define();
@@ -144,10 +143,6 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
       );
     },
 
-    /**
-     * Settles an unknown claim that still reads `seen`: stored (its job was written), or
-     * taken for the job at `place` (it was not). False when another request settled it first.
-     */
     async resolve(
       projectId: string,
       id: string,
@@ -161,7 +156,6 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
       return (await redis.headroomResolveId(key, seen, value, ttl)) === 1;
     },
 
-    /** Settles the claims the job at `place` held: stored, unknown (no answer) or released. */
     async settle(
       projectId: string,
       ids: string[],

@@ -83,7 +83,6 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions): FailedA
   });
 
   return {
-    /** The client's window, or null when it has no failures. */
     get(ip: string): FailureWindow | null {
       // Nobody has failed lately: the usual case, and no address to work out.
       if (windows.size === 0) return null;
@@ -92,7 +91,6 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions): FailedA
       return w ? result(w, now) : null;
     },
 
-    /** Counts `n` failures. */
     add(ip: string, n = 1): void {
       const now = Date.now();
       const client = clientOf(ip);
@@ -100,7 +98,6 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions): FailedA
       w.used += n;
     },
 
-    /** Takes one failure ahead of time; the refusal when none is left (nothing taken then). */
     take(ip: string): FailureWindow | null {
       const now = Date.now();
       const client = clientOf(ip);
@@ -110,13 +107,11 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions): FailedA
       return null;
     },
 
-    /** Gives one back (an attempt that turned out good). */
     give(ip: string): void {
       const w = live(clientOf(ip), Date.now());
       if (w && w.used > 0) w.used -= 1;
     },
 
-    /** Clients held now (expired windows included until they are swept). */
     get size(): number {
       return windows.size;
     },

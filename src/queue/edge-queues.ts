@@ -50,10 +50,6 @@ export async function createEdgeQueues(
     names,
     queues,
     write,
-    /**
-     * Jobs in these states, over every shard that answers: a shard failing over does not stop
-     * the others (its writes fail on their own, and the enqueuer avoids it meanwhile).
-     */
     async getJobCounts(...states: JobState[]): Promise<Record<string, number>> {
       const all = await answered(queues.map((q) => q.getJobCounts(...states)));
       const sum: Record<string, number> = {};

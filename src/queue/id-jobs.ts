@@ -71,17 +71,12 @@ export function createIdJobs(opts: {
   };
 
   return {
-    /** A new place: a random token, on the shard it falls on. */
     place(): JobPlace {
       const token = randomBytes(12).toString("hex");
       const shard = Number.parseInt(token.slice(0, 8), 16) % opts.names.length;
       return { shard, prefix: (opts.names[shard] as QueueNames).prefix, token };
     },
 
-    /**
-     * Whether the job of `token` on `prefix` was written; after this it never will be. Throws
-     * (an EnqueueError) when it was but fewer than REDIS_ACK_REPLICAS replicas confirm it.
-     */
     async written(job: { prefix: string; token: string }): Promise<boolean> {
       const { queue, own } = queueOf(job.prefix);
       try {

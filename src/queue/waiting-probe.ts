@@ -33,9 +33,7 @@ export function createWaitingProbe(redis: RedisClient, names: QueueNames): Waiti
     }
   }
   return {
-    /** Jobs waiting for any worker. */
     waiting: () => renewing(() => probe.getWaitingCount()),
-    /** When the job that has waited longest was queued (ms), or null when none waits. */
     oldestWaitingAt: () =>
       renewing(async () => {
         const [oldest] = await probe.getJobs(["wait"], 0, 0, true);

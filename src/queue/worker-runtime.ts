@@ -129,10 +129,8 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): Wor
   return {
     worker,
     watchdog,
-    /** Jobs waiting in this worker's queue (over the watchdog's connection). */
     waiting: () => probe.waiting(),
     oldestWaitingAt: () => probe.oldestWaitingAt(),
-    /** What this worker holds now, and for how long it has held work without finishing a job. */
     activity(now = Date.now()): WorkerActivity {
       let oldestHeldAt: number | null = null;
       for (const at of heldSince.values()) oldestHeldAt = Math.min(oldestHeldAt ?? at, at);
@@ -146,10 +144,6 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): Wor
       run();
       watchdog.start();
     },
-    /**
-     * Stops taking jobs; `whileClosing` runs as the worker waits for the jobs in hand (it may
-     * flush them or cut them short); then everything is closed.
-     */
     async close(whileClosing?: () => Promise<void>) {
       closing = true;
       await watchdog.stop();

@@ -205,7 +205,6 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
       releaser.start();
       runtime.start();
     },
-    /** Stop taking jobs, flush what is in hand, ack it, close. */
     async close(graceMs = 20_000) {
       await runtime.close(() => processor.close(graceMs));
       deps.metrics.watched.splice(deps.metrics.watched.indexOf(watched), 1);

@@ -148,7 +148,6 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
   });
 
   return {
-    /** The BullMQ processor: resolves once the job's rows are in ClickHouse. */
     process(job: Job<ReportJobData>, lockToken: string): Promise<void> {
       return new Promise<void>((resolve, reject) => {
         if (closing) return reject(new ShutdownAbort("shutting down"));
@@ -165,13 +164,8 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
       });
     },
 
-    /** The queue had no job to give (BullMQ's `drained`). */
     drained: () => batcher.drained(),
 
-    /**
-     * Flushes everything in hand now. If that cannot finish within `graceMs` (ClickHouse down),
-     * pending work is abandoned with ShutdownAbort so the jobs can go back to the queue.
-     */
     async close(graceMs: number): Promise<void> {
       closing = true;
       const giveUp = setTimeout(() => {

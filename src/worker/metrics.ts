@@ -42,13 +42,10 @@ export function createWorkerMetrics(): WorkerMetrics {
   let lastLagS = 0;
   return {
     registry,
-    /** The workers whose jobs the gauges, the lag and the health look at. */
     watched,
-    /** ClickHouse acknowledged an insert. */
     markInserted() {
       lastInsertAt = Date.now();
     },
-    /** The age of the oldest report of a batch being inserted. */
     recordLag(seconds: number) {
       lastLagS = seconds;
     },

@@ -58,7 +58,6 @@ export function createShardedIngest(deps: ShardedIngestDeps): ShardedIngest {
   for (const shard of configured) consume(shard);
 
   return {
-    /** The shards consumed now, by prefix. */
     shards: () => [...workers.keys()],
     workers: () => [...workers.values()],
     start() {
@@ -72,7 +71,6 @@ export function createShardedIngest(deps: ShardedIngestDeps): ShardedIngest {
       };
       loop();
     },
-    /** Stop taking jobs on every shard, flush what is in hand, ack it, close. */
     async close(graceMs?: number) {
       closed = true;
       if (timer) clearTimeout(timer);
