@@ -27,6 +27,12 @@ export interface AlertsStack {
   ingest: IngestWorker | null;
   /** `headroom alerts …` as an operator runs it on this stack; `env` adds to its settings. */
   cli(args: string[], env?: Record<string, string>): Promise<CliRun>;
+  /** `headroom alerts add` of a requests rule (warn 70, critical 90), `args` added, as JSON. */
+  addRule(
+    project: string,
+    webhook: string,
+    opts?: { args?: string[]; env?: Record<string, string> },
+  ): Promise<CliRun>;
   close(): Promise<void>;
 }
 
@@ -55,11 +61,20 @@ export async function startAlertsStack(
   alerts.start();
   const dataDir = mkdtempSync(join(tmpdir(), "headroom-alerts-"));
 
-  return {
+  const stack: AlertsStack = {
     p,
     fx,
     alerts,
     ingest,
+    addRule: (project, webhook, opts = {}) =>
+      stack.cli(
+        [
+          "add",
+          ...["--project", project, "--metric", "requests", "--warn", "70", "--critical", "90"],
+          ...["--webhook", webhook, ...(opts.args ?? []), "--json"],
+        ],
+        opts.env,
+      ),
     cli(args, env = {}) {
       const full: Record<string, string> = {
         ...(process.env as Record<string, string>),
@@ -86,4 +101,5 @@ export async function startAlertsStack(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  return stack;
 }

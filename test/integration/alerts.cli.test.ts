@@ -32,44 +32,16 @@ afterAll(async () => {
 
 /** A rule of a project of the test's own, added as a user would: each test owns its rule. */
 async function addRule(project: string) {
-  const add = await headroom([
-    "add",
-    "--project",
-    project,
-    "--metric",
-    "requests",
-    "--warn",
-    "70",
-    "--critical",
-    "90",
-    "--webhook",
-    receiver.url,
-    "--json",
-  ]);
+  const add = await s.addRule(project, receiver.url);
   expect(add.code, add.stderr).toBe(0);
   return JSON.parse(add.stdout) as { id: string; secret: string };
 }
 
 describe("headroom alerts", () => {
   it("add prints the rule and, once, its secret; list never shows the secret", async () => {
-    const add = await headroom([
-      "add",
-      "--project",
-      "acme",
-      "--metric",
-      "requests",
-      "--warn",
-      "70",
-      "--critical",
-      "90",
-      "--webhook",
-      receiver.url,
-      "--provider",
-      "OpenAI",
-      "--cooldown",
-      "15m",
-      "--json",
-    ]);
+    const add = await s.addRule("acme", receiver.url, {
+      args: ["--provider", "OpenAI", "--cooldown", "15m"],
+    });
     expect(add.stderr).toBe("");
     expect(add.code).toBe(0);
     const rule = JSON.parse(add.stdout);

@@ -17,23 +17,7 @@ let fx: AlertsFixture;
 const headroom = (args: string[], env?: Record<string, string>) => s.cli(args, env);
 
 const addRule = (project: string, webhook: string, env?: Record<string, string>) =>
-  headroom(
-    [
-      "add",
-      "--project",
-      project,
-      "--metric",
-      "requests",
-      "--warn",
-      "70",
-      "--critical",
-      "90",
-      "--webhook",
-      webhook,
-      "--json",
-    ],
-    env,
-  );
+  s.addRule(project, webhook, { env });
 
 /** The attack: a webhook that is an INSERT of a forged report of project `victim`. */
 function forgingWebhook(): string {
