@@ -66,7 +66,7 @@ export interface FakeReadApi {
   breakStore(): void;
 }
 
-export function fakeReadApi(opts: { now?: number } = {}): FakeReadApi {
+export function fakeReadApi(opts: { now?: number; pageDir?: string } = {}): FakeReadApi {
   const asked: AskedQuery[] = [];
   const answers: { pattern: RegExp; rows: (params: QueryParams) => unknown[] }[] = [];
   let broken = false;
@@ -97,6 +97,7 @@ export function fakeReadApi(opts: { now?: number } = {}): FakeReadApi {
     readLimit,
     store,
     rulesFor: async () => [],
+    pageDir: opts.pageDir,
     now: opts.now === undefined ? undefined : () => opts.now as number,
   });
   return {
