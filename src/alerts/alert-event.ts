@@ -48,6 +48,26 @@ export function eventId(
   return `evt_${digest.slice(0, 32)}`;
 }
 
+/** The fields the webhook body and the `alert_events` row carry as they are, in their order. */
+export function eventFigures(e: AlertEvent) {
+  return {
+    provider: e.provider,
+    model: e.model,
+    app: e.app,
+    metric: e.metric,
+    level: e.level,
+    used_pct: e.used_pct,
+    limit: e.limit,
+    remaining: e.remaining,
+    reset_ms: e.reset_ms,
+    burn_per_s: e.burn_per_s,
+    exhaustion_eta_s: e.exhaustion_eta_s,
+    warn_pct: e.warn_pct,
+    critical_pct: e.critical_pct,
+    report_id: e.report_id,
+  };
+}
+
 export const EVENT_TYPE = "headroom.alert";
 export const TEST_EVENT_TYPE = "headroom.alert.test";
 
@@ -60,22 +80,11 @@ export function webhookPayload(e: AlertEvent, type = EVENT_TYPE): string {
       id: e.id,
       rule_id: e.rule_id,
       project: e.project,
-      provider: e.provider,
+      ...eventFigures(e),
       // '' in storage means the client did not see the model.
       model: e.model === "" ? null : e.model,
-      app: e.app,
-      metric: e.metric,
+      // The window's length: in the webhook body (the alert_events row has no column for it).
       window: e.window ?? null,
-      level: e.level,
-      used_pct: e.used_pct,
-      limit: e.limit,
-      remaining: e.remaining,
-      reset_ms: e.reset_ms,
-      burn_per_s: e.burn_per_s,
-      exhaustion_eta_s: e.exhaustion_eta_s,
-      warn_pct: e.warn_pct,
-      critical_pct: e.critical_pct,
-      report_id: e.report_id,
       at: e.at,
     },
   });

@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import { DelayedError, type Job, UnrecoverableError } from "bullmq";
+import { DelayedError, type Job, UnrecoverableError, type Worker } from "bullmq";
 import type { Logger } from "pino";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
 import type { Config } from "../config.js";
@@ -21,6 +21,7 @@ import {
   WEBHOOK_JOB,
   WEBHOOK_QUEUE,
   type WebhookJobData,
+  type WebhookQueue,
 } from "./queues.js";
 import { createReceiverBreakers } from "./receiver-breaker.js";
 import type { DeriveWindows } from "./row-windows.js";
@@ -74,7 +75,17 @@ const REFUSAL_LOG_INTERVAL_MS = 60_000;
 /** A delivery over its lanes' caps waits about this long (spread, so they do not return at once). */
 const DEFER_MS = 500;
 
-export function createAlertsWorker(deps: AlertsWorkerDeps) {
+export interface AlertsWorker {
+  evalWorker: Worker<EvalJobData, void>;
+  webhookWorker: Worker<WebhookJobData, void>;
+  webhooks: WebhookQueue;
+  metrics: AlertsMetrics;
+  start(): void;
+  /** Stop taking jobs; jobs in hand finish (or go back to the queue on a stuck insert). */
+  close(graceMs?: number): Promise<void>;
+}
+
+export function createAlertsWorker(deps: AlertsWorkerDeps): AlertsWorker {
   const { config, logger, redis } = deps;
   const prefix = config.QUEUE_PREFIX;
   const metrics = deps.metrics ?? createAlertsMetrics();
@@ -278,7 +289,6 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
       evalRuntime.start();
       webhookRuntime.start();
     },
-    /** Stop taking jobs; jobs in hand finish (or go back to the queue on a stuck insert). */
     async close(graceMs = 20_000) {
       const timer = setTimeout(() => shutdown.abort(), graceMs);
       try {
@@ -292,5 +302,3 @@ export function createAlertsWorker(deps: AlertsWorkerDeps) {
     },
   };
 }
-
-export type AlertsWorker = ReturnType<typeof createAlertsWorker>;

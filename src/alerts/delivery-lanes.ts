@@ -13,7 +13,17 @@ export function receiverOf(project: string, url: string): string {
   return `${project} ${origin}`;
 }
 
-export function createDeliveryLanes(caps: LaneCaps) {
+export interface DeliveryLanes {
+  /**
+   * Takes a place in the project's and the receiver's lanes: returns its release, or null when
+   * either lane is full (nothing is taken then).
+   */
+  enter(project: string, receiver: string): (() => void) | null;
+  /** Lanes with deliveries in flight (empty lanes are forgotten). */
+  size: () => number;
+}
+
+export function createDeliveryLanes(caps: LaneCaps): DeliveryLanes {
   const inFlight = new Map<string, number>();
   const held = (lane: string) => inFlight.get(lane) ?? 0;
   const add = (lane: string, n: number) => {
@@ -23,10 +33,6 @@ export function createDeliveryLanes(caps: LaneCaps) {
   };
 
   return {
-    /**
-     * Takes a place in the project's and the receiver's lanes: returns its release, or null when
-     * either lane is full (nothing is taken then).
-     */
     enter(project: string, receiver: string): (() => void) | null {
       const projectLane = `project ${project}`;
       const receiverLane = `receiver ${receiver}`;
@@ -42,9 +48,6 @@ export function createDeliveryLanes(caps: LaneCaps) {
         for (const lane of lanes) add(lane, -1);
       };
     },
-    /** Lanes with deliveries in flight (empty lanes are forgotten). */
     size: () => inFlight.size,
   };
 }
-
-export type DeliveryLanes = ReturnType<typeof createDeliveryLanes>;

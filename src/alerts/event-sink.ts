@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import { exactInsertSettings } from "../clickhouse/report-sink.js";
-import type { AlertEvent } from "./alert-event.js";
+import { type AlertEvent, eventFigures } from "./alert-event.js";
 
 // Events into ClickHouse `alert_events`. A batch's events are inserted with a deduplication token
 // derived from the batch, and the same rows every time (they come from the outbox): a repeated
@@ -25,20 +25,7 @@ export function createEventSink(client: ClickHouseClient, db: string, cluster?: 
           event_id: e.id,
           rule_id: e.rule_id,
           project_id: e.project,
-          provider: e.provider,
-          model: e.model,
-          app: e.app,
-          metric: e.metric,
-          level: e.level,
-          used_pct: e.used_pct,
-          limit: e.limit,
-          remaining: e.remaining,
-          reset_ms: e.reset_ms,
-          burn_per_s: e.burn_per_s,
-          exhaustion_eta_s: e.exhaustion_eta_s,
-          warn_pct: e.warn_pct,
-          critical_pct: e.critical_pct,
-          report_id: e.report_id,
+          ...eventFigures(e),
           at: chTime(e.at),
         })),
         clickhouse_settings: exactInsertSettings(`alerts-${dedupToken}`, cluster),

@@ -22,7 +22,12 @@ export interface GuardedInit {
 /** Statuses whose answer has no body (the Response constructor refuses one). */
 const NULL_BODY = new Set([204, 205, 304]);
 
-export function createGuardedFetch(policy: DestinationPolicy) {
+export interface GuardedFetch {
+  fetch: (url: string, init: GuardedInit) => Promise<Response>;
+  close(): void;
+}
+
+export function createGuardedFetch(policy: DestinationPolicy): GuardedFetch {
   // Keep-alive, as fetch's pool: a receiver's connection is reused across deliveries.
   const agents = {
     "http:": new http.Agent({ keepAlive: true }),
@@ -80,5 +85,3 @@ export function createGuardedFetch(policy: DestinationPolicy) {
     },
   };
 }
-
-export type GuardedFetch = ReturnType<typeof createGuardedFetch>;

@@ -1,25 +1,34 @@
 // Every Redis key of the alerts, under the queue prefix so they share its hash tag (one Redis
 // Cluster slot, as the Lua scripts need).
 
-export function alertKeys(prefix: string) {
+export interface AlertKeys {
+  /** Hash per project: rule id → rule JSON. */
+  rules: (project: string) => string;
+  /** Hash: rule id → project. */
+  ruleIndex: string;
+  /** Hash: removed rule id → when (ISO): a restore's merge never brings a removed rule back. */
+  removedRules: string;
+  /** Hash: rule id → signing secret (kept apart, so rules can be read without secrets). */
+  secrets: string;
+  /** Hash per rule: series → state JSON. */
+  state: (ruleId: string) => string;
+  /** Sorted set per rule: series → when it was last written (ms); bounds and expires them. */
+  series: (ruleId: string) => string;
+  /** Sorted set per project: `<rule id> <series>` → when it was last written (ms). */
+  projectSeries: (project: string) => string;
+  /** Events of one evaluated batch not yet stored and queued. */
+  outbox: (token: string) => string;
+}
+
+export function alertKeys(prefix: string): AlertKeys {
   return {
-    /** Hash per project: rule id → rule JSON. */
     rules: (project: string) => `${prefix}:alert-rules:${project}`,
-    /** Hash: rule id → project. */
     ruleIndex: `${prefix}:alert-rule-index`,
-    /** Hash: removed rule id → when (ISO): a restore's merge never brings a removed rule back. */
     removedRules: `${prefix}:alert-rules-removed`,
-    /** Hash: rule id → signing secret (kept apart, so rules can be read without secrets). */
     secrets: `${prefix}:alert-secrets`,
-    /** Hash per rule: series → state JSON. */
     state: (ruleId: string) => `${prefix}:alert-state:${ruleId}`,
-    /** Sorted set per rule: series → when it was last written (ms); bounds and expires them. */
     series: (ruleId: string) => `${prefix}:alert-series:${ruleId}`,
-    /** Sorted set per project: `<rule id> <series>` → when it was last written (ms). */
     projectSeries: (project: string) => `${prefix}:alert-project-series:${project}`,
-    /** Events of one evaluated batch not yet stored and queued. */
     outbox: (token: string) => `${prefix}:alert-outbox:${token}`,
   };
 }
-
-export type AlertKeys = ReturnType<typeof alertKeys>;

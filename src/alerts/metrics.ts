@@ -7,7 +7,20 @@ import { registerWorkerGauges, type WatchedWorker } from "../queue/worker-health
 
 const STATES = ["wait", "active", "delayed", "failed"] as const;
 
-export function createAlertsMetrics() {
+export interface AlertsMetrics {
+  registry: Registry;
+  watched: WatchedWorker[];
+  /** The alerts queues whose depths are exported. */
+  queues: Queue[];
+  queueJobs: Gauge<"queue" | "state">;
+  seriesRefused: Counter<string>;
+  evaluationFailures: Counter<string>;
+  webhooksDelivered: Counter<string>;
+  webhookFailures: Counter<string>;
+  webhooksDeadLettered: Counter<string>;
+}
+
+export function createAlertsMetrics(): AlertsMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const watched: WatchedWorker[] = [];
@@ -16,7 +29,6 @@ export function createAlertsMetrics() {
   return {
     registry,
     watched,
-    /** The alerts queues whose depths are exported. */
     queues,
     queueJobs: new Gauge({
       name: "headroom_alerts_queue_jobs",
@@ -61,5 +73,3 @@ export function createAlertsMetrics() {
     }),
   };
 }
-
-export type AlertsMetrics = ReturnType<typeof createAlertsMetrics>;

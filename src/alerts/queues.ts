@@ -36,7 +36,9 @@ export interface WebhookJobData {
 
 export const evalJobId = (token: string) => `eval-${token}`;
 
-export function createEvalQueue(connection: ConnectionOptions, prefix: string) {
+export type EvalQueue = Queue<EvalJobData, void, string>;
+
+export function createEvalQueue(connection: ConnectionOptions, prefix: string): EvalQueue {
   return new Queue<EvalJobData, void, string>(EVAL_QUEUE, {
     connection,
     prefix,
@@ -56,11 +58,13 @@ export interface WebhookRetry {
   keepDeadDays: number;
 }
 
+export type WebhookQueue = Queue<WebhookJobData, void, string>;
+
 export function createWebhookQueue(
   connection: ConnectionOptions,
   prefix: string,
   retry: WebhookRetry,
-) {
+): WebhookQueue {
   return new Queue<WebhookJobData, void, string>(WEBHOOK_QUEUE, {
     connection,
     prefix,
@@ -77,6 +81,3 @@ export function createWebhookQueue(
     },
   });
 }
-
-export type EvalQueue = ReturnType<typeof createEvalQueue>;
-export type WebhookQueue = ReturnType<typeof createWebhookQueue>;

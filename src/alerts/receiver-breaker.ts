@@ -20,12 +20,20 @@ interface Breaker {
 /** Receivers remembered at most; past it the oldest are forgotten (they start closed again). */
 const MAX_RECEIVERS = 10_000;
 
-export function createReceiverBreakers(opts: BreakerOptions) {
+export interface ReceiverBreakers {
+  /** Whether a delivery to `receiver` may be tried now; a probe after the cool-off counts. */
+  allow(receiver: string): boolean;
+  /** The outcome of a delivery that was tried: `answered` is any HTTP answer, even an error. */
+  record(receiver: string, answered: boolean): void;
+  /** Until when `receiver` is not tried (ms), or null when it may be. */
+  openUntil(receiver: string): number | null;
+}
+
+export function createReceiverBreakers(opts: BreakerOptions): ReceiverBreakers {
   const now = opts.now ?? Date.now;
   const breakers = new Map<string, Breaker>();
 
   return {
-    /** Whether a delivery to `receiver` may be tried now; a probe after the cool-off counts. */
     allow(receiver: string): boolean {
       const b = breakers.get(receiver);
       if (!b || b.openUntil === 0) return true;
@@ -35,7 +43,6 @@ export function createReceiverBreakers(opts: BreakerOptions) {
       b.openUntil = t + opts.coolOffMs;
       return true;
     },
-    /** The outcome of a delivery that was tried: `answered` is any HTTP answer, even an error. */
     record(receiver: string, answered: boolean): void {
       if (answered) {
         breakers.delete(receiver);
@@ -51,12 +58,9 @@ export function createReceiverBreakers(opts: BreakerOptions) {
         if (oldest !== undefined) breakers.delete(oldest);
       }
     },
-    /** Until when `receiver` is not tried (ms), or null when it may be. */
     openUntil(receiver: string): number | null {
       const b = breakers.get(receiver);
       return b && b.openUntil > now() ? b.openUntil : null;
     },
   };
 }
-
-export type ReceiverBreakers = ReturnType<typeof createReceiverBreakers>;

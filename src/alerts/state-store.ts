@@ -135,7 +135,30 @@ declare module "ioredis" {
   }
 }
 
-export function createStateStore(redis: RedisClient, prefix: string, opts: StateStoreOptions) {
+export interface StateStore {
+  /**
+   * The batch's outbox (if a previous evaluation left one), or the states of its series, in
+   * one round trip. A series over its rule's or project's cap is refused (not tracked).
+   */
+  read(
+    token: string,
+    refs: StateRef[],
+  ): Promise<{
+    outbox: string | null;
+    states: (string | null)[];
+    refused: boolean[];
+    removed: boolean[];
+  }>;
+  commit(token: string, writes: StateWrite[], outbox: string | null): Promise<CommitResult>;
+  /** The batch's events are stored and queued: a later evaluation of it has nothing to send. */
+  clearOutbox(token: string): Promise<void>;
+}
+
+export function createStateStore(
+  redis: RedisClient,
+  prefix: string,
+  opts: StateStoreOptions,
+): StateStore {
   if (!redis.headroomAlertsCommit) redis.defineCommand("headroomAlertsCommit", { lua: COMMIT });
   if (!redis.headroomAlertsRead) redis.defineCommand("headroomAlertsRead", { lua: READ });
   const k = alertKeys(prefix);
@@ -145,10 +168,6 @@ export function createStateStore(redis: RedisClient, prefix: string, opts: State
   const seriesPrefix = k.series("");
   const projectPrefix = k.projectSeries("");
   return {
-    /**
-     * The batch's outbox (if a previous evaluation left one), or the states of its series, in
-     * one round trip. A series over its rule's or project's cap is refused (not tracked).
-     */
     async read(token: string, refs: StateRef[]) {
       const reply = await redis.headroomAlertsRead(
         1,
@@ -195,11 +214,8 @@ export function createStateStore(redis: RedisClient, prefix: string, opts: State
       return { ok: false, conflict: true };
     },
 
-    /** The batch's events are stored and queued: a later evaluation of it has nothing to send. */
     async clearOutbox(token: string) {
       await redis.del(k.outbox(token));
     },
   };
 }
-
-export type StateStore = ReturnType<typeof createStateStore>;

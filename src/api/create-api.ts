@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import type { FastifyBaseLogger } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { DeriveWindows } from "../alerts/row-windows.js";
 import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
@@ -9,15 +9,20 @@ import { createControl } from "../control/service.js";
 import { createHotStore, hotKeys } from "../headroom/hot-store.js";
 import { createHotVersions } from "../headroom/hot-versions.js";
 import { createKeyCache } from "../keys/key-cache.js";
-import { createKeyStore } from "../keys/key-store.js";
+import { createKeyStore, type KeyStore } from "../keys/key-store.js";
 import { createAuthFailureLimits } from "../limits/auth-failures.js";
 import { redisTokenBucket } from "../limits/token-bucket.js";
-import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
+import {
+  closeRedis,
+  createProducerRedis,
+  type RedisClient,
+  waitForReady,
+} from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { buildApiApp, buildControlApp } from "./app.js";
 import { createIdempotency } from "./control/idempotency.js";
 import type { ControlRoutesDeps } from "./control/routes.js";
-import { createQueryCache } from "./query-cache.js";
+import { createQueryCache, type QueryCache } from "./query-cache.js";
 import { createReadLimit } from "./read-limit.js";
 import { createReadStore, rowsBytes } from "./read-store.js";
 import { heldAnswerBytes } from "./routes/headroom.js";
@@ -26,11 +31,23 @@ import { rollingAnswerBytes } from "./routes/usage.js";
 // Wires one read API process from configuration: clients are created here, once, and passed
 // down. It shares the key store, the limits' Redis scripts and the config with the edge.
 
+export interface Api {
+  app: FastifyInstance;
+  /** The control plane's own listener (CONTROL_LISTEN=<port>), to listen on. */
+  controlApp?: FastifyInstance;
+  redis: RedisClient;
+  keyStore: KeyStore;
+  /** The answer caches, for what they hold (`usage()`). */
+  caches: { rows: QueryCache; usage: QueryCache; headroom: QueryCache };
+  /** Stop intake, let in-flight requests finish, close Redis and ClickHouse. */
+  close(): Promise<void>;
+}
+
 export async function createApi(
   config: Config,
   logger: FastifyBaseLogger,
   opts: { clickhouse?: ClickHouseClient; now?: () => number; deriveWindows?: DeriveWindows } = {},
-) {
+): Promise<Api> {
   const redis = createProducerRedis(redisTopology(config));
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
   await waitForReady(redis);
@@ -38,11 +55,13 @@ export async function createApi(
   const ownsClickHouse = opts.clickhouse === undefined;
 
   const keyStore = createKeyStore(redis);
-  // Only the failed-authentication limits: the read API has no burst or quota of the edge's.
+  // Only the failed-authentication limits (the read API has no burst or quota of the edge's),
+  // counted with the edges': guesses spread over both planes get the limit once.
   const limits = createAuthFailureLimits({
     points: config.AUTH_FAILURES_PER_IP,
     windowS: config.AUTH_FAILURE_WINDOW_S,
     maxClients: config.AUTH_FAILURE_MAX_CLIENTS,
+    shared: { redis, deployment: config.QUEUE_PREFIX },
   });
   const rules = createRuleCache(
     createRuleStore(redis, config.QUEUE_PREFIX),
@@ -88,6 +107,7 @@ export async function createApi(
     });
   } catch (err) {
     subscriber.disconnect();
+    await limits.close();
     await closeRedis(redis);
     throw err;
   }
@@ -133,21 +153,17 @@ export async function createApi(
 
   return {
     app,
-    /** The control plane's own listener (CONTROL_LISTEN=<port>), to listen on. */
     controlApp,
     redis,
     keyStore,
-    /** The answer caches, for what they hold (`usage()`). */
     caches,
-    /** Stop intake, let in-flight requests finish, close Redis and ClickHouse. */
     async close() {
       await app.close();
       await controlApp?.close();
       await hotVersions.close();
+      await limits.close();
       await closeRedis(redis);
       if (ownsClickHouse) await clickhouse.close();
     },
   };
 }
-
-export type Api = Awaited<ReturnType<typeof createApi>>;

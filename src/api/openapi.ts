@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ERROR_STATUS } from "../http/errors.js";
+import { errorBodySchema } from "../http/errors.js";
 import { controlPaths } from "./control/openapi.js";
 import { alertEventsQuery, alertEventsResponse } from "./routes/alert-events.js";
 import { headroomQuery, headroomResponse } from "./routes/headroom.js";
@@ -29,15 +29,9 @@ function parameters(query: z.ZodObject) {
   }));
 }
 
-const errorBody = z.object({
-  error: z.enum(Object.keys(ERROR_STATUS) as [keyof typeof ERROR_STATUS]),
-  message: z.string(),
-  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-});
-
 const error = (description: string) => ({
   description,
-  content: { "application/json": { schema: schemaOf(errorBody, "output") } },
+  content: { "application/json": { schema: schemaOf(errorBodySchema, "output") } },
 });
 
 const etag = {

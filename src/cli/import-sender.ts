@@ -44,7 +44,15 @@ interface Pending {
   attempts: number;
 }
 
-export async function sendReports(items: AsyncIterable<Item> | Iterable<Item>, opts: SendOptions) {
+export interface ImportResult {
+  counts: ImportCounts;
+  refusals: Refusal[];
+}
+
+export async function sendReports(
+  items: AsyncIterable<Item> | Iterable<Item>,
+  opts: SendOptions,
+): Promise<ImportResult> {
   const doFetch = opts.fetch ?? fetch;
   const sleep = opts.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)));
   const maxAttempts = opts.maxAttempts ?? 20;
@@ -167,7 +175,6 @@ export async function sendReports(items: AsyncIterable<Item> | Iterable<Item>, o
   return { counts, refusals: [...byCode.values()] };
 }
 
-export type ImportResult = Awaited<ReturnType<typeof sendReports>>;
 async function* toAsync<T>(items: Iterable<T>): AsyncGenerator<T> {
   yield* items;
 }

@@ -10,7 +10,7 @@ export { type Migration, type MigrationContext, migrationContext } from "./migra
 // replicated tables behind Distributed ones; what differs is in cluster-ddl.ts.
 //
 // A migration is frozen once released: a database that applied it never runs it again, so its
-// text must never change (test/unit/migrations-frozen.test.ts holds each one's hash). Nothing in
+// text must never change (test/unit/migrations.frozen.test.ts holds each one's hash). Nothing in
 // a migration may read the live report schema; a new report field is a new migration (ADD
 // COLUMN) and a new row shape (src/report/row-shapes.ts).
 

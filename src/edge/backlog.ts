@@ -1,7 +1,7 @@
+import { type UnavailableReason, unavailable } from "../http/errors.js";
 import { answered } from "../lib/answered.js";
 import type { ReportsQueue } from "../queue/reports-queue.js";
 import { isCommandTimeout, primaries, type RedisClient } from "../redis/connections.js";
-import { type UnavailableReason, unavailable } from "../http/errors.js";
 
 // Backpressure: the edge polls the queue's backlog and Redis memory a few times a second and
 // answers 503 while either is over its bound, instead of letting Redis run out of memory. Polling
@@ -82,7 +82,23 @@ async function renewing<T>(client: RedisClient, fn: () => Promise<T>): Promise<T
   }
 }
 
-export function createBacklogGate(opts: BacklogOptions) {
+export interface BacklogGate {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  state: () => BacklogState;
+  /** Whether Redis memory can close intake now: enabled, and Redis has a maxmemory. */
+  memoryGateOn: () => boolean;
+  maxJobs: number;
+  /** Why the edge should refuse reports now, or null. */
+  problem(): string | null;
+  refusal(): {
+    reason: UnavailableReason;
+    message: string;
+  } | null;
+  check(): void;
+}
+
+export function createBacklogGate(opts: BacklogOptions): BacklogGate {
   let state: BacklogState = {
     redisOk: true,
     backlogJobs: 0,
@@ -149,10 +165,8 @@ export function createBacklogGate(opts: BacklogOptions) {
       await polling;
     },
     state: () => state,
-    /** Whether Redis memory can close intake now: enabled, and Redis has a maxmemory. */
     memoryGateOn: () => opts.maxMemoryRatio > 0 && state.memoryRatio !== null,
     maxJobs: opts.maxJobs,
-    /** Why the edge should refuse reports now, or null. */
     problem(): string | null {
       return this.refusal()?.message ?? null;
     },
@@ -179,5 +193,3 @@ export function createBacklogGate(opts: BacklogOptions) {
     },
   };
 }
-
-export type BacklogGate = ReturnType<typeof createBacklogGate>;

@@ -1,15 +1,20 @@
-import type { FastifyBaseLogger } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { Config } from "../config.js";
 import { createKeyCache } from "../keys/key-cache.js";
-import { createKeyStore } from "../keys/key-store.js";
-import { createEdgeQueues } from "../queue/edge-queues.js";
+import { createKeyStore, type KeyStore } from "../keys/key-store.js";
+import { createEdgeQueues, type EdgeQueues } from "../queue/edge-queues.js";
 import { createEnqueuer } from "../queue/enqueuer.js";
 import { createIdJobs } from "../queue/id-jobs.js";
 import type { ReportsQueue } from "../queue/reports-queue.js";
-import { closeRedis, createProducerRedis, waitForReady } from "../redis/connections.js";
+import {
+  closeRedis,
+  createProducerRedis,
+  type RedisClient,
+  waitForReady,
+} from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { buildApp } from "./app.js";
-import { createBacklogGate } from "./backlog.js";
+import { type BacklogGate, createBacklogGate } from "./backlog.js";
 import { createLimits } from "./limits.js";
 import { createEdgeMetrics } from "./metrics.js";
 import { createReportIds } from "./report-ids.js";
@@ -17,7 +22,24 @@ import { buildMetricsApp } from "./routes/metrics.js";
 
 // Wires one edge from configuration: clients are created here, once, and passed down.
 
-export async function createEdge(config: Config, logger: FastifyBaseLogger) {
+export interface Edge {
+  app: FastifyInstance;
+  /** The METRICS_PORT listener's app, when METRICS_PORT is set. */
+  metricsApp: FastifyInstance | null;
+  redis: RedisClient;
+  queues: EdgeQueues;
+  /** The first shard's queue (the only one unless QUEUE_SHARDS is set). */
+  queue: ReportsQueue;
+  keyStore: KeyStore;
+  backlog: BacklogGate;
+  /**
+   * Stop intake, let in-flight requests finish, flush the pending batch, give unused quota
+   * back, close Redis.
+   */
+  close(): Promise<void>;
+}
+
+export async function createEdge(config: Config, logger: FastifyBaseLogger): Promise<Edge> {
   const topology = redisTopology(config);
   const redis = createProducerRedis(topology);
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
@@ -61,6 +83,7 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     authFailuresPerIp: config.AUTH_FAILURES_PER_IP,
     authFailureWindowS: config.AUTH_FAILURE_WINDOW_S,
     authFailureMaxClients: config.AUTH_FAILURE_MAX_CLIENTS,
+    shareAuthFailures: { deployment: config.QUEUE_PREFIX },
   });
   const metricsApp =
     config.METRICS_PORT === undefined
@@ -86,18 +109,12 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
 
   return {
     app,
-    /** The METRICS_PORT listener's app, when METRICS_PORT is set. */
     metricsApp,
     redis,
     queues,
-    /** The first shard's queue (the only one unless QUEUE_SHARDS is set). */
     queue: queues.queues[0] as ReportsQueue,
     keyStore,
     backlog,
-    /**
-     * Stop intake, let in-flight requests finish, flush the pending batch, give unused quota
-     * back, close Redis.
-     */
     async close() {
       await app.close();
       await metricsApp?.close();
@@ -109,5 +126,3 @@ export async function createEdge(config: Config, logger: FastifyBaseLogger) {
     },
   };
 }
-
-export type Edge = Awaited<ReturnType<typeof createEdge>>;

@@ -33,16 +33,21 @@ export interface LimitsOptions {
   authFailureWindowS: number;
   /** Clients whose failures are tracked at once (see limits/failed-auth-limiter.ts). */
   authFailureMaxClients?: number;
+  /**
+   * Count failed authentications with every process of this deployment (its queue prefix), on
+   * a connection of their own (limits/auth-failures.ts); absent: this process only.
+   */
+  shareAuthFailures?: { deployment: string };
   /** Share of a project's burst an edge reserves from Redis at once (see limits/burst-allowance.ts). */
   burstShare?: number;
   /** How the monthly quota is reserved (see quota-allowance.ts). */
   quota?: Omit<QuotaAllowanceOptions, "store">;
 }
 
-export function effectivePlan(
-  plans: Record<string, Plan>,
-  lookup: KeyLookup,
-): Plan & { capacity: number } {
+/** A key's plan with its overrides applied, and the size of its burst bucket. */
+export type EffectivePlan = Plan & { capacity: number };
+
+export function effectivePlan(plans: Record<string, Plan>, lookup: KeyLookup): EffectivePlan {
   // A plan removed from the configuration falls back to the most restrictive default.
   // Own keys only: `constructor` or `__proto__` names no plan.
   const own = (name: string) => (Object.hasOwn(plans, name) ? plans[name] : undefined);
@@ -91,13 +96,54 @@ function burstExceeded(burst: number, msToNext: number): HttpError {
 export type Refund = () => Promise<void>;
 const noRefund: Refund = async () => {};
 
-export function createLimits(opts: LimitsOptions) {
+/** Up to `n` reports let through a limit: how many, and the 429 the others get (or null). */
+export interface Grant {
+  granted: number;
+  refusal: HttpError | null;
+}
+
+/** Grant of the monthly quota, with how to give units back. */
+export interface QuotaGrant extends Grant {
+  refund: (units: number) => Promise<void>;
+}
+
+export interface Limits {
+  checkAuthFailures: (ip: string) => void | Promise<void>;
+  recordAuthFailure: (ip: string) => void;
+  reserveAuthAttempt: (ip: string, lookUp: boolean) => void | Promise<void>;
+  releaseAuthAttempt: (ip: string) => void;
+  authFailureClients: () => number;
+  /**
+   * One report's worth of the burst limit: null when a token in hand passes it at once,
+   * otherwise a promise that settles (or rejects with the 429) once the bucket answered.
+   */
+  consumeBurst(lookup: KeyLookup): Promise<void> | null;
+  /**
+   * Up to `n` reports' worth of the burst limit: `granted` of them, and the 429 the others
+   * get when fewer were granted.
+   */
+  consumeBurstMany(lookup: KeyLookup, n: number): Promise<Grant>;
+  /**
+   * Up to `n` reports' worth of the monthly quota (see consumeQuota): `granted` of them, how
+   * to give units back, and the 429 the others get when fewer were granted.
+   */
+  consumeQuotaMany(lookup: KeyLookup, n: number): Promise<QuotaGrant>;
+  /**
+   * Counts one report against the monthly quota of the month Redis's clock is in; returns how
+   * to give it back (at once for a plan without a quota).
+   */
+  consumeQuota(lookup: KeyLookup): Refund | Promise<Refund>;
+  /** Gives back the quota this edge holds unused: after intake stopped, before Redis closes. */
+  close(): Promise<void>;
+}
+
+export function createLimits(opts: LimitsOptions): Limits {
   const prefix = opts.prefix ?? LIMITS_PREFIX;
   /** The month Redis last named, and this edge's month when it did. */
   let redisMonth: { own: string; redis: string } | null = null;
   // Both limits need a request's plan; the key cache hands out one look-up object per key for
   // its lifetime, so the plan is worked out once per look-up, not twice per request.
-  const plans = new WeakMap<KeyLookup, ReturnType<typeof effectivePlan> & { bucket: BurstLimit }>();
+  const plans = new WeakMap<KeyLookup, EffectivePlan & { bucket: BurstLimit }>();
   const planOf = (lookup: KeyLookup) => {
     let plan = plans.get(lookup);
     if (!plan) {
@@ -123,6 +169,7 @@ export function createLimits(opts: LimitsOptions) {
     points: opts.authFailuresPerIp,
     windowS: opts.authFailureWindowS,
     maxClients: opts.authFailureMaxClients,
+    shared: opts.shareAuthFailures && { redis: opts.redis, ...opts.shareAuthFailures },
   });
 
   /**
@@ -168,10 +215,6 @@ export function createLimits(opts: LimitsOptions) {
     releaseAuthAttempt: authFailures.releaseAuthAttempt,
     authFailureClients: authFailures.clients,
 
-    /**
-     * One report's worth of the burst limit: null when a token in hand passes it at once,
-     * otherwise a promise that settles (or rejects with the 429) once the bucket answered.
-     */
     consumeBurst(lookup: KeyLookup): Promise<void> | null {
       const { burst, bucket } = planOf(lookup);
       if (burstAllowance.takeInHand(lookup.projectId, bucket)) return null;
@@ -186,14 +229,7 @@ export function createLimits(opts: LimitsOptions) {
       );
     },
 
-    /**
-     * Up to `n` reports' worth of the burst limit: `granted` of them, and the 429 the others
-     * get when fewer were granted.
-     */
-    async consumeBurstMany(
-      lookup: KeyLookup,
-      n: number,
-    ): Promise<{ granted: number; refusal: HttpError | null }> {
+    async consumeBurstMany(lookup: KeyLookup, n: number): Promise<Grant> {
       const { burst, bucket } = planOf(lookup);
       let got: BurstGrant;
       try {
@@ -207,18 +243,7 @@ export function createLimits(opts: LimitsOptions) {
       };
     },
 
-    /**
-     * Up to `n` reports' worth of the monthly quota (see consumeQuota): `granted` of them, how
-     * to give units back, and the 429 the others get when fewer were granted.
-     */
-    async consumeQuotaMany(
-      lookup: KeyLookup,
-      n: number,
-    ): Promise<{
-      granted: number;
-      refund: (units: number) => Promise<void>;
-      refusal: HttpError | null;
-    }> {
+    async consumeQuotaMany(lookup: KeyLookup, n: number): Promise<QuotaGrant> {
       const { monthly } = planOf(lookup);
       if (monthly === null) return { granted: n, refund: async () => {}, refusal: null };
       const t = Date.now();
@@ -229,21 +254,15 @@ export function createLimits(opts: LimitsOptions) {
       return { granted: taken.granted, refund: taken.refund, refusal };
     },
 
-    /**
-     * Counts one report against the monthly quota of the month Redis's clock is in; returns how
-     * to give it back (at once for a plan without a quota).
-     */
     consumeQuota(lookup: KeyLookup): Refund | Promise<Refund> {
       const { monthly } = planOf(lookup);
       if (monthly === null) return noRefund;
       return takeQuota(lookup, monthly);
     },
 
-    /** Gives back the quota this edge holds unused: after intake stopped, before Redis closes. */
-    close(): Promise<void> {
-      return quota.close();
+    async close(): Promise<void> {
+      await quota.close();
+      await authFailures.close();
     },
   };
 }
-
-export type Limits = ReturnType<typeof createLimits>;

@@ -3,7 +3,21 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 // Prometheus metrics of one edge process, on a registry of its own (no global state), with the
 // process's own (event-loop lag, heap, CPU).
 
-export function createEdgeMetrics() {
+export interface EdgeMetrics {
+  registry: Registry;
+  requests: Counter<"status" | "route">;
+  enqueueSeconds: Histogram<string>;
+  reportsPerJob: Histogram<string>;
+  reportWarnings: Counter<"path">;
+  enqueueFailures: Counter<string>;
+  primariesShortOfReplicas: Gauge<string>;
+  unavailable: Counter<"reason">;
+  redisMemoryRatio: Gauge<string>;
+  backlogMaxJobs: Gauge<string>;
+  backlogJobs: Gauge<string>;
+}
+
+export function createEdgeMetrics(): EdgeMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   return {
@@ -65,5 +79,3 @@ export function createEdgeMetrics() {
     }),
   };
 }
-
-export type EdgeMetrics = ReturnType<typeof createEdgeMetrics>;

@@ -1,20 +1,10 @@
 import { z } from "zod";
-import { ERROR_STATUS } from "../http/errors.js";
+import { errorBodySchema } from "../http/errors.js";
 import { UUID_TEXT } from "../report/report-id.js";
 import { reportBodySchema } from "../report/report-schema.js";
 
 // OpenAPI 3.1 for the report endpoints, generated from the same zod schemas the edge validates
 // with, so the description cannot drift from the code.
-
-const errorBody = z.object({
-  error: z.enum(Object.keys(ERROR_STATUS) as [keyof typeof ERROR_STATUS]),
-  message: z.string(),
-  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-  limit: z.number().int().optional(),
-  remaining: z.number().int().optional(),
-  reset_at: z.string().optional(),
-  used: z.number().int().optional(),
-});
 
 const json = (schema: z.ZodType, io: "input" | "output" = "output") => ({
   "application/json": {
@@ -22,7 +12,7 @@ const json = (schema: z.ZodType, io: "input" | "output" = "output") => ({
   },
 });
 
-const error = (description: string) => ({ description, content: json(errorBody) });
+const error = (description: string) => ({ description, content: json(errorBodySchema) });
 
 const issue = z.object({ path: z.string(), message: z.string() });
 
@@ -48,7 +38,7 @@ const batchResults = z.object({
           .optional()
           .describe("This id was stored already (within 24 h): nothing more was stored"),
       }),
-      errorBody,
+      errorBodySchema,
     ]),
   ),
 });

@@ -1,6 +1,11 @@
-import { isUtf8 } from "node:buffer";
 import { HttpError } from "../http/errors.js";
-import { inspect, MAX_JSON_DEPTH, parseJsonBody, suspectText } from "./parse-report.js";
+import {
+  inspect,
+  MAX_JSON_DEPTH,
+  parseJsonBody,
+  parseJsonText,
+  suspectText,
+} from "./parse-report.js";
 
 // A batch's body → its items, each a JSON value or that item's own error. The envelope is
 // refused as a whole only when it is broken: not JSON, not an array, too many items. Each item
@@ -20,14 +25,7 @@ export function parseBatchBody(body: Buffer, format: BatchFormat, maxItems: numb
 }
 
 function parseJsonArray(body: Buffer, maxItems: number): BatchItem[] {
-  const validUtf8 = isUtf8(body);
-  const text = body.toString("utf8");
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new HttpError("invalid_json", `the body is not valid JSON: ${(err as Error).message}`);
-  }
+  const { value, text, validUtf8 } = parseJsonText(body);
   if (!Array.isArray(value)) {
     throw new HttpError("invalid_report", "(body): expected an array of reports", {
       issues: [{ path: "(body)", message: "expected an array of reports" }],

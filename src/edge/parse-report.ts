@@ -17,20 +17,27 @@ export const MAX_JSON_DEPTH = 32;
 const NOT_UTF8 = "must be valid UTF-8";
 
 /**
+ * Body bytes → the JSON value, the text it was parsed from, and whether the bytes were valid
+ * UTF-8; unparseable text is `invalid_json`. Invalid bytes decode to U+FFFD: if the text still
+ * parses they were inside strings, which the caller's checks find.
+ */
+export function parseJsonText(body: Buffer): { value: unknown; text: string; validUtf8: boolean } {
+  const validUtf8 = isUtf8(body);
+  const text = body.toString("utf8");
+  try {
+    return { value: JSON.parse(text), text, validUtf8 };
+  } catch (err) {
+    throw new HttpError("invalid_json", `the body is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+/**
  * Body bytes → JSON value. Unparseable text is `invalid_json`; parseable JSON with strings that
  * are not valid UTF-8, prototype keys (escaped or not) or absurd nesting is `invalid_report`.
  */
 export function parseJsonBody(body: Buffer): unknown {
   if (body.length === 0) throw new HttpError("invalid_json", "the body is empty");
-  // Invalid bytes decode to U+FFFD; if the text still parses they were inside strings.
-  const validUtf8 = isUtf8(body);
-  const text = body.toString("utf8");
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new HttpError("invalid_json", `the body is not valid JSON: ${(err as Error).message}`);
-  }
+  const { value, text, validUtf8 } = parseJsonText(body);
   // Walking every key is for bodies that could hold a problem; a plain report cannot.
   if (validUtf8 && !mayHideProblem(text)) return value;
   const issues = inspect(value, !validUtf8);

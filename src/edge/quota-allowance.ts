@@ -113,7 +113,22 @@ interface Call {
   refunds: (() => void)[];
 }
 
-export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
+export interface QuotaAllowance {
+  edgeId: string;
+  /**
+   * One unit of the month `key` (`<project>:<YYYY-MM>`, whose quota is `monthly`), a refusal
+   * once the quota is used up, or the month Redis is in when it is another. Rejects when Redis
+   * fails.
+   */
+  take(key: string, monthly: number): Promise<QuotaOutcome>;
+  takeMany: (key: string, monthly: number, n: number) => Promise<QuotaBatchGrant | QuotaElsewhere>;
+  /** Units in hand, per month key: for tests and metrics. */
+  holding(): Map<string, number>;
+  /** Gives every unused unit back (shutdown); units refunded later go back at once. */
+  close(): Promise<void>;
+}
+
+export function createQuotaAllowance(opts: QuotaAllowanceOptions): QuotaAllowance {
   const edgeId = opts.edgeId ?? randomBytes(8).toString("hex");
   const leaseMs = opts.leaseMs ?? 1_000;
   const graceMs = opts.graceMs ?? 2_000;
@@ -342,11 +357,6 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
   return {
     edgeId,
 
-    /**
-     * One unit of the month `key` (`<project>:<YYYY-MM>`, whose quota is `monthly`), a refusal
-     * once the quota is used up, or the month Redis is in when it is another. Rejects when Redis
-     * fails.
-     */
     async take(key: string, monthly: number): Promise<QuotaOutcome> {
       const taken = await takeMany(key, monthly, 1);
       if ("month" in taken) return taken;
@@ -355,17 +365,13 @@ export function createQuotaAllowance(opts: QuotaAllowanceOptions) {
 
     takeMany,
 
-    /** Units in hand, per month key: for tests and metrics. */
     holding(): Map<string, number> {
       return new Map([...pools].map(([key, pool]) => [key, pool.left]));
     },
 
-    /** Gives every unused unit back (shutdown); units refunded later go back at once. */
     async close(): Promise<void> {
       closing = true;
       await Promise.all([...pools.values()].map((pool) => sync(pool)));
     },
   };
 }
-
-export type QuotaAllowance = ReturnType<typeof createQuotaAllowance>;

@@ -1,6 +1,6 @@
 import type { Result } from "ioredis";
-import type { RedisClient } from "../redis/connections.js";
 import type { JobPlace } from "../queue/id-jobs.js";
+import type { RedisClient } from "../redis/connections.js";
 
 // Client-chosen report ids, so that a client may send a batch again without storing it twice.
 // The rollups count every row inserted, so a repeat has to be stopped before it is enqueued: each
@@ -92,8 +92,25 @@ function jobOf(value: string): Omit<JobPlace, "shard"> {
   return { token: value.slice(2, at), prefix: value.slice(at + 1) };
 }
 
+export interface ReportIds {
+  /** Claims `ids` (distinct) of a project for the job at `place`. */
+  claim(projectId: string, ids: string[], place: JobPlace): Promise<ClaimState[]>;
+  /**
+   * Settles an unknown claim that still reads `seen`: stored (its job was written), or
+   * taken for the job at `place` (it was not). False when another request settled it first.
+   */
+  resolve(projectId: string, id: string, seen: string, to: "stored" | JobPlace): Promise<boolean>;
+  /** Settles the claims the job at `place` held: stored, unknown (no answer) or released. */
+  settle(
+    projectId: string,
+    ids: string[],
+    place: JobPlace,
+    outcome: "stored" | "unknown" | "released",
+  ): Promise<void>;
+}
+
 /** `pendingMs`: REPORT_ID_PENDING_MS, how long a claim waits for its job's write. */
-export function createReportIds(redis: RedisClient, prefix: string, pendingMs: number) {
+export function createReportIds(redis: RedisClient, prefix: string, pendingMs: number): ReportIds {
   let defined = false;
   const define = () => {
     if (defined) return;
@@ -107,7 +124,6 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
     ids.map((id) => `${prefix}:ids:{${projectId}}:${id}`);
 
   return {
-    /** Claims `ids` (distinct) of a project for the job at `place`. */
     async claim(projectId: string, ids: string[], place: JobPlace): Promise<ClaimState[]> {
       if (ids.length === 0) return [];
       define();
@@ -127,10 +143,6 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
       );
     },
 
-    /**
-     * Settles an unknown claim that still reads `seen`: stored (its job was written), or
-     * taken for the job at `place` (it was not). False when another request settled it first.
-     */
     async resolve(
       projectId: string,
       id: string,
@@ -144,7 +156,6 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
       return (await redis.headroomResolveId(key, seen, value, ttl)) === 1;
     },
 
-    /** Settles the claims the job at `place` held: stored, unknown (no answer) or released. */
     async settle(
       projectId: string,
       ids: string[],
@@ -165,5 +176,3 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
     },
   };
 }
-
-export type ReportIds = ReturnType<typeof createReportIds>;

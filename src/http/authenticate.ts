@@ -21,7 +21,11 @@ declare module "fastify" {
 export interface AuthFailureLimits {
   checkAuthFailures(ip: string): void | Promise<void>;
   recordAuthFailure(ip: string): void;
-  reserveAuthAttempt(ip: string): void | Promise<void>;
+  /**
+   * Takes one failure ahead of the answer. `lookUp`: the attempt needs a key look-up, so it is
+   * also counted with the deployment's other processes (which may take a moment to answer).
+   */
+  reserveAuthAttempt(ip: string, lookUp: boolean): void | Promise<void>;
   releaseAuthAttempt(ip: string): void;
 }
 
@@ -68,22 +72,25 @@ export function createAuthenticate({ lookupKey, limits, keyName = "project key" 
   const inFlight = new Map<string, Promise<KeyLookup | null>>();
 
   async function reserveAndLookUp(ip: string, key: string): Promise<KeyLookup | null> {
-    await limits.reserveAuthAttempt(ip);
-    let project: KeyLookup | null;
-    try {
-      project = await lookupKey(key);
-    } catch {
+    // Thrown at once when this process already refuses the client: no look-up then.
+    const reserved = limits.reserveAuthAttempt(ip, true);
+    // The count of other processes is asked beside the look-up, not before it: a slow or absent
+    // Redis delays a good key by no more than the longer of the two.
+    const [counted, found] = await Promise.allSettled([reserved, lookupKey(key)]);
+    if (counted.status === "rejected") throw counted.reason;
+    if (found.status === "rejected") {
       limits.releaseAuthAttempt(ip);
       throw unavailable("the service cannot check keys right now", "key_store");
     }
     // A good key gives its attempt back; a bad one keeps it: that is the failure.
-    if (project) limits.releaseAuthAttempt(ip);
-    return project;
+    if (found.value) limits.releaseAuthAttempt(ip);
+    return found.value;
   }
 
   /** A failure counted against `ip` before the answer: the 401 (or the limit's 429). */
   function refuse(ip: string): never | Promise<never> {
-    const reserved = limits.reserveAuthAttempt(ip);
+    // Refused without a look-up, and without asking other processes: the key cannot be good.
+    const reserved = limits.reserveAuthAttempt(ip, false);
     if (reserved) {
       return reserved.then(() => {
         throw invalid();

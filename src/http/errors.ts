@@ -1,3 +1,5 @@
+import { z } from "zod";
+
 // The closed set of error codes of the report API (docs/report-api.md), one error type, and the body every error shares.
 
 export const ERROR_STATUS = {
@@ -34,10 +36,33 @@ export const ERROR_STATUS = {
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
-export interface Issue {
-  path: string;
-  message: string;
-}
+const issueSchema = z.object({ path: z.string(), message: z.string() });
+
+export type Issue = z.infer<typeof issueSchema>;
+
+/** What a 429 adds to the body: the limit, what is left of it, when it resets (and a quota's use). */
+const limitFields = z.object({
+  limit: z.number().int().optional(),
+  remaining: z.number().int().optional(),
+  reset_at: z.string().optional().describe("When the limit resets (ISO 8601, UTC)"),
+  used: z.number().int().optional().describe("The month's reports counted (quota_exceeded)"),
+});
+
+export type LimitFields = z.infer<typeof limitFields>;
+
+/**
+ * The body of every error answer, on the edge and the read API: the one schema both OpenAPI
+ * documents describe it with, and the type HttpError's body is checked against.
+ */
+export const errorBodySchema = z
+  .object({
+    error: z.enum(Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]]),
+    message: z.string(),
+    issues: z.array(issueSchema).optional(),
+  })
+  .extend(limitFields.shape);
+
+export type ErrorBody = z.infer<typeof errorBodySchema>;
 
 export class HttpError extends Error {
   readonly status: number;
@@ -45,7 +70,7 @@ export class HttpError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly extra: {
-      body?: Record<string, unknown>;
+      body?: LimitFields;
       headers?: Record<string, string | number>;
       issues?: Issue[];
       /** Why a 503 was answered, for its log line and `headroom_unavailable_total`. */
@@ -56,7 +81,7 @@ export class HttpError extends Error {
     this.status = ERROR_STATUS[code];
   }
 
-  toBody(): Record<string, unknown> {
+  toBody(): ErrorBody {
     return {
       error: this.code,
       message: this.message,

@@ -42,7 +42,20 @@ export function clientOf(ip: string): string {
     .join(":")}::/64`;
 }
 
-export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions) {
+export interface FailedAuthLimiter {
+  /** The client's window, or null when it has no failures. */
+  get(ip: string): FailureWindow | null;
+  /** Counts `n` failures. */
+  add(ip: string, n?: number): void;
+  /** Takes one failure ahead of time; the refusal when none is left (nothing taken then). */
+  take(ip: string): FailureWindow | null;
+  /** Gives one back (an attempt that turned out good). */
+  give(ip: string): void;
+  /** Clients held now (expired windows included until they are swept). */
+  readonly size: number;
+}
+
+export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions): FailedAuthLimiter {
   const windows = new Map<string, Window>();
 
   const live = (client: string, now: number): Window | null => {
@@ -70,7 +83,6 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions) {
   });
 
   return {
-    /** The client's window, or null when it has no failures. */
     get(ip: string): FailureWindow | null {
       // Nobody has failed lately: the usual case, and no address to work out.
       if (windows.size === 0) return null;
@@ -79,7 +91,6 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions) {
       return w ? result(w, now) : null;
     },
 
-    /** Counts `n` failures. */
     add(ip: string, n = 1): void {
       const now = Date.now();
       const client = clientOf(ip);
@@ -87,7 +98,6 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions) {
       w.used += n;
     },
 
-    /** Takes one failure ahead of time; the refusal when none is left (nothing taken then). */
     take(ip: string): FailureWindow | null {
       const now = Date.now();
       const client = clientOf(ip);
@@ -97,17 +107,13 @@ export function createFailedAuthLimiter(opts: FailedAuthLimiterOptions) {
       return null;
     },
 
-    /** Gives one back (an attempt that turned out good). */
     give(ip: string): void {
       const w = live(clientOf(ip), Date.now());
       if (w && w.used > 0) w.used -= 1;
     },
 
-    /** Clients held now (expired windows included until they are swept). */
     get size(): number {
       return windows.size;
     },
   };
 }
-
-export type FailedAuthLimiter = ReturnType<typeof createFailedAuthLimiter>;

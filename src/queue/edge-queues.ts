@@ -1,6 +1,6 @@
 import type { Config } from "../config.js";
-import type { RedisClient } from "../redis/connections.js";
 import { answered } from "../lib/answered.js";
+import type { RedisClient } from "../redis/connections.js";
 import { createJobWriter, type WriteJob } from "./job-writer.js";
 import { createReportsQueue, type QueueNames, type ReportsQueue } from "./reports-queue.js";
 import { registerShards, shardNames } from "./shards.js";
@@ -10,6 +10,18 @@ import { registerShards, shardNames } from "./shards.js";
 
 type JobState = Parameters<ReportsQueue["getJobCounts"]>[number];
 
+export interface EdgeQueues {
+  names: QueueNames[];
+  queues: ReportsQueue[];
+  write: WriteJob;
+  /**
+   * Jobs in these states, over every shard that answers: a shard failing over does not stop
+   * the others (its writes fail on their own, and the enqueuer avoids it meanwhile).
+   */
+  getJobCounts(...states: JobState[]): Promise<Record<string, number>>;
+  close(): Promise<void>;
+}
+
 export async function createEdgeQueues(
   redis: RedisClient,
   config: Pick<
@@ -17,7 +29,7 @@ export async function createEdgeQueues(
     "QUEUE_PREFIX" | "QUEUE_NAME" | "QUEUE_SHARDS" | "REDIS_ACK_REPLICAS" | "REDIS_ACK_TIMEOUT_MS"
   >,
   onError: (err: Error) => void,
-) {
+): Promise<EdgeQueues> {
   const base = { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
   const names: QueueNames[] = shardNames(base, config.QUEUE_SHARDS);
   // Recorded before the first job, so that workers know every shard that may hold one.
@@ -38,10 +50,6 @@ export async function createEdgeQueues(
     names,
     queues,
     write,
-    /**
-     * Jobs in these states, over every shard that answers: a shard failing over does not stop
-     * the others (its writes fail on their own, and the enqueuer avoids it meanwhile).
-     */
     async getJobCounts(...states: JobState[]): Promise<Record<string, number>> {
       const all = await answered(queues.map((q) => q.getJobCounts(...states)));
       const sum: Record<string, number> = {};
@@ -55,5 +63,3 @@ export async function createEdgeQueues(
     },
   };
 }
-
-export type EdgeQueues = Awaited<ReturnType<typeof createEdgeQueues>>;

@@ -36,7 +36,26 @@ export interface EnqueuerOptions {
 /** A shard whose primary fails (over) should not take every other job meanwhile. */
 const SHARD_COOLDOWN_MS = 1_000;
 
-export function createEnqueuer(opts: EnqueuerOptions) {
+export interface Enqueuer {
+  add: (row: ReportRow, done: Enqueued) => void;
+  /** `add` as a promise. */
+  enqueue(row: ReportRow): Promise<void>;
+  /**
+   * A batch's reports, as many adds with one promise: it resolves once every job holding
+   * them settled, with each report's error (undefined: acknowledged), in order. They may span
+   * jobs, so some may fail while others are stored.
+   */
+  enqueueMany(rows: ReportRow[]): Promise<(EnqueueError | undefined)[]>;
+  /**
+   * A request's reports with ids, as a job of their own on the place's shard (id-jobs.ts):
+   * no other report joins it. Resolves once it is acknowledged; rejects with the EnqueueError.
+   */
+  writeJob(shard: number, token: string, rows: ReportRow[]): Promise<void>;
+  /** Writes what is pending and waits for every write under way. */
+  drain(): Promise<void>;
+}
+
+export function createEnqueuer(opts: EnqueuerOptions): Enqueuer {
   let pending: Pending[] = [];
   const writing = new Array<number>(opts.shards).fill(0);
   const failedUntil = new Array<number>(opts.shards).fill(0);
@@ -141,18 +160,12 @@ export function createEnqueuer(opts: EnqueuerOptions) {
   return {
     add,
 
-    /** `add` as a promise. */
     enqueue(row: ReportRow): Promise<void> {
       return new Promise<void>((resolve, reject) => {
         add(row, (err) => (err ? reject(err) : resolve()));
       });
     },
 
-    /**
-     * A batch's reports, as many adds with one promise: it resolves once every job holding
-     * them settled, with each report's error (undefined: acknowledged), in order. They may span
-     * jobs, so some may fail while others are stored.
-     */
     enqueueMany(rows: ReportRow[]): Promise<(EnqueueError | undefined)[]> {
       return new Promise((resolve) => {
         const errors = new Array<EnqueueError | undefined>(rows.length);
@@ -171,10 +184,6 @@ export function createEnqueuer(opts: EnqueuerOptions) {
       });
     },
 
-    /**
-     * A request's reports with ids, as a job of their own on the place's shard (id-jobs.ts):
-     * no other report joins it. Resolves once it is acknowledged; rejects with the EnqueueError.
-     */
     writeJob(shard: number, token: string, rows: ReportRow[]): Promise<void> {
       let failure: EnqueueError | undefined;
       const batch = rows.map((row) => ({ row, done: (err?: EnqueueError) => (failure = err) }));
@@ -183,7 +192,6 @@ export function createEnqueuer(opts: EnqueuerOptions) {
       });
     },
 
-    /** Writes what is pending and waits for every write under way. */
     async drain(): Promise<void> {
       pump(true);
       while (inFlight.size > 0) {
@@ -193,5 +201,3 @@ export function createEnqueuer(opts: EnqueuerOptions) {
     },
   };
 }
-
-export type Enqueuer = ReturnType<typeof createEnqueuer>;

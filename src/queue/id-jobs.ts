@@ -45,13 +45,23 @@ export const idJobOptions = (token: string) => ({
   deduplication: { id: idJobId(token), ttl: WRITTEN_MS },
 });
 
+export interface IdJobs {
+  /** A new place: a random token, on the shard it falls on. */
+  place(): JobPlace;
+  /**
+   * Whether the job of `token` on `prefix` was written; after this it never will be. Throws
+   * (an EnqueueError) when it was but fewer than REDIS_ACK_REPLICAS replicas confirm it.
+   */
+  written(job: { prefix: string; token: string }): Promise<boolean>;
+}
+
 export function createIdJobs(opts: {
   redis: RedisClient;
   names: QueueNames[];
   queues: ReportsQueue[];
   ackReplicas: number;
   ackTimeoutMs: number;
-}) {
+}): IdJobs {
   const name = opts.names[0]?.name ?? REPORT_JOB;
   const queueOf = (prefix: string): { queue: ReportsQueue; own: boolean } => {
     const i = opts.names.findIndex((n) => n.prefix === prefix);
@@ -61,17 +71,12 @@ export function createIdJobs(opts: {
   };
 
   return {
-    /** A new place: a random token, on the shard it falls on. */
     place(): JobPlace {
       const token = randomBytes(12).toString("hex");
       const shard = Number.parseInt(token.slice(0, 8), 16) % opts.names.length;
       return { shard, prefix: (opts.names[shard] as QueueNames).prefix, token };
     },
 
-    /**
-     * Whether the job of `token` on `prefix` was written; after this it never will be. Throws
-     * (an EnqueueError) when it was but fewer than REDIS_ACK_REPLICAS replicas confirm it.
-     */
     async written(job: { prefix: string; token: string }): Promise<boolean> {
       const { queue, own } = queueOf(job.prefix);
       try {
@@ -104,5 +109,3 @@ export function createIdJobs(opts: {
     },
   };
 }
-
-export type IdJobs = ReturnType<typeof createIdJobs>;

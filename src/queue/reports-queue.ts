@@ -43,7 +43,10 @@ export interface QueueNames {
   name: string;
 }
 
-export function createReportsQueue(connection: ConnectionOptions, names: QueueNames) {
+/** The queue of report jobs (one per shard). */
+export type ReportsQueue = Queue<ReportJobData, void, string>;
+
+export function createReportsQueue(connection: ConnectionOptions, names: QueueNames): ReportsQueue {
   return new Queue<ReportJobData, void, string>(names.name, {
     connection,
     prefix: names.prefix,
@@ -56,5 +59,3 @@ export function createReportsQueue(connection: ConnectionOptions, names: QueueNa
     },
   });
 }
-
-export type ReportsQueue = ReturnType<typeof createReportsQueue>;

@@ -21,7 +21,14 @@ export interface StallWatchdogOptions {
   now?: () => number;
 }
 
-export function createStallWatchdog(opts: StallWatchdogOptions) {
+export interface StallWatchdog {
+  check: () => Promise<boolean>;
+  start(): void;
+  stop(): Promise<void>;
+  recoveries: () => number;
+}
+
+export function createStallWatchdog(opts: StallWatchdogOptions): StallWatchdog {
   const now = opts.now ?? Date.now;
   let lastProgress = opts.progress();
   let lastProgressAt = now();
@@ -79,5 +86,3 @@ export function createStallWatchdog(opts: StallWatchdogOptions) {
     recoveries: () => recoveries,
   };
 }
-
-export type StallWatchdog = ReturnType<typeof createStallWatchdog>;

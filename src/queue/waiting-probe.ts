@@ -2,11 +2,19 @@ import { Queue } from "bullmq";
 import { duplicateWith, isCommandTimeout, type RedisClient } from "../redis/connections.js";
 import type { QueueNames } from "./reports-queue.js";
 
+export interface WaitingProbe {
+  /** Jobs waiting for any worker. */
+  waiting: () => Promise<number>;
+  /** When the job that has waited longest was queued (ms), or null when none waits. */
+  oldestWaitingAt: () => Promise<number | null>;
+  close(): Promise<void>;
+}
+
 /**
  * A stall watchdog's own view of a queue: a connection whose commands time out (and which is
  * replaced when one does), so it cannot hang the way a worker's connection can.
  */
-export function createWaitingProbe(redis: RedisClient, names: QueueNames) {
+export function createWaitingProbe(redis: RedisClient, names: QueueNames): WaitingProbe {
   const probeRedis = duplicateWith(redis, {
     commandTimeout: 2_000,
     maxRetriesPerRequest: 1,
@@ -25,9 +33,7 @@ export function createWaitingProbe(redis: RedisClient, names: QueueNames) {
     }
   }
   return {
-    /** Jobs waiting for any worker. */
     waiting: () => renewing(() => probe.getWaitingCount()),
-    /** When the job that has waited longest was queued (ms), or null when none waits. */
     oldestWaitingAt: () =>
       renewing(async () => {
         const [oldest] = await probe.getJobs(["wait"], 0, 0, true);
@@ -39,5 +45,3 @@ export function createWaitingProbe(redis: RedisClient, names: QueueNames) {
     },
   };
 }
-
-export type WaitingProbe = ReturnType<typeof createWaitingProbe>;

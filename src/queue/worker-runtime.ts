@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import { ShutdownAbort } from "../lib/retry.js";
 import type { RedisClient } from "../redis/connections.js";
 import type { QueueNames } from "./reports-queue.js";
-import { createStallWatchdog } from "./stall-watchdog.js";
+import { createStallWatchdog, type StallWatchdog } from "./stall-watchdog.js";
 import { createWaitingProbe } from "./waiting-probe.js";
 
 // What every BullMQ worker of Headroom runs on (ingest, alert evaluation, webhook delivery):
@@ -34,7 +34,23 @@ export interface WorkerActivity {
   stuckMs: number;
 }
 
-export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>) {
+export interface WorkerRuntime<Data> {
+  worker: Worker<Data, void>;
+  watchdog: StallWatchdog;
+  /** Jobs waiting in this worker's queue (over the watchdog's connection). */
+  waiting: () => Promise<number>;
+  oldestWaitingAt: () => Promise<number | null>;
+  /** What this worker holds now, and for how long it has held work without finishing a job. */
+  activity(now?: number): WorkerActivity;
+  start(): void;
+  /**
+   * Stops taking jobs; `whileClosing` runs as the worker waits for the jobs in hand (it may
+   * flush them or cut them short); then everything is closed.
+   */
+  close(whileClosing?: () => Promise<void>): Promise<void>;
+}
+
+export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): WorkerRuntime<Data> {
   const { logger, names } = opts;
   // For the stall watchdog: jobs started or finished so far, and jobs in hand now.
   let progress = 0;
@@ -113,10 +129,8 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>) {
   return {
     worker,
     watchdog,
-    /** Jobs waiting in this worker's queue (over the watchdog's connection). */
     waiting: () => probe.waiting(),
     oldestWaitingAt: () => probe.oldestWaitingAt(),
-    /** What this worker holds now, and for how long it has held work without finishing a job. */
     activity(now = Date.now()): WorkerActivity {
       let oldestHeldAt: number | null = null;
       for (const at of heldSince.values()) oldestHeldAt = Math.min(oldestHeldAt ?? at, at);
@@ -130,10 +144,6 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>) {
       run();
       watchdog.start();
     },
-    /**
-     * Stops taking jobs; `whileClosing` runs as the worker waits for the jobs in hand (it may
-     * flush them or cut them short); then everything is closed.
-     */
     async close(whileClosing?: () => Promise<void>) {
       closing = true;
       await watchdog.stop();
@@ -147,5 +157,3 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>) {
     },
   };
 }
-
-export type WorkerRuntime = ReturnType<typeof createWorkerRuntime>;

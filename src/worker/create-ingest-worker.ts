@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import { UnrecoverableError } from "bullmq";
+import { UnrecoverableError, type Worker } from "bullmq";
 import type { Logger } from "pino";
 import { createAlertsHook } from "../alerts/ingest-hook.js";
 import { createEvalQueue } from "../alerts/queues.js";
@@ -11,14 +11,20 @@ import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
 import { createHotStore } from "../headroom/hot-store.js";
 import { isJobData } from "../queue/job-rows.js";
-import { createReportsQueue, type QueueNames, type ReportJobData } from "../queue/reports-queue.js";
+import {
+  createReportsQueue,
+  type QueueNames,
+  type ReportJobData,
+  type ReportsQueue,
+} from "../queue/reports-queue.js";
+import type { StallWatchdog } from "../queue/stall-watchdog.js";
 import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 import { createDeadLetterWriter } from "./dead-letter-writer.js";
 import { expireFailedJobs } from "./failed-job-retention.js";
 import { createHotHeadroomHook } from "./hot-headroom-hook.js";
-import { createIngestProcessor } from "./ingest-processor.js";
+import { createIngestProcessor, type IngestProcessor } from "./ingest-processor.js";
 import { createManifestReleaser } from "./manifest-releaser.js";
 import { createRedisManifestStore, type Manifest } from "./manifest-store.js";
 import type { WorkerMetrics } from "./metrics.js";
@@ -62,7 +68,17 @@ export interface IngestWorkerDeps {
 
 const MANIFEST_SWEEP_MS = 60_000;
 
-export function createIngestWorker(deps: IngestWorkerDeps) {
+export interface IngestWorker {
+  worker: Worker<ReportJobData, void>;
+  queue: ReportsQueue;
+  processor: IngestProcessor;
+  watchdog: StallWatchdog;
+  start(): void;
+  /** Stop taking jobs, flush what is in hand, ack it, close. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
   const { config, logger } = deps;
   const shapes = deps.rowShapes ?? ROW_SHAPES;
   const names = deps.shard ?? { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
@@ -194,7 +210,6 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
       releaser.start();
       runtime.start();
     },
-    /** Stop taking jobs, flush what is in hand, ack it, close. */
     async close(graceMs = 20_000) {
       await runtime.close(() => processor.close(graceMs));
       deps.metrics.watched.splice(deps.metrics.watched.indexOf(watched), 1);
@@ -204,5 +219,3 @@ export function createIngestWorker(deps: IngestWorkerDeps) {
     },
   };
 }
-
-export type IngestWorker = ReturnType<typeof createIngestWorker>;

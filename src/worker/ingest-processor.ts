@@ -64,7 +64,19 @@ export function wasRedelivered(job: Job): boolean {
   return job.attemptsStarted > 1 || job.attemptsMade > 0 || (job.stalledCounter ?? 0) > 0;
 }
 
-export function createIngestProcessor(opts: IngestOptions) {
+export interface IngestProcessor {
+  /** The BullMQ processor: resolves once the job's rows are in ClickHouse. */
+  process(job: Job<ReportJobData>, lockToken: string): Promise<void>;
+  /** The queue had no job to give (BullMQ's `drained`). */
+  drained: () => void;
+  /**
+   * Flushes everything in hand now. If that cannot finish within `graceMs` (ClickHouse down),
+   * pending work is abandoned with ShutdownAbort so the jobs can go back to the queue.
+   */
+  close(graceMs: number): Promise<void>;
+}
+
+export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
   const { sink, logger, metrics } = opts;
   const shutdown = shutdownSignal();
   let closing = false;
@@ -136,7 +148,6 @@ export function createIngestProcessor(opts: IngestOptions) {
   });
 
   return {
-    /** The BullMQ processor: resolves once the job's rows are in ClickHouse. */
     process(job: Job<ReportJobData>, lockToken: string): Promise<void> {
       return new Promise<void>((resolve, reject) => {
         if (closing) return reject(new ShutdownAbort("shutting down"));
@@ -153,13 +164,8 @@ export function createIngestProcessor(opts: IngestOptions) {
       });
     },
 
-    /** The queue had no job to give (BullMQ's `drained`). */
     drained: () => batcher.drained(),
 
-    /**
-     * Flushes everything in hand now. If that cannot finish within `graceMs` (ClickHouse down),
-     * pending work is abandoned with ShutdownAbort so the jobs can go back to the queue.
-     */
     async close(graceMs: number): Promise<void> {
       closing = true;
       const giveUp = setTimeout(() => {
@@ -174,5 +180,3 @@ export function createIngestProcessor(opts: IngestOptions) {
     },
   };
 }
-
-export type IngestProcessor = ReturnType<typeof createIngestProcessor>;

@@ -4,7 +4,35 @@ import { registerWorkerGauges, type WatchedWorker } from "../queue/worker-health
 // Prometheus metrics of one ingest worker process, served on a port of its own
 // (src/lib/metrics-server.ts), with the process's own (event-loop lag, heap, CPU).
 
-export function createWorkerMetrics() {
+export interface WorkerMetrics {
+  registry: Registry;
+  /** The workers whose jobs the gauges, the lag and the health look at. */
+  watched: WatchedWorker[];
+  /** ClickHouse acknowledged an insert. */
+  markInserted(): void;
+  /** The age of the oldest report of a batch being inserted. */
+  recordLag(seconds: number): void;
+  sinceLastInsert: Gauge<string>;
+  batchRows: Histogram<string>;
+  insertSeconds: Histogram<string>;
+  rowsInserted: Counter<string>;
+  failures: Counter<"kind">;
+  deadLettered: Counter<string>;
+  redeliveredJobs: Counter<string>;
+  manifestsReinserted: Counter<string>;
+  replayedRows: Counter<"outcome">;
+  failedJobs: Gauge<string>;
+  failedJobsExpired: Counter<string>;
+  manifestJobs: Gauge<string>;
+  awaitingReplicas: Gauge<string>;
+  jobsLost: Counter<string>;
+  stalls: Counter<string>;
+  alertsShedBatches: Counter<string>;
+  alertsShedRows: Counter<string>;
+  lagSeconds: Gauge<string>;
+}
+
+export function createWorkerMetrics(): WorkerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const watched: WatchedWorker[] = [];
@@ -14,13 +42,10 @@ export function createWorkerMetrics() {
   let lastLagS = 0;
   return {
     registry,
-    /** The workers whose jobs the gauges, the lag and the health look at. */
     watched,
-    /** ClickHouse acknowledged an insert. */
     markInserted() {
       lastInsertAt = Date.now();
     },
-    /** The age of the oldest report of a batch being inserted. */
     recordLag(seconds: number) {
       lastLagS = seconds;
     },
@@ -134,5 +159,3 @@ export function createWorkerMetrics() {
     }),
   };
 }
-
-export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;

@@ -1,6 +1,6 @@
 import type { Config } from "../config.js";
-import { knownShards, shardNames } from "../queue/shards.js";
 import type { QueueNames } from "../queue/reports-queue.js";
+import { knownShards, shardNames } from "../queue/shards.js";
 import {
   createIngestWorker,
   type IngestWorker,
@@ -19,7 +19,16 @@ export interface ShardedIngestDeps extends Omit<IngestWorkerDeps, "shard" | "con
   refreshMs?: number;
 }
 
-export function createShardedIngest(deps: ShardedIngestDeps) {
+export interface ShardedIngest {
+  /** The shards consumed now, by prefix. */
+  shards: () => string[];
+  workers: () => IngestWorker[];
+  start(): void;
+  /** Stop taking jobs on every shard, flush what is in hand, ack it, close. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export function createShardedIngest(deps: ShardedIngestDeps): ShardedIngest {
   const { config, logger } = deps;
   const base = { prefix: config.QUEUE_PREFIX, name: config.QUEUE_NAME };
   const all = shardNames(base, config.QUEUE_SHARDS);
@@ -49,7 +58,6 @@ export function createShardedIngest(deps: ShardedIngestDeps) {
   for (const shard of configured) consume(shard);
 
   return {
-    /** The shards consumed now, by prefix. */
     shards: () => [...workers.keys()],
     workers: () => [...workers.values()],
     start() {
@@ -63,7 +71,6 @@ export function createShardedIngest(deps: ShardedIngestDeps) {
       };
       loop();
     },
-    /** Stop taking jobs on every shard, flush what is in hand, ack it, close. */
     async close(graceMs?: number) {
       closed = true;
       if (timer) clearTimeout(timer);
@@ -72,5 +79,3 @@ export function createShardedIngest(deps: ShardedIngestDeps) {
     },
   };
 }
-
-export type ShardedIngest = ReturnType<typeof createShardedIngest>;

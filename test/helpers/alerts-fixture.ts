@@ -40,6 +40,8 @@ export function usageRow(
   );
 }
 
+export type AlertsFixture = ReturnType<typeof alertsFixture>;
+
 export function alertsFixture(p: Pipeline) {
   const prefix = p.config.QUEUE_PREFIX;
   const rules = createRuleStore(p.redis, prefix);

@@ -1,118 +1,47 @@
-import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testEvent } from "../../src/alerts/alert-event.js";
-import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
 import { createEventSink } from "../../src/alerts/event-sink.js";
 import { WEBHOOK_JOB } from "../../src/alerts/queues.js";
-import { createLogger } from "../../src/lib/logger.js";
-import { alertsFixture } from "../helpers/alerts-fixture.js";
+import type { AlertsFixture } from "../helpers/alerts-fixture.js";
+import { type AlertsStack, startAlertsStack } from "../helpers/alerts-stack.js";
 import { eventually } from "../helpers/eventually.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import type { Pipeline } from "../helpers/pipeline.js";
 import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
 
 // `headroom alerts …` as a user runs it (bin/headroom.mjs in a child process), against the test
 // Redis and a real embedded ClickHouse server.
 
+let s: AlertsStack;
 let p: Pipeline;
-let fx: ReturnType<typeof alertsFixture>;
+let fx: AlertsFixture;
 let receiver: Receiver;
-let alerts: AlertsWorker;
 let secret: string | undefined;
-const dataDir = mkdtempSync(join(tmpdir(), "headroom-alerts-cli-"));
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function headroom(args: string[]): Promise<Run> {
-  const env: Record<string, string> = {
-    ...(process.env as Record<string, string>),
-    HEADROOM_DATA_DIR: dataDir,
-  };
-  for (const k of [
-    "REDIS_URL",
-    "QUEUE_PREFIX",
-    "CLICKHOUSE_URL",
-    "CLICKHOUSE_DATABASE",
-    "ALERTS_WEBHOOK_ALLOW",
-  ]) {
-    env[k] = p.env[k] as string;
-  }
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ["bin/headroom.mjs", "alerts", ...args],
-      { env, timeout: 60_000 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
+const headroom = (args: string[]) => s.cli(args);
 
 beforeAll(async () => {
-  p = await startPipeline({ ALERTS_WEBHOOK_ATTEMPTS: "1" });
-  fx = alertsFixture(p);
+  s = await startAlertsStack({ ALERTS_WEBHOOK_ATTEMPTS: "1" });
+  ({ p, fx } = s);
   receiver = await startReceiver(() => secret);
-  const logger = createLogger("silent", "test");
-  alerts = createAlertsWorker({ config: p.config, redis: p.redis, clickhouse: p.client, logger });
-  alerts.start();
 });
 
 afterAll(async () => {
-  await alerts?.close();
+  await s?.close();
   await receiver?.close();
-  await fx?.close();
-  await p?.close();
-  rmSync(dataDir, { recursive: true, force: true });
 });
 
 /** A rule of a project of the test's own, added as a user would: each test owns its rule. */
 async function addRule(project: string) {
-  const add = await headroom([
-    "add",
-    "--project",
-    project,
-    "--metric",
-    "requests",
-    "--warn",
-    "70",
-    "--critical",
-    "90",
-    "--webhook",
-    receiver.url,
-    "--json",
-  ]);
+  const add = await s.addRule(project, receiver.url);
   expect(add.code, add.stderr).toBe(0);
   return JSON.parse(add.stdout) as { id: string; secret: string };
 }
 
 describe("headroom alerts", () => {
   it("add prints the rule and, once, its secret; list never shows the secret", async () => {
-    const add = await headroom([
-      "add",
-      "--project",
-      "acme",
-      "--metric",
-      "requests",
-      "--warn",
-      "70",
-      "--critical",
-      "90",
-      "--webhook",
-      receiver.url,
-      "--provider",
-      "OpenAI",
-      "--cooldown",
-      "15m",
-      "--json",
-    ]);
+    const add = await s.addRule("acme", receiver.url, {
+      args: ["--provider", "OpenAI", "--cooldown", "15m"],
+    });
     expect(add.stderr).toBe("");
     expect(add.code).toBe(0);
     const rule = JSON.parse(add.stdout);

@@ -1,75 +1,23 @@
-import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
-import { createLogger } from "../../src/lib/logger.js";
-import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
-import { createWorkerMetrics } from "../../src/worker/metrics.js";
-import { alertsFixture } from "../helpers/alerts-fixture.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import type { AlertsFixture } from "../helpers/alerts-fixture.js";
+import { type AlertsStack, startAlertsStack } from "../helpers/alerts-stack.js";
+import type { Pipeline } from "../helpers/pipeline.js";
 
 // No tenant reaches another through its webhook: a rule pointed inside the deployment (here the
 // embedded ClickHouse's HTTP port, with an INSERT that forges a report of another project) is
 // refused by `headroom alerts add`, and refused again by the alerts worker when it sends, on the
 // address it connects to. Nothing is inserted; the delivery is dead-lettered, naming the rule.
 
+let s: AlertsStack;
 let p: Pipeline;
-let fx: ReturnType<typeof alertsFixture>;
-let ingest: IngestWorker;
-let alerts: AlertsWorker;
-const dataDir = mkdtempSync(join(tmpdir(), "headroom-alerts-destinations-"));
-const logger = createLogger("silent", "test");
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+let fx: AlertsFixture;
 
 /** `headroom alerts …` as a tenant's operator runs it; `env` adds to the pipeline's settings. */
-function headroom(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  const full: Record<string, string> = {
-    ...(process.env as Record<string, string>),
-    HEADROOM_DATA_DIR: dataDir,
-    ALERTS_WEBHOOK_ALLOW: "",
-  };
-  for (const k of ["REDIS_URL", "QUEUE_PREFIX", "CLICKHOUSE_URL", "CLICKHOUSE_DATABASE"]) {
-    full[k] = p.env[k] as string;
-  }
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ["bin/headroom.mjs", "alerts", ...args],
-      { env: { ...full, ...env }, timeout: 60_000 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
+const headroom = (args: string[], env?: Record<string, string>) => s.cli(args, env);
 
 const addRule = (project: string, webhook: string, env?: Record<string, string>) =>
-  headroom(
-    [
-      "add",
-      "--project",
-      project,
-      "--metric",
-      "requests",
-      "--warn",
-      "70",
-      "--critical",
-      "90",
-      "--webhook",
-      webhook,
-      "--json",
-    ],
-    env,
-  );
+  s.addRule(project, webhook, { env });
 
 /** The attack: a webhook that is an INSERT of a forged report of project `victim`. */
 function forgingWebhook(): string {
@@ -100,26 +48,20 @@ const victimRows = async () => {
 
 beforeAll(async () => {
   // No operator allowance: the deployment's own defaults.
-  p = await startPipeline({
-    ALERTS_WEBHOOK_ALLOW: "",
-    ALERTS_RULES_TTL_MS: "0",
-    ALERTS_WEBHOOK_ATTEMPTS: "3",
-    ALERTS_WEBHOOK_BACKOFF_MS: "100",
-  });
-  fx = alertsFixture(p);
-  const deps = { config: p.config, redis: p.redis, clickhouse: p.client, logger };
-  ingest = createIngestWorker({ ...deps, metrics: createWorkerMetrics() });
-  alerts = createAlertsWorker(deps);
-  ingest.start();
-  alerts.start();
+  s = await startAlertsStack(
+    {
+      ALERTS_WEBHOOK_ALLOW: "",
+      ALERTS_RULES_TTL_MS: "0",
+      ALERTS_WEBHOOK_ATTEMPTS: "3",
+      ALERTS_WEBHOOK_BACKOFF_MS: "100",
+    },
+    { ingest: true },
+  );
+  ({ p, fx } = s);
 });
 
 afterAll(async () => {
-  await ingest?.close();
-  await alerts?.close();
-  await fx?.close();
-  await p?.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await s?.close();
 });
 
 describe("a webhook inside the deployment", () => {

@@ -1,48 +1,38 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
 import { createAlertsHook } from "../../src/alerts/ingest-hook.js";
 import { createRuleCache } from "../../src/alerts/rule-cache.js";
-import { createLogger } from "../../src/lib/logger.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
-import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
-import { createWorkerMetrics } from "../../src/worker/metrics.js";
-import { alertsFixture, usageRow } from "../helpers/alerts-fixture.js";
+import { type AlertsFixture, usageRow } from "../helpers/alerts-fixture.js";
+import { type AlertsStack, startAlertsStack } from "../helpers/alerts-stack.js";
 import { eventually } from "../helpers/eventually.js";
-import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import type { Pipeline } from "../helpers/pipeline.js";
 import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
 
 // Alerts end to end: reports stored by an ingest worker, evaluated by the alerts worker, events
 // in ClickHouse, signed webhooks to a receiver on 127.0.0.1 that checks every signature.
 
+let s: AlertsStack;
 let p: Pipeline;
-let fx: ReturnType<typeof alertsFixture>;
-let ingest: IngestWorker;
-let alerts: AlertsWorker;
+let fx: AlertsFixture;
 const receivers: Receiver[] = [];
 const secrets = new Map<string, string>();
-const logger = createLogger("silent", "test");
 
 beforeAll(async () => {
-  p = await startPipeline({
-    ALERTS_RULES_TTL_MS: "0",
-    ALERTS_WEBHOOK_ATTEMPTS: "6",
-    ALERTS_WEBHOOK_BACKOFF_MS: "200",
-    ALERTS_WEBHOOK_TIMEOUT_MS: "2000",
-  });
-  fx = alertsFixture(p);
-  const deps = { config: p.config, redis: p.redis, clickhouse: p.client, logger };
-  ingest = createIngestWorker({ ...deps, metrics: createWorkerMetrics() });
-  alerts = createAlertsWorker(deps);
-  ingest.start();
-  alerts.start();
+  s = await startAlertsStack(
+    {
+      ALERTS_RULES_TTL_MS: "0",
+      ALERTS_WEBHOOK_ATTEMPTS: "6",
+      ALERTS_WEBHOOK_BACKOFF_MS: "200",
+      ALERTS_WEBHOOK_TIMEOUT_MS: "2000",
+    },
+    { ingest: true },
+  );
+  ({ p, fx } = s);
 });
 
 afterAll(async () => {
-  await ingest?.close();
-  await alerts?.close();
+  await s?.close();
   for (const r of receivers) await r.close();
-  await fx?.close();
-  await p?.close();
 });
 
 async function ruleFor(project: string) {
@@ -125,7 +115,7 @@ it("receiver down for a while: retried with backoff, delivered once", async () =
 
 /** A sample of the alerts worker's metrics (as its /metrics serves them). */
 async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
-  const m = await alerts.metrics.registry.getSingleMetric(name)?.get();
+  const m = await s.alerts.metrics.registry.getSingleMetric(name)?.get();
   const sample = m?.values.find((v) =>
     Object.entries(labels).every(([k, want]) => String(v.labels[k]) === want),
   );

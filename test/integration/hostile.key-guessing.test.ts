@@ -1,10 +1,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createClient } from "@clickhouse/client";
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApi } from "../../src/api/create-api.js";
+import { loadConfig } from "../../src/config.js";
 import { generateKey, isWellFormedKey } from "../../src/keys/key-format.js";
+import { createLogger } from "../../src/lib/logger.js";
+import { createAuthFailureLimits, SHARED_TIMEOUT_MS } from "../../src/limits/auth-failures.js";
 import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import {
   clientReport,
@@ -12,11 +17,15 @@ import {
   startEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
+import { startTcpProxy } from "../helpers/tcp-proxy.js";
 
 // Key guessing from one client IP: malformed keys are refused without a Redis call (counted by
 // Redis itself, INFO commandstats, on a redis-server of this file's own), and after
 // AUTH_FAILURES_PER_IP failures that IP gets 429s — also without a Redis call — while other
-// IPs are served as before.
+// IPs are served as before. Guesses spread over several edges and the read API of one
+// deployment are counted together in Redis, and a Redis that is away or silently dead makes that
+// count fall back to each process's own, without holding up an answer.
 
 const FAILURES = 30;
 
@@ -150,5 +159,122 @@ describe("key guessing", () => {
     }
     expect(await redisCalls()).toBe(before);
     expect((await send(k.key, ip(11))).statusCode).toBe(200);
+  });
+
+  it("guesses spread over two edges and the read API get the limit once, not once per process", async () => {
+    // A second edge and a read API of the same deployment (queue prefix) on the same Redis, as a
+    // deployment behind a balancer runs them.
+    const deployment = {
+      QUEUE_PREFIX: fx.config.QUEUE_PREFIX,
+      AUTH_FAILURES_PER_IP: String(FAILURES),
+    };
+    const other = await startEdge({
+      redisUrl: server.url,
+      env: { BACKLOG_CHECK_INTERVAL_MS: "3600000", ...deployment },
+    });
+    const api = await createApi(
+      loadConfig({ REDIS_URL: server.url, ...deployment }),
+      createLogger("silent", "test"),
+      // Never queried: every request here is refused before it reaches ClickHouse.
+      { clickhouse: createClient({ url: "http://127.0.0.1:9" }) },
+    );
+    try {
+      const from = ip(20);
+      const attempts = [
+        () => send(generateKey(), from),
+        () =>
+          other.post(clientReport(), {
+            headers: { authorization: `Bearer ${generateKey()}` },
+            remoteAddress: from,
+          }),
+        () =>
+          api.app.inject({
+            url: "/api/v1/headroom",
+            headers: { authorization: `Bearer ${generateKey("read")}` },
+            remoteAddress: from,
+          }),
+      ];
+      const statuses: number[] = [];
+      for (let i = 0; i < 3 * FAILURES; i++) {
+        const attempt = attempts[i % attempts.length] as () => Promise<{ statusCode: number }>;
+        statuses.push((await attempt()).statusCode);
+      }
+      // Each process alone would allow FAILURES; the three together allow FAILURES in all.
+      expect(statuses.slice(0, FAILURES)).toStrictEqual(Array(FAILURES).fill(401));
+      expect(statuses.slice(FAILURES)).toStrictEqual(Array(2 * FAILURES).fill(429));
+      // Another client of the same processes is served as before.
+      expect((await send(k.key, ip(21))).statusCode).toBe(200);
+      expect(
+        (await other.post(clientReport(), { key: k.key, remoteAddress: ip(21) })).statusCode,
+      ).toBe(200);
+    } finally {
+      await api.close();
+      await other.close();
+    }
+  });
+
+  it("a Redis that went silently dead delays no attempt past the timeout; each process counts meanwhile", async () => {
+    const proxy = await startTcpProxy(server.port);
+    const viaProxy = new Redis(server.url.replace(`:${server.port}`, `:${proxy.port}`));
+    const deployment = `t-dead-${Date.now()}`;
+    const limits = createAuthFailureLimits({
+      points: 3,
+      windowS: 60,
+      shared: { redis: viaProxy, deployment: `{${deployment}}` },
+    });
+    /** What the attempt came to, and how long it took to know. */
+    const timed = async (addr: string) => {
+      const t = performance.now();
+      const outcome = await Promise.resolve()
+        .then(() => limits.reserveAuthAttempt(addr, true))
+        .then(
+          () => "taken",
+          (err: unknown) => (err instanceof Error ? err.message : String(err)),
+        );
+      return { outcome, ms: performance.now() - t };
+    };
+    /** The client's count in Redis (null: none there). */
+    const inRedis = (addr: string) => admin.get(`headroom:auth-failures:${deployment}:${addr}`);
+    try {
+      // Counted in Redis once the count's own connection is up (a new client per try: attempts
+      // made before that are counted by this process alone).
+      let fresh = 0;
+      const newClient = () => `198.51.100.${++fresh}`;
+      await eventually(
+        async () => {
+          const addr = newClient();
+          expect((await timed(addr)).outcome).toBe("taken");
+          expect(await inRedis(addr)).toBe("1");
+        },
+        { timeoutMs: 10_000, intervalMs: 100 },
+      );
+      expect((await timed(ip(30))).outcome).toBe("taken");
+      expect(await inRedis(ip(30))).toBe("1");
+
+      // Every open connection goes silently dead: an attempt waits at most the timeout, and the
+      // process's own count decides (two more attempts, then the 429).
+      expect(proxy.freeze()).toBeGreaterThanOrEqual(2);
+      const dead = [await timed(ip(30)), await timed(ip(30)), await timed(ip(30))];
+      expect(dead.map((d) => d.outcome)).toStrictEqual([
+        "taken",
+        "taken",
+        "too many failed authentication attempts",
+      ]);
+      for (const d of dead) expect(d.ms).toBeLessThan(SHARED_TIMEOUT_MS + 1_000);
+
+      // The dead connection was replaced by itself: a new client is counted in Redis again.
+      await eventually(
+        async () => {
+          const addr = newClient();
+          expect((await timed(addr)).outcome).toBe("taken");
+          expect(await inRedis(addr)).toBe("1");
+        },
+        { timeoutMs: 10_000, intervalMs: 100 },
+      );
+    } finally {
+      await limits.close();
+      viaProxy.disconnect();
+      await proxy.close();
+    }
   });
 });

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { keySlot, SLOTS } from "../../src/redis/key-slot.js";
 
 // Exact slots as `CLUSTER KEYSLOT` of redis-server 7.0.15 gives them, edge cases of hash tags
-// included (test/unit/queue-shards.test.ts has the specification's examples; the integration
+// included (test/unit/shards.test.ts has the specification's examples; the integration
 // test redis-topologies.test.ts compares random keys with a live cluster).
 
 describe("key slot, as the server computes it", () => {

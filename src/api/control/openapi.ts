@@ -19,7 +19,7 @@ import {
   setPlanBody,
   testSent,
 } from "../../control/schemas.js";
-import { ERROR_STATUS } from "../../http/errors.js";
+import { errorBodySchema } from "../../http/errors.js";
 
 // OpenAPI 3.1 paths of the control plane, generated from the zod schemas that validate each
 // route's body and describe its answer (src/control/schemas.ts).
@@ -27,14 +27,9 @@ import { ERROR_STATUS } from "../../http/errors.js";
 const schemaOf = (schema: z.ZodType, io: "input" | "output") =>
   z.toJSONSchema(schema, { io, unrepresentable: "any", target: "draft-2020-12" });
 
-const errorBody = z.object({
-  error: z.enum(Object.keys(ERROR_STATUS) as [keyof typeof ERROR_STATUS]),
-  message: z.string(),
-  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-});
 const error = (description: string) => ({
   description,
-  content: { "application/json": { schema: schemaOf(errorBody, "output") } },
+  content: { "application/json": { schema: schemaOf(errorBodySchema, "output") } },
 });
 
 const pathParam = (name: string) => ({

@@ -2,12 +2,12 @@ import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
 import { METRICS } from "../../alerts/rule.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { cursorParam, newestFirstPage } from "../cursor.js";
-import { filterSql, limit, parseQuery, seriesFilters, time } from "../params.js";
-import { num, type ReadStore } from "../read-store.js";
+import { cursorParam } from "../cursor.js";
+import { limit, parseQuery, seriesFilters, time } from "../params.js";
+import { type AlertEventsDeps, readAlertEvents } from "../queries/alert-events.js";
 
 // GET /api/v1/alerts/events: the project's alert events, newest first (time, then id), a page
-// at a time, from `alert_events` FINAL (an event stored twice is listed once).
+// at a time (the query: queries/alert-events.ts).
 
 export const LEVELS = ["warning", "critical", "resolved"] as const;
 
@@ -23,8 +23,6 @@ export const alertEventsQuery = z.strictObject({
     .optional(),
   provider: seriesFilters.provider,
 });
-
-const EVENT_ID = /^evt_[0-9a-f]{32}$/;
 
 export const alertEventItem = z.object({
   id: z.string(),
@@ -50,61 +48,6 @@ export const alertEventsResponse = z.object({
   items: z.array(alertEventItem),
   next_cursor: z.string().nullable(),
 });
-
-export interface AlertEventsDeps {
-  store: ReadStore;
-  now?: () => number;
-}
-
-type EventRow = Omit<z.infer<typeof alertEventItem>, "reset_ms" | "at" | "model"> & {
-  model: string;
-  reset_ms: string | null;
-  t: string;
-};
-
-function eventsSql(db: string, filters: string, after: boolean) {
-  return `SELECT event_id AS id, rule_id, provider, model, app, metric, toString(level) AS level,
-    used_pct, \`limit\`, remaining, reset_ms, burn_per_s, exhaustion_eta_s, warn_pct, critical_pct,
-    toString(report_id) AS report_id, toUnixTimestamp64Milli(at) AS t
-  FROM ${db}.alert_events FINAL
-  WHERE project_id = {project:String}
-    AND at >= {from:DateTime64(3)} AND at < {to:DateTime64(3)}${filters}${
-      after ? " AND (at, event_id) < ({ct:DateTime64(3)}, {cid:String})" : ""
-    }
-  ORDER BY at DESC, event_id DESC
-  LIMIT {limit:UInt32}`;
-}
-
-export async function readAlertEvents(
-  deps: AlertEventsDeps,
-  project: KeyLookup,
-  q: z.output<typeof alertEventsQuery>,
-): Promise<z.infer<typeof alertEventsResponse>> {
-  let { sql, params } = filterSql({ provider: q.provider });
-  if (q.level) {
-    sql += " AND toString(level) IN {levels:Array(String)}";
-    params = { ...params, levels: q.level };
-  }
-  const { items, next_cursor } = await newestFirstPage<EventRow>({
-    store: deps.store,
-    now: (deps.now ?? Date.now)(),
-    q,
-    what: "events",
-    id: EVENT_ID,
-    project: project.projectId,
-    sql: (after) => eventsSql(deps.store.db, sql, after),
-    params,
-  });
-  return {
-    items: items.map(({ t, ...r }) => ({
-      ...r,
-      model: r.model === "" ? null : r.model,
-      reset_ms: num(r.reset_ms),
-      at: new Date(Number(t)).toISOString(),
-    })),
-    next_cursor,
-  };
-}
 
 export const alertEventsRoutes: FastifyPluginAsync<AlertEventsDeps> = async (app, deps) => {
   app.get("/api/v1/alerts/events", async (req) => {

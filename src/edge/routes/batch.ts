@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from "fastify";
 import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
 import { HttpError, unavailable } from "../../http/errors.js";
+import { refuseOtherMethods } from "../../http/post-only.js";
 import { requireScope } from "../../http/scope.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import type { EnqueueError } from "../../queue/enqueue-error.js";
@@ -215,12 +216,5 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
     },
   });
 
-  app.route({
-    method: ["GET", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"],
-    url: BATCH_PATH,
-    exposeHeadRoute: false,
-    handler: async () => {
-      throw new HttpError("method_not_allowed", "use POST", { headers: { allow: "POST" } });
-    },
-  });
+  refuseOtherMethods(app, BATCH_PATH);
 };

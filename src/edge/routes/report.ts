@@ -2,6 +2,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthDeps } from "../../http/authenticate.js";
 import { createAuthenticate } from "../../http/authenticate.js";
 import { HttpError, type Issue } from "../../http/errors.js";
+import { refuseOtherMethods } from "../../http/post-only.js";
 import { requireScope } from "../../http/scope.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import type { EnqueueError } from "../../queue/enqueue-error.js";
@@ -148,12 +149,5 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
     },
   });
 
-  app.route({
-    method: ["GET", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"],
-    url: REPORT_PATH,
-    exposeHeadRoute: false,
-    handler: async () => {
-      throw new HttpError("method_not_allowed", "use POST", { headers: { allow: "POST" } });
-    },
-  });
+  refuseOtherMethods(app, REPORT_PATH);
 };

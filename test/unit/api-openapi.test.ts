@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { buildApiOpenApi } from "../../src/api/openapi.js";
+import { buildOpenApi } from "../../src/edge/openapi.js";
 
 // The read API's OpenAPI document comes from the schemas that validate each route.
 
@@ -51,5 +52,16 @@ describe("read API OpenAPI", () => {
     const json = JSON.stringify(doc);
     expect(json).toContain("insufficient_scope");
     expect(json).toContain("invalid_query");
+  });
+
+  it("describes the error body the read API sends, 429 fields included, as the edge does", () => {
+    const limited =
+      doc.paths["/api/v1/headroom"].get.responses["429"].content["application/json"].schema;
+    expect(Object.keys(limited?.properties ?? {})).toEqual(
+      expect.arrayContaining(["error", "message", "limit", "remaining", "reset_at", "used"]),
+    );
+    // One schema: the edge's document describes its errors with the same one.
+    const edge = JSON.stringify(buildOpenApi());
+    expect(edge).toContain(JSON.stringify(limited));
   });
 });

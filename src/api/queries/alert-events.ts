@@ -1,0 +1,70 @@
+import type { z } from "zod";
+import type { KeyLookup } from "../../keys/key-store.js";
+import { newestFirstPage } from "../cursor.js";
+import { filterSql } from "../params.js";
+import { num, type ReadStore } from "../read-store.js";
+import type {
+  alertEventItem,
+  alertEventsQuery,
+  alertEventsResponse,
+} from "../routes/alert-events.js";
+
+// The events of GET /api/v1/alerts/events: SQL and row mapping, from `alert_events` FINAL (an
+// event stored twice is listed once).
+
+const EVENT_ID = /^evt_[0-9a-f]{32}$/;
+
+export interface AlertEventsDeps {
+  store: ReadStore;
+  now?: () => number;
+}
+
+type EventRow = Omit<z.infer<typeof alertEventItem>, "reset_ms" | "at" | "model"> & {
+  model: string;
+  reset_ms: string | null;
+  t: string;
+};
+
+function eventsSql(db: string, filters: string, after: boolean) {
+  return `SELECT event_id AS id, rule_id, provider, model, app, metric, toString(level) AS level,
+    used_pct, \`limit\`, remaining, reset_ms, burn_per_s, exhaustion_eta_s, warn_pct, critical_pct,
+    toString(report_id) AS report_id, toUnixTimestamp64Milli(at) AS t
+  FROM ${db}.alert_events FINAL
+  WHERE project_id = {project:String}
+    AND at >= {from:DateTime64(3)} AND at < {to:DateTime64(3)}${filters}${
+      after ? " AND (at, event_id) < ({ct:DateTime64(3)}, {cid:String})" : ""
+    }
+  ORDER BY at DESC, event_id DESC
+  LIMIT {limit:UInt32}`;
+}
+
+export async function readAlertEvents(
+  deps: AlertEventsDeps,
+  project: KeyLookup,
+  q: z.output<typeof alertEventsQuery>,
+): Promise<z.infer<typeof alertEventsResponse>> {
+  let { sql, params } = filterSql({ provider: q.provider });
+  if (q.level) {
+    sql += " AND toString(level) IN {levels:Array(String)}";
+    params = { ...params, levels: q.level };
+  }
+  const { items, next_cursor } = await newestFirstPage<EventRow>({
+    store: deps.store,
+    now: (deps.now ?? Date.now)(),
+    q,
+    what: "events",
+    id: EVENT_ID,
+    project: project.projectId,
+    sql: (after) => eventsSql(deps.store.db, sql, after),
+    params,
+  });
+  return {
+    items: items.map(({ t, ...r }) => ({
+      ...r,
+      model: r.model === "" ? null : r.model,
+      reset_ms: num(r.reset_ms),
+      at: new Date(Number(t)).toISOString(),
+    })),
+    next_cursor,
+  };
+}

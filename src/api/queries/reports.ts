@@ -1,0 +1,94 @@
+import type { z } from "zod";
+import type { KeyLookup } from "../../keys/key-store.js";
+import { UUID_TEXT } from "../../report/report-id.js";
+import { newestFirstPage } from "../cursor.js";
+import { filterSql } from "../params.js";
+import { num, type ReadStore } from "../read-store.js";
+import type { reportItem, reportsQuery, reportsResponse } from "../routes/reports.js";
+
+// The reports of GET /api/v1/reports: SQL and row mapping. Read from `reports` FINAL, as
+// reports_v does: a redelivered report is listed once.
+
+export interface ReportsDeps {
+  store: ReadStore;
+  now?: () => number;
+}
+
+interface ReportRow {
+  id: string;
+  app: string;
+  provider: string;
+  model: string;
+  t: string;
+  r: string;
+  requests_limit: string | null;
+  requests_remaining: string | null;
+  tokens_limit: string | null;
+  tokens_remaining: string | null;
+  reset_requests_ms: string | null;
+  reset_tokens_ms: string | null;
+  credits_limit: number | null;
+  credits_remaining: number | null;
+  request_cost: number | null;
+}
+
+function reportsSql(db: string, filters: string, after: boolean) {
+  return `SELECT toString(report_id) AS id, app, provider, model,
+    toUnixTimestamp64Milli(timestamp) AS t, toUnixTimestamp64Milli(received_at) AS r,
+    requests_limit, requests_remaining, tokens_limit, tokens_remaining,
+    reset_requests_ms, reset_tokens_ms,
+    toFloat64(credits_limit) AS credits_limit, toFloat64(credits_remaining) AS credits_remaining,
+    toFloat64(request_cost) AS request_cost
+  FROM ${db}.reports FINAL
+  WHERE project_id = {project:String}
+    AND timestamp >= {from:DateTime64(3)} AND timestamp < {to:DateTime64(3)}${filters}${
+      after ? " AND (timestamp, toString(report_id)) < ({ct:DateTime64(3)}, {cid:String})" : ""
+    }
+  ORDER BY timestamp DESC, id DESC
+  LIMIT {limit:UInt32}`;
+}
+
+function item(r: ReportRow): z.infer<typeof reportItem> {
+  const credits = {
+    credits_limit: num(r.credits_limit),
+    credits_remaining: num(r.credits_remaining),
+    request_cost: num(r.request_cost),
+  };
+  return {
+    id: r.id,
+    app: r.app,
+    provider: r.provider,
+    model: r.model === "" ? null : r.model,
+    timestamp: new Date(Number(r.t)).toISOString(),
+    received_at: new Date(Number(r.r)).toISOString(),
+    limits: {
+      requests_limit: num(r.requests_limit),
+      requests_remaining: num(r.requests_remaining),
+      tokens_limit: num(r.tokens_limit),
+      tokens_remaining: num(r.tokens_remaining),
+      reset_requests_ms: num(r.reset_requests_ms),
+      reset_tokens_ms: num(r.reset_tokens_ms),
+    },
+    // Stored as "no credits" when all three are null (docs/report-api.md).
+    credits: Object.values(credits).every((v) => v === null) ? null : credits,
+  };
+}
+
+export async function readReports(
+  deps: ReportsDeps,
+  project: KeyLookup,
+  q: z.output<typeof reportsQuery>,
+): Promise<z.infer<typeof reportsResponse>> {
+  const { sql, params } = filterSql(q);
+  const { items, next_cursor } = await newestFirstPage<ReportRow>({
+    store: deps.store,
+    now: (deps.now ?? Date.now)(),
+    q,
+    what: "reports",
+    id: UUID_TEXT,
+    project: project.projectId,
+    sql: (after) => reportsSql(deps.store.db, sql, after),
+    params,
+  });
+  return { items: items.map(item), next_cursor };
+}

@@ -1,0 +1,122 @@
+import type { FastifyInstance, LightMyRequestResponse } from "fastify";
+import { buildApiApp } from "../../src/api/app.js";
+import type { ReadLimit } from "../../src/api/read-limit.js";
+import type { QueryParams, ReadStore } from "../../src/api/read-store.js";
+import { loadConfig } from "../../src/config.js";
+import { HttpError } from "../../src/http/errors.js";
+import type { LookupKey } from "../../src/keys/key-cache.js";
+import { generateKey } from "../../src/keys/key-format.js";
+import type { KeyLookup } from "../../src/keys/key-store.js";
+import { createLogger } from "../../src/lib/logger.js";
+import { createAuthFailureLimits } from "../../src/limits/auth-failures.js";
+
+// The read API built by buildApiApp on fakes of its injected stores, for route tests in the unit
+// project: a key store of three keys (read, report, another project's read), a ClickHouse that
+// answers each query from the rows a test gives it, and a read limit a test can close.
+
+export const READ_PROJECT = "prj_read";
+
+export const keys = {
+  read: generateKey("read"),
+  report: generateKey(),
+  otherProject: generateKey("read"),
+};
+
+const lookups: Record<string, KeyLookup> = {
+  [keys.read]: {
+    keyId: "key_r",
+    projectId: READ_PROJECT,
+    scope: "read",
+    plan: "free",
+    overrides: {},
+  },
+  [keys.report]: {
+    keyId: "key_w",
+    projectId: READ_PROJECT,
+    scope: "report",
+    plan: "free",
+    overrides: {},
+  },
+  [keys.otherProject]: {
+    keyId: "key_o",
+    projectId: "prj_other",
+    scope: "read",
+    plan: "free",
+    overrides: {},
+  },
+};
+
+/** A query the fake store was asked, as ClickHouse would receive it. */
+export interface AskedQuery {
+  query: string;
+  params: QueryParams;
+}
+
+export interface FakeReadApi {
+  app: FastifyInstance;
+  /** Every query the routes sent, in order. */
+  asked: AskedQuery[];
+  /** GET `url` with a key (the read key unless told). */
+  get(url: string, key?: string | null): Promise<LightMyRequestResponse>;
+  /** From now on, the read limit refuses every request. */
+  closeReadLimit(): void;
+  /** From now on, the store answers with `rows` for queries that match `pattern`. */
+  answer(pattern: RegExp, rows: (params: QueryParams) => unknown[]): void;
+  /** From now on, the store fails as ClickHouse unreachable does. */
+  breakStore(): void;
+}
+
+export function fakeReadApi(opts: { now?: number; pageDir?: string } = {}): FakeReadApi {
+  const asked: AskedQuery[] = [];
+  const answers: { pattern: RegExp; rows: (params: QueryParams) => unknown[] }[] = [];
+  let broken = false;
+  const store: ReadStore = {
+    db: "fake",
+    async rows<T>(query: string, params: QueryParams): Promise<T[]> {
+      asked.push({ query, params });
+      if (broken) throw new HttpError("unavailable", "the store cannot answer right now");
+      const found = answers.findLast((a) => a.pattern.test(query));
+      return (found ? found.rows(params) : []) as T[];
+    },
+  };
+  const lookupKey: LookupKey = async (key) => lookups[key] ?? null;
+  let refuse = false;
+  const readLimit: ReadLimit = async () => {
+    if (refuse) {
+      throw new HttpError("rate_limited", "read limit exceeded", {
+        body: { limit: 1, remaining: 0, reset_at: new Date(0).toISOString() },
+      });
+    }
+  };
+  const config = loadConfig({});
+  const app = buildApiApp({
+    config,
+    logger: createLogger("silent", "test"),
+    lookupKey,
+    authLimits: createAuthFailureLimits({ points: 1_000, windowS: 60 }),
+    readLimit,
+    store,
+    rulesFor: async () => [],
+    pageDir: opts.pageDir,
+    now: opts.now === undefined ? undefined : () => opts.now as number,
+  });
+  return {
+    app,
+    asked,
+    get: (url, key = keys.read) =>
+      app.inject({
+        method: "GET",
+        url,
+        headers: key === null ? {} : { authorization: `Bearer ${key}` },
+      }),
+    closeReadLimit: () => {
+      refuse = true;
+    },
+    answer: (pattern, rows) => {
+      answers.push({ pattern, rows });
+    },
+    breakStore: () => {
+      broken = true;
+    },
+  };
+}
