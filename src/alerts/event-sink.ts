@@ -29,6 +29,8 @@ export function createEventSink(client: ClickHouseClient, db: string, cluster?: 
           model: e.model,
           app: e.app,
           metric: e.metric,
+          dimension: e.dimension ?? e.metric,
+          window: e.window ?? null,
           level: e.level,
           used_pct: e.used_pct,
           limit: e.limit,

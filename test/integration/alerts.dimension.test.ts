@@ -1,3 +1,4 @@
+import { execFile } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
 import { createLogger } from "../../src/lib/logger.js";
@@ -9,6 +10,8 @@ import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
 // (as `headroom alerts add --metric input_tokens` makes it) watches Anthropic's input-tokens
 // window, derived by the running parsers from the report's headers. The window goes critical
 // while the report's other windows are fine: the rule fires, signed, to a receiver on 127.0.0.1.
+// The event names the window's dimension and length in ClickHouse, /api/v1/alerts/events and
+// `headroom alerts history`; an event stored before those columns reads as its metric, window null.
 
 let s: ReadStack;
 let k: ProjectKeys;
@@ -64,6 +67,24 @@ afterAll(async () => {
   await receiver?.close();
   await s?.close();
 });
+
+/** `headroom alerts …` against this stack, as a person runs it. */
+function headroom(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env: Record<string, string> = { ...(process.env as Record<string, string>) };
+  for (const k of ["REDIS_URL", "QUEUE_PREFIX", "CLICKHOUSE_URL", "CLICKHOUSE_DATABASE"])
+    env[k] = s.p.env[k] as string;
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ["bin/headroom.mjs", "alerts", ...args],
+      { env, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
 
 const post = (url: string, body: unknown) =>
   s.api.app.inject({
@@ -128,4 +149,78 @@ describe("an alert rule on input_tokens", () => {
       reset_ms: 45_000,
     });
   });
+  it("stores the event with its dimension and window, listed by the API and alerts history", async () => {
+    await eventually(
+      async () =>
+        expect(
+          await s.sql(
+            `SELECT metric, dimension, \`window\`, toString(level) AS level
+              FROM ${s.db}.alert_events_v WHERE project_id = {p:String}`,
+            { p: k.project },
+          ),
+        ).toEqual([
+          { metric: "input_tokens", dimension: "input_tokens", window: "1m", level: "critical" },
+        ]),
+      { timeoutMs: 20_000 },
+    );
+    // An event an older release stored: the columns of migration 4 only.
+    await s.p.client.insert({
+      table: `${s.db}.alert_events`,
+      format: "JSONEachRow",
+      values: [
+        {
+          event_id: `evt_${"0".repeat(32)}`,
+          rule_id: "alr_old",
+          project_id: k.project,
+          provider: "openai",
+          model: "gpt-4o",
+          app: "chat",
+          metric: "requests",
+          level: "warning",
+          used_pct: 75,
+          limit: 100,
+          remaining: 25,
+          reset_ms: null,
+          burn_per_s: null,
+          exhaustion_eta_s: null,
+          warn_pct: 70,
+          critical_pct: 90,
+          report_id: "00000000-0000-0000-0000-000000000000",
+          at: new Date(AT - 60_000).toISOString().replace("T", " ").slice(0, 23),
+        },
+      ],
+    });
+
+    const res = await s.get("/api/v1/alerts/events", k.read);
+    expect(res.statusCode, res.body).toBe(200);
+    const items = (res.json() as { items: Record<string, unknown>[] }).items;
+    expect(items.map((e) => [e.metric, e.dimension, e.window, e.level])).toEqual([
+      ["input_tokens", "input_tokens", "1m", "critical"],
+      ["requests", "requests", null, "warning"],
+    ]);
+
+    const history = await headroom(["history", "--project", k.project, "--json"]);
+    expect(history.code, history.stderr).toBe(0);
+    expect(
+      (JSON.parse(history.stdout) as Record<string, unknown>[]).map((e) => [
+        e.metric,
+        e.dimension,
+        e.window,
+      ]),
+    ).toEqual([
+      ["input_tokens", "input_tokens", "1m"],
+      ["requests", "requests", null],
+    ]);
+    const table = await headroom(["history", "--project", k.project]);
+    expect(table.code, table.stderr).toBe(0);
+    // Columns are aligned: a cell starts where its heading does.
+    const [head = "", ...rows] = table.stdout.split("\n");
+    const cell = (row: string | undefined, name: string) =>
+      row?.slice(head.indexOf(name)).split(/\s+/)[0];
+    expect(head).toMatch(/METRIC\s+DIMENSION\s+WINDOW\s+LEVEL/);
+    expect(rows.slice(0, 2).map((r) => [cell(r, "DIMENSION"), cell(r, "WINDOW")])).toEqual([
+      ["input_tokens", "1m"],
+      ["requests", "-"],
+    ]);
+  }, 120_000);
 });

@@ -14,6 +14,8 @@ import { distributedInsertSettings } from "../../src/clickhouse/report-sink.js";
 //     ENGINE = Distributed(cluster, database, table[, sharding_key])
 //   CREATE MATERIALIZED VIEW [IF NOT EXISTS] [db.]name [ON CLUSTER cluster] TO [db.]name AS ...
 //   CREATE VIEW [IF NOT EXISTS] [db.]name [ON CLUSTER cluster] AS SELECT ...
+//   CREATE OR REPLACE VIEW [db.]name [ON CLUSTER cluster] AS SELECT ... (a view made again to show
+//     the columns added to its table)
 //   ALTER TABLE [db.]name [ON CLUSTER cluster] MODIFY SETTING ...
 //   ALTER TABLE [db.]name [ON CLUSTER cluster] ADD COLUMN [IF NOT EXISTS] name type [AFTER name]
 //   ALTER TABLE [db.]name [ON CLUSTER cluster] MODIFY QUERY SELECT ...
@@ -47,6 +49,7 @@ const FORMS = {
   ),
   mv: new RegExp(`^CREATE MATERIALIZED VIEW IF NOT EXISTS ${NAME}${ON} TO ${NAME} AS SELECT `),
   view: new RegExp(`^CREATE VIEW IF NOT EXISTS ${NAME}${ON} AS SELECT `),
+  replaceView: new RegExp(`^CREATE OR REPLACE VIEW ${NAME}${ON} AS SELECT `),
   alter: new RegExp(`^ALTER TABLE ${NAME}${ON} MODIFY SETTING (.*)$`),
   addColumn: new RegExp(`^ALTER TABLE ${NAME}${ON} ADD COLUMN IF NOT EXISTS \\w+ .+$`),
   modifyQuery: new RegExp(`^ALTER TABLE ${NAME}${ON} MODIFY QUERY SELECT `),

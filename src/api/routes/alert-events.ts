@@ -1,7 +1,8 @@
 import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
-import { METRICS } from "../../alerts/rule.js";
+import { ruleMetricSchema } from "../../alerts/rule.js";
 import type { KeyLookup } from "../../keys/key-store.js";
+import { WINDOW_LENGTHS } from "../../providers/window.js";
 import { cursorParam, newestFirstPage } from "../cursor.js";
 import { filterSql, limit, parseQuery, seriesFilters, time } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
@@ -32,7 +33,18 @@ export const alertEventItem = z.object({
   provider: z.string(),
   model: z.string().nullable(),
   app: z.string(),
-  metric: z.enum(METRICS),
+  metric: ruleMetricSchema.meta({
+    description:
+      "The rule's metric: the dimension it watches (requests, tokens, credits, input_tokens, output_tokens, or another a provider names).",
+  }),
+  dimension: z.string().meta({
+    description:
+      "The dimension of the window that moved (the rule's metric); an event stored before windows had dimensions gives its metric.",
+  }),
+  window: z.enum(WINDOW_LENGTHS).nullable().meta({
+    description:
+      "The length of the window that moved, or null when the provider did not state it (and for events stored before windows).",
+  }),
   level: z.enum(LEVELS),
   used_pct: z.number(),
   limit: z.number(),
@@ -56,14 +68,16 @@ export interface AlertEventsDeps {
   now?: () => number;
 }
 
-type EventRow = Omit<z.infer<typeof alertEventItem>, "reset_ms" | "at" | "model"> & {
+type EventRow = Omit<z.infer<typeof alertEventItem>, "reset_ms" | "at" | "model" | "window"> & {
   model: string;
+  window: string | null;
   reset_ms: string | null;
   t: string;
 };
 
 function eventsSql(db: string, filters: string, after: boolean) {
-  return `SELECT event_id AS id, rule_id, provider, model, app, metric, toString(level) AS level,
+  return `SELECT event_id AS id, rule_id, provider, model, app, metric, dimension, \`window\`,
+    toString(level) AS level,
     used_pct, \`limit\`, remaining, reset_ms, burn_per_s, exhaustion_eta_s, warn_pct, critical_pct,
     toString(report_id) AS report_id, toUnixTimestamp64Milli(at) AS t
   FROM ${db}.alert_events FINAL
@@ -74,6 +88,12 @@ function eventsSql(db: string, filters: string, after: boolean) {
   ORDER BY at DESC, event_id DESC
   LIMIT {limit:UInt32}`;
 }
+
+/** A stored window length, or null (events before windows; a length this release does not know). */
+const windowLength = (w: string | null) =>
+  (WINDOW_LENGTHS as readonly string[]).includes(w ?? "")
+    ? (w as (typeof WINDOW_LENGTHS)[number])
+    : null;
 
 export async function readAlertEvents(
   deps: AlertEventsDeps,
@@ -99,6 +119,7 @@ export async function readAlertEvents(
     items: items.map(({ t, ...r }) => ({
       ...r,
       model: r.model === "" ? null : r.model,
+      window: windowLength(r.window),
       reset_ms: num(r.reset_ms),
       at: new Date(Number(t)).toISOString(),
     })),
