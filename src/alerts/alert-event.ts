@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { WindowLength } from "../providers/window.js";
-import type { AlertRule, Metric } from "./rule.js";
+import type { AlertRule } from "./rule.js";
 import type { Series } from "./usage.js";
 
 // An alert event: what is stored in ClickHouse (`alert_events`) and sent to the rule's webhook.
@@ -17,7 +17,13 @@ export interface AlertEvent {
   provider: string;
   model: string;
   app: string;
-  metric: Metric;
+  /** The rule's metric: the dimension it watches (requests, tokens, input_tokens, …). */
+  metric: string;
+  /**
+   * The dimension of the window that moved: the rule's metric (absent from events made before
+   * windows had dimensions of their own, read as the metric).
+   */
+  dimension?: string;
   /** The window of the metric's dimension that moved (its length), or null when unknown. */
   window?: WindowLength | null;
   level: EventLevel;
@@ -55,6 +61,8 @@ export function eventFigures(e: AlertEvent) {
     model: e.model,
     app: e.app,
     metric: e.metric,
+    dimension: e.dimension ?? e.metric,
+    window: e.window ?? null,
     level: e.level,
     used_pct: e.used_pct,
     limit: e.limit,
@@ -83,8 +91,6 @@ export function webhookPayload(e: AlertEvent, type = EVENT_TYPE): string {
       ...eventFigures(e),
       // '' in storage means the client did not see the model.
       model: e.model === "" ? null : e.model,
-      // The window's length: in the webhook body (the alert_events row has no column for it).
-      window: e.window ?? null,
       at: e.at,
     },
   });
@@ -100,6 +106,7 @@ export function testEvent(rule: AlertRule, now = Date.now()): AlertEvent {
     model: rule.model ?? "",
     app: rule.app ?? "default",
     metric: rule.metric,
+    dimension: rule.metric,
     window: rule.window ?? null,
     level: "warning",
     used_pct: rule.warn_pct,

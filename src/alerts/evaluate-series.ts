@@ -2,7 +2,7 @@ import type { WindowLength } from "../providers/window.js";
 import { type AlertEvent, eventId } from "./alert-event.js";
 import { addPoint, type Point } from "./burn-rate.js";
 import { windowNow } from "./now-model.js";
-import type { AlertRule } from "./rule.js";
+import { type AlertRule, metricOfDimension } from "./rule.js";
 import { INITIAL, type MachineState, step, type Thresholds } from "./state-machine.js";
 import type { Sample, Series } from "./usage.js";
 
@@ -65,7 +65,7 @@ export function evaluateSeries(
     if (!fire) continue;
     // The model of now, at the sample's own time: the same burn and exhaustion /headroom gives.
     const now = windowNow(
-      rule.metric,
+      metricOfDimension(rule.metric),
       {
         limit: s.limit,
         remaining: s.remaining,
@@ -81,6 +81,7 @@ export function evaluateSeries(
       project: rule.project,
       ...series,
       metric: rule.metric,
+      dimension: rule.metric,
       window,
       level: fire,
       used_pct: round(s.pct, 2),

@@ -1,14 +1,32 @@
 import { z } from "zod";
-import { WINDOW_LENGTHS } from "../providers/window.js";
+import { DIMENSION_NAME, MAX_DIMENSION_LENGTH, WINDOW_LENGTHS } from "../providers/window.js";
 
 // An alert rule: which rows it watches (a project, optionally one provider, model and app), which
-// figure (requests, tokens or credits, as % of the limit used) — in each window of that dimension
+// figure (a dimension: requests, tokens, credits, input_tokens, or any a provider names, as % of
+// the limit used) — in each window of that dimension
 // the provider states, or only in windows of one length (`window`, e.g. 1d) — its warning and critical
 // thresholds, how far usage must fall back before an alert resolves (hysteresis), how long the
 // same alert stays quiet after it fired (cooldown), and where it is delivered.
 
+/** The contract's three figures, each with its own columns (and burn unit). */
 export const METRICS = ["requests", "tokens", "credits"] as const;
 export type Metric = (typeof METRICS)[number];
+
+/** The model of now's unit for a dimension: credits and requests are their own, the rest tokens. */
+export const metricOfDimension = (dimension: string): Metric =>
+  dimension === "requests" || dimension === "credits" ? dimension : "tokens";
+
+/**
+ * What a rule watches: a window dimension, one of the contract's three or any other a provider's
+ * parser names (input_tokens, output_tokens, …). Bounded: lowercase snake case, ≤ 64 characters.
+ */
+export const ruleMetricSchema = z
+  .string({ error: "must be a dimension name" })
+  .max(MAX_DIMENSION_LENGTH, `must be at most ${MAX_DIMENSION_LENGTH} characters`)
+  .regex(
+    DIMENSION_NAME,
+    "must be a dimension: requests, tokens, credits, input_tokens, output_tokens, or another in lowercase snake case",
+  );
 
 export const DEFAULT_HYSTERESIS_PCT = 5;
 export const DEFAULT_COOLDOWN_S = 600;
@@ -35,7 +53,7 @@ export const ruleInputSchema = z
     provider: filter.transform((p) => p?.toLowerCase() ?? null),
     model: filter,
     app: filter,
-    metric: z.enum(METRICS, { error: "must be requests, tokens or credits" }),
+    metric: ruleMetricSchema,
     window: z
       .enum(WINDOW_LENGTHS, { error: `must be one of ${WINDOW_LENGTHS.join(", ")}` })
       .nullable()
@@ -68,7 +86,7 @@ export const ruleSchema = z.object({
   provider: z.string().nullable(),
   model: z.string().nullable(),
   app: z.string().nullable(),
-  metric: z.enum(METRICS),
+  metric: ruleMetricSchema,
   /** Only windows of this length; null (and rules stored before windows): every window. */
   window: z.enum(WINDOW_LENGTHS).nullish(),
   warn_pct: z.number(),

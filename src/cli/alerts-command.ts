@@ -97,6 +97,8 @@ interface HistoryRow {
   model: string;
   app: string;
   metric: string;
+  dimension: string;
+  window: string | null;
   level: string;
   used_pct: number;
   exhaustion_eta_s: number | null;
@@ -109,7 +111,7 @@ export async function alertsHistory(opts: { project?: string; limit: number } & 
     const where = opts.project ? "WHERE project_id = {project:String}" : "";
     const rs = await client.query({
       query: `SELECT toString(at) AS at, event_id, rule_id, project_id, provider, model, app,
-          metric, toString(level) AS level, used_pct, exhaustion_eta_s
+          metric, dimension, \`window\`, toString(level) AS level, used_pct, exhaustion_eta_s
         FROM ${config.CLICKHOUSE_DATABASE}.alert_events_v ${where}
         ORDER BY at DESC, event_id LIMIT {limit:UInt32}`,
       query_params: { project: opts.project ?? "", limit: opts.limit },
@@ -120,7 +122,20 @@ export async function alertsHistory(opts: { project?: string; limit: number } & 
       rows.length === 0
         ? "no alert events"
         : table(
-            ["AT", "PROJECT", "PROVIDER", "MODEL", "APP", "METRIC", "LEVEL", "USED", "ETA", "RULE"],
+            [
+              "AT",
+              "PROJECT",
+              "PROVIDER",
+              "MODEL",
+              "APP",
+              "METRIC",
+              "DIMENSION",
+              "WINDOW",
+              "LEVEL",
+              "USED",
+              "ETA",
+              "RULE",
+            ],
             rows.map((r) => [
               r.at,
               r.project_id,
@@ -128,6 +143,8 @@ export async function alertsHistory(opts: { project?: string; limit: number } & 
               r.model || "-",
               r.app,
               r.metric,
+              r.dimension,
+              r.window,
               r.level,
               `${r.used_pct}%`,
               r.exhaustion_eta_s === null ? null : `${r.exhaustion_eta_s}s`,

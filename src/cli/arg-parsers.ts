@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from "commander";
-import { parseDuration } from "../alerts/rule.js";
+import { parseDuration, ruleMetricSchema } from "../alerts/rule.js";
 
 // Option values checked as they are parsed, so a bad one is a usage error (exit 2) that names
 // the option, before any connection is made.
@@ -11,6 +11,17 @@ export function parseSince(text: string): number {
   const m = /^(\d+)([mhd])$/.exec(text);
   if (!m) throw new InvalidArgumentError("Use a number and m, h or d, e.g. 30m, 24h, 7d.");
   return Number(m[1]) * UNITS[m[2] as keyof typeof UNITS];
+}
+
+/** A rule's `--metric`: a dimension name (requests, tokens, credits, input_tokens, …). */
+export function dimension(text: string): string {
+  const parsed = ruleMetricSchema.safeParse(text);
+  if (!parsed.success) {
+    throw new InvalidArgumentError(
+      "Use a dimension: requests, tokens, credits, input_tokens, output_tokens, or another a provider names, in lowercase snake case (at most 64 characters).",
+    );
+  }
+  return parsed.data;
 }
 
 /** Returns the text itself once it is known to be a valid `--since`. */

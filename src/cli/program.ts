@@ -338,8 +338,11 @@ function addAlerts(program: Command): void {
     .description("add a rule; prints its id and, once, its webhook signing secret")
     .requiredOption("--project <id>", "project id")
     .addOption(
-      new Option("--metric <metric>", "what to watch, as % of the limit used")
-        .choices(["requests", "tokens", "credits"])
+      new Option(
+        "--metric <dimension>",
+        "what to watch, as % of the limit used: requests, tokens, credits, input_tokens, output_tokens, or any dimension a provider's windows name",
+      )
+        .argParser(parse.dimension)
         .makeOptionMandatory(),
     )
     .requiredOption("--warn <pct>", "warning threshold, % used", parse.percent)
@@ -371,7 +374,7 @@ function addAlerts(program: Command): void {
       async (
         opts: {
           project: string;
-          metric: "requests" | "tokens" | "credits";
+          metric: string;
           warn: number;
           critical: number;
           webhook: string;

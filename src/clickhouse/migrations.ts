@@ -187,6 +187,30 @@ function providerSaid(ctx: MigrationContext): string[] {
   ];
 }
 
+/**
+ * An alert event names the window that moved: its dimension (a rule may watch any, e.g.
+ * input_tokens) and its length. Events stored before read as dimension = their metric (the
+ * column's default, computed for old parts on read) and window null.
+ */
+function alertEventWindows(ctx: MigrationContext): string[] {
+  const columns = [
+    "ADD COLUMN IF NOT EXISTS dimension LowCardinality(String) DEFAULT metric AFTER metric",
+    "ADD COLUMN IF NOT EXISTS `window` LowCardinality(Nullable(String)) AFTER dimension",
+  ].join(",\n      ");
+  return [
+    `ALTER TABLE ${stored(ctx, "alert_events")}${onCluster(ctx)}\n      ${columns}`,
+    ...(ctx.cluster
+      ? [`ALTER TABLE ${ctx.db}.alert_events${onCluster(ctx)}\n      ${columns}`]
+      : []),
+    // A view keeps the columns it was made with: alert_events_v is made again to show the new ones.
+    `CREATE OR REPLACE VIEW ${ctx.db}.alert_events_v${onCluster(ctx)} AS
+      SELECT event_id, rule_id, project_id, provider, model, app, metric, dimension, \`window\`,
+        level, used_pct, \`limit\`, remaining, reset_ms, burn_per_s, exhaustion_eta_s, warn_pct,
+        critical_pct, report_id, at, inserted_at
+      FROM ${ctx.db}.alert_events FINAL`,
+  ];
+}
+
 export const MIGRATIONS: Migration[] = [
   {
     // model is '' when the client could not see it (the contract never allows '' as a model);
@@ -344,6 +368,11 @@ export const MIGRATIONS: Migration[] = [
     version: 7,
     name: "provider_said_and_windows",
     statements: (ctx) => providerSaid(ctx),
+  },
+  {
+    version: 8,
+    name: "alert_event_windows",
+    statements: (ctx) => alertEventWindows(ctx),
   },
 ];
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { METRICS, ruleSchema } from "../alerts/rule.js";
+import { ruleMetricSchema, ruleSchema } from "../alerts/rule.js";
+import { WINDOW_LENGTHS } from "../providers/window.js";
 import { auditEntry } from "./audit.js";
 
 // The control plane's shapes, one zod schema each: the HTTP routes validate bodies with them, the
@@ -46,7 +47,10 @@ export const ruleBody = z.strictObject({
   provider: filter,
   model: filter,
   app: filter,
-  metric: z.enum(METRICS),
+  /** A dimension: requests, tokens, credits, input_tokens, … (lowercase snake case, ≤ 64). */
+  metric: ruleMetricSchema,
+  /** Only the provider's windows of this length; null or absent: every window. */
+  window: z.enum(WINDOW_LENGTHS).nullable().optional(),
   warn_pct: z.number(),
   critical_pct: z.number(),
   hysteresis_pct: z.number().optional(),

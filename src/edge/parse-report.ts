@@ -1,5 +1,6 @@
 import { isUtf8 } from "node:buffer";
 import { HttpError, type Issue } from "../http/errors.js";
+import { windowsOfRecord } from "../providers/derive-windows.js";
 import { plainReportBody } from "../report/plain-report.js";
 import { readProviderSaid } from "../report/provider-said.js";
 import {
@@ -192,7 +193,12 @@ function finish(
       message: `older than the retention of ${options.retentionDays} days: stored as the receive time`,
     });
   }
-  return { record: toRecord(body, server, said), warnings };
+  const record = toRecord(body, server, said);
+  // What the parsers could not read (Azure's -1, junk values) is said in the answer, as any
+  // unusable value is; the worker derives the same windows from the stored record.
+  if (record.headers != null || record.error != null)
+    warnings.push(...windowsOfRecord(record).warnings);
+  return { record, warnings };
 }
 
 function valueAt(root: unknown, path: PropertyKey[]): unknown {

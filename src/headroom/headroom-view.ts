@@ -1,6 +1,6 @@
 import type { Point } from "../alerts/burn-rate.js";
 import { type WindowNow, windowNow } from "../alerts/now-model.js";
-import type { AlertRule, Metric } from "../alerts/rule.js";
+import { type AlertRule, type Metric, metricOfDimension } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
 import type { WindowLength } from "../providers/window.js";
 
@@ -93,10 +93,6 @@ function metricView(
     now,
   );
 }
-
-/** The model of now's unit for a dimension: credits and requests are their own, the rest tokens. */
-export const metricOfDimension = (dimension: string): Metric =>
-  dimension === "requests" || dimension === "credits" ? dimension : "tokens";
 
 function windowView(w: LatestWindow, now: number): WindowView {
   const fig = {

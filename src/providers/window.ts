@@ -16,6 +16,10 @@ export const KNOWN_DIMENSIONS = [
   "credits",
 ] as const;
 
+/** A dimension's name as Headroom writes it (read-headers.ts's dimensionName): lowercase snake case. */
+export const DIMENSION_NAME = /^[a-z0-9]+(?:_[a-z0-9]+)*$/;
+export const MAX_DIMENSION_LENGTH = 64;
+
 export interface Window {
   /** requests, tokens, input_tokens, output_tokens, credits, or what the provider names. */
   dimension: string;

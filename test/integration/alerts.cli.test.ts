@@ -99,14 +99,14 @@ describe("headroom alerts", () => {
     const metric = await headroom([
       ...base,
       "--metric",
-      "dollars",
+      "Dollars!",
       "--warn",
       "1",
       "--critical",
       "2",
     ]);
     expect(metric.code).toBe(2);
-    expect(metric.stderr).toMatch(/--metric.*dollars|Allowed choices/);
+    expect(metric.stderr).toMatch(/--metric[\s\S]*lowercase snake case/);
     const pct = await headroom([...base, "--metric", "tokens", "--warn", "0", "--critical", "150"]);
     expect(pct.code).toBe(2);
   });

@@ -13,7 +13,9 @@ import { distributedInsertSettings } from "../../src/clickhouse/report-sink.js";
 //   CREATE TABLE [IF NOT EXISTS] [db.]name [ON CLUSTER cluster] AS [db2.]name2
 //     ENGINE = Distributed(cluster, database, table[, sharding_key])
 //   CREATE MATERIALIZED VIEW [IF NOT EXISTS] [db.]name [ON CLUSTER cluster] TO [db.]name AS ...
-//   CREATE [OR REPLACE] VIEW [IF NOT EXISTS] [db.]name [ON CLUSTER cluster] AS SELECT ...
+//   CREATE VIEW [IF NOT EXISTS] [db.]name [ON CLUSTER cluster] AS SELECT ...
+//   CREATE OR REPLACE VIEW [db.]name [ON CLUSTER cluster] AS SELECT ... (a view made again to show
+//     the columns added to its table)
 //   ALTER TABLE [db.]name [ON CLUSTER cluster] MODIFY SETTING ...
 //   ALTER TABLE [db.]name [ON CLUSTER cluster] ADD COLUMN [IF NOT EXISTS] name type [AFTER name]
 //   ALTER TABLE [db.]name [ON CLUSTER cluster] MODIFY QUERY SELECT ...
@@ -47,7 +49,6 @@ const FORMS = {
   ),
   mv: new RegExp(`^CREATE MATERIALIZED VIEW IF NOT EXISTS ${NAME}${ON} TO ${NAME} AS SELECT `),
   view: new RegExp(`^CREATE VIEW IF NOT EXISTS ${NAME}${ON} AS SELECT `),
-  // A view made again to show a table's new columns (a view keeps the columns it was made with).
   replaceView: new RegExp(`^CREATE OR REPLACE VIEW ${NAME}${ON} AS SELECT `),
   alter: new RegExp(`^ALTER TABLE ${NAME}${ON} MODIFY SETTING (.*)$`),
   addColumn: new RegExp(`^ALTER TABLE ${NAME}${ON} ADD COLUMN IF NOT EXISTS \\w+ .+$`),

@@ -156,4 +156,16 @@ describe("version and defaults", () => {
     expect(r.code).toBe(2);
     expect(r.err).toContain("--window");
   });
+
+  it("alerts add --metric takes any dimension and refuses what is not one before any service", async () => {
+    const help = await cli("alerts", "add", "--help");
+    expect(help.out.replace(/\s+/g, " ")).toContain("--metric <dimension>");
+    expect(help.out).toContain("input_tokens");
+    const rest = ["--warn", "70", "--critical", "90", "--webhook", "https://x.test/h"];
+    for (const bad of ["Input-Tokens", "input tokens", "x".repeat(65)]) {
+      const r = await cli("alerts", "add", "--project", "p", "--metric", bad, ...rest);
+      expect(r.code, bad).toBe(2);
+      expect(r.err).toMatch(/--metric[\s\S]*lowercase snake case/);
+    }
+  });
 });

@@ -15,6 +15,8 @@ const row = (n: number) => ({
   model: "",
   app: "chat-api",
   metric: "requests",
+  dimension: "requests",
+  window: "1d",
   level: "critical",
   used_pct: 95,
   limit: 500,

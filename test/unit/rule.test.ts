@@ -26,6 +26,12 @@ describe("alert rule validation", () => {
     });
   });
 
+  it("watches any dimension a provider's windows name, not only the contract's three", () => {
+    for (const metric of ["requests", "input_tokens", "output_tokens", "unified_oi", "tokens_7d"])
+      expect(parseRuleInput({ ...base, metric }).metric).toBe(metric);
+    expect(parseRuleInput({ ...base, metric: "a".repeat(64) }).metric).toHaveLength(64);
+  });
+
   it("lowercases the provider filter, as the edge stores providers", () => {
     expect(parseRuleInput({ ...base, provider: " OpenAI " }).provider).toBe("openai");
   });
@@ -34,7 +40,11 @@ describe("alert rule validation", () => {
     [{ warn_pct: 90, critical_pct: 90 }, /warn_pct: the warning threshold must be below/],
     [{ warn_pct: 0 }, /warn_pct: must be above 0/],
     [{ critical_pct: 101 }, /critical_pct: must be at most 100/],
-    [{ metric: "dollars" as "credits" }, /metric: must be requests, tokens or credits/],
+    [{ metric: "Input-Tokens" }, /metric: must be a dimension/],
+    [{ metric: "input tokens" }, /metric: must be a dimension/],
+    [{ metric: "_tokens" }, /metric: must be a dimension/],
+    [{ metric: "" }, /metric: must be a dimension/],
+    [{ metric: `a${"_b".repeat(32)}` }, /metric: must be at most 64 characters/],
     [{ webhook: "ftp://x" }, /webhook: must be an http\(s\) URL/],
     [{ webhook: "not a url" }, /webhook/],
     [{ project: "  " }, /project: required/],

@@ -1,9 +1,5 @@
-import {
-  type MetricView,
-  metricOfDimension,
-  type SeriesView,
-  type Status,
-} from "../../headroom/headroom-view.js";
+import { metricOfDimension } from "../../alerts/rule.js";
+import type { MetricView, SeriesView, Status } from "../../headroom/headroom-view.js";
 import type { Family, Sample } from "./exposition.js";
 
 // A project's headroom as metric families: the gauges come from /api/v1/headroom's series views,

@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
+import { WINDOW_LENGTHS } from "../../providers/window.js";
 import { newestFirstPage } from "../cursor.js";
 import { filterSql } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
@@ -19,14 +20,16 @@ export interface AlertEventsDeps {
   now?: () => number;
 }
 
-type EventRow = Omit<z.infer<typeof alertEventItem>, "reset_ms" | "at" | "model"> & {
+type EventRow = Omit<z.infer<typeof alertEventItem>, "reset_ms" | "at" | "model" | "window"> & {
   model: string;
+  window: string | null;
   reset_ms: string | null;
   t: string;
 };
 
 function eventsSql(db: string, filters: string, after: boolean) {
-  return `SELECT event_id AS id, rule_id, provider, model, app, metric, toString(level) AS level,
+  return `SELECT event_id AS id, rule_id, provider, model, app, metric, dimension, \`window\`,
+    toString(level) AS level,
     used_pct, \`limit\`, remaining, reset_ms, burn_per_s, exhaustion_eta_s, warn_pct, critical_pct,
     toString(report_id) AS report_id, toUnixTimestamp64Milli(at) AS t
   FROM ${db}.alert_events FINAL
@@ -37,6 +40,12 @@ function eventsSql(db: string, filters: string, after: boolean) {
   ORDER BY at DESC, event_id DESC
   LIMIT {limit:UInt32}`;
 }
+
+/** A stored window length, or null (events before windows; a length this release does not know). */
+const windowLength = (w: string | null) =>
+  (WINDOW_LENGTHS as readonly string[]).includes(w ?? "")
+    ? (w as (typeof WINDOW_LENGTHS)[number])
+    : null;
 
 export async function readAlertEvents(
   deps: AlertEventsDeps,
@@ -62,6 +71,7 @@ export async function readAlertEvents(
     items: items.map(({ t, ...r }) => ({
       ...r,
       model: r.model === "" ? null : r.model,
+      window: windowLength(r.window),
       reset_ms: num(r.reset_ms),
       at: new Date(Number(t)).toISOString(),
     })),

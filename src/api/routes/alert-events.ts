@@ -1,7 +1,8 @@
 import type { FastifyPluginAsync } from "fastify";
 import { z } from "zod";
-import { METRICS } from "../../alerts/rule.js";
+import { ruleMetricSchema } from "../../alerts/rule.js";
 import type { KeyLookup } from "../../keys/key-store.js";
+import { WINDOW_LENGTHS } from "../../providers/window.js";
 import { cursorParam } from "../cursor.js";
 import { limit, parseQuery, seriesFilters, time } from "../params.js";
 import { type AlertEventsDeps, readAlertEvents } from "../queries/alert-events.js";
@@ -30,7 +31,18 @@ export const alertEventItem = z.object({
   provider: z.string(),
   model: z.string().nullable(),
   app: z.string(),
-  metric: z.enum(METRICS),
+  metric: ruleMetricSchema.meta({
+    description:
+      "The rule's metric: the dimension it watches (requests, tokens, credits, input_tokens, output_tokens, or another a provider names).",
+  }),
+  dimension: z.string().meta({
+    description:
+      "The dimension of the window that moved (the rule's metric); an event stored before windows had dimensions gives its metric.",
+  }),
+  window: z.enum(WINDOW_LENGTHS).nullable().meta({
+    description:
+      "The length of the window that moved, or null when the provider did not state it (and for events stored before windows).",
+  }),
   level: z.enum(LEVELS),
   used_pct: z.number(),
   limit: z.number(),

@@ -212,7 +212,12 @@ function windowsPart(s: SeriesView) {
 }
 
 function seriesPart(s: SeriesView) {
-  const reported = s.reported_at ?? s.credits_reported_at;
+  // A report with only the provider's headers (or error body) has figures in its windows alone.
+  const newestWindow = (s.windows ?? []).reduce<string | null>(
+    (at, w) => (at === null || w.reported_at > at ? w.reported_at : at),
+    null,
+  );
+  const reported = s.reported_at ?? s.credits_reported_at ?? newestWindow;
   // Said once for the series, not under every bar, when no figure of it has a burn yet.
   const metrics = METRICS.map((name) => s[name]).filter(shown);
   const noBurn =
