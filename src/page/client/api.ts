@@ -21,6 +21,8 @@ export interface UsagePoint {
   requests_limit_max: number | null;
   tokens_limit_max: number | null;
   used_pct_max: number | null;
+  /** Per dimension, the worst % used across the point's windows (what the provider stated). */
+  used_pct_by_dimension?: Record<string, number>;
   cost: number;
 }
 

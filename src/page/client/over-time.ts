@@ -1,5 +1,5 @@
 import type uPlot from "uplot";
-import type { AlertEvent, Usage } from "./api.js";
+import type { AlertEvent, Usage, UsagePoint } from "./api.js";
 import { h } from "./dom.js";
 import { axisTick, utc } from "./format.js";
 
@@ -52,6 +52,25 @@ const usedPct = (limit: number | null, remaining: number | null) =>
     ? null
     : Math.round(Math.max(0, ((limit - remaining) / limit) * 100) * 100) / 100;
 
+/**
+ * A point's used % of requests and of tokens: from its windows (Anthropic's input and output
+ * tokens count as tokens, the worst of them) when the answer has them, else from the contract's
+ * figures.
+ */
+export function pointUsed(p: UsagePoint): { requests: number | null; tokens: number | null } {
+  const dims = Object.entries(p.used_pct_by_dimension ?? {});
+  const worst = (of: (d: string) => boolean) => {
+    const v = dims.filter(([d]) => of(d)).map(([, pct]) => pct);
+    return v.length === 0 ? null : Math.max(...v);
+  };
+  return {
+    requests:
+      worst((d) => d === "requests") ?? usedPct(p.requests_limit_max, p.requests_remaining_min),
+    tokens:
+      worst((d) => d.endsWith("tokens")) ?? usedPct(p.tokens_limit_max, p.tokens_remaining_min),
+  };
+}
+
 /** Every window's start in the range, in seconds, with any bucket the answer has besides. */
 function windows(usage: Usage): number[] {
   const step = WINDOW_S[usage.window];
@@ -80,8 +99,9 @@ export function columns(usage: Usage): { x: number[]; series: Series[]; reports:
       s = { label, requests: x.map(() => null), tokens: x.map(() => null) };
       bySeries.set(label, s);
     }
-    s.requests[i] = usedPct(p.requests_limit_max, p.requests_remaining_min);
-    s.tokens[i] = usedPct(p.tokens_limit_max, p.tokens_remaining_min);
+    const pct = pointUsed(p);
+    s.requests[i] = pct.requests;
+    s.tokens[i] = pct.tokens;
     reports[i] = (reports[i] ?? 0) + p.reports;
   }
   const drawn = [...bySeries.values()]
