@@ -22,11 +22,11 @@ import { redisTopology } from "../redis/topology.js";
 import { buildApiApp, buildControlApp } from "./app.js";
 import { createIdempotency } from "./control/idempotency.js";
 import type { ControlRoutesDeps } from "./control/routes.js";
+import { rollingAnswerBytes } from "./queries/usage.js";
 import { createQueryCache, type QueryCache } from "./query-cache.js";
 import { createReadLimit } from "./read-limit.js";
 import { createReadStore, rowsBytes } from "./read-store.js";
 import { heldAnswerBytes } from "./routes/headroom.js";
-import { rollingAnswerBytes } from "./routes/usage.js";
 
 // Wires one read API process from configuration: clients are created here, once, and passed
 // down. It shares the key store, the limits' Redis scripts and the config with the edge.
