@@ -66,7 +66,9 @@ export interface FakeReadApi {
   breakStore(): void;
 }
 
-export function fakeReadApi(opts: { now?: number; pageDir?: string } = {}): FakeReadApi {
+export function fakeReadApi(
+  opts: { now?: number; pageDir?: string; env?: Record<string, string> } = {},
+): FakeReadApi {
   const asked: AskedQuery[] = [];
   const answers: { pattern: RegExp; rows: (params: QueryParams) => unknown[] }[] = [];
   let broken = false;
@@ -88,7 +90,7 @@ export function fakeReadApi(opts: { now?: number; pageDir?: string } = {}): Fake
       });
     }
   };
-  const config = loadConfig({});
+  const config = loadConfig(opts.env ?? {});
   const app = buildApiApp({
     config,
     logger: createLogger("silent", "test"),
