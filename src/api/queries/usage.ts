@@ -175,7 +175,15 @@ type UsageAnswer = z.infer<typeof usageResponse>;
 type UsagePoint = z.infer<typeof usagePoint>;
 
 /** What a query resolves to: its window, range and groups, and the SQL of its filters. */
-function plan(deps: UsageDeps, q: z.output<typeof usageQuery>) {
+interface Plan {
+  window: Window;
+  aligned: Range;
+  groups: SeriesField[];
+  sql: string;
+  params: Record<string, string[]>;
+}
+
+function plan(deps: UsageDeps, q: z.output<typeof usageQuery>): Plan {
   const range = resolveRange(q, (deps.now ?? Date.now)());
   const window = q.window ?? defaultWindow(range);
   const aligned = alignRange(range, window);
@@ -187,7 +195,7 @@ function plan(deps: UsageDeps, q: z.output<typeof usageQuery>) {
 async function queryRows(
   deps: UsageDeps,
   project: KeyLookup,
-  p: ReturnType<typeof plan>,
+  p: Plan,
   range: Range,
   uncached = false,
 ): Promise<UsageRow[]> {
@@ -227,7 +235,7 @@ function tooManyPoints(maxPoints: number) {
   );
 }
 
-function head(p: ReturnType<typeof plan>) {
+function head(p: Plan) {
   return {
     from: new Date(p.aligned.from).toISOString(),
     to: new Date(p.aligned.to).toISOString(),
