@@ -1,8 +1,11 @@
 import type { FastifyInstance, LightMyRequestResponse } from "fastify";
 import { buildApiApp } from "../../src/api/app.js";
+import { createQueryCache } from "../../src/api/query-cache.js";
 import type { ReadLimit } from "../../src/api/read-limit.js";
 import type { QueryParams, ReadStore } from "../../src/api/read-store.js";
 import { loadConfig } from "../../src/config.js";
+import type { HotSeries } from "../../src/headroom/hot-series.js";
+import type { HotSnapshot, HotStore } from "../../src/headroom/hot-store.js";
 import { HttpError } from "../../src/http/errors.js";
 import type { LookupKey } from "../../src/keys/key-cache.js";
 import { generateKey } from "../../src/keys/key-format.js";
@@ -12,7 +15,8 @@ import { createAuthFailureLimits } from "../../src/limits/auth-failures.js";
 
 // The read API built by buildApiApp on fakes of its injected stores, for route tests in the unit
 // project: a key store of three keys (read, report, another project's read), a ClickHouse that
-// answers each query from the rows a test gives it, and a read limit a test can close.
+// answers each query from the rows a test gives it, and a read limit a test can close; with
+// `hot`, an in-memory hot copy and /headroom's shared answers, as create-api.ts wires them.
 
 export const READ_PROJECT = "prj_read";
 
@@ -64,10 +68,44 @@ export interface FakeReadApi {
   answer(pattern: RegExp, rows: (params: QueryParams) => unknown[]): void;
   /** From now on, the store fails as ClickHouse unreachable does. */
   breakStore(): void;
+  /** The in-memory hot copy (with `hot`): by project, its version and series, or none (lost). */
+  hot: Map<string, { version: number; series: Map<string, HotSeries> }>;
+}
+
+/** The hot copy's behaviour (hot-store.ts) over a Map: every write moves a project's version. */
+function fakeHotStore(copies: FakeReadApi["hot"]): HotStore {
+  const merge = (project: string, series: Map<string, HotSeries>) => {
+    const copy = copies.get(project) ?? { version: 0, series: new Map() };
+    for (const [field, s] of series) copy.series.set(field, s);
+    copies.set(project, { version: copy.version + 1, series: copy.series });
+  };
+  return {
+    async write(updates) {
+      for (const [project, series] of updates) merge(project, series);
+      return 0;
+    },
+    async refill(project, series) {
+      merge(project, series);
+      return 0;
+    },
+    async invalidate(projects) {
+      for (const p of projects) copies.delete(p);
+    },
+    async snapshot(project, held): Promise<HotSnapshot> {
+      const copy = copies.get(project);
+      if (!copy) return { version: null };
+      const version = String(copy.version);
+      return version === held ? { version } : { version, series: new Map(copy.series) };
+    },
+    async read(project) {
+      const copy = copies.get(project);
+      return copy ? new Map(copy.series) : null;
+    },
+  };
 }
 
 export function fakeReadApi(
-  opts: { now?: number; pageDir?: string; env?: Record<string, string> } = {},
+  opts: { now?: number; pageDir?: string; env?: Record<string, string>; hot?: boolean } = {},
 ): FakeReadApi {
   const asked: AskedQuery[] = [];
   const answers: { pattern: RegExp; rows: (params: QueryParams) => unknown[] }[] = [];
@@ -91,6 +129,7 @@ export function fakeReadApi(
     }
   };
   const config = loadConfig(opts.env ?? {});
+  const hot: FakeReadApi["hot"] = new Map();
   const app = buildApiApp({
     config,
     logger: createLogger("silent", "test"),
@@ -100,6 +139,9 @@ export function fakeReadApi(
     store,
     rulesFor: async () => [],
     pageDir: opts.pageDir,
+    ...(opts.hot
+      ? { hot: fakeHotStore(hot), headroomAnswers: createQueryCache({ ttlMs: 60_000 }) }
+      : {}),
     now: opts.now === undefined ? undefined : () => opts.now as number,
   });
   return {
@@ -120,5 +162,6 @@ export function fakeReadApi(
     breakStore: () => {
       broken = true;
     },
+    hot,
   };
 }

@@ -1,9 +1,11 @@
 import { afterEach, describe, expect, it } from "vitest";
+import type { HotSeries } from "../../src/headroom/hot-series.js";
 import { type FakeReadApi, fakeReadApi, keys, READ_PROJECT } from "../helpers/read-api-fakes.js";
 
-// GET /api/v1/headroom through buildApiApp, on fakes of its store and key look-up (no hot copy:
-// each request reads the series from ClickHouse): the figures of each series through the model
-// of now, the filters, its validation errors, and its scopes.
+// GET /api/v1/headroom through buildApiApp, on fakes of its store and key look-up: without a hot
+// copy (each request reads the series from ClickHouse), the figures of each series through the
+// model of now, the filters, its validation errors, and its scopes; with one (in memory), an
+// answer shared while the copy's version stands, and a lost copy refilled from ClickHouse.
 
 const T = Date.UTC(2030, 5, 15, 12, 0, 0);
 
@@ -111,5 +113,46 @@ describe("GET /api/v1/headroom", () => {
     expect(none.json()).toMatchObject({ error: "missing_project_key" });
     expect((await api.get("/api/v1/headroom", keys.report)).statusCode).toBe(403);
     expect(api.asked).toEqual([]);
+  });
+});
+
+/** A series as the hot copy keeps it: `remaining` requests of 100, reported 5 s before T. */
+const hotSeries = (remaining: number): HotSeries => ({
+  ls: T - 5_000,
+  la: T - 5_000,
+  li: "",
+  l: ["100", String(remaining), null, null, null, null],
+  p: {},
+});
+const FIELD = JSON.stringify(["openai", "gpt-4o", "chat-api"]);
+
+describe("GET /api/v1/headroom with the hot copy", () => {
+  const remaining = async () =>
+    (await api.get("/api/v1/headroom"))
+      .json()
+      .series.map((s: { requests: { remaining: number } }) => s.requests.remaining);
+
+  it("answers from the hot copy, shares the answer while its version stands, and not after", async () => {
+    api = fakeReadApi({ now: T, hot: true });
+    api.hot.set(READ_PROJECT, { version: 1, series: new Map([[FIELD, hotSeries(40)]]) });
+    expect(await remaining()).toEqual([40]);
+    // Changed under the same version (no write does that): the shared answer is still served.
+    api.hot.get(READ_PROJECT)?.series.set(FIELD, hotSeries(30));
+    expect(await remaining()).toEqual([40]);
+    // A write moves the version on: the next answer is made from the copy.
+    api.hot.set(READ_PROJECT, { version: 2, series: new Map([[FIELD, hotSeries(20)]]) });
+    expect(await remaining()).toEqual([20]);
+    expect(api.asked).toEqual([]);
+  });
+
+  it("refills a lost copy from ClickHouse, then answers from it without asking again", async () => {
+    api = fakeReadApi({ now: T, hot: true });
+    api.answer(LATEST, () => [latest()]);
+    expect(await remaining()).toEqual([40]);
+    expect(api.hot.get(READ_PROJECT)?.series.has(FIELD)).toBe(true);
+    const asked = api.asked.length;
+    expect(asked).toBeGreaterThan(0);
+    expect(await remaining()).toEqual([40]);
+    expect(api.asked).toHaveLength(asked);
   });
 });
