@@ -16,7 +16,8 @@ import { createAuthFailureLimits } from "../../src/limits/auth-failures.js";
 // The read API built by buildApiApp on fakes of its injected stores, for route tests in the unit
 // project: a key store of three keys (read, report, another project's read), a ClickHouse that
 // answers each query from the rows a test gives it, and a read limit a test can close; with
-// `hot`, an in-memory hot copy and /headroom's shared answers, as create-api.ts wires them.
+// `shared`, an in-memory hot copy and the shared answers of /headroom and /usage (the last 24 h),
+// as create-api.ts wires them.
 
 export const READ_PROJECT = "prj_read";
 
@@ -68,7 +69,7 @@ export interface FakeReadApi {
   answer(pattern: RegExp, rows: (params: QueryParams) => unknown[]): void;
   /** From now on, the store fails as ClickHouse unreachable does. */
   breakStore(): void;
-  /** The in-memory hot copy (with `hot`): by project, its version and series, or none (lost). */
+  /** The in-memory hot copy (with `shared`): by project, its version and series, or none (lost). */
   hot: Map<string, { version: number; series: Map<string, HotSeries> }>;
 }
 
@@ -105,7 +106,7 @@ function fakeHotStore(copies: FakeReadApi["hot"]): HotStore {
 }
 
 export function fakeReadApi(
-  opts: { now?: number; pageDir?: string; env?: Record<string, string>; hot?: boolean } = {},
+  opts: { now?: number; pageDir?: string; env?: Record<string, string>; shared?: boolean } = {},
 ): FakeReadApi {
   const asked: AskedQuery[] = [];
   const answers: { pattern: RegExp; rows: (params: QueryParams) => unknown[] }[] = [];
@@ -139,8 +140,12 @@ export function fakeReadApi(
     store,
     rulesFor: async () => [],
     pageDir: opts.pageDir,
-    ...(opts.hot
-      ? { hot: fakeHotStore(hot), headroomAnswers: createQueryCache({ ttlMs: 60_000 }) }
+    ...(opts.shared
+      ? {
+          hot: fakeHotStore(hot),
+          headroomAnswers: createQueryCache({ ttlMs: 60_000 }),
+          answers: createQueryCache({ ttlMs: 60_000 }),
+        }
       : {}),
     now: opts.now === undefined ? undefined : () => opts.now as number,
   });

@@ -133,7 +133,7 @@ describe("GET /api/v1/headroom with the hot copy", () => {
       .series.map((s: { requests: { remaining: number } }) => s.requests.remaining);
 
   it("answers from the hot copy, shares the answer while its version stands, and not after", async () => {
-    api = fakeReadApi({ now: T, hot: true });
+    api = fakeReadApi({ now: T, shared: true });
     api.hot.set(READ_PROJECT, { version: 1, series: new Map([[FIELD, hotSeries(40)]]) });
     expect(await remaining()).toEqual([40]);
     // Changed under the same version (no write does that): the shared answer is still served.
@@ -146,7 +146,7 @@ describe("GET /api/v1/headroom with the hot copy", () => {
   });
 
   it("refills a lost copy from ClickHouse, then answers from it without asking again", async () => {
-    api = fakeReadApi({ now: T, hot: true });
+    api = fakeReadApi({ now: T, shared: true });
     api.answer(LATEST, () => [latest()]);
     expect(await remaining()).toEqual([40]);
     expect(api.hot.get(READ_PROJECT)?.series.has(FIELD)).toBe(true);

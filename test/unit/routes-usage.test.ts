@@ -151,3 +151,27 @@ describe("GET /api/v1/usage", () => {
     expect(api.asked).toEqual([]);
   });
 });
+
+describe("GET /api/v1/usage over the last 24 h, shared", () => {
+  it("reads once for callers asking alike, and answers CSV from the shared answer too", async () => {
+    api = fakeReadApi({ now: T, shared: true });
+    api.answer(ROLLUP, () => [row({ provider: "openai", bucket: "2030-06-15 11:00:00" })]);
+    const url = "/api/v1/usage?window=hour&group_by=provider";
+    const first = await api.get(url);
+    expect(first.statusCode).toBe(200);
+    expect(first.json()).toMatchObject({
+      from: new Date(T - 24 * H).toISOString(),
+      to: new Date(T).toISOString(),
+      points: [{ bucket: "2030-06-15T11:00:00.000Z", provider: "openai", reports: 12 }],
+    });
+    const asked = api.asked.length;
+    expect((await api.get(url)).body).toBe(first.body);
+    const csv = await api.get(`${url}&format=csv`);
+    expect(csv.headers["content-type"]).toBe("text/csv; charset=utf-8");
+    expect(csv.body.trim().split(/\r?\n/)[1]).toBe(
+      "2030-06-15T11:00:00.000Z,openai,12,2,40,,100,,60,0.25,",
+    );
+    // The CSV asks alike too (format is not part of what is shared).
+    expect(api.asked).toHaveLength(asked);
+  });
+});
