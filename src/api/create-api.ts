@@ -7,7 +7,7 @@ import { createClickHouse } from "../clickhouse/client.js";
 import type { Config } from "../config.js";
 import { createControl } from "../control/service.js";
 import { createHotStore, hotKeys } from "../headroom/hot-store.js";
-import { createHotVersions } from "../headroom/hot-versions.js";
+import { createHotVersions, type HotVersions } from "../headroom/hot-versions.js";
 import { createKeyCache } from "../keys/key-cache.js";
 import { createKeyStore, type KeyStore } from "../keys/key-store.js";
 import { createAuthFailureLimits } from "../limits/auth-failures.js";
@@ -22,11 +22,11 @@ import { redisTopology } from "../redis/topology.js";
 import { buildApiApp, buildControlApp } from "./app.js";
 import { createIdempotency } from "./control/idempotency.js";
 import type { ControlRoutesDeps } from "./control/routes.js";
+import { rollingAnswerBytes } from "./queries/usage.js";
 import { createQueryCache, type QueryCache } from "./query-cache.js";
 import { createReadLimit } from "./read-limit.js";
 import { createReadStore, rowsBytes } from "./read-store.js";
 import { heldAnswerBytes } from "./routes/headroom.js";
-import { rollingAnswerBytes } from "./routes/usage.js";
 
 // Wires one read API process from configuration: clients are created here, once, and passed
 // down. It shares the key store, the limits' Redis scripts and the config with the edge.
@@ -98,7 +98,7 @@ export async function createApi(
   subscriber.on("error", (err: Error) =>
     logger.warn({ err: err.message }, "redis subscriber connection error"),
   );
-  let hotVersions: Awaited<ReturnType<typeof createHotVersions>>;
+  let hotVersions: HotVersions;
   try {
     await waitForReady(subscriber);
     hotVersions = await createHotVersions(subscriber, hotKeys(config.QUEUE_PREFIX).versions, {

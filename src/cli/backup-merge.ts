@@ -1,7 +1,7 @@
 import { alertKeys } from "../alerts/keys.js";
 import { KEY_STORE_PREFIX, OVERRIDES } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
-import { addZset, type Backup } from "./backup.js";
+import { type Backup, writeEntry } from "./backup.js";
 
 // A backup merged into a Redis that is in use: what the backup has and this Redis lacks is
 // added, but nothing is loosened. A key revoked here stays revoked, a rule removed here (its
@@ -41,19 +41,7 @@ export async function mergeRedis(
     }
   }
 
-  const write = async (entry: Entry): Promise<void> => {
-    if (entry.type === "hash") {
-      if (Object.keys(entry.value).length > 0) await redis.hset(entry.key, entry.value);
-    } else if (entry.type === "set") {
-      if (entry.value.length > 0) await redis.sadd(entry.key, ...entry.value);
-    } else if (entry.type === "zset") {
-      // The audit log: the union of both.
-      await addZset(redis, entry.key, entry.value);
-    } else {
-      // A string here is newer than the backup's.
-      await redis.set(entry.key, entry.value, "NX");
-    }
-  };
+  const write = (entry: Entry) => writeEntry(redis, entry, { keepStrings: true });
 
   let written = 0;
   for (const entry of backup.keys) {

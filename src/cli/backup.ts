@@ -122,20 +122,33 @@ export async function addZset(
 }
 
 /**
- * Writes every key of a backup: hash fields, set and sorted set members are added to what is
- * there, strings replaced. Into an empty Redis that is the backup as it was taken.
+ * Writes one key of a backup: hash fields, set and sorted set members are added to what is
+ * there (the audit log: the union of both); a string is replaced, or with `keepStrings` kept
+ * when Redis has one (a merge: the string here is newer than the backup's).
+ */
+export async function writeEntry(
+  redis: RedisClient,
+  entry: Entry,
+  opts: { keepStrings?: boolean } = {},
+): Promise<void> {
+  if (entry.type === "hash") {
+    if (Object.keys(entry.value).length > 0) await redis.hset(entry.key, entry.value);
+  } else if (entry.type === "set") {
+    if (entry.value.length > 0) await redis.sadd(entry.key, ...entry.value);
+  } else if (entry.type === "zset") {
+    await addZset(redis, entry.key, entry.value);
+  } else if (opts.keepStrings) {
+    await redis.set(entry.key, entry.value, "NX");
+  } else {
+    await redis.set(entry.key, entry.value);
+  }
+}
+
+/**
+ * Writes every key of a backup (writeEntry). Into an empty Redis that is the backup as it was
+ * taken.
  */
 export async function restoreRedis(redis: RedisClient, backup: Backup): Promise<number> {
-  for (const entry of backup.keys) {
-    if (entry.type === "hash") {
-      if (Object.keys(entry.value).length > 0) await redis.hset(entry.key, entry.value);
-    } else if (entry.type === "set") {
-      if (entry.value.length > 0) await redis.sadd(entry.key, ...entry.value);
-    } else if (entry.type === "zset") {
-      await addZset(redis, entry.key, entry.value);
-    } else {
-      await redis.set(entry.key, entry.value);
-    }
-  }
+  for (const entry of backup.keys) await writeEntry(redis, entry);
   return backup.keys.length;
 }

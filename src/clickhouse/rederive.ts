@@ -56,15 +56,6 @@ export interface RederiveResult {
   mutations: number;
 }
 
-type StoredWindows = [
-  dimension: string[],
-  window: (string | null)[],
-  limit: (number | null)[],
-  remaining: (number | null)[],
-  resetsAt: (string | null)[],
-  parser: string,
-];
-
 export async function rederiveWindows(
   client: ClickHouseClient,
   ctx: MigrationContext,
@@ -112,7 +103,7 @@ export async function rederiveWindows(
     const changed: { id: string; project: string; cells: WindowCells }[] = [];
     for (const row of rows) {
       const source = row.slice(0, SOURCE.length) as ReportRow;
-      const now = row.slice(SOURCE.length) as StoredWindows;
+      const now = row.slice(SOURCE.length) as WindowCells;
       const cells = cellsOf(source);
       if (JSON.stringify(cells) !== JSON.stringify(now))
         changed.push({ id: String(source[0]), project: String(source[1]), cells });

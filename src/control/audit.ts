@@ -46,10 +46,33 @@ export type AuditInput = Omit<AuditEntry, "id" | "at">;
 
 const DAY_MS = 86_400_000;
 
+/** An audit entry read back, with its time (Unix ms): the cursor of the next page. */
+export interface AuditRead {
+  t: number;
+  entry: AuditEntry;
+}
+
+/** The control plane's audit log in Redis (createAuditLog). */
+export interface AuditLog {
+  /** Its Redis keys: the whole log, and a project's. */
+  keys: { all: string; ofProject: (project: string) => string };
+  /** Writes an entry: to the whole log, and to its project's. */
+  write(input: AuditInput): Promise<AuditEntry>;
+  /**
+   * Entries newest first, `limit` + 1 of them (the extra one says another page follows),
+   * after the cursor's (time, id) when given.
+   */
+  read(q: {
+    project?: string;
+    limit: number;
+    after?: { t: number; id: string };
+  }): Promise<AuditRead[]>;
+}
+
 export function createAuditLog(
   redis: RedisClient,
   opts: { retentionDays: number; now?: () => number; prefix?: string },
-) {
+): AuditLog {
   const now = opts.now ?? Date.now;
   const prefix = opts.prefix ?? KEY_STORE_PREFIX;
   const all = `${prefix}:audit`;
@@ -117,5 +140,3 @@ export function createAuditLog(
     },
   };
 }
-
-export type AuditLog = ReturnType<typeof createAuditLog>;

@@ -4,7 +4,7 @@ import { TEST_EVENT_TYPE, testEvent, webhookPayload } from "../alerts/alert-even
 import { createDestinationPolicy, DestinationRefusedError } from "../alerts/destination-policy.js";
 import { createGuardedFetch } from "../alerts/guarded-fetch.js";
 import { type AlertRule, RuleError, type RuleInput } from "../alerts/rule.js";
-import { createRuleStore } from "../alerts/rule-store.js";
+import { createRuleStore, type RuleStore } from "../alerts/rule-store.js";
 import { sendWebhook } from "../alerts/webhook-sender.js";
 import type { Config, Plan } from "../config.js";
 import { HttpError } from "../http/errors.js";
@@ -14,11 +14,19 @@ import {
   createKeyStore,
   type KeyInfo,
   type KeyLookup,
+  type KeyStore,
   KeyStoreError,
   type ProjectInfo,
+  type StoredKey,
 } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
-import { type AuditEntry, type AuditInput, createAuditLog } from "./audit.js";
+import {
+  type AuditEntry,
+  type AuditInput,
+  type AuditLog,
+  type AuditRead,
+  createAuditLog,
+} from "./audit.js";
 import type {
   createdKey,
   createdRule,
@@ -97,11 +105,57 @@ export function projectView(p: ProjectInfo): ProjectView {
 const webhookOrigin = (url: string) => (URL.canParse(url) ? `${new URL(url).origin}/…` : "");
 const auditedRule = (r: AlertRule) => ({ ...r, webhook: webhookOrigin(r.webhook) });
 
+/** Every management action, for the CLI and the control plane's routes (createControl). */
+export interface Control {
+  keys: KeyStore;
+  rules: RuleStore;
+  audit: AuditLog;
+  createProject(
+    p: Principal,
+    body: { project: string; plan?: string; overrides?: Overrides },
+  ): Promise<ProjectView>;
+  listProjects(p: Principal): Promise<ProjectView[]>;
+  getProject(p: Principal, project: string): Promise<ProjectView>;
+  /** The CLI's `keys set-plan`: another plan resets the overrides not given with it. */
+  setPlan(
+    p: Principal,
+    project: string,
+    body: { plan: string; overrides?: Overrides },
+  ): Promise<ProjectView>;
+  /** A key for a project; the secret is in this answer only (admin keys: the CLI only). */
+  createKey(
+    p: Principal,
+    project: string | null,
+    opts: { scope: Scope; plan?: string },
+  ): Promise<z.infer<typeof createdKey>>;
+  /** The CLI's `keys import`: a key from elsewhere (a report key), kept as it is. */
+  importKey(p: Principal, project: string, key: string, plan?: string): Promise<StoredKey>;
+  /** Keys of a project (ids, scopes, prefixes, times); the CLI may list every project's. */
+  listKeys(p: Principal, project?: string): Promise<(KeyView & { plan: string })[]>;
+  /** A new secret for the same key; the old one works `expiresInS` more (0: not at all). */
+  rotateKey(p: Principal, keyId: string, expiresInS: number): Promise<z.infer<typeof rotatedKey>>;
+  /** Revoked everywhere within KEY_CACHE_TTL_MS, every secret it has had included. */
+  revokeKey(p: Principal, keyId: string): Promise<{ key_id: string; revoked: true }>;
+  createRule(
+    p: Principal,
+    project: string,
+    body: z.input<typeof ruleBody>,
+  ): Promise<z.infer<typeof createdRule>>;
+  listRules(p: Principal, project?: string): Promise<AlertRule[]>;
+  getRule(p: Principal, id: string): Promise<AlertRule>;
+  updateRule(p: Principal, id: string, body: z.input<typeof ruleBody>): Promise<AlertRule>;
+  removeRule(p: Principal, id: string): Promise<{ id: string; removed: true }>;
+  /** Sends a signed test event to the rule's webhook, as the alerts worker would. */
+  testRule(p: Principal, id: string): Promise<z.infer<typeof testSent>>;
+  /** The audit log, newest first: an admin's of every project (or one), a manage key's own. */
+  readAudit(p: Principal, q: Parameters<AuditLog["read"]>[0]): Promise<AuditRead[]>;
+}
+
 export function createControl(
   redis: RedisClient,
   config: ControlConfig,
   opts: { now?: () => number } = {},
-) {
+): Control {
   const keys = createKeyStore(redis, undefined, { now: opts.now });
   const rules = createRuleStore(redis, config.QUEUE_PREFIX);
   const audit = createAuditLog(redis, {
@@ -489,5 +543,3 @@ export function createControl(
     },
   };
 }
-
-export type Control = ReturnType<typeof createControl>;

@@ -223,7 +223,28 @@ export interface HotStoreOptions {
   now?: () => number;
 }
 
-export function createHotStore(redis: RedisClient, prefix: string, opts: HotStoreOptions) {
+/** The hot headroom in Redis (createHotStore): the workers write it, the read API reads it. */
+export interface HotStore {
+  /** Rows ClickHouse acknowledged, per project and series. Returns the series refused. */
+  write(updates: Map<string, Map<string, HotSeries>>): Promise<number>;
+  /** A project's whole copy, from ClickHouse; marks it ready. Over the cap, the newest stay. */
+  refill(project: string, series: Map<string, HotSeries>): Promise<number>;
+  /** The projects' copies are not whole any more: their next read refills them. */
+  invalidate(projects: Iterable<string>): Promise<void>;
+  /**
+   * The version of a project's copy (moved on by every write), and the copy itself unless it
+   * is the version `held` (an answer the reader has): one round trip.
+   */
+  snapshot(project: string, held: string | null): Promise<HotSnapshot>;
+  /** A project's series, or null when its copy is not whole (never refilled since lost). */
+  read(project: string): Promise<Map<string, HotSeries> | null>;
+}
+
+export function createHotStore(
+  redis: RedisClient,
+  prefix: string,
+  opts: HotStoreOptions,
+): HotStore {
   if (!redis.headroomHotMerge) redis.defineCommand("headroomHotMerge", { lua: MERGE });
   if (!redis.headroomHotSnapshot) {
     redis.defineCommand("headroomHotSnapshot", { numberOfKeys: 2, lua: SNAPSHOT });
@@ -308,5 +329,3 @@ export function createHotStore(redis: RedisClient, prefix: string, opts: HotStor
     },
   };
 }
-
-export type HotStore = ReturnType<typeof createHotStore>;

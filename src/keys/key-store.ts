@@ -88,11 +88,67 @@ export const KEY_STORE_PREFIX = "headroom";
 /** How often a key's last use is written: a look-up after this long writes it again. */
 const LAST_USED_EVERY_MS = 60_000;
 
+/** A key as stored, with its project's plan (an admin key's is ""). */
+export type StoredKey = KeyInfo & { plan: string };
+
+/** A key just made: its plaintext is returned this once. */
+export type NewKey = StoredKey & { key: string };
+
+/** A key given a new secret: the new plaintext (this once), and when the old one stops working. */
+export type RotatedKey = KeyInfo & {
+  key: string;
+  rotatedAt: string;
+  lastUsedAt: null;
+  oldExpiresAt: string;
+};
+
+/** The keys and projects in Redis (createKeyStore); what the CLI, the control API and the edge use. */
+export interface KeyStore {
+  /** Creates a key for a project (creating the project if needed); the plaintext is returned once. */
+  create(
+    projectId: string,
+    opts: { plan?: string; defaultPlan: string; scope?: Scope },
+  ): Promise<NewKey>;
+  /** Registers an existing key (any well-formed format) for a project. */
+  import(
+    projectId: string,
+    key: string,
+    opts: { plan?: string; defaultPlan: string },
+  ): Promise<StoredKey>;
+  /** An operator's key, of no project; the plaintext is returned once. */
+  createAdmin(): Promise<NewKey>;
+  /** The key with this id (its current secret), or null. */
+  get(keyId: string): Promise<KeyInfo | null>;
+  /** Revokes every secret the key has had: the current one, and any rotated out. */
+  revoke(keyId: string): Promise<boolean>;
+  /**
+   * A new secret for the same key id, scope and project; the old one keeps working until
+   * `expiresInS` from now (0: refused at once). Null for no such key, or a revoked one.
+   */
+  rotate(keyId: string, expiresInS: number): Promise<RotatedKey | null>;
+  /** Puts a project on `plan` (another plan drops the overrides not given); the project as stored. */
+  setPlan(projectId: string, plan: string, overrides?: Partial<Plan>): Promise<ProjectInfo>;
+  getProject(projectId: string): Promise<ProjectInfo | null>;
+  projectDetails(projectId: string): Promise<ProjectInfo | null>;
+  /** A new project on `plan`, with overrides; null when the project exists already. */
+  createProject(
+    projectId: string,
+    plan: string,
+    overrides?: Partial<Plan>,
+  ): Promise<ProjectInfo | null>;
+  /** Every project, by id. */
+  listProjects(): Promise<ProjectInfo[]>;
+  /** The keys of a project, or of every project and then the admin keys. */
+  list(projectId?: string): Promise<StoredKey[]>;
+  /** The edge's lookup: null for unknown or revoked keys. Two reads; the edge caches them. */
+  lookup(key: string): Promise<KeyLookup | null>;
+}
+
 export function createKeyStore(
   redis: RedisClient,
   prefix = KEY_STORE_PREFIX,
   opts: { now?: () => number } = {},
-) {
+): KeyStore {
   const now = opts.now ?? Date.now;
   const k = {
     key: (hash: string) => `${prefix}:key:${hash}`,
@@ -428,5 +484,3 @@ export function createKeyStore(
     },
   };
 }
-
-export type KeyStore = ReturnType<typeof createKeyStore>;

@@ -8,49 +8,32 @@ import type { ReportRow } from "./report-schema.js";
 
 export type RowShapeHistory = Readonly<Record<number, readonly string[]>>;
 
+/** The first released row shape: the report's fields as stored. */
+const SHAPE_1 = [
+  "report_id",
+  "project_id",
+  "key_id",
+  "app",
+  "provider",
+  "model",
+  "timestamp",
+  "received_at",
+  "requests_limit",
+  "requests_remaining",
+  "tokens_limit",
+  "tokens_remaining",
+  "reset_requests_ms",
+  "reset_tokens_ms",
+  "credits_limit",
+  "credits_remaining",
+  "request_cost",
+] as const;
+
 /** Every released row shape, by version. The last is the one REPORT_COLUMNS gives today. */
 export const ROW_SHAPE_HISTORY: RowShapeHistory = {
-  1: [
-    "report_id",
-    "project_id",
-    "key_id",
-    "app",
-    "provider",
-    "model",
-    "timestamp",
-    "received_at",
-    "requests_limit",
-    "requests_remaining",
-    "tokens_limit",
-    "tokens_remaining",
-    "reset_requests_ms",
-    "reset_tokens_ms",
-    "credits_limit",
-    "credits_remaining",
-    "request_cost",
-  ],
+  1: SHAPE_1,
   // Issue 34: what the provider said (kept rate-limit headers, error body), compact JSON or null.
-  2: [
-    "report_id",
-    "project_id",
-    "key_id",
-    "app",
-    "provider",
-    "model",
-    "timestamp",
-    "received_at",
-    "requests_limit",
-    "requests_remaining",
-    "tokens_limit",
-    "tokens_remaining",
-    "reset_requests_ms",
-    "reset_tokens_ms",
-    "credits_limit",
-    "credits_remaining",
-    "request_cost",
-    "headers",
-    "error",
-  ],
+  2: [...SHAPE_1, "headers", "error"],
 };
 
 /** A job or manifest in a shape this worker does not know: written by a newer release. */

@@ -1,8 +1,11 @@
 import type { FastifyInstance, LightMyRequestResponse } from "fastify";
 import { buildApiApp } from "../../src/api/app.js";
+import { createQueryCache } from "../../src/api/query-cache.js";
 import type { ReadLimit } from "../../src/api/read-limit.js";
 import type { QueryParams, ReadStore } from "../../src/api/read-store.js";
 import { loadConfig } from "../../src/config.js";
+import type { HotSeries } from "../../src/headroom/hot-series.js";
+import type { HotSnapshot, HotStore } from "../../src/headroom/hot-store.js";
 import { HttpError } from "../../src/http/errors.js";
 import type { LookupKey } from "../../src/keys/key-cache.js";
 import { generateKey } from "../../src/keys/key-format.js";
@@ -12,7 +15,9 @@ import { createAuthFailureLimits } from "../../src/limits/auth-failures.js";
 
 // The read API built by buildApiApp on fakes of its injected stores, for route tests in the unit
 // project: a key store of three keys (read, report, another project's read), a ClickHouse that
-// answers each query from the rows a test gives it, and a read limit a test can close.
+// answers each query from the rows a test gives it, and a read limit a test can close; with
+// `shared`, an in-memory hot copy and the shared answers of /headroom and /usage (the last 24 h),
+// as create-api.ts wires them.
 
 export const READ_PROJECT = "prj_read";
 
@@ -64,9 +69,45 @@ export interface FakeReadApi {
   answer(pattern: RegExp, rows: (params: QueryParams) => unknown[]): void;
   /** From now on, the store fails as ClickHouse unreachable does. */
   breakStore(): void;
+  /** The in-memory hot copy (with `shared`): by project, its version and series, or none (lost). */
+  hot: Map<string, { version: number; series: Map<string, HotSeries> }>;
 }
 
-export function fakeReadApi(opts: { now?: number; pageDir?: string } = {}): FakeReadApi {
+/** The hot copy's behaviour (hot-store.ts) over a Map: every write moves a project's version. */
+function fakeHotStore(copies: FakeReadApi["hot"]): HotStore {
+  const merge = (project: string, series: Map<string, HotSeries>) => {
+    const copy = copies.get(project) ?? { version: 0, series: new Map() };
+    for (const [field, s] of series) copy.series.set(field, s);
+    copies.set(project, { version: copy.version + 1, series: copy.series });
+  };
+  return {
+    async write(updates) {
+      for (const [project, series] of updates) merge(project, series);
+      return 0;
+    },
+    async refill(project, series) {
+      merge(project, series);
+      return 0;
+    },
+    async invalidate(projects) {
+      for (const p of projects) copies.delete(p);
+    },
+    async snapshot(project, held): Promise<HotSnapshot> {
+      const copy = copies.get(project);
+      if (!copy) return { version: null };
+      const version = String(copy.version);
+      return version === held ? { version } : { version, series: new Map(copy.series) };
+    },
+    async read(project) {
+      const copy = copies.get(project);
+      return copy ? new Map(copy.series) : null;
+    },
+  };
+}
+
+export function fakeReadApi(
+  opts: { now?: number; pageDir?: string; env?: Record<string, string>; shared?: boolean } = {},
+): FakeReadApi {
   const asked: AskedQuery[] = [];
   const answers: { pattern: RegExp; rows: (params: QueryParams) => unknown[] }[] = [];
   let broken = false;
@@ -88,7 +129,8 @@ export function fakeReadApi(opts: { now?: number; pageDir?: string } = {}): Fake
       });
     }
   };
-  const config = loadConfig({});
+  const config = loadConfig(opts.env ?? {});
+  const hot: FakeReadApi["hot"] = new Map();
   const app = buildApiApp({
     config,
     logger: createLogger("silent", "test"),
@@ -98,6 +140,13 @@ export function fakeReadApi(opts: { now?: number; pageDir?: string } = {}): Fake
     store,
     rulesFor: async () => [],
     pageDir: opts.pageDir,
+    ...(opts.shared
+      ? {
+          hot: fakeHotStore(hot),
+          headroomAnswers: createQueryCache({ ttlMs: 60_000 }),
+          answers: createQueryCache({ ttlMs: 60_000 }),
+        }
+      : {}),
     now: opts.now === undefined ? undefined : () => opts.now as number,
   });
   return {
@@ -118,5 +167,6 @@ export function fakeReadApi(opts: { now?: number; pageDir?: string } = {}): Fake
     breakStore: () => {
       broken = true;
     },
+    hot,
   };
 }

@@ -139,12 +139,13 @@ describe("headroom backup and restore", () => {
     expect(bad.stderr).toContain("missing.json");
   });
 
-  it("over a Redis in use: refused unless --merge, and a merge undoes no revocation, removal or plan change", async () => {
+  it("over a Redis in use: refused unless --merge, and a merge undoes no revocation, rotation, removal or plan change", async () => {
     const live = await edgeAt(before.url);
     const redis = redisAt(before.url);
     const rules = createRuleStore(redis, QUEUE_PREFIX);
     const revoked = await live.keyStore.create("globex", { plan: "pro", defaultPlan: "unlimited" });
     const lost = await live.keyStore.create("initech", { plan: "pro", defaultPlan: "unlimited" });
+    const rotated = await live.keyStore.create("globex", { plan: "pro", defaultPlan: "unlimited" });
     const { rule } = await rules.create({
       project: "globex",
       metric: "requests",
@@ -156,8 +157,9 @@ describe("headroom backup and restore", () => {
     const backedUp = await headroom(["backup", taken], before.url);
     expect(backedUp.code, backedUp.stderr).toBe(0);
 
-    // Since the backup: a key revoked, a rule removed, a plan lowered; and one key lost.
+    // Since the backup: a key revoked, one rotated, a rule removed, a plan lowered; one key lost.
     expect(await live.keyStore.revoke(revoked.keyId)).toBe(true);
+    const secret = await live.keyStore.rotate(rotated.keyId, 0);
     expect(await rules.remove(rule.id)).toBe(true);
     await live.keyStore.setPlan("globex", "free");
     await redis.del(`${KEY_STORE_PREFIX}:key:${hashKey(lost.key)}`);
@@ -180,6 +182,10 @@ describe("headroom backup and restore", () => {
     // What it lacked is back; what was taken away stays away.
     expect(await post(live, lost.key)).toBe(200);
     expect(await post(live, revoked.key)).toBe(401);
+    // The key id still names the rotated secret (a string Redis has is newer than the backup's).
+    expect(await live.keyStore.get(rotated.keyId)).toMatchObject({ revoked: false });
+    expect((await live.keyStore.get(rotated.keyId))?.rotatedAt).toBe(secret?.rotatedAt);
+    expect(await post(live, secret?.key as string)).toBe(200);
     expect(await rules.get(rule.id)).toBeNull();
     expect(await rules.secret(rule.id)).toBeNull();
     expect((await rules.list("globex")).map((r) => r.id)).not.toContain(rule.id);

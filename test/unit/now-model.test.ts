@@ -219,7 +219,7 @@ describe("every view agrees with the reference model of now", () => {
           const lastT = Math.max(...rows.map((r) => r.t));
           for (const offset of offsets) {
             const at = lastT + offset;
-            // As the read API reads its hot copy (routes/headroom.ts).
+            // As the read API reads its hot copy (queries/headroom.ts).
             const since = Math.floor(at / 1000) * 1000 - 300_000;
             const views = [...hot].map(([field, s]) => {
               const { latest: l, recent } = hotFigures(field, s, since);

@@ -48,7 +48,21 @@ export interface Answer {
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest();
 
-export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } = {}) {
+/** A request that may carry an Idempotency-Key, and how to answer it the first time. */
+export interface IdempotentRequest {
+  /** The Idempotency-Key header; undefined: no idempotency, `run` runs. */
+  header: string | string[] | undefined;
+  credentialId: string;
+  /** The bearer secret, from which the answer's encryption key is derived (never stored). */
+  credentialSecret: string;
+  request: { method: string; url: string; body: unknown };
+  run: () => Promise<Answer>;
+}
+
+/** Runs a request once per (credential, Idempotency-Key); `replayed` says it ran before. */
+export type Idempotent = (req: IdempotentRequest) => Promise<Answer & { replayed: boolean }>;
+
+export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } = {}): Idempotent {
   const waitMs = opts.waitMs ?? WAIT_MS;
 
   function seal(secret: Buffer, answer: Answer) {
@@ -96,15 +110,9 @@ export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } 
    * `replayed` tells which. An HttpError under 500 is an answer too (stored and replayed); any
    * other failure frees the key, so that a retry runs again.
    */
-  return async function idempotent(opts: {
-    /** The Idempotency-Key header; undefined: no idempotency, `run` runs. */
-    header: string | string[] | undefined;
-    credentialId: string;
-    /** The bearer secret, from which the answer's encryption key is derived (never stored). */
-    credentialSecret: string;
-    request: { method: string; url: string; body: unknown };
-    run: () => Promise<Answer>;
-  }): Promise<Answer & { replayed: boolean }> {
+  return async function idempotent(
+    opts: IdempotentRequest,
+  ): Promise<Answer & { replayed: boolean }> {
     if (opts.header === undefined) return { ...(await opts.run()), replayed: false };
     const header = Array.isArray(opts.header) ? undefined : opts.header;
     if (header === undefined || !KEY_TEXT.test(header)) {
@@ -172,5 +180,3 @@ export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } 
     await redis.set(key, JSON.stringify(done), "EX", IDEMPOTENCY_TTL_S);
   }
 }
-
-export type Idempotent = ReturnType<typeof createIdempotency>;

@@ -3,9 +3,9 @@ import type { SeriesView } from "../../headroom/headroom-view.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { filterSql } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
-import { type HeadroomDeps, readHeadroom } from "../routes/headroom.js";
 import type { spendQuery, spendResponse } from "../routes/spend.js";
 import { alignRange, chDate, chSeconds, MAX_RANGE_MS, resolveRange, widen } from "../time-range.js";
+import { type HeadroomDeps, readHeadroom } from "./headroom.js";
 
 // The figures of GET /api/v1/spend: SQL over the rollups and row mapping; the credits' burn is
 // /headroom's reading of the project.

@@ -1,0 +1,388 @@
+import type { z } from "zod";
+import type { KeyLookup } from "../../keys/key-store.js";
+import { type EncodedAnswer, encodeJson } from "../encoded-answer.js";
+import { filterSql, invalidQuery, type SeriesField } from "../params.js";
+import type { QueryCache } from "../query-cache.js";
+import { num, type ReadStore } from "../read-store.js";
+import type { usagePoint, usageQuery, usageResponse } from "../routes/usage.js";
+import {
+  alignRange,
+  chDate,
+  chSeconds,
+  defaultWindow,
+  isoOf,
+  type Range,
+  resolveRange,
+  WINDOW_MS,
+  type Window,
+} from "../time-range.js";
+import { answerJson, mergeRecent, sameRecent, type UsageEntry } from "../usage-rolling.js";
+
+// The series of GET /api/v1/usage: SQL over the rollups (and the windows stored with each
+// report), row mapping, and the two caches of shaped answers (by the rows a query cache shared,
+// and the rolling "last 24 h" answers kept up to date by their newest buckets).
+
+export interface UsageDeps {
+  store: ReadStore;
+  maxPoints: number;
+  /**
+   * Answers to "the last 24 h" (no from/to), shared by what was asked rather than by the range
+   * it resolved to: a dashboard's answer stays served (within the cache's staleness bound) when
+   * the minute turns, instead of every project missing at once.
+   */
+  answers?: QueryCache;
+  /** A shared answer asks for its whole range this often, else its newest buckets (usage-rolling.ts). */
+  fullRefreshMs?: number;
+  now?: () => number;
+}
+
+interface UsageRow {
+  bucket: string;
+  provider?: string;
+  model?: string;
+  app?: string;
+  reports: string;
+  hints: string;
+  rr_min: string | null;
+  tr_min: string | null;
+  rl_max: string | null;
+  tl_max: string | null;
+  used_pct_max: number | null;
+  cost: number;
+  credits_last: number | null;
+}
+
+// % of a series' limit used within a window: from its highest limit and lowest remaining, the
+// worse of requests and tokens; null when neither has both figures.
+const PCT = (limit: string, remaining: string) =>
+  `if(${limit} > 0 AND ${remaining} IS NOT NULL, greatest(0, (${limit} - ${remaining}) / ${limit} * 100), NULL)`;
+const USED_PCT = `multiIf(r_pct IS NULL, t_pct, t_pct IS NULL, r_pct, greatest(r_pct, t_pct))`;
+
+// A group of several series (by provider, say) takes a window's remaining and limit from its
+// worst series, the one with the highest used %, so the pair is true of one series; lowest
+// remaining and highest limit of different models would make a figure no series had. Series
+// with no used % (a limit or a remaining missing) give the lowest remaining, highest limit.
+// Ties go to the highest limit: the same series for both figures.
+// The series' own columns are named through `s.`: the outer aliases have the same names.
+const WORST = (figure: string, pct: string, limit: string, fallback: "min" | "max") =>
+  `if(countIf(s.${pct} IS NOT NULL) > 0, argMaxIf(s.${figure}, (s.${pct}, s.${limit}), s.${pct} IS NOT NULL), ${fallback}(s.${figure}))`;
+
+const BUCKET: Record<Window, string> = {
+  minute: "bucket",
+  hour: "toStartOfHour(bucket)",
+  day: "bucket",
+};
+
+/** A report's timestamp → its bucket, as the rollups bucket it. */
+const REPORT_BUCKET: Record<Window, string> = {
+  minute: "toStartOfMinute(timestamp)",
+  hour: "toStartOfHour(timestamp)",
+  day: "toDate(timestamp)",
+};
+
+/**
+ * Per bucket (and group), the worst % used of each dimension across the series' windows, as rows
+ * (bucket, the groups, dimension, used_pct): from the windows stored with each report (Anthropic's
+ * input and output tokens, Groq's day and minute), each window's % from its highest limit and
+ * lowest remaining in the bucket, as used_pct_max is. Min and max count a report stored twice
+ * once, so `reports` is read without FINAL; `headroom rederive-windows` rewrites rows in place.
+ */
+export function worstUsedByDimensionSql(
+  db: string,
+  window: Window,
+  groups: SeriesField[],
+  filters: string,
+) {
+  const paramType = window === "day" ? "Date" : "DateTime";
+  const outer = groups.map((g) => `${g}, `).join("");
+  return `SELECT ${outer}toString(b) AS bucket, dimension, max(pct) AS used_pct
+  FROM (
+    SELECT provider, model, app, ${REPORT_BUCKET[window]} AS b, w.dimension AS dimension,
+      ${PCT("max(w.limit)", "min(w.remaining)")} AS pct
+    FROM ${db}.reports ARRAY JOIN windows AS w
+    WHERE project_id = {project:String}
+      AND ${REPORT_BUCKET[window]} >= {from:${paramType}}
+      AND ${REPORT_BUCKET[window]} < {to:${paramType}}${filters}
+    GROUP BY provider, model, app, b, dimension, w.window
+  )
+  WHERE pct IS NOT NULL
+  GROUP BY ${outer}b, dimension
+  ORDER BY ${outer}b, dimension`;
+}
+
+interface WorstRow {
+  bucket: string;
+  provider?: string;
+  model?: string;
+  app?: string;
+  dimension: string;
+  used_pct: number;
+}
+
+const pointKey = (r: { bucket: string; provider?: string; model?: string; app?: string }) =>
+  JSON.stringify([r.bucket, r.provider ?? null, r.model ?? null, r.app ?? null]);
+
+/** worstUsedByDimensionSql's rows by point (bucket and group): dimension → worst % used. */
+export async function worstUsedByDimension(
+  store: ReadStore,
+  sql: string,
+  params: Record<string, unknown> & { project: string },
+  uncached = false,
+): Promise<Map<string, Record<string, number>>> {
+  const rows = await store.rows<WorstRow>(sql, params, uncached);
+  const out = new Map<string, Record<string, number>>();
+  for (const r of rows) {
+    const key = pointKey(r);
+    const dims = out.get(key) ?? {};
+    dims[r.dimension] = Math.round(Number(r.used_pct) * 100) / 100;
+    out.set(key, dims);
+  }
+  return out;
+}
+
+export function usageSql(db: string, window: Window, groups: SeriesField[], filters: string) {
+  const table = window === "day" ? `${db}.reports_daily` : `${db}.reports_minute`;
+  const paramType = window === "day" ? "Date" : "DateTime";
+  const outer = groups.map((g) => `${g}, `).join("");
+  return `SELECT ${outer}toString(b) AS bucket,
+    sum(reports) AS reports, sum(hints) AS hints,
+    ${WORST("rr_min", "r_pct", "rl_max", "min")} AS rr_min,
+    ${WORST("tr_min", "t_pct", "tl_max", "min")} AS tr_min,
+    ${WORST("rl_max", "r_pct", "rl_max", "max")} AS rl_max,
+    ${WORST("tl_max", "t_pct", "tl_max", "max")} AS tl_max,
+    max(${USED_PCT}) AS used_pct_max,
+    toFloat64(sum(cost)) AS cost,
+    toFloat64(argMaxIfMerge(credits)) AS credits_last
+  FROM (
+    SELECT provider, model, app, ${BUCKET[window]} AS b,
+      sum(reports) AS reports, sum(provider_hints) AS hints,
+      min(requests_remaining_min) AS rr_min, min(tokens_remaining_min) AS tr_min,
+      max(requests_limit_max) AS rl_max, max(tokens_limit_max) AS tl_max,
+      ${PCT("rl_max", "rr_min")} AS r_pct, ${PCT("tl_max", "tr_min")} AS t_pct,
+      sum(cost_sum) AS cost,
+      argMaxIfMergeState(credits_remaining_last) AS credits
+    FROM ${table}
+    WHERE project_id = {project:String}
+      AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
+    GROUP BY provider, model, app, b
+  ) AS s
+  GROUP BY ${outer}b
+  ORDER BY ${outer}b
+  LIMIT {limit:UInt32}`;
+}
+
+type UsageAnswer = z.infer<typeof usageResponse>;
+type UsagePoint = z.infer<typeof usagePoint>;
+
+/** What a query resolves to: its window, range and groups, and the SQL of its filters. */
+interface Plan {
+  window: Window;
+  aligned: Range;
+  groups: SeriesField[];
+  sql: string;
+  params: Record<string, string[]>;
+}
+
+function plan(deps: UsageDeps, q: z.output<typeof usageQuery>): Plan {
+  const range = resolveRange(q, (deps.now ?? Date.now)());
+  const window = q.window ?? defaultWindow(range);
+  const aligned = alignRange(range, window);
+  const groups = SERIES_ORDER.filter((f) => q.group_by?.includes(f));
+  return { window, aligned, groups, ...filterSql(q) };
+}
+
+/** A range's rows, each with its worst % used per dimension (`dims`), in one round of queries. */
+async function queryRows(
+  deps: UsageDeps,
+  project: KeyLookup,
+  p: Plan,
+  range: Range,
+  uncached = false,
+): Promise<UsageRow[]> {
+  const param = p.window === "day" ? chDate : chSeconds;
+  const params = {
+    project: project.projectId,
+    from: param(range.from),
+    to: param(range.to),
+    ...p.params,
+  };
+  const [rows, worst] = await Promise.all([
+    deps.store.rows<UsageRow>(
+      usageSql(deps.store.db, p.window, p.groups, p.sql),
+      { ...params, limit: deps.maxPoints + 1 },
+      uncached,
+    ),
+    worstUsedByDimension(
+      deps.store,
+      worstUsedByDimensionSql(deps.store.db, p.window, p.groups, p.sql),
+      params,
+      uncached,
+    ),
+  ]);
+  // The rows may be a cache's shared array: each point's dimensions go beside it, not into it.
+  const dims = new Map<UsageRow, Record<string, number>>();
+  for (const r of rows) dims.set(r, worst.get(pointKey(r)) ?? {});
+  withDims.set(rows, dims);
+  return rows;
+}
+
+/** Each row's worst % used per dimension, by the rows they were read with. */
+const withDims = new WeakMap<UsageRow[], Map<UsageRow, Record<string, number>>>();
+
+function tooManyPoints(maxPoints: number) {
+  return invalidQuery(
+    `the query would return more than ${maxPoints} points: narrow from/to, use a wider window, group by fewer fields, or filter by provider, model or app`,
+  );
+}
+
+function head(p: Plan) {
+  return {
+    from: new Date(p.aligned.from).toISOString(),
+    to: new Date(p.aligned.to).toISOString(),
+    window: p.window,
+    group_by: p.groups,
+  };
+}
+
+function toPoint(r: UsageRow, dims: Record<string, number> = {}): UsagePoint {
+  return {
+    bucket: isoOf(r.bucket),
+    ...(r.provider === undefined ? {} : { provider: r.provider }),
+    ...(r.model === undefined ? {} : { model: r.model === "" ? null : r.model }),
+    ...(r.app === undefined ? {} : { app: r.app }),
+    reports: Number(r.reports),
+    provider_hints: Number(r.hints),
+    requests_remaining_min: num(r.rr_min),
+    tokens_remaining_min: num(r.tr_min),
+    requests_limit_max: num(r.rl_max),
+    tokens_limit_max: num(r.tl_max),
+    used_pct_max: r.used_pct_max === null ? null : Math.round(r.used_pct_max * 100) / 100,
+    cost: Number(r.cost),
+    credits_remaining_last: num(r.credits_last),
+    used_pct_by_dimension: dims,
+  };
+}
+
+export async function readUsage(
+  deps: UsageDeps,
+  project: KeyLookup,
+  q: z.output<typeof usageQuery>,
+): Promise<UsageAnswer> {
+  const p = plan(deps, q);
+  const rows = await queryRows(deps, project, p, p.aligned);
+  // A shared answer (the query cache gives every caller the same rows) is shaped once.
+  const dims = withDims.get(rows);
+  const shaped = answers.get(rows);
+  if (shaped && shaped.dims === dims) return shaped.out;
+  if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
+  const out = { ...head(p), points: rows.map((r) => toPoint(r, dims?.get(r))) };
+  if (dims) answers.set(rows, { dims, out });
+  return out;
+}
+
+/** A shared answer to "the last 24 h", as bytes, with what its next refresh keeps. */
+export interface RollingAnswer {
+  encoded: EncodedAnswer;
+  groups: SeriesField[];
+  /** The start of its range, Unix ms. */
+  from: number;
+  window: Window;
+  /** The end of its range, Unix ms. */
+  to: number;
+  entries: UsageEntry[];
+  /** When its whole range was last read. */
+  fullAt: number;
+}
+
+/**
+ * What a held answer keeps alive: its JSON bytes, its points' JSON (as long again), room for a
+ * compressed copy (never longer), and each point's record.
+ */
+export const rollingAnswerBytes = (a: unknown) => {
+  const { encoded, entries } = a as RollingAnswer;
+  return 3 * encoded.identity.length + 64 * entries.length;
+};
+
+/** Points shaped between two turns of the event loop (~1 ms). */
+const YIELD_EVERY = 500;
+
+/** Buckets this recent are read again at every refresh: where reports timestamped now land. */
+const RECENT_MS = 5 * 60_000;
+
+/**
+ * `previous` brought up to date: its newest buckets read again, or its whole range when it is
+ * due (`fullRefreshMs`), a day window (a few points), or there is none.
+ */
+export async function refreshUsage(
+  deps: UsageDeps,
+  project: KeyLookup,
+  q: z.output<typeof usageQuery>,
+  previous: RollingAnswer | undefined,
+): Promise<RollingAnswer> {
+  const now = (deps.now ?? Date.now)();
+  const p = plan(deps, q);
+  const whole =
+    previous === undefined ||
+    p.window === "day" ||
+    previous.window !== p.window ||
+    now - previous.fullAt >= (deps.fullRefreshMs ?? 0);
+  const w = WINDOW_MS[p.window];
+  // Never after the previous answer's end: buckets it did not cover are read too (an answer can
+  // be served stale, or kept expired, for longer than RECENT_MS).
+  const recentFrom =
+    whole || previous === undefined
+      ? p.aligned.from
+      : Math.max(p.aligned.from, Math.min(Math.floor((now - RECENT_MS) / w) * w, previous.to));
+  // Past the rows' cache: the answers' cache is this query's (single flight, TTL), and rows it
+  // served stale would hold the newest buckets back.
+  const rows = await queryRows(deps, project, p, { from: recentFrom, to: p.aligned.to }, true);
+  if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
+  const fresh: UsageEntry[] = [];
+  const groupsSeen = new Map<string, string>();
+  const dims = withDims.get(rows);
+  for (const [i, r] of rows.entries()) {
+    // A whole range is thousands of points: other requests are answered between slices.
+    if (i > 0 && i % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
+    const point = toPoint(r, dims?.get(r));
+    const key = JSON.stringify([r.provider ?? "", r.model ?? "", r.app ?? ""]);
+    // One string per group, however many points it has.
+    let group = groupsSeen.get(key);
+    if (group === undefined) {
+      group = key;
+      groupsSeen.set(key, key);
+    }
+    fresh.push({ ms: Date.parse(point.bucket), group, json: JSON.stringify(point) });
+  }
+  const { from, to } = p.aligned;
+  // Unchanged (the same range, the same newest buckets): the same answer, so its bytes, ETag
+  // and compressed copies are kept, and nothing is serialised.
+  if (
+    previous !== undefined &&
+    !whole &&
+    previous.from === from &&
+    previous.to === to &&
+    sameRecent(previous.entries, fresh, recentFrom)
+  ) {
+    return previous;
+  }
+  const entries =
+    previous === undefined || whole
+      ? fresh
+      : mergeRecent(previous.entries, fresh, p.aligned.from, recentFrom);
+  if (entries.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
+  const fullAt = whole ? now : (previous?.fullAt ?? now);
+  const bytes = Buffer.from(answerJson(head(p), entries));
+  const encoded =
+    previous !== undefined && bytes.equals(previous.encoded.identity)
+      ? previous.encoded
+      : encodeJson(bytes, project.projectId);
+  return { encoded, groups: p.groups, from, to, window: p.window, entries, fullAt };
+}
+
+/** Answers by the rows they came from: a dashboard's poll costs no re-encoding. */
+const answers = new WeakMap<
+  object,
+  { dims: Map<UsageRow, Record<string, number>>; out: z.infer<typeof usageResponse> }
+>();
+
+const SERIES_ORDER: SeriesField[] = ["provider", "model", "app"];
