@@ -4,6 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  GEMINI_PAID_TIER_429,
+  GROQ_DOCS_EXAMPLE,
+  MISTRAL_CURRENT,
+} from "../fixtures/providers/documented.js";
 import { launchChromium, seriousViolations } from "../helpers/browser.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
@@ -49,53 +54,12 @@ const ANTHROPIC = {
   "anthropic-ratelimit-tokens-reset": ANTHROPIC_RESETS.tokens,
 };
 
-// Groq (console.groq.com/docs/rate-limits, "Rate Limit Headers"): requests per day, tokens per
-// minute, Go-duration resets.
-const GROQ = {
-  "retry-after": "2",
-  "x-ratelimit-limit-requests": "14400",
-  "x-ratelimit-limit-tokens": "18000",
-  "x-ratelimit-remaining-requests": "14370",
-  "x-ratelimit-remaining-tokens": "17997",
-  "x-ratelimit-reset-requests": "2m59.56s",
-  "x-ratelimit-reset-tokens": "7.66s",
-};
-
-// Mistral: per-minute requests and tokens, and tokens per month.
-const MISTRAL = {
-  "x-ratelimit-limit-tokens-minute": "5000000",
-  "x-ratelimit-remaining-tokens-minute": "4999911",
-  "x-ratelimit-tokens-query-cost": "52",
-  "x-ratelimit-limit-req-minute": "720",
-  "x-ratelimit-remaining-req-minute": "717",
-  "x-ratelimit-limit-tokens-month": "1000000000",
-  "x-ratelimit-remaining-tokens-month": "999967993",
-};
-
-// Gemini sends no rate-limit headers: its 429 body (ai.google.dev/gemini-api/docs/rate-limits)
-// names the exhausted quota and when to retry.
-const GEMINI_429 = {
-  error: {
-    code: 429,
-    message: "You exceeded your current quota, please check your plan and billing details.",
-    status: "RESOURCE_EXHAUSTED",
-    details: [
-      {
-        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
-        violations: [
-          {
-            quotaMetric:
-              "generativelanguage.googleapis.com/generate_content_paid_tier_2_input_token_count",
-            quotaId: "GenerateContentPaidTierInputTokensPerModelPerMinute-PaidTier2",
-            quotaDimensions: { location: "global", model: "gemini-2.5-flash" },
-            quotaValue: "3000000",
-          },
-        ],
-      },
-      { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: "19s" },
-    ],
-  },
-};
+// Groq: requests per day, tokens per minute, Go-duration resets; Mistral: per-minute requests
+// and tokens, and tokens per month; Gemini: no headers, its 429 body names the exhausted quota and
+// when to retry (the providers' documented examples, test/fixtures/providers/documented.ts).
+const GROQ = GROQ_DOCS_EXAMPLE;
+const MISTRAL = MISTRAL_CURRENT;
+const GEMINI_429 = GEMINI_PAID_TIER_429;
 
 // Azure OpenAI has sent -1 for figures it does not state.
 const AZURE = {

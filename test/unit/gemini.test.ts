@@ -1,42 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { windowsOfRecord } from "../../src/providers/derive-windows.js";
+import { GEMINI_PAID_TIER_429 } from "../fixtures/providers/documented.js";
 import { AT, derive, NO_LIMITS } from "../fixtures/providers/source.js";
 
 // Gemini sends no rate-limit headers; its 429 body says what ran out:
 // https://ai.google.dev/gemini-api/docs/rate-limits. The bodies are answers as posted on
 // https://discuss.ai.google.dev/t/incorrect-tiers-rate-limits-being-applied/97746 (paid tier) and
 // a free-tier answer with three violations.
-const PAID_TIER_429 = {
-  error: {
-    code: 429,
-    message: "You exceeded your current quota, please check your plan and billing details.",
-    status: "RESOURCE_EXHAUSTED",
-    details: [
-      {
-        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
-        violations: [
-          {
-            quotaMetric:
-              "generativelanguage.googleapis.com/generate_content_paid_tier_2_input_token_count",
-            quotaId: "GenerateContentPaidTierInputTokensPerModelPerMinute-PaidTier2",
-            quotaDimensions: { location: "global", model: "gemini-2.5-flash" },
-            quotaValue: "3000000",
-          },
-        ],
-      },
-      {
-        "@type": "type.googleapis.com/google.rpc.Help",
-        links: [
-          {
-            description: "Learn more about Gemini API quotas",
-            url: "https://ai.google.dev/gemini-api/docs/rate-limits",
-          },
-        ],
-      },
-      { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: "19s" },
-    ],
-  },
-};
+const PAID_TIER_429 = GEMINI_PAID_TIER_429;
 
 const FREE_TIER_429 = {
   error: {

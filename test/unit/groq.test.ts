@@ -1,17 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { GROQ_DOCS_EXAMPLE } from "../fixtures/providers/documented.js";
 import { AT, derive } from "../fixtures/providers/source.js";
 
-// Groq's documented example: https://console.groq.com/docs/rate-limits (Rate Limit Headers):
-// x-ratelimit-*-requests are requests per day (RPD), x-ratelimit-*-tokens tokens per minute (TPM).
-const DOCS_EXAMPLE = {
-  "retry-after": "2",
-  "x-ratelimit-limit-requests": "14400",
-  "x-ratelimit-limit-tokens": "18000",
-  "x-ratelimit-remaining-requests": "14370",
-  "x-ratelimit-remaining-tokens": "17997",
-  "x-ratelimit-reset-requests": "2m59.56s",
-  "x-ratelimit-reset-tokens": "7.66s",
-};
+// Groq's documented example (test/fixtures/providers/documented.ts): requests per day, tokens per
+// minute.
+const DOCS_EXAMPLE = GROQ_DOCS_EXAMPLE;
 
 describe("groq parser", () => {
   it("reads requests as a per-day window and tokens as a per-minute window", () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { MISTRAL_CURRENT } from "../fixtures/providers/documented.js";
 import { AT, derive, windowOf } from "../fixtures/providers/source.js";
 
 // Mistral's limits (per minute and per month): https://docs.mistral.ai/deployment/ai-studio/tier
@@ -8,15 +9,7 @@ import { AT, derive, windowOf } from "../fixtures/providers/source.js";
 
 describe("mistral parser", () => {
   it("reads the current headers: requests and tokens per minute, tokens per month", () => {
-    const d = derive("mistral", {
-      "x-ratelimit-limit-tokens-minute": "5000000",
-      "x-ratelimit-remaining-tokens-minute": "4999911",
-      "x-ratelimit-tokens-query-cost": "52",
-      "x-ratelimit-limit-req-minute": "720",
-      "x-ratelimit-remaining-req-minute": "717",
-      "x-ratelimit-limit-tokens-month": "1000000000",
-      "x-ratelimit-remaining-tokens-month": "999967993",
-    });
+    const d = derive("mistral", MISTRAL_CURRENT);
     expect(d.parser).toBe("mistral@1");
     expect(d.warnings).toEqual([]);
     expect(d.windows).toEqual([
