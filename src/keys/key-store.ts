@@ -1,3 +1,5 @@
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import type { Plan } from "../config.js";
 import type { RedisClient } from "../redis/connections.js";
@@ -85,6 +87,11 @@ const PROJECT_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** Where projects and keys live, whatever the queue prefix. */
 export const KEY_STORE_PREFIX = "headroom";
 
+/** How long a key's change may hold its lock, and how long another waits for it. */
+const KEY_LOCK_TTL_MS = 10_000;
+const KEY_LOCK_WAIT_MS = 5_000;
+const RELEASE_LOCK = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`;
+
 /** How often a key's last use is written: a look-up after this long writes it again. */
 const LAST_USED_EVERY_MS = 60_000;
 
@@ -154,6 +161,7 @@ export function createKeyStore(
     key: (hash: string) => `${prefix}:key:${hash}`,
     keyId: (id: string) => `${prefix}:key-id:${id}`,
     keyHashes: (id: string) => `${prefix}:key-hashes:${id}`,
+    keyLock: (id: string) => `${prefix}:key-lock:${id}`,
     project: (id: string) => `${prefix}:project:${id}`,
     projectKeys: (id: string) => `${prefix}:project-keys:${id}`,
     projects: `${prefix}:projects`,
@@ -199,6 +207,28 @@ export function createKeyStore(
       throw new KeyStoreError(`${issue?.path.join(".")}: ${issue?.message}`);
     }
     return checked.data;
+  }
+
+  /**
+   * Runs `change` with the key id's lock held: rotations and revocations of one key happen one
+   * after another (two at once would leave a secret that no later rotation or revocation ends).
+   * The key store's keys live in different Cluster slots, so this is a lock rather than a script.
+   */
+  async function underKeyLock<T>(keyId: string, change: () => Promise<T>): Promise<T> {
+    const lock = k.keyLock(keyId);
+    const token = randomUUID();
+    const deadline = Date.now() + KEY_LOCK_WAIT_MS;
+    while ((await redis.set(lock, token, "PX", KEY_LOCK_TTL_MS, "NX")) !== "OK") {
+      if (Date.now() >= deadline)
+        throw new KeyStoreError(`another change to key ${keyId} is under way: try again`);
+      await sleep(20);
+    }
+    try {
+      return await change();
+    } finally {
+      // Only our own lock: one that expired and was taken by another change stays its.
+      await redis.eval(RELEASE_LOCK, 1, lock, token);
+    }
   }
 
   async function ensureProject(projectId: string, plan: string | undefined, defaultPlan: string) {
@@ -311,58 +341,72 @@ export function createKeyStore(
     },
 
     /** Revokes every secret the key has had: the current one, and any rotated out. */
-    async revoke(keyId: string): Promise<boolean> {
-      const hash = await redis.get(k.keyId(keyId));
-      if (!hash) return false;
-      const hashes = new Set([hash, ...(await redis.smembers(k.keyHashes(keyId)))]);
-      const at = new Date(now()).toISOString();
-      await Promise.all(
-        [...hashes].map((h) => redis.hset(k.key(h), { revoked: "1", revoked_at: at })),
-      );
-      return true;
+    revoke(keyId: string): Promise<boolean> {
+      return underKeyLock(keyId, async () => {
+        const hash = await redis.get(k.keyId(keyId));
+        if (!hash) return false;
+        const hashes = new Set([hash, ...(await redis.smembers(k.keyHashes(keyId)))]);
+        const at = new Date(now()).toISOString();
+        await Promise.all(
+          [...hashes].map((h) => redis.hset(k.key(h), { revoked: "1", revoked_at: at })),
+        );
+        return true;
+      });
     },
 
     /**
-     * A new secret for the same key id, scope and project. The old secret keeps working until
-     * `expiresInS` from now (0: refused at once, as revoked). Null for no such key, or a revoked
-     * one. The new plaintext is returned once.
+     * A new secret for the same key id, scope and project. Every earlier secret keeps working
+     * until `expiresInS` from now at the latest (0: refused at once, as revoked): a rotation that
+     * shuts out a leaked secret shuts out the ones before it too. Null for no such key, or a
+     * revoked one. The new plaintext is returned once.
      */
-    async rotate(keyId: string, expiresInS: number) {
-      const oldHash = await redis.get(k.keyId(keyId));
-      const old = oldHash ? await keyInfo(oldHash) : null;
-      if (!oldHash || !old || old.revoked) return null;
-      const key = generateKey(old.scope);
-      const hash = hashKey(key);
-      const at = now();
-      const rotatedAt = new Date(at).toISOString();
-      if (!(await redis.hsetnx(k.key(hash), "key_id", keyId))) {
-        throw new KeyStoreError("this key is already registered");
-      }
-      await Promise.all([
-        redis.hset(k.key(hash), {
-          project_id: old.projectId,
-          created_at: old.createdAt,
-          revoked: "0",
-          scope: old.scope,
-          rotated_at: rotatedAt,
-        }),
-        redis.sadd(k.keyHashes(keyId), hash, oldHash),
-      ]);
-      // The old secret's end is written before the new one becomes the key's current secret.
-      await redis.hset(
-        k.key(oldHash),
-        expiresInS === 0
-          ? { revoked: "1", revoked_at: rotatedAt, expires_at: rotatedAt }
-          : { expires_at: new Date(at + expiresInS * 1000).toISOString() },
-      );
-      await redis.set(k.keyId(keyId), hash);
-      return {
-        key,
-        ...old,
-        rotatedAt,
-        lastUsedAt: null,
-        oldExpiresAt: new Date(at + expiresInS * 1000).toISOString(),
-      };
+    rotate(keyId: string, expiresInS: number) {
+      return underKeyLock(keyId, async () => {
+        const oldHash = await redis.get(k.keyId(keyId));
+        const old = oldHash ? await keyInfo(oldHash) : null;
+        if (!oldHash || !old || old.revoked) return null;
+        const key = generateKey(old.scope);
+        const hash = hashKey(key);
+        const at = now();
+        const rotatedAt = new Date(at).toISOString();
+        const endsAt = new Date(at + expiresInS * 1000).toISOString();
+        if (!(await redis.hsetnx(k.key(hash), "key_id", keyId))) {
+          throw new KeyStoreError("this key is already registered");
+        }
+        const earlier = new Set([oldHash, ...(await redis.smembers(k.keyHashes(keyId)))]);
+        await Promise.all([
+          redis.hset(k.key(hash), {
+            project_id: old.projectId,
+            created_at: old.createdAt,
+            revoked: "0",
+            scope: old.scope,
+            rotated_at: rotatedAt,
+          }),
+          redis.sadd(k.keyHashes(keyId), hash, oldHash),
+        ]);
+        // The earlier secrets' end is written before the new one becomes the key's current one.
+        await Promise.all(
+          [...earlier].map(async (h) => {
+            if (expiresInS === 0)
+              return redis.hset(k.key(h), {
+                revoked: "1",
+                revoked_at: rotatedAt,
+                expires_at: rotatedAt,
+              });
+            const ends = await redis.hget(k.key(h), "expires_at");
+            // ISO times of one form compare as text; an earlier end stays.
+            if (ends === null || ends > endsAt) await redis.hset(k.key(h), { expires_at: endsAt });
+          }),
+        );
+        await redis.set(k.keyId(keyId), hash);
+        return {
+          key,
+          ...old,
+          rotatedAt,
+          lastUsedAt: null,
+          oldExpiresAt: endsAt,
+        };
+      });
     },
 
     /**

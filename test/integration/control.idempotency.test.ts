@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createIdempotency, MAX_REFUSAL_BYTES } from "../../src/api/control/idempotency.js";
+import { HttpError } from "../../src/http/errors.js";
 import { type ControlStack, startControlStack } from "../helpers/control-stack.js";
 
 // Idempotency-Key on the control plane's POSTs: a retried create makes one project or key and
@@ -138,5 +140,41 @@ describe("Idempotency-Key", () => {
     const records = await s.redis.keys("headroom:idempotency:*");
     expect(records.length).toBeGreaterThan(0);
     for (const k of records) expect(await s.redis.get(k)).not.toContain(secret);
+  });
+
+  it("keeps a refusal only up to its bound, and a credential's records up to theirs", async () => {
+    const idempotent = createIdempotency(s.redis, { maxRecords: 4 });
+    const credential = `cred-${Date.now()}`;
+    let runs = 0;
+    const refuse = (size: number) => async () => {
+      runs++;
+      throw new HttpError("invalid_body", "x".repeat(size));
+    };
+    const send = (header: string, run: () => Promise<{ status: number; body: unknown }>) =>
+      idempotent({
+        header,
+        credentialId: credential,
+        credentialSecret: "secret",
+        request: { method: "POST", url: "/api/v1/projects", body: { header } },
+        run,
+      });
+    // A small refusal is kept and replayed; a big one frees its key, so the retry runs again.
+    await expect(send("small", refuse(10))).rejects.toThrow(HttpError);
+    await expect(send("small", refuse(10))).resolves.toMatchObject({ status: 400, replayed: true });
+    expect(runs).toBe(1);
+    await expect(send("big", refuse(MAX_REFUSAL_BYTES))).rejects.toThrow(HttpError);
+    await expect(send("big", refuse(MAX_REFUSAL_BYTES))).rejects.toThrow(HttpError);
+    expect(runs).toBe(3);
+    expect(await s.redis.keys(`*idempotency:${credential}:*`)).toHaveLength(1);
+    // Four records taken a day for this credential (a freed one counts: it ran): the fifth is
+    // refused, and not kept.
+    await send("third", async () => ({ status: 201, body: {} }));
+    const over = send("fourth", async () => ({ status: 201, body: {} }));
+    await expect(over).rejects.toMatchObject({ code: "rate_limited", status: 429 });
+    expect(await s.redis.keys(`*idempotency:${credential}:*`)).toHaveLength(2);
+    // A replay of a kept record is not a new one.
+    await expect(send("third", async () => ({ status: 201, body: {} }))).resolves.toMatchObject({
+      replayed: true,
+    });
   });
 });

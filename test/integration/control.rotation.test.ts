@@ -122,4 +122,54 @@ describe("rotation", () => {
     const again = await s.call("POST", `/api/v1/keys/${old.keyId}/rotate`, undefined);
     expect(again.statusCode).toBe(401);
   });
+
+  it("a rotation with expires_in_s 0 ends every earlier secret, not only the last one", async () => {
+    const first = await newKey();
+    const second = await s.control.rotateKey(s.cli, first.keyId, 30 * 86_400);
+    expect(await statuses(first.key)).toEqual([200, 200]);
+    const third = await s.control.rotateKey(s.cli, first.keyId, 0);
+    await eventually(
+      async () => {
+        expect(await statuses(first.key)).toEqual([401, 401]);
+        expect(await statuses(second.key)).toEqual([401, 401]);
+      },
+      { timeoutMs: KEY_CACHE_TTL_MS + 2_000, intervalMs: 25 },
+    );
+    expect(await statuses(third.key)).toEqual([200, 200]);
+  });
+
+  it("rotations at once leave no secret that a later rotation or revocation does not end", async () => {
+    const old = await newKey();
+    const made = await Promise.all(
+      Array.from({ length: 4 }, () => s.control.rotateKey(s.cli, old.keyId, 30 * 86_400)),
+    );
+    const last = await s.control.rotateKey(s.cli, old.keyId, 0);
+    await eventually(
+      async () => {
+        for (const secret of [old.key, ...made.map((m) => m.key)])
+          expect(await statuses(secret)).toEqual([401, 401]);
+      },
+      { timeoutMs: KEY_CACHE_TTL_MS + 2_000, intervalMs: 25 },
+    );
+    expect(await statuses(last.key)).toEqual([200, 200]);
+    // A revocation racing rotations leaves nothing working either.
+    const racing = await Promise.allSettled([
+      s.control.rotateKey(s.cli, old.keyId, 3_600),
+      s.control.revokeKey(s.cli, old.keyId),
+      s.control.rotateKey(s.cli, old.keyId, 3_600),
+    ]);
+    const secrets = [
+      last.key,
+      ...racing.flatMap((r) =>
+        r.status === "fulfilled" && r.value && "key" in r.value ? [String(r.value.key)] : [],
+      ),
+    ];
+    // Rotations before the revocation are ended by it; those after it find the key revoked.
+    await eventually(
+      async () => {
+        for (const secret of secrets) expect(await statuses(secret)).toEqual([401, 401]);
+      },
+      { timeoutMs: KEY_CACHE_TTL_MS + 2_000, intervalMs: 25 },
+    );
+  });
 });

@@ -26,6 +26,13 @@ const PENDING_TTL_S = 120;
 const WAIT_MS = 10_000;
 const POLL_MS = 25;
 const KEY_TEXT = /^[\x21-\x7e]{1,255}$/;
+/**
+ * The records one credential may make in a day, and the largest refusal kept: a tenant's key
+ * sending new Idempotency-Keys with big refused bodies would otherwise fill the deployment's Redis.
+ * A refusal over the bound frees its key instead: the retry runs, and is refused the same way.
+ */
+export const MAX_RECORDS_PER_CREDENTIAL = 10_000;
+export const MAX_REFUSAL_BYTES = 4_096;
 
 interface Pending {
   state: "pending";
@@ -62,8 +69,12 @@ export interface IdempotentRequest {
 /** Runs a request once per (credential, Idempotency-Key); `replayed` says it ran before. */
 export type Idempotent = (req: IdempotentRequest) => Promise<Answer & { replayed: boolean }>;
 
-export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } = {}): Idempotent {
+export function createIdempotency(
+  redis: RedisClient,
+  opts: { waitMs?: number; maxRecords?: number } = {},
+): Idempotent {
   const waitMs = opts.waitMs ?? WAIT_MS;
+  const maxRecords = opts.maxRecords ?? MAX_RECORDS_PER_CREDENTIAL;
 
   function seal(secret: Buffer, answer: Answer) {
     const iv = randomBytes(12);
@@ -107,8 +118,8 @@ export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } 
 
   /**
    * Runs `run` once per (credential, Idempotency-Key): its answer, or the first one's replayed.
-   * `replayed` tells which. An HttpError under 500 is an answer too (stored and replayed); any
-   * other failure frees the key, so that a retry runs again.
+   * `replayed` tells which. An HttpError under 500 is an answer too (stored and replayed) when it
+   * is at most MAX_REFUSAL_BYTES; any other failure frees the key, so that a retry runs again.
    */
   return async function idempotent(
     opts: IdempotentRequest,
@@ -135,6 +146,7 @@ export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } 
       PENDING_TTL_S,
       "NX",
     );
+    if (taken !== null) await count(opts.credentialId, key);
     if (taken === null) {
       const deadline = Date.now() + waitMs;
       for (;;) {
@@ -163,8 +175,9 @@ export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } 
     try {
       answer = await opts.run();
     } catch (err) {
-      if (err instanceof HttpError && err.status < 500) {
-        answer = { status: err.status, body: err.toBody() };
+      const refusal = err instanceof HttpError && err.status < 500 ? err.toBody() : null;
+      if (refusal !== null && JSON.stringify(refusal).length <= MAX_REFUSAL_BYTES) {
+        answer = { status: (err as HttpError).status, body: refusal };
         await store(key, fp, secret, answer);
       } else {
         await redis.del(key).catch(() => undefined);
@@ -174,6 +187,23 @@ export function createIdempotency(redis: RedisClient, opts: { waitMs?: number } 
     await store(key, fp, secret, answer);
     return { ...answer, replayed: false };
   };
+
+  /** Counts a new record against its credential's day; past the bound, the record is let go. */
+  async function count(credentialId: string, key: string) {
+    const counter = `${KEY_STORE_PREFIX}:idempotency-count:${credentialId}`;
+    const [[, made]] = (await redis
+      .multi()
+      .incr(counter)
+      .expire(counter, IDEMPOTENCY_TTL_S, "NX")
+      .exec()) as [[Error | null, number]];
+    if (made <= maxRecords) return;
+    await redis.del(key);
+    throw new HttpError(
+      "rate_limited",
+      `this key made ${maxRecords} Idempotency-Key records in 24 h; retry later, or send the request without one`,
+      { headers: { "retry-after": Math.max(1, await redis.ttl(counter)) } },
+    );
+  }
 
   async function store(key: string, fp: string, secret: Buffer, answer: Answer) {
     const done: Done = { state: "done", fp, status: answer.status, ...seal(secret, answer) };
