@@ -96,6 +96,7 @@ type View = Record<string, unknown> & {
   requests: Record<string, number | string | boolean | null>;
   tokens: Record<string, number | string | boolean | null>;
   credits: Record<string, number | string | boolean | null>;
+  windows?: Record<string, number | string | boolean | null>[];
 };
 
 async function headroom(k: ProjectKeys, query = ""): Promise<{ at: string; series: View[] }> {
@@ -151,6 +152,8 @@ const figures = (body: { series: View[] }) =>
       requests: still(v.requests),
       tokens: still(v.tokens),
       credits: still(v.credits),
+      // Each window's figures for the moment of the answer too (the two answers are apart).
+      windows: v.windows?.map(still),
     };
   });
 
