@@ -112,6 +112,7 @@ export interface Limits {
   recordAuthFailure: (ip: string) => void;
   reserveAuthAttempt: (ip: string, lookUp: boolean) => void | Promise<void>;
   releaseAuthAttempt: (ip: string) => void;
+  refuseClient: (ip: string) => void;
   authFailureClients: () => number;
   /**
    * One report's worth of the burst limit: null when a token in hand passes it at once,
@@ -213,6 +214,7 @@ export function createLimits(opts: LimitsOptions): Limits {
     recordAuthFailure: authFailures.recordAuthFailure,
     reserveAuthAttempt: authFailures.reserveAuthAttempt,
     releaseAuthAttempt: authFailures.releaseAuthAttempt,
+    refuseClient: authFailures.refuseClient,
     authFailureClients: authFailures.clients,
 
     consumeBurst(lookup: KeyLookup): Promise<void> | null {

@@ -27,6 +27,11 @@ export interface AuthFailureLimits {
    */
   reserveAuthAttempt(ip: string, lookUp: boolean): void | Promise<void>;
   releaseAuthAttempt(ip: string): void;
+  /**
+   * The deployment's count refused `ip` and its key was bad: this process refuses the client
+   * from now on too (without a look-up), until its window ends.
+   */
+  refuseClient(ip: string): void;
 }
 
 export interface AuthDeps {
@@ -77,14 +82,25 @@ export function createAuthenticate({ lookupKey, limits, keyName = "project key" 
     // The count of other processes is asked beside the look-up, not before it: a slow or absent
     // Redis delays a good key by no more than the longer of the two.
     const [counted, found] = await Promise.allSettled([reserved, lookupKey(key)]);
-    if (counted.status === "rejected") throw counted.reason;
     if (found.status === "rejected") {
       limits.releaseAuthAttempt(ip);
       throw unavailable("the service cannot check keys right now", "key_store");
     }
-    // A good key gives its attempt back; a bad one keeps it: that is the failure.
-    if (found.value) limits.releaseAuthAttempt(ip);
-    return found.value;
+    // A good key gives its attempt back and is served, even when the deployment's count refused
+    // it: that count holds the look-ups in flight too, and one client's many good keys looked up
+    // at once (edges restarted, caches cold) are not guesses. This process's own count, taken
+    // above, still bounds the guesses in flight here.
+    if (found.value) {
+      limits.releaseAuthAttempt(ip);
+      return found.value;
+    }
+    // A bad one keeps it: that is the failure. Past the deployment's limit, the client is refused
+    // here from now on.
+    if (counted.status === "rejected") {
+      limits.refuseClient(ip);
+      throw counted.reason;
+    }
+    return null;
   }
 
   /** A failure counted against `ip` before the answer: the 401 (or the limit's 429). */

@@ -121,11 +121,15 @@ export function createAuthFailureLimits(opts: AuthFailureOptions): AuthFailures 
         (err: unknown) => {
           // Not a refusal: the insurance limiter failed too, and this process's count holds.
           if (!(err instanceof RateLimiterRes)) return;
-          // Spent across the deployment: this process refuses the client itself from now on.
-          local.add(ip, opts.points);
+          // Spent across the deployment, good look-ups in flight included: whether the client is
+          // refused from now on is decided once its key is known (refuseClient).
           throw tooMany({ remaining: 0, msToReset: err.msBeforeNext });
         },
       );
+    },
+
+    refuseClient(ip: string): void {
+      local.add(ip, opts.points);
     },
 
     releaseAuthAttempt(ip: string): void {

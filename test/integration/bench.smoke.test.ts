@@ -136,7 +136,9 @@ describe("npm run bench -- --quick", () => {
       "edge.accepted",
       "batch.accepted",
     ]) {
-      expect(value(id), id).toBeGreaterThan(0);
+      // The phases' answers (statuses, errors) say why a stage accepted nothing.
+      const loads = { edge: r.edgeAlone.load, batch: r.edgeBatch.load };
+      expect(value(id), `${id}: ${JSON.stringify(loads)}`).toBeGreaterThan(0);
     }
     expect(value("drain.complete")).toBe(1);
     expect(value("sat.complete")).toBe(1);

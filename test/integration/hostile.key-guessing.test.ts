@@ -213,6 +213,50 @@ describe("key guessing", () => {
     }
   });
 
+  it("one client's many good keys looked up at once on two cold edges are all served, and the client is not refused after", async () => {
+    const other = await startEdge({
+      redisUrl: server.url,
+      env: {
+        BACKLOG_CHECK_INTERVAL_MS: "3600000",
+        QUEUE_PREFIX: fx.config.QUEUE_PREFIX,
+        AUTH_FAILURES_PER_IP: String(FAILURES),
+      },
+    });
+    try {
+      // Fewer than the limit per edge (each edge's own count holds its look-ups in flight), more
+      // than it across the two: the deployment's count holds 2 x PER_EDGE at once.
+      const PER_EDGE = FAILURES - 5;
+      const keys = await Promise.all(
+        Array.from({ length: 2 * PER_EDGE + 1 }, () => fx.createKey()),
+      );
+      const from = ip(40);
+      // Writes held for a moment: every edge's count is taken before any look-up gives it back,
+      // as on a loaded machine (the bench's cold start of 20 keys on 2 edges met this).
+      await admin.call("CLIENT", "PAUSE", "300", "WRITE");
+      const answers = await Promise.all(
+        keys
+          .slice(0, 2 * PER_EDGE)
+          .map((key, i) =>
+            (i % 2 === 0 ? fx : other).post(clientReport(), { key: key.key, remoteAddress: from }),
+          ),
+      );
+      expect(answers.map((a) => a.statusCode)).toStrictEqual(Array(2 * PER_EDGE).fill(200));
+      // Not refused afterwards: a key neither edge has seen is served too.
+      const last = keys.at(-1) as TestKey;
+      expect((await send(last.key, from)).statusCode).toBe(200);
+      expect(
+        (await other.post(clientReport(), { key: last.key, remoteAddress: from })).statusCode,
+      ).toBe(200);
+      // Guesses from that client still meet the limit.
+      const statuses: number[] = [];
+      for (let i = 0; i < FAILURES + 1; i++)
+        statuses.push((await send(generateKey(), from)).statusCode);
+      expect(statuses).toStrictEqual([...Array(FAILURES).fill(401), 429]);
+    } finally {
+      await other.close();
+    }
+  });
+
   it("a Redis that went silently dead delays no attempt past the timeout; each process counts meanwhile", async () => {
     const proxy = await startTcpProxy(server.port);
     const viaProxy = new Redis(server.url.replace(`:${server.port}`, `:${proxy.port}`));

@@ -48,6 +48,9 @@ function fakeLimits(perIp = 100) {
     releaseAuthAttempt(ip) {
       add(ip, -1);
     },
+    refuseClient(ip) {
+      add(ip, perIp);
+    },
   };
   return { limits, failures };
 }
@@ -158,6 +161,25 @@ describe("authenticate", () => {
     const res = await call(`Bearer ${goodKey}`);
     expect([res.statusCode, res.json().error]).toEqual([429, "rate_limited"]);
     expect(looked).toEqual([]);
+  });
+
+  it("serves a good key the deployment's count refused, and refuses the client only on a bad one", async () => {
+    const { limits, failures } = fakeLimits();
+    // The deployment's count says no to every look-up (other processes' attempts filled it).
+    const deploymentFull: AuthDeps["limits"] = {
+      ...limits,
+      async reserveAuthAttempt(ip) {
+        await limits.reserveAuthAttempt(ip, true);
+        throw new HttpError("rate_limited", "too many");
+      },
+    };
+    const { call } = setup(known, deploymentFull);
+    expect((await call(`Bearer ${goodKey}`, "10.0.0.70")).statusCode).toBe(200);
+    expect(failures.get("10.0.0.70")).toBeUndefined();
+    const bad = await call(`Bearer ${generateKey()}`, "10.0.0.70");
+    expect([bad.statusCode, bad.json().error]).toEqual([429, "rate_limited"]);
+    // The bad key's attempt, and the refusal from now on.
+    expect(failures.get("10.0.0.70")).toBe(1 + 100);
   });
 
   it("with the real in-process failure limiter: only the failing IP is refused", async () => {
