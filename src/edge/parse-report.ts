@@ -197,7 +197,7 @@ function finish(
   // What the parsers could not read (Azure's -1, junk values) is said in the answer, as any
   // unusable value is; the worker derives the same windows from the stored record.
   if (record.headers != null || record.error != null)
-    warnings.push(...windowsOfRecord(record).warnings);
+    warnings.push(...windowsOfRecord(record, said.values).warnings);
   return { record, warnings };
 }
 

@@ -93,9 +93,15 @@ const parseJson = (text: string | null | undefined): unknown => {
   }
 };
 
-/** deriveWindows for a stored report. */
-export function windowsOfRecord(record: WindowRecord): DerivedWindows {
-  const headers = parseJson(record.headers);
+/**
+ * deriveWindows for a stored report. `values`: its headers and error already as values (the edge
+ * has them), instead of parsing the record's texts.
+ */
+export function windowsOfRecord(
+  record: WindowRecord,
+  values?: { headers: Record<string, string> | null; error: unknown },
+): DerivedWindows {
+  const headers = values ? values.headers : parseJson(record.headers);
   return deriveWindows({
     provider: record.provider,
     at: Date.parse(record.timestamp),
@@ -113,6 +119,6 @@ export function windowsOfRecord(record: WindowRecord): DerivedWindows {
         : { credits_limit: record.credits_limit, credits_remaining: record.credits_remaining },
     headers:
       headers !== null && typeof headers === "object" ? (headers as Record<string, string>) : null,
-    error: parseJson(record.error),
+    error: values ? values.error : parseJson(record.error),
   });
 }

@@ -33,10 +33,20 @@ export interface ProviderSaid {
   headers: string | null;
   /** The error body as compact JSON text, or null. */
   error: string | null;
+  /**
+   * The same two as values (what JSON.parse of the texts gives), so that the edge derives the
+   * windows' warnings without parsing again what it has just written.
+   */
+  values: { headers: Record<string, string> | null; error: unknown };
   warnings: SaidWarning[];
 }
 
-const NONE: ProviderSaid = Object.freeze({ headers: null, error: null, warnings: [] });
+const NONE: ProviderSaid = Object.freeze({
+  headers: null,
+  error: null,
+  values: Object.freeze({ headers: null, error: null }),
+  warnings: [],
+});
 
 /** Whether a report body carries either field (most do not: the contract's client sends none). */
 export const carriesProviderSaid = (body: object): boolean =>
@@ -47,19 +57,23 @@ export function readProviderSaid(body: unknown): ProviderSaid {
   if (body === null || typeof body !== "object" || !carriesProviderSaid(body)) return NONE;
   const warnings: SaidWarning[] = [];
   const { headers, error } = body as { headers?: unknown; error?: unknown };
+  const kept = headers == null ? null : keptHeaders(headers, warnings);
+  const errorText = error == null ? null : boundedError(error, warnings);
   return {
-    headers: headers == null ? null : keptHeaders(headers, warnings),
-    error: error == null ? null : boundedError(error, warnings),
+    headers: kept === null ? null : JSON.stringify(kept),
+    error: errorText,
+    // The body came from JSON: its error value is what parsing errorText gives back.
+    values: { headers: kept, error: errorText === null ? null : error },
     warnings,
   };
 }
 
 /**
  * The sent headers (an object of name → value, or an array of [name, value] pairs) → the kept
- * ones as compact JSON. Names are case-insensitive: the same name sent twice (in two casings, or
+ * ones (null: none). Names are case-insensitive: the same name sent twice (in two casings, or
  * twice in pairs) is one header whose values are joined with ", " (RFC 9110 §5.3).
  */
-function keptHeaders(sent: unknown, warnings: SaidWarning[]): string | null {
+function keptHeaders(sent: unknown, warnings: SaidWarning[]): Record<string, string> | null {
   const pairs = headerPairs(sent);
   if (pairs === null) {
     warnings.push({
@@ -114,7 +128,7 @@ function keptHeaders(sent: unknown, warnings: SaidWarning[]): string | null {
       path: "headers",
       message: `more than ${MAX_KEPT_HEADERS} rate-limit headers: ${tooMany} dropped`,
     });
-  return count === 0 ? null : JSON.stringify(out);
+  return count === 0 ? null : out;
 }
 
 function headerPairs(sent: unknown): [string, unknown][] | null {

@@ -28,6 +28,7 @@ describe("readProviderSaid", () => {
     expect(readProviderSaid({ headers: sent })).toEqual({
       headers: '{"x-ratelimit-limit-requests":"60","retry-after":"5"}',
       error: null,
+      values: { headers: { "x-ratelimit-limit-requests": "60", "retry-after": "5" }, error: null },
       warnings: [],
     });
     const pairs = [
@@ -72,6 +73,7 @@ describe("readProviderSaid", () => {
     expect(readProviderSaid({ provider: "openai" })).toEqual({
       headers: null,
       error: null,
+      values: { headers: null, error: null },
       warnings: [],
     });
   });
@@ -115,6 +117,28 @@ describe("readProviderSaid", () => {
 });
 
 describe("the record", () => {
+  it("gives the kept headers and error as values equal to what their texts parse to", () => {
+    const headerValue = fc.oneof(fc.string({ maxLength: 20 }), fc.integer(), fc.constant(null));
+    fc.assert(
+      fc.property(
+        fc.dictionary(
+          fc.constantFrom("x-ratelimit-remaining-tokens", "Retry-After", "cookie", "RateLimit"),
+          headerValue,
+        ),
+        fc.option(fc.jsonValue({ maxDepth: 20 }), { nil: undefined }),
+        (headers, error) => {
+          // As the edge receives them: from JSON.
+          const said = readProviderSaid(JSON.parse(JSON.stringify({ headers, error })));
+          const parse = (t: string | null) => (t === null ? null : JSON.parse(t));
+          expect(said.values).toStrictEqual({
+            headers: parse(said.headers),
+            error: parse(said.error),
+          });
+        },
+      ),
+    );
+  });
+
   it("carries headers and error last, in row shape 2", () => {
     const { record, warnings } = validateReport(
       {
