@@ -185,6 +185,11 @@ export const configSchema = z.object({
   /** Above this share of Redis `maxmemory` the edge answers 503 (0 disables the check). */
   REDIS_MEMORY_MAX_RATIO: z.coerce.number().min(0).max(1).default(0.9),
   BACKLOG_CHECK_INTERVAL_MS: ms(10).default(250),
+  /**
+   * Request bodies one edge holds at once (declared sizes, from arrival to answer): past it the
+   * edge answers 503 before reading the body. Bounds its memory at any concurrency.
+   */
+  EDGE_MAX_BYTES_IN_FLIGHT: int(64 * 1024).default(8 * 1024 * 1024),
 
   /** Cache of key lookups on each edge; a revocation is seen within this time. */
   KEY_CACHE_TTL_MS: ms(0, 1_000).default(500),

@@ -29,6 +29,7 @@ export interface EdgeDeps {
       | "RETENTION_DAYS"
       | "BATCH_MAX_REPORTS"
       | "BATCH_LIMIT_BYTES"
+      | "EDGE_MAX_BYTES_IN_FLIGHT"
     >;
   logger: FastifyBaseLogger;
   lookupKey: LookupKey;
@@ -46,7 +47,11 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
 
   app.register(errorHandler, { unavailable: metrics.unavailable });
   app.register(jsonBody, { bodyLimit: config.BODY_LIMIT_BYTES });
-  app.register(lifecycle, { metrics });
+  app.register(lifecycle, {
+    metrics,
+    maxBytesInFlight: config.EDGE_MAX_BYTES_IN_FLIGHT,
+    unknownLength: Math.max(config.BODY_LIMIT_BYTES, config.BATCH_LIMIT_BYTES),
+  });
 
   app.register(reportRoutes, {
     ...deps,

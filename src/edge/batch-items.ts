@@ -1,11 +1,11 @@
+import { HttpError, type Issue, unavailable } from "../http/errors.js";
 import type { KeyLookup } from "../keys/key-store.js";
+import type { IdJobs, JobPlace } from "../queue/id-jobs.js";
 import { newReportIds, UUID_TEXT } from "../report/report-id.js";
 import { type ReportRow, toRow } from "../report/report-schema.js";
-import { HttpError, type Issue, unavailable } from "../http/errors.js";
 import { type BatchFormat, type BatchItem, parseBatchBody } from "./parse-batch.js";
 import { validateReport } from "./parse-report.js";
 import type { ClaimState, ReportIds } from "./report-ids.js";
-import type { IdJobs, JobPlace } from "../queue/id-jobs.js";
 
 // A batch's items one by one: each validated as a single report (with the client's optional id),
 // and the ids claimed so that a repeat is answered as a duplicate instead of stored again.

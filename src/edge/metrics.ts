@@ -15,6 +15,7 @@ export interface EdgeMetrics {
   redisMemoryRatio: Gauge<string>;
   backlogMaxJobs: Gauge<string>;
   backlogJobs: Gauge<string>;
+  bytesInFlight: Gauge<string>;
 }
 
 export function createEdgeMetrics(): EdgeMetrics {
@@ -58,7 +59,7 @@ export function createEdgeMetrics(): EdgeMetrics {
     }),
     unavailable: new Counter({
       name: "headroom_unavailable_total",
-      help: "503 answers by reason (redis, backlog, redis_memory, enqueue, key_store, shutting_down)",
+      help: "503 answers by reason (redis, backlog, redis_memory, enqueue, key_store, in_flight, shutting_down)",
       labelNames: ["reason"] as const,
       registers: [registry],
     }),
@@ -75,6 +76,11 @@ export function createEdgeMetrics(): EdgeMetrics {
     backlogJobs: new Gauge({
       name: "headroom_backlog_jobs",
       help: "Jobs waiting in the reports queue (last poll)",
+      registers: [registry],
+    }),
+    bytesInFlight: new Gauge({
+      name: "headroom_edge_bytes_in_flight",
+      help: "Request bodies the edge holds now, by declared size (503 past EDGE_MAX_BYTES_IN_FLIGHT)",
       registers: [registry],
     }),
   };

@@ -100,6 +100,8 @@ export type UnavailableReason =
   /** Redis took the job but did not confirm it (to its replicas) in time: it may be stored. */
   | "unconfirmed"
   | "key_store"
+  /** The edge holds as many request bodies as EDGE_MAX_BYTES_IN_FLIGHT allows. */
+  | "in_flight"
   | "shutting_down";
 
 /** 503: the report cannot be taken durably now (Redis down, backlog over its bound, shutting down). */

@@ -1,0 +1,97 @@
+import type { AddressInfo } from "node:net";
+import { connect, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  clientReport,
+  type EdgeFixture,
+  startEdge,
+  type TestKey,
+} from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
+
+// EDGE_MAX_BYTES_IN_FLIGHT on a real edge over TCP: a request whose body has not arrived yet holds
+// its declared size from its headers on; one that would pass the bound is answered 503 (reason
+// in_flight, Retry-After) without its body being read; the bytes come back when the answer is
+// sent, or when the client goes away mid-body.
+
+const MAX = 64 * 1024;
+
+let fx: EdgeFixture;
+let k: TestKey;
+let port: number;
+
+beforeAll(async () => {
+  fx = await startEdge({ env: { EDGE_MAX_BYTES_IN_FLIGHT: String(MAX) } });
+  k = await fx.createKey();
+  await fx.edge.app.listen({ host: "127.0.0.1", port: 0 });
+  port = (fx.edge.app.server.address() as AddressInfo).port;
+});
+
+afterAll(async () => {
+  await fx?.close();
+});
+
+/** A POST of `length` declared bytes whose body is not sent: the socket, open. */
+function heldPost(length: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect(port, "127.0.0.1", () => {
+      s.write(
+        `POST /api/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${k.key}\r\ncontent-length: ${length}\r\n\r\n`,
+      );
+      resolve(s);
+    });
+    s.on("error", reject);
+  });
+}
+
+const post = (body: unknown) =>
+  fetch(`http://127.0.0.1:${port}/api/report`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${k.key}` },
+    body: JSON.stringify(body),
+  });
+
+/** A sample of the edge's /metrics (0 when absent). */
+async function metric(name: string, labels = ""): Promise<number> {
+  const text = (await fx.edge.app.inject({ url: "/metrics" })).body;
+  const line = text.split("\n").find((l) => l.startsWith(`${name}${labels} `));
+  return line ? Number(line.split(" ")[1]) : 0;
+}
+
+const held = () => metric("headroom_edge_bytes_in_flight");
+const refusedInFlight = () => metric("headroom_unavailable_total", '{reason="in_flight"}');
+
+describe("EDGE_MAX_BYTES_IN_FLIGHT", () => {
+  it("answers 503 past the bound before reading the body, and takes reports again once bytes are freed", async () => {
+    const slow = await heldPost(MAX - 100);
+    try {
+      await eventually(async () => expect(await held()).toBe(MAX - 100), { timeoutMs: 5_000 });
+      const refused = await post(clientReport());
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get("retry-after")).toBe("1");
+      expect(await refused.json()).toMatchObject({ error: "unavailable" });
+      expect(await refusedInFlight()).toBe(1);
+    } finally {
+      // The client goes away mid-body: its bytes are freed.
+      slow.destroy();
+    }
+    await eventually(async () => expect(await held()).toBe(0), { timeoutMs: 5_000 });
+    const taken = await post(clientReport());
+    expect(taken.status).toBe(200);
+    expect(await held()).toBe(0);
+    expect(await fx.records()).toHaveLength(1);
+  });
+
+  it("lets one request in whatever its size while nothing else is held", async () => {
+    const reports = Array.from({ length: 400 }, () => clientReport());
+    const body = JSON.stringify(reports);
+    expect(body.length).toBeGreaterThan(MAX);
+    const res = await fetch(`http://127.0.0.1:${port}/api/reports`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${k.key}` },
+      body,
+    });
+    expect(res.status).toBe(200);
+    await eventually(async () => expect(await held()).toBe(0), { timeoutMs: 5_000 });
+  });
+});
