@@ -189,7 +189,7 @@ export const configSchema = z.object({
    * Request bodies one edge holds at once (declared sizes, from arrival to answer): past it the
    * edge answers 503 before reading the body. Bounds its memory at any concurrency.
    */
-  EDGE_MAX_BYTES_IN_FLIGHT: int(64 * 1024).default(8 * 1024 * 1024),
+  EDGE_MAX_BYTES_IN_FLIGHT: int(64 * 1024).default(32 * 1024 * 1024),
 
   /** Cache of key lookups on each edge; a revocation is seen within this time. */
   KEY_CACHE_TTL_MS: ms(0, 1_000).default(500),

@@ -1,9 +1,11 @@
 // The request bodies an edge holds at once, by their declared size: counted from a request's
 // arrival (before its body is read) until its answer is sent or its connection is gone. Past
 // EDGE_MAX_BYTES_IN_FLIGHT a request is answered 503 before its body is read, as the backlog bound
-// answers: otherwise what an edge holds grows with connections × body size, without a bound
-// (512 connections sending batches of 100 held over 400 MB). The first request is always let in,
-// whatever its size (its route's body limit still applies).
+// answers: otherwise what an edge holds grows with connections × body size, without a bound.
+// The default (32 MiB) is above what 512 connections sending batches of 100 hold (about 23 MB):
+// it is a ceiling for any concurrency, not a tuning of RSS, which garbage not yet collected
+// dominates (docs/benchmarks.md). The first request is always let in, whatever its size (its
+// route's body limit still applies).
 
 export interface BytesInFlight {
   /** Bytes held now. */
