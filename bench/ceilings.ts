@@ -132,7 +132,7 @@ export async function measureClickHouseInsert(
   const sink = createReportSink(stack.ch, CEILING_DB);
   const template = sampleRows(opts.rowsPerInsert, "bench-ceiling-0");
   // The sink sends JSON for rows RowBinary would not store exactly: these must not be such.
-  if (!reportRowBinary(ROW_SHAPES.columns)(template, windowCellsOf(ROW_SHAPES.columns)))
+  if (!reportRowBinary(ROW_SHAPES.columns)?.(template, windowCellsOf(ROW_SHAPES.columns)))
     throw new Error("the ceiling's rows do not encode as RowBinary");
   const maxInserts = opts.maxInserts ?? 1_000;
   // Warm-up: the first insert into a fresh table pays for things the steady state does not.

@@ -11,7 +11,7 @@ import { createClickHouse } from "../../src/clickhouse/client.js";
 import { migrate } from "../../src/clickhouse/migrations.js";
 import { createReportSink, exactInsertSettings } from "../../src/clickhouse/report-sink.js";
 import { WINDOW_COLUMNS, windowCellsOf } from "../../src/clickhouse/report-windows.js";
-import { reportRowBinary } from "../../src/clickhouse/row-binary.js";
+import { type EncodeReports, reportRowBinary } from "../../src/clickhouse/row-binary.js";
 import { rowsJson } from "../../src/clickhouse/rows-json.js";
 import {
   type EmbeddedClickHouse,
@@ -139,7 +139,9 @@ describe("report sink in RowBinary", () => {
     for (const [i, row] of rows.entries())
       row[0] = `${String(i).padStart(8, "0")}${String(row[0]).slice(8)}`;
     // These rows must go as RowBinary, or the comparison would compare JSON with JSON.
-    expect(reportRowBinary(columns)(rows, windowCellsOf(columns, derive))).toBeInstanceOf(Buffer);
+    expect(
+      (reportRowBinary(columns) as EncodeReports)(rows, windowCellsOf(columns, derive)),
+    ).toBeInstanceOf(Buffer);
     await createReportSink(
       client,
       jsonDb.replace("_json", "_rb"),
@@ -162,7 +164,9 @@ describe("report sink in RowBinary", () => {
       Object.assign([...base], { [cost]: "0.0000000000019" }),
       Object.assign([...sampleRow(2, "p-fallback")], { [limit]: 2 ** 63 }),
     ];
-    expect(reportRowBinary(columns)(odd, windowCellsOf(columns, derive))).toBeUndefined();
+    expect(
+      (reportRowBinary(columns) as EncodeReports)(odd, windowCellsOf(columns, derive)),
+    ).toBeUndefined();
     await createReportSink(client, "t_sink_rb", undefined, columns, derive).insert(odd, "rb-odd");
     await insertJson(odd, "json-odd");
     expect(await all("t_sink_rb", "p-fallback")).toEqual(await all(jsonDb, "p-fallback"));
