@@ -2,8 +2,11 @@ import { Redis } from "ioredis";
 import { v7 as uuidv7 } from "uuid";
 import { sampleRow } from "../fixtures/sample-reports.js";
 import { createReportSink } from "../src/clickhouse/report-sink.js";
+import { windowCellsOf } from "../src/clickhouse/report-windows.js";
+import { reportRowBinary } from "../src/clickhouse/row-binary.js";
 import { createReportsQueue, REPORT_JOB } from "../src/queue/reports-queue.js";
 import type { ReportRow } from "../src/report/report-schema.js";
+import { ROW_SHAPES } from "../src/report/row-shapes.js";
 import { spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import type { LoadResult } from "./load-spec.js";
@@ -15,7 +18,8 @@ import { CEILING_DB, type Stack } from "./stack.js";
 // What this machine can do at most, for each stage, measured with the same tools and data as
 // Headroom: a bare Fastify server behind the same load generator (the edge's ceiling), raw BullMQ
 // addBulk of report jobs (the enqueue's), and raw inserts through the worker's own sink into the
-// same table with the same materialized views (the worker's).
+// same table with the same materialized views (the worker's): RowBinary, the fastest format
+// ClickHouse takes over HTTP from Node, encoded by the worker's encoder, one client, no queue.
 
 const BARE_ENTRY = "bench/bare-server.ts";
 
@@ -127,6 +131,9 @@ export async function measureClickHouseInsert(
 ): Promise<InsertCeiling> {
   const sink = createReportSink(stack.ch, CEILING_DB);
   const template = sampleRows(opts.rowsPerInsert, "bench-ceiling-0");
+  // The sink sends JSON for rows RowBinary would not store exactly: these must not be such.
+  if (!reportRowBinary(ROW_SHAPES.columns)?.(template, windowCellsOf(ROW_SHAPES.columns)))
+    throw new Error("the ceiling's rows do not encode as RowBinary");
   const maxInserts = opts.maxInserts ?? 1_000;
   // Warm-up: the first insert into a fresh table pays for things the steady state does not.
   await sink.insert(withFreshIds(template), uuidv7());

@@ -142,7 +142,10 @@ export function buildFigures(
 ): Figure[] {
   const bare = r.ceilings.bareFastify;
   const bareCeiling = { label: "bare Fastify", value: bare.load.okPerSec };
-  const insertCeiling = { label: "raw ClickHouse insert", value: r.ceilings.clickhouse.rowsPerSec };
+  const insertCeiling = {
+    label: "raw ClickHouse RowBinary insert",
+    value: r.ceilings.clickhouse.rowsPerSec,
+  };
   const e = r.edgeAlone;
   const d = r.drain;
   const s = r.saturation;
@@ -177,7 +180,7 @@ export function buildFigures(
     figure(
       "ceiling.clickhouse",
       C,
-      `raw ClickHouse insert, ${r.ceilings.clickhouse.rowsPerInsert} rows/insert`,
+      `raw ClickHouse RowBinary insert, ${r.ceilings.clickhouse.rowsPerInsert} rows/insert`,
       r.ceilings.clickhouse.rowsPerSec,
       "rows/s",
     ),

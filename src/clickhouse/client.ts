@@ -23,6 +23,15 @@ export type ClickHouseConfig = Pick<
   | "CLICKHOUSE_REQUEST_TIMEOUT_MS"
 >;
 
+/**
+ * Clients over the in-process engine: chdb's Connection turns an insert's body into text, which
+ * binary data does not survive, so they insert as JSON (report-sink.ts).
+ */
+const IN_PROCESS = new WeakSet<ClickHouseClient>();
+
+/** Whether an insert through `client` may send binary data (RowBinary). */
+export const takesBinaryInserts = (client: ClickHouseClient): boolean => !IN_PROCESS.has(client);
+
 export function createClickHouse(cfg: ClickHouseConfig): ClickHouseClient {
   if (cfg.CLICKHOUSE_URL) {
     return createClient({
@@ -51,5 +60,7 @@ export function createClickHouse(cfg: ClickHouseConfig): ClickHouseClient {
   const connection = createChdbConnection({ path: cfg.CLICKHOUSE_PATH }) as unknown as NonNullable<
     ClickHouseClientConfigOptions["connection"]
   >;
-  return createClient({ connection, log: { level: ClickHouseLogLevel.OFF } });
+  const client = createClient({ connection, log: { level: ClickHouseLogLevel.OFF } });
+  IN_PROCESS.add(client);
+  return client;
 }

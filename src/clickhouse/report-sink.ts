@@ -3,12 +3,17 @@ import type { ClickHouseClient, ClickHouseSettings } from "@clickhouse/client";
 import { UUID_TEXT } from "../report/report-id.js";
 import type { ReportRow } from "../report/report-schema.js";
 import { ROW_SHAPES } from "../report/row-shapes.js";
+import { takesBinaryInserts } from "./client.js";
 import { type Derive, WINDOW_COLUMNS, windowCellsOf } from "./report-windows.js";
+import { reportRowBinary } from "./row-binary.js";
 
-// Where report rows land: one JSONCompactEachRow insert per batch into `reports` (the rollups and
-// the latest-limits table follow through materialized views). Each row goes with its windows,
-// derived here from the row as it is inserted (report-windows.ts): every insert of a batch derives
-// the same windows from the same rows, and the batch's token drops a repeat in any case.
+// Where report rows land: one insert per batch into `reports` (the rollups and the latest-limits
+// table follow through materialized views), in RowBinary (row-binary.ts), which ClickHouse reads
+// without parsing text. Each row goes with its windows, derived here from the row as it is
+// inserted (report-windows.ts): every insert of a batch derives the same windows from the same
+// rows and encodes them to the same bytes, and the batch's token drops a repeat in any case.
+// A batch with a value RowBinary would not store as JSON does goes as JSONCompactEachRow, as all
+// batches did before: ClickHouse stores it, or refuses it for the worker to split, as it did.
 
 export interface ReportSink {
   /**
@@ -76,19 +81,26 @@ export function createReportSink(
 ): ReportSink {
   const projectIndex = columns.indexOf("project_id");
   const idIndex = columns.indexOf("report_id");
-  const insertQuery = `INSERT INTO ${db}.reports (${[...columns, ...WINDOW_COLUMNS].join(", ")}) FORMAT JSONCompactEachRow`;
+  const insertInto = `INSERT INTO ${db}.reports (${[...columns, ...WINDOW_COLUMNS].join(", ")})`;
   const windowCells = windowCellsOf(columns, derive);
+  const encode = takesBinaryInserts(client) ? reportRowBinary(columns) : undefined;
   return {
     async insert(rows, dedupToken) {
       if (rows.length === 0) return;
-      // Each row with its windows' cells after it, one JSON array of them all; sent without its
-      // brackets: JSONCompactEachRow reads rows separated by commas as well as by newlines.
-      const json = Buffer.from(
-        JSON.stringify(rows.map((row) => (row as unknown[]).concat(windowCells(row)))),
-      );
+      const binary = encode?.(rows, windowCells);
+      let body: Buffer;
+      if (binary) body = binary;
+      else {
+        // Each row with its windows' cells after it, one JSON array of them all; sent without
+        // its brackets: JSONCompactEachRow reads rows separated by commas as well as by newlines.
+        const json = Buffer.from(
+          JSON.stringify(rows.map((row) => (row as unknown[]).concat(windowCells(row)))),
+        );
+        body = json.subarray(1, json.length - 1);
+      }
       const result = await client.exec({
-        query: insertQuery,
-        values: Readable.from([json.subarray(1, json.length - 1)], { objectMode: false }),
+        query: `${insertInto} FORMAT ${binary ? "RowBinary" : "JSONCompactEachRow"}`,
+        values: Readable.from([body], { objectMode: false }),
         clickhouse_settings: exactInsertSettings(dedupToken, cluster),
       });
       // Nothing to read, but the connection goes back to the pool only once the answer is read.

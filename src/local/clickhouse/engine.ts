@@ -1,6 +1,10 @@
 import { isUtf8 } from "node:buffer";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { drainPending, type RawInsertFormat, Session } from "chdb";
 import type { Logger } from "pino";
+import { BINARY_INSERT_FORMATS, columnTypesQuery, fileInsertSql } from "./binary-insert.js";
 import { HttpQueryError } from "./http-errors.js";
 import { toBindValue } from "./query-params.js";
 import {
@@ -73,6 +77,8 @@ const RAW_INSERT_FORMATS = new Set<string>([
 ]);
 const SETTING_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const INSERT_DATA = /\b(?:FORMAT\s+[A-Za-z]|VALUES\b)/i;
+/** A column name in backquotes with nothing to escape (`windows.dimension`). */
+const BACKQUOTED = /`([A-Za-z0-9_.]+)`/g;
 
 const quote = (v: string) => `'${v.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
 const ident = (v: string) => `\`${v.replace(/\\/g, "\\\\").replace(/`/g, "\\`")}\``;
@@ -93,6 +99,9 @@ function summary(p: Partial<Record<keyof Summary, number>>, startNs: bigint): Su
 
 export async function openEngine(path: string, logger: Logger): Promise<Engine> {
   let session = new Session(path);
+  /** Where binary insert data waits for its insert (binary-insert.ts). */
+  const spillDir = await mkdtemp(join(tmpdir(), "headroom-ch-insert-"));
+  let spilled = 0;
   const text = async (sql: string) => (await session.queryAsync(sql, { format: "TSV" })).text();
   const readChanged = async () => {
     const rows = (
@@ -183,6 +192,31 @@ export async function openEngine(path: string, logger: Logger): Promise<Engine> 
     await useDatabase(req.database);
 
     const data = req.data && req.data.length > 0 ? req.data : undefined;
+    // Binary data is no text to append to the statement: the insert reads it from a file.
+    const binary =
+      kind === "INSERT" && !req.readonly && data
+        ? parseSimpleInsert(req.sql.replace(BACKQUOTED, "$1"))
+        : undefined;
+    if (binary && data && BINARY_INSERT_FORMATS.has(binary.format)) {
+      const types = new Map(
+        (
+          await session.queryAsync(columnTypesQuery(binary, database), {
+            format: "JSONCompactEachRow",
+          })
+        )
+          .text()
+          .split("\n")
+          .filter(Boolean)
+          .map((line) => JSON.parse(line) as [string, string]),
+      );
+      const file = join(spillDir, `insert-${++spilled}.bin`);
+      await writeFile(file, data);
+      try {
+        return await execute({ ...req, sql: fileInsertSql(binary, types, file), data: undefined });
+      } finally {
+        await rm(file, { force: true });
+      }
+    }
     const insert = kind === "INSERT" && !req.readonly ? parseSimpleInsert(req.sql) : undefined;
     if (insert && !data) {
       // An INSERT … FORMAT X with an empty body writes nothing and succeeds, as over HTTP.
@@ -288,6 +322,7 @@ export async function openEngine(path: string, logger: Logger): Promise<Engine> 
       await tail;
       session.close();
       await drainPending();
+      await rm(spillDir, { recursive: true, force: true });
     },
   };
 }
