@@ -60,6 +60,10 @@ export const DEFAULT_OUT_DIR = "bench/runs";
 /** The reference run docs/benchmarks.md and bench/README.md quote, tracked: written only with `--publish`. */
 export const PUBLISHED_DIR = "bench/results";
 
+/** The command a run was made with, as it would be typed again. */
+export const commandLine = (script: string, argv: string[]) =>
+  `npm run ${script}${argv.length ? ` -- ${argv.join(" ")}` : ""}`;
+
 export class OptionsError extends Error {
   override name = "OptionsError";
 }

@@ -1,7 +1,7 @@
 import { ensureBuilt } from "../src/local/entry-command.js";
 import { runBench } from "./bench.js";
 import { createCleanup } from "./cleanup.js";
-import { OptionsError, parseBenchOptions, USAGE } from "./options.js";
+import { commandLine, OptionsError, parseBenchOptions, USAGE } from "./options.js";
 import { renderMarkdown } from "./render.js";
 import { writeResults } from "./results.js";
 import { assertWrk, WrkMissingError } from "./wrk.js";
@@ -43,7 +43,7 @@ const cleanup = createCleanup();
 cleanup.onSignals(log);
 let code = 0;
 try {
-  const results = await runBench(opts, cleanup, log);
+  const results = await runBench(opts, cleanup, log, commandLine("bench", process.argv.slice(2)));
   const files = writeResults(opts.outDir, results, opts.publishDir);
   process.stdout.write(`\n${renderMarkdown(results)}\n`);
   log(`wrote ${files.join(", ")}`);
