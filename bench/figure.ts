@@ -119,8 +119,8 @@ export function figure(
 }
 
 /** CPU microseconds per unit of work: steadier than rates when other work shares the cores. */
-export const perUnitUs = (cores: number | undefined, perSec: number) =>
-  perSec > 0 ? Math.round(((cores ?? 0) * 1e6) / perSec) : 0;
+export const perUnitUs = (cores: number | undefined, perSec: number, decimals = 0) =>
+  perSec > 0 ? round(((cores ?? 0) * 1e6) / perSec, decimals) : 0;
 
 export function summarize(figures: Figure[]) {
   const withTargets = figures.filter((f) => f.met !== null);

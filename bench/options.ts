@@ -83,8 +83,12 @@ function integer(
   return n;
 }
 
-const positiveInt = (name: string, text: string | undefined, fallback: number, max: number) =>
-  integer(name, text, fallback, 1, max);
+export const positiveInt = (
+  name: string,
+  text: string | undefined,
+  fallback: number,
+  max: number,
+) => integer(name, text, fallback, 1, max);
 
 /** Parses argv (without node and the script); `null` when help was asked for. */
 export function parseBenchOptions(argv: string[], cwd = process.cwd()): BenchOptions | null {
