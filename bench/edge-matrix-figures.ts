@@ -31,68 +31,94 @@ const outside = (
     (f) => f.id.endsWith(".cpu.load") || f.id.endsWith(".cpu.others"),
   );
 
+/** One edge phase of a cell: what it accepted, its CPU per report ÷ bare's, its peak RSS. */
+function edgeRunFigures(
+  id: string,
+  section: string,
+  run: {
+    name: string;
+    acceptedPerSec: number;
+    us: number;
+    rssMb: number;
+    load: LoadResult;
+    cpuVsBare: number;
+    rssMb36: number;
+  },
+  bare: { us: number; perSec: number },
+): Figure[] {
+  return [
+    figure(
+      `${id}.accepted`,
+      section,
+      `edge, ${run.name}: accepted`,
+      run.acceptedPerSec,
+      "reports/s",
+      {
+        ceiling: { label: "bare Fastify req/s", value: bare.perSec },
+      },
+    ),
+    figure(
+      `${id}.cpuPerReport`,
+      section,
+      `edge CPU per report, ${run.name} ÷ bare per request`,
+      run.us,
+      "µs",
+      {
+        targets: [atMost(run.cpuVsBare, "ratio")],
+        ceiling: { label: "bare Fastify per request", value: bare.us },
+      },
+    ),
+    figure(`${id}.rss`, section, `edge peak RSS, ${run.name}`, run.rssMb, "MB", {
+      targets: [atMost(run.rssMb36)],
+    }),
+    figure(
+      `${id}.non200`,
+      section,
+      `edge, ${run.name}: answers other than 200 (incl. errors)`,
+      nonOk(run.load),
+      "count",
+    ),
+  ];
+}
+
 function cellFigures(c: EdgeMatrixCell): Figure[] {
   const id = `${c.generator}.c${c.connections}`;
   const S = `${c.generator} at ${c.connections} connections`;
   // To a tenth of a µs: the ratios compare figures of 3 to 40 µs.
-  const bareUs = perUnitUs(c.bare.cpuCores["bare Fastify"], c.bare.load.okPerSec, 1);
-  const ceiling = { label: "bare Fastify per request", value: bareUs };
-  const batch = c.batch.batchSize;
+  const bare = {
+    us: perUnitUs(c.bare.cpuCores["bare Fastify"], c.bare.load.okPerSec, 1),
+    perSec: c.bare.load.okPerSec,
+  };
   return [
-    figure(`${id}.bare`, S, "bare Fastify, same POST", c.bare.load.okPerSec, "req/s"),
-    figure(`${id}.bare.cpuPerRequest`, S, "bare Fastify CPU per request", bareUs, "µs"),
-    figure(
-      `${id}.edge.accepted`,
+    figure(`${id}.bare`, S, "bare Fastify, same POST", bare.perSec, "req/s"),
+    figure(`${id}.bare.cpuPerRequest`, S, "bare Fastify CPU per request", bare.us, "µs"),
+    ...edgeRunFigures(
+      `${id}.edge`,
       S,
-      "edge, single reports: accepted",
-      c.edge.load.okPerSec,
-      "reports/s",
       {
-        ceiling: { label: "bare Fastify", value: c.bare.load.okPerSec },
+        name: "single reports",
+        acceptedPerSec: c.edge.load.okPerSec,
+        us: perUnitUs(componentCores(c.edge.cpuCores, "edge"), c.edge.load.okPerSec, 1),
+        rssMb: c.edge.edgePeakRssMb,
+        load: c.edge.load,
+        cpuVsBare: ISSUE_36.edgeCpuVsBare,
+        rssMb36: ISSUE_36.edgeRssMb,
       },
+      bare,
     ),
-    figure(
-      `${id}.edge.cpuPerReport`,
+    ...edgeRunFigures(
+      `${id}.batch`,
       S,
-      "edge CPU per single report ÷ bare per request",
-      perUnitUs(componentCores(c.edge.cpuCores, "edge"), c.edge.load.okPerSec, 1),
-      "µs",
-      { targets: [atMost(ISSUE_36.edgeCpuVsBare, "ratio")], ceiling },
-    ),
-    figure(`${id}.edge.rss`, S, "edge peak RSS, single reports", c.edge.edgePeakRssMb, "MB", {
-      targets: [atMost(ISSUE_36.edgeRssMb)],
-    }),
-    figure(
-      `${id}.edge.non200`,
-      S,
-      "edge, single: answers other than 200 (incl. errors)",
-      nonOk(c.edge.load),
-      "count",
-    ),
-    figure(
-      `${id}.batch.accepted`,
-      S,
-      `edge, batches of ${batch}: accepted`,
-      c.batch.reportsPerSec,
-      "reports/s",
-    ),
-    figure(
-      `${id}.batch.cpuPerReport`,
-      S,
-      `edge CPU per report in batches of ${batch} ÷ bare per request`,
-      batchEdgeUs(c.batch),
-      "µs",
-      { targets: [atMost(ISSUE_36.batchEdgeCpuVsBare, "ratio")], ceiling },
-    ),
-    figure(`${id}.batch.rss`, S, "edge peak RSS, batches", c.batch.edgePeakRssMb, "MB", {
-      targets: [atMost(ISSUE_36.batchEdgeRssMb)],
-    }),
-    figure(
-      `${id}.batch.non200`,
-      S,
-      "edge, batches: answers other than 200 (incl. errors)",
-      nonOk(c.batch.load),
-      "count",
+      {
+        name: `batches of ${c.batch.batchSize}`,
+        acceptedPerSec: c.batch.reportsPerSec,
+        us: batchEdgeUs(c.batch),
+        rssMb: c.batch.edgePeakRssMb,
+        load: c.batch.load,
+        cpuVsBare: ISSUE_36.batchEdgeCpuVsBare,
+        rssMb36: ISSUE_36.batchEdgeRssMb,
+      },
+      bare,
     ),
     ...outside(`${id}.bare`, S, c.bare.cpuCores, c.bare.load, "bare run"),
     ...outside(`${id}.edge`, S, c.edge.cpuCores, c.edge.load, "edge, single"),

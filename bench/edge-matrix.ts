@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { ensureBuilt } from "../src/local/entry-command.js";
-import { createCleanup } from "./cleanup.js";
+import { runCommand } from "./cleanup.js";
 import { edgeMatrixResults, renderEdgeMatrix } from "./edge-matrix-figures.js";
 import { type EdgeMatrixOptions, runEdgeMatrix } from "./edge-matrix-run.js";
 import type { SaturatingGenerator } from "./load-spec.js";
@@ -79,21 +79,12 @@ try {
   process.exit(2); // the build said why on stderr
 }
 
-const cleanup = createCleanup();
-cleanup.onSignals(log);
-let code = 0;
-try {
+const { opts, out, publish } = parsed;
+await runCommand(log, async (cleanup) => {
   const command = commandLine("bench:edge", process.argv.slice(2));
-  const results = edgeMatrixResults(await runEdgeMatrix(parsed.opts, command, cleanup, log));
+  const results = edgeMatrixResults(await runEdgeMatrix(opts, command, cleanup, log));
   const md = renderEdgeMatrix(results);
-  const files = writeRun(parsed.out, results, md, parsed.publish, "edge-");
+  const files = writeRun(out, results, md, publish, "edge-");
   process.stdout.write(`\n${md}\n`);
   log(`wrote ${files.join(", ")}`);
-} catch (err) {
-  log(`failed: ${(err as Error)?.stack ?? String(err)}`);
-  code = 1;
-} finally {
-  log("stopping every process the benchmark started");
-  await cleanup.run();
-}
-process.exit(code);
+});

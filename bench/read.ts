@@ -6,7 +6,7 @@ import { createKeyStore } from "../src/keys/key-store.js";
 import { ensureBuilt } from "../src/local/entry-command.js";
 import { freePort } from "../src/local/redis-server.js";
 import { spawnChild } from "./child.js";
-import { createCleanup } from "./cleanup.js";
+import { runCommand } from "./cleanup.js";
 import { summarize } from "./figure.js";
 import { measureHeadroomCeiling } from "./headroom-ceiling.js";
 import { commandLine } from "./options.js";
@@ -95,10 +95,7 @@ const log = (msg: string) =>
   process.stderr.write(`[bench:read ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 ensureBuilt();
-const cleanup = createCleanup();
-cleanup.onSignals(log);
-let code = 0;
-try {
+await runCommand(log, async (cleanup) => {
   const started = new Date();
   const stack = await startStack({ cleanup, log });
   log(`seeding ${opts.reports} reports over ${opts.days} days for ${opts.projects} projects`);
@@ -338,11 +335,4 @@ try {
   writeFileSync(join(outDir, "read-latest.md"), md);
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n\n${md}`);
   log(`wrote ${file} and read-latest.md`);
-} catch (err) {
-  log(`failed: ${(err as Error)?.stack ?? String(err)}`);
-  code = 1;
-} finally {
-  log("stopping every process the benchmark started");
-  await cleanup.run();
-}
-process.exit(code);
+});
