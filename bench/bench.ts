@@ -4,12 +4,12 @@ import { capacityOf } from "./capacity.js";
 import { measureBareFastify, measureBullmqAddBulk, measureClickHouseInsert } from "./ceilings.js";
 import type { Cleanup } from "./cleanup.js";
 import { summarize } from "./figure.js";
-import { type BenchResults, buildFigures, type PhaseResults } from "./figures.js";
+import { type BenchResults, batchCapacityOf, buildFigures, type PhaseResults } from "./figures.js";
 import type { BenchOptions } from "./options.js";
 import { BATCH_SIZE, runBatchPhase } from "./phase-batch.js";
 import { runDrainPhase } from "./phase-drain.js";
-import { runEdgePhase, warmUp } from "./phase-edge.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
+import { runEdgePhase, warmUp } from "./phase-edge.js";
 import { machine } from "./proc-stats.js";
 import { writeLoadFiles } from "./report-bodies.js";
 import { sourceInfo } from "./source.js";
@@ -26,6 +26,7 @@ export async function runBench(
   opts: BenchOptions,
   cleanup: Cleanup,
   log: (msg: string) => void,
+  command = "npm run bench",
 ): Promise<BenchResults> {
   const started = new Date();
   const source = sourceInfo();
@@ -134,14 +135,24 @@ export async function runBench(
   );
   log(`  p99 ${fixedRate.load.latencyMs.p99} ms, lag p99 ${fixedRate.lagMs.p99} ms`);
 
-  log(`edge alone, batches of ${BATCH_SIZE}: ${opts.durationS} s saturated (queues paused)`);
+  log(
+    `edge alone, batches of ${BATCH_SIZE}: ${opts.durationS} s saturated (queues paused), then stored`,
+  );
   const edgeBatch = await runBatchPhase(
     stack,
     edges,
-    { keys: keys.batch, durationS: opts.durationS, warmupS: opts.warmupS },
+    {
+      keys: keys.batch,
+      durationS: opts.durationS,
+      warmupS: opts.warmupS,
+      // Stored by the workers after the load: what a batched report costs the whole pipeline.
+      store: { phase: "batch", timeoutS: opts.drainTimeoutS },
+    },
     cleanup,
   );
-  log(`  ${edgeBatch.reportsPerSec} reports/s accepted`);
+  log(
+    `  ${edgeBatch.reportsPerSec} reports/s accepted${edgeBatch.stored ? ", all stored" : ", NOT all stored by the deadline"}`,
+  );
 
   const phases: PhaseResults = {
     ceilings: { bareFastify, bullmq, clickhouse },
@@ -152,10 +163,12 @@ export async function runBench(
     fixedRate: { ...fixedRate, requestedRate: opts.rate },
   };
   const capacity = capacityOf(saturation);
-  const figures = buildFigures(phases, capacity);
+  const batchCapacity = batchCapacityOf(edgeBatch);
+  const figures = buildFigures(phases, capacity, batchCapacity);
   return {
     version: 1,
     machine: machine(started),
+    command,
     source,
     options: {
       durationS: opts.durationS,
@@ -175,6 +188,7 @@ export async function runBench(
     ...phases,
     figures,
     capacity,
+    batchCapacity,
     summary: summarize(figures),
   };
 }

@@ -50,7 +50,10 @@ function row(component: string, processes: number, cpuSeconds: number, units: nu
   };
 }
 
-export function capacityOf(p: EndToEndPhase): Capacity {
+/** What a capacity table is made of: any phase whose reports were carried until stored. */
+export type CarriedPhase = Pick<EndToEndPhase, "cpuSecondsToStored" | "enqueued" | "load">;
+
+export function capacityOf(p: CarriedPhase): Capacity {
   const seconds = new Map<string, { cpu: number; processes: number }>();
   for (const [name, cpu] of Object.entries(p.cpuSecondsToStored)) {
     const c = componentOf(name);

@@ -71,3 +71,26 @@ export function createCleanup(stepTimeoutMs = 15_000): Cleanup {
     },
   };
 }
+
+/**
+ * Runs a benchmark command's `body` with a cleanup that Ctrl-C and SIGTERM run too, then stops
+ * everything it started and exits: 0, or 1 after logging the error.
+ */
+export async function runCommand(
+  log: (msg: string) => void,
+  body: (cleanup: Cleanup) => Promise<void>,
+): Promise<never> {
+  const cleanup = createCleanup();
+  cleanup.onSignals(log);
+  let code = 0;
+  try {
+    await body(cleanup);
+  } catch (err) {
+    log(`failed: ${(err as Error)?.stack ?? String(err)}`);
+    code = 1;
+  } finally {
+    log("stopping every process the benchmark started");
+    await cleanup.run();
+  }
+  process.exit(code);
+}

@@ -48,6 +48,28 @@ export const ISSUE_12 = {
   redisBytesPerReport: 300,
 };
 
+/**
+ * Issue 36's targets (a leaner pipeline), each a ratio to what the same run measured, or a bound.
+ * `npm run bench` measures the pipeline's, `npm run bench:edge` the edge's, `npm run bench:read`
+ * /api/v1/headroom's; the drain and end-to-end ones are issue 12's figures (ISSUE_12).
+ */
+export const ISSUE_36 = {
+  /** Edge CPU per single report ÷ bare Fastify CPU per request, any generator and concurrency. */
+  edgeCpuVsBare: 1.3,
+  /** Edge CPU per report in batches of 100 ÷ bare Fastify CPU per request. */
+  batchEdgeCpuVsBare: 0.1,
+  /** Edge peak RSS at saturation, single reports and batches. */
+  edgeRssMb: 120,
+  batchEdgeRssMb: 150,
+  /** CPU per report of every process (edge, Redis, worker, ClickHouse) ÷ bare per request. */
+  pipelineCpuVsBare: 1.5,
+  batchPipelineCpuVsBare: 0.5,
+  /** /api/v1/headroom CPU per answer ÷ a bare Fastify route sending the same bytes. */
+  headroomCpuVsBare: 1.5,
+  /** /api/v1/headroom p99 with 50 dashboards polling while ingest runs (a core of its own). */
+  headroomP99Ms: 50,
+};
+
 export const atLeast = (value: number, on: Target["on"] = "value"): Target => ({
   on,
   op: ">=",
@@ -97,8 +119,8 @@ export function figure(
 }
 
 /** CPU microseconds per unit of work: steadier than rates when other work shares the cores. */
-export const perUnitUs = (cores: number | undefined, perSec: number) =>
-  perSec > 0 ? Math.round(((cores ?? 0) * 1e6) / perSec) : 0;
+export const perUnitUs = (cores: number | undefined, perSec: number, decimals = 0) =>
+  perSec > 0 ? round(((cores ?? 0) * 1e6) / perSec, decimals) : 0;
 
 export function summarize(figures: Figure[]) {
   const withTargets = figures.filter((f) => f.met !== null);

@@ -9,13 +9,15 @@ import type { EndToEndPhase } from "./phase-e2e.js";
 import type { EdgePhase } from "./phase-edge.js";
 import { MACHINE, type Machine } from "./proc-stats.js";
 import type { SourceInfo } from "./source.js";
-import { componentCores, issue12Figures, rawInsertUsPerRow } from "./targets.js";
+import { componentCores, issue12Figures, issue36Figures, rawInsertUsPerRow } from "./targets.js";
 
 // Every figure of a run, phase by phase, with its target and ceiling. The table and the JSON's
 // `figures` both come from this list, so what is printed is what is checked.
 
 export interface RunInfo {
   machine: Machine;
+  /** The command that made the run, as typed (npm run … -- options). */
+  command: string;
   source: SourceInfo;
   options: Record<string, unknown>;
   settings: Record<string, string>;
@@ -34,6 +36,8 @@ export interface BenchResults extends RunInfo, PhaseResults {
   version: 1;
   figures: Figure[];
   capacity: Capacity;
+  /** The same for phase 2b's batches, carried until stored (null when they were not). */
+  batchCapacity: Capacity | null;
   summary: { targets: number; met: number };
 }
 
@@ -136,9 +140,16 @@ function e2eFigures(section: string, id: string, p: EndToEndPhase): Figure[] {
   ];
 }
 
+/** Phase 2b's capacity table, when its reports were stored. */
+export const batchCapacityOf = (b: BatchPhase): Capacity | null =>
+  b.cpuSecondsToStored
+    ? capacityOf({ cpuSecondsToStored: b.cpuSecondsToStored, enqueued: b.reports, load: b.load })
+    : null;
+
 export function buildFigures(
   r: PhaseResults,
   capacity: Capacity = capacityOf(r.saturation),
+  batchCapacity: Capacity | null = batchCapacityOf(r.edgeBatch),
 ): Figure[] {
   const bare = r.ceilings.bareFastify;
   const bareCeiling = { label: "bare Fastify", value: bare.load.okPerSec };
@@ -283,5 +294,6 @@ export function buildFigures(
     ),
     ...e2eFigures(F, "rate", f),
     ...issue12Figures(r, capacity),
+    ...issue36Figures(r, capacity, batchCapacity),
   ];
 }

@@ -18,7 +18,13 @@ export interface LoadSpec {
   rate?: number;
   /** The request path of the saturated mode (default REPORT_PATH). */
   path?: string;
+  /** The saturated mode's generator (default wrk): autocannon is the other one issue 36 names. */
+  generator?: SaturatingGenerator;
+  /** With bodiesFile "GET" (wrk): the Accept-Encoding to send. */
+  acceptEncoding?: string;
 }
+
+export type SaturatingGenerator = "wrk" | "autocannon";
 
 export interface Latency {
   p50: number;
@@ -57,9 +63,9 @@ export interface LoadResult {
   generatorCores: number;
   /** The same in CPU seconds, over the phase. */
   generatorCpuS: number;
-  /** Which generator: "wrk" (saturated) or "open-loop client" (fixed rate). */
+  /** Which generator: "wrk" or "autocannon" (saturated), or "open-loop client" (fixed rate). */
   generator: string;
-  /** Generator processes (one wrk per edge). */
+  /** Generator processes (one wrk or autocannon per edge). */
   generators: number;
 }
 

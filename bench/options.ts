@@ -60,6 +60,10 @@ export const DEFAULT_OUT_DIR = "bench/runs";
 /** The reference run docs/benchmarks.md and bench/README.md quote, tracked: written only with `--publish`. */
 export const PUBLISHED_DIR = "bench/results";
 
+/** The command a run was made with, as it would be typed again. */
+export const commandLine = (script: string, argv: string[]) =>
+  `npm run ${script}${argv.length ? ` -- ${argv.join(" ")}` : ""}`;
+
 export class OptionsError extends Error {
   override name = "OptionsError";
 }
@@ -79,8 +83,12 @@ function integer(
   return n;
 }
 
-const positiveInt = (name: string, text: string | undefined, fallback: number, max: number) =>
-  integer(name, text, fallback, 1, max);
+export const positiveInt = (
+  name: string,
+  text: string | undefined,
+  fallback: number,
+  max: number,
+) => integer(name, text, fallback, 1, max);
 
 /** Parses argv (without node and the script); `null` when help was asked for. */
 export function parseBenchOptions(argv: string[], cwd = process.cwd()): BenchOptions | null {

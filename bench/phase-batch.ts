@@ -1,11 +1,11 @@
 import { mb } from "./ceilings.js";
 import type { Cleanup } from "./cleanup.js";
-import type { LoadResult } from "./load-spec.js";
+import type { LoadResult, SaturatingGenerator } from "./load-spec.js";
 import { settledEnqueued, withEdgeStatuses } from "./phase-edge.js";
 import { cpuMeter, peakRssBytes, resetPeakRss } from "./proc-stats.js";
 import { writeBatchFiles } from "./report-bodies.js";
 import { runLoad } from "./run-load.js";
-import type { EdgeProc, Stack } from "./stack.js";
+import { type EdgeProc, type Stack, waitStored } from "./stack.js";
 
 // Phase 2b: the edge(s) alone, saturated with POST /api/reports carrying batches of realistic
 // reports (the sample mix, stamped at the phase's start, no client ids): what a report costs the
@@ -32,6 +32,13 @@ export interface BatchPhase {
   /** The highest peak RSS of the edges. */
   edgePeakRssMb: number;
   cpuCores: Record<string, number>;
+  /**
+   * With `store`: CPU seconds of every process (edges, Redis, workers, ClickHouse) from the start
+   * of the load until ClickHouse held the phase's reports; null without.
+   */
+  cpuSecondsToStored: Record<string, number> | null;
+  /** With `store`: whether ClickHouse held them all before the deadline. */
+  stored: boolean | null;
 }
 
 export interface BatchPhaseOptions {
@@ -40,6 +47,10 @@ export interface BatchPhaseOptions {
   connections?: number;
   durationS: number;
   warmupS: number;
+  /** wrk unless told otherwise. */
+  generator?: SaturatingGenerator;
+  /** Store the reports with the stack's workers after the load (`phase`: the keys' phase name). */
+  store?: { phase: string; timeoutS: number };
 }
 
 export async function runBatchPhase(
@@ -55,6 +66,7 @@ export async function runBatchPhase(
     connections: Math.max(edges.length, opts.connections ?? BATCH_CONNECTIONS),
     mode: "saturate" as const,
     path: BATCH_PATH,
+    generator: opts.generator,
   };
   await stack.pauseQueues();
   // The batch route's own code is cold until now.
@@ -69,13 +81,27 @@ export async function runBatchPhase(
   const cpu = cpuMeter({
     ...Object.fromEntries(edges.map((e) => [e.name, e.pid])),
     ...stack.redisPids(),
+    ...(opts.store
+      ? {
+          ...Object.fromEntries(stack.workers().map((w) => [w.name, w.pid])),
+          clickhouse: stack.clickhouse.process.pid ?? 0,
+        }
+      : {}),
   });
   const load = await runLoad({ ...spec, ...measured, durationS: opts.durationS }, cleanup);
   const cpuCores = cpu.read().cores;
   const after = await settledEnqueued(edges, BATCH_PATH);
   const edgePeakRssMb = Math.max(0, ...edges.map((e) => mb(peakRssBytes(e.pid))));
-  await stack.dropQueues();
   const reports = after.reports - before.reports;
+  let cpuSecondsToStored: Record<string, number> | null = null;
+  let stored: boolean | null = null;
+  if (opts.store) {
+    await stack.resumeQueues();
+    stored = (await waitStored(stack, opts.store.phase, reports, opts.store.timeoutS)).complete;
+    cpuSecondsToStored = cpu.read().seconds;
+  } else {
+    await stack.dropQueues();
+  }
   return {
     batchSize: BATCH_SIZE,
     load: withEdgeStatuses(load, before, after),
@@ -84,5 +110,7 @@ export async function runBatchPhase(
     jobs: after.jobs - before.jobs,
     edgePeakRssMb,
     cpuCores,
+    cpuSecondsToStored,
+    stored,
   };
 }

@@ -1,6 +1,6 @@
 import { mb } from "./ceilings.js";
 import type { Cleanup } from "./cleanup.js";
-import { type LoadResult, REPORT_PATH } from "./load-spec.js";
+import { type LoadResult, REPORT_PATH, type SaturatingGenerator } from "./load-spec.js";
 import { sleep } from "./poll.js";
 import { cpuMeter, peakRssBytes, resetPeakRss } from "./proc-stats.js";
 import { metricByLabel, metricSum } from "./prometheus.js";
@@ -82,9 +82,15 @@ export function withEdgeStatuses(load: LoadResult, before: EdgeCounts, after: Ed
   return load;
 }
 
-type SaturateOptions = { files: LoadFiles; connections: number; durationS: number };
+type SaturateOptions = {
+  files: LoadFiles;
+  connections: number;
+  durationS: number;
+  /** wrk unless told otherwise. */
+  generator?: SaturatingGenerator;
+};
 
-/** wrk against every edge for the phase's duration. */
+/** wrk (or autocannon) against every edge for the phase's duration. */
 const saturate = (edges: EdgeProc[], opts: SaturateOptions, cleanup: Cleanup) =>
   runLoad(
     {
@@ -93,6 +99,7 @@ const saturate = (edges: EdgeProc[], opts: SaturateOptions, cleanup: Cleanup) =>
       connections: opts.connections,
       durationS: opts.durationS,
       mode: "saturate",
+      generator: opts.generator,
     },
     cleanup,
   );

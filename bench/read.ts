@@ -6,14 +6,19 @@ import { createKeyStore } from "../src/keys/key-store.js";
 import { ensureBuilt } from "../src/local/entry-command.js";
 import { freePort } from "../src/local/redis-server.js";
 import { spawnChild } from "./child.js";
-import { createCleanup } from "./cleanup.js";
+import { runCommand } from "./cleanup.js";
+import { summarize } from "./figure.js";
+import { measureHeadroomCeiling } from "./headroom-ceiling.js";
+import { commandLine } from "./options.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { cpuMeter, machine } from "./proc-stats.js";
+import { readFigures } from "./read-figures.js";
 import { probeFreshness } from "./read-freshness.js";
 import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
 import { touchProjects } from "./read-touch.js";
 import { runWrkReaders } from "./read-wrk.js";
+import { renderFigures } from "./render.js";
 import { writeLoadFiles } from "./report-bodies.js";
 import { runReadersProcess } from "./run-readers.js";
 import { startStack } from "./stack.js";
@@ -90,10 +95,7 @@ const log = (msg: string) =>
   process.stderr.write(`[bench:read ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 ensureBuilt();
-const cleanup = createCleanup();
-cleanup.onSignals(log);
-let code = 0;
-try {
+await runCommand(log, async (cleanup) => {
   const started = new Date();
   const stack = await startStack({ cleanup, log });
   log(`seeding ${opts.reports} reports over ${opts.days} days for ${opts.projects} projects`);
@@ -269,8 +271,27 @@ try {
   log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
   log(`  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`);
 
+  // Ingest has stopped: the API and a bare route sending the same bytes, each alone.
+  log(`/api/v1/headroom against a bare route sending its bytes: wrk, ${opts.readers} connections`);
+  const headroomCeiling = await measureHeadroomCeiling(
+    {
+      apiUrl,
+      apiPid: api.pid,
+      keys: readKeys,
+      dir: stack.dir,
+      connections: opts.readers,
+      durationS: opts.durationS,
+      warmupS: 3,
+      acceptEncoding: values["accept-encoding"] as string,
+    },
+    cleanup,
+  );
+  const figures = readFigures(headroomCeiling, reads, opts.rate);
+  const command = commandLine("bench:read", process.argv.slice(2));
+
   const results = {
     machine: machine(started),
+    command,
     options: {
       ...opts,
       model: values.model,
@@ -303,17 +324,15 @@ try {
     touched,
     // Cores used on average (the API, this process with the readers, the stack, the machine).
     cpuCores: { ingestAlone: aloneCores, withReaders: readersCores },
+    headroomCeiling,
+    figures,
+    summary: summarize(figures),
   };
   mkdirSync(outDir, { recursive: true });
   const file = join(outDir, "read-latest.json");
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
-  log(`wrote ${file}`);
-} catch (err) {
-  log(`failed: ${(err as Error)?.stack ?? String(err)}`);
-  code = 1;
-} finally {
-  log("stopping every process the benchmark started");
-  await cleanup.run();
-}
-process.exit(code);
+  const md = [`- Command: \`${command}\``, "", ...renderFigures(figures), ""].join("\n");
+  writeFileSync(join(outDir, "read-latest.md"), md);
+  process.stdout.write(`${JSON.stringify(results, null, 2)}\n\n${md}`);
+  log(`wrote ${file} and read-latest.md`);
+});

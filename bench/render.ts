@@ -1,6 +1,6 @@
 import type { Capacity, CapacityRow } from "./capacity.js";
 import type { Figure, Target } from "./figure.js";
-import type { BenchResults } from "./figures.js";
+import type { BenchResults, RunInfo } from "./figures.js";
 
 // The results as a markdown document: one table, each figure next to its target and its ratio to
 // the ceiling; machine, options and settings above it. The same text is printed to the terminal.
@@ -37,9 +37,9 @@ const capacityRow = (c: CapacityRow, label = c.component) =>
   `| ${label} | ${c.processes} | ${num(c.cpuSeconds)} s | ${num(c.usPerReport)} µs | ${num(c.coresPer100k)} |`;
 
 /** The capacity table: what an operator sizes a deployment with. */
-export function renderCapacity(c: Capacity): string[] {
+export function renderCapacity(c: Capacity, phase = "end to end, saturated"): string[] {
   return [
-    `Capacity (end to end, saturated: each process's CPU from the start of the load until`,
+    `Capacity (${phase}: each process's CPU from the start of the load until`,
     `ClickHouse held all ${num(c.reports)} accepted reports, per report):`,
     "",
     "| Component | Processes | CPU | CPU per report | Cores per 100,000 reports/s |",
@@ -50,38 +50,54 @@ export function renderCapacity(c: Capacity): string[] {
   ];
 }
 
-export function renderMarkdown(r: BenchResults): string {
+/** Machine, code, command, options and settings of a run, as a list. */
+export function renderRunInfo(r: RunInfo): string[] {
   const m = r.machine;
-  const o = r.options;
   const settings = Object.entries(r.settings);
-  const lines = [
-    `# Headroom benchmark, ${m.date}`,
-    "",
+  return [
     `- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB memory, Node ${m.node}, ${m.platform}`,
     `- Code: commit ${r.source.commit}${
       r.source.changedFiles.length
         ? ` with uncommitted changes to ${r.source.changedFiles.join(", ")}`
         : ", no uncommitted changes to src/ or workers/"
     }`,
-    `- Options: ${Object.entries(o)
+    `- Command: \`${r.command}\``,
+    `- Options: ${Object.entries(r.options)
       .filter(([k]) => k !== "outDir")
       .map(([k, v]) => `${k}=${String(v)}`)
       .join(", ")}`,
     `- Settings: ${settings.length ? settings.map(([k, v]) => `${k}=${v}`).join(", ") : "defaults (src/config.ts)"}`,
-    `- Load generators (wrk when saturated, the open-loop client at a fixed rate), servers, Redis and ClickHouse share the same ${m.cores} cores.`,
-    `- Targets met: **${r.summary.met} of ${r.summary.targets}**`,
-    "",
+  ];
+}
+
+/** The figures as one table, a header row per section. */
+export function renderFigures(figures: Figure[]): string[] {
+  const lines = [
     "| Figure | Value | Target | Ceiling | Ratio | Met |",
     "|---|--:|---|--:|--:|:-:|",
   ];
   let section = "";
-  for (const f of r.figures) {
+  for (const f of figures) {
     if (f.section !== section) {
       section = f.section;
       lines.push(`| **${section}** | | | | | |`);
     }
     lines.push(row(f));
   }
+  return lines;
+}
+
+export function renderMarkdown(r: BenchResults): string {
+  const m = r.machine;
+  const lines = [
+    `# Headroom benchmark, ${m.date}`,
+    "",
+    ...renderRunInfo(r),
+    `- Load generators (wrk when saturated, the open-loop client at a fixed rate), servers, Redis and ClickHouse share the same ${m.cores} cores.`,
+    `- Targets met: **${r.summary.met} of ${r.summary.targets}**`,
+    "",
+    ...renderFigures(r.figures),
+  ];
   const notes = [
     statuses("edge alone, non-200", r.edgeAlone.load.statuses, r.edgeAlone.load.errors),
     statuses("edge alone in batches, non-200", r.edgeBatch.load.statuses, r.edgeBatch.load.errors),
@@ -90,6 +106,12 @@ export function renderMarkdown(r: BenchResults): string {
   ].filter((l): l is string => l !== null);
   if (notes.length) lines.push("", ...notes);
   lines.push("", ...renderCapacity(r.capacity));
+  if (r.batchCapacity) {
+    lines.push(
+      "",
+      ...renderCapacity(r.batchCapacity, `in batches of ${r.edgeBatch.batchSize}, phase 2b`),
+    );
+  }
   lines.push(
     "",
     "Latency is measured by the load generator: closed loop (wrk, one per edge; with several, the",

@@ -1,7 +1,7 @@
 import { ensureBuilt } from "../src/local/entry-command.js";
 import { runBench } from "./bench.js";
-import { createCleanup } from "./cleanup.js";
-import { OptionsError, parseBenchOptions, USAGE } from "./options.js";
+import { runCommand } from "./cleanup.js";
+import { commandLine, OptionsError, parseBenchOptions, USAGE } from "./options.js";
 import { renderMarkdown } from "./render.js";
 import { writeResults } from "./results.js";
 import { assertWrk, WrkMissingError } from "./wrk.js";
@@ -39,19 +39,9 @@ try {
   process.exit(1); // the build said why on stderr
 }
 
-const cleanup = createCleanup();
-cleanup.onSignals(log);
-let code = 0;
-try {
-  const results = await runBench(opts, cleanup, log);
+await runCommand(log, async (cleanup) => {
+  const results = await runBench(opts, cleanup, log, commandLine("bench", process.argv.slice(2)));
   const files = writeResults(opts.outDir, results, opts.publishDir);
   process.stdout.write(`\n${renderMarkdown(results)}\n`);
   log(`wrote ${files.join(", ")}`);
-} catch (err) {
-  log(`failed: ${(err as Error)?.stack ?? String(err)}`);
-  code = 1;
-} finally {
-  log("stopping every process the benchmark started");
-  await cleanup.run();
-}
-process.exit(code);
+});

@@ -1,11 +1,12 @@
 import { batchTargetFigure } from "./batch-figures.js";
 import { type Capacity, componentOf } from "./capacity.js";
 import type { InsertCeiling } from "./ceilings.js";
-import { atLeast, atMost, type Figure, figure, ISSUE_12, perUnitUs } from "./figure.js";
+import { atLeast, atMost, type Figure, figure, ISSUE_12, ISSUE_36, perUnitUs } from "./figure.js";
 import type { PhaseResults } from "./figures.js";
 
-// Issue 12's targets as figures of their own section: each a ratio of two things the same run
-// measured (or a figure with its bound), so that a run on any machine says which are met.
+// Issue 12's and issue 36's targets as figures of their own sections: each a ratio of two things
+// the same run measured (or a figure with its bound), so that a run on any machine says which are
+// met.
 
 /** Cores of every process of one component (the edges, the workers), summed. */
 export const componentCores = (cores: Record<string, number>, component: string) =>
@@ -100,5 +101,51 @@ export function issue12Figures(r: PhaseResults, capacity: Capacity): Figure[] {
     figure("target.redisBytes", T, "Redis bytes per queued report", e.redisBytesPerReport, "B", {
       targets: [atMost(ISSUE_12.redisBytesPerReport)],
     }),
+  ];
+}
+
+/**
+ * Issue 36's pipeline rows: every process's CPU per report (the capacity tables' whole pipeline),
+ * single and in batches, ÷ bare Fastify CPU per request. Its edge rows are `npm run bench:edge`'s;
+ * its drain and end-to-end rows are issue 12's (target.drain, target.sustained), with the same
+ * bounds.
+ */
+export function issue36Figures(
+  r: PhaseResults,
+  capacity: Capacity,
+  batchCapacity: Capacity | null,
+): Figure[] {
+  const T = "6 issue 36 targets (ratios within this run; the edge's: npm run bench:edge)";
+  const bare = r.ceilings.bareFastify;
+  const ceiling = {
+    label: "bare Fastify per request",
+    value: perUnitUs(bare.cpuCores["bare Fastify"], bare.load.okPerSec),
+  };
+  return [
+    figure(
+      "target36.pipelineCpu",
+      T,
+      "pipeline CPU per report, every process (end to end, saturated) ÷ bare per request",
+      capacity.pipeline.usPerReport,
+      "µs",
+      { targets: [atMost(ISSUE_36.pipelineCpuVsBare, "ratio")], ceiling },
+    ),
+    figure(
+      "target36.batchPipelineCpu",
+      T,
+      `pipeline CPU per report in batches of ${r.edgeBatch.batchSize}, every process (phase 2b until stored) ÷ bare per request`,
+      batchCapacity?.pipeline.usPerReport ?? 0,
+      "µs",
+      // Unmeasured (batches dropped, not stored) is not met: no target then.
+      { targets: batchCapacity ? [atMost(ISSUE_36.batchPipelineCpuVsBare, "ratio")] : [], ceiling },
+    ),
+    figure(
+      "target36.batchStored",
+      T,
+      "phase 2b: every accepted report stored (1 = yes)",
+      r.edgeBatch.stored ? 1 : 0,
+      "",
+      { targets: [atLeast(1)] },
+    ),
   ];
 }

@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { finishWithin, spawnChild } from "./child.js";
+import { type Child, finishWithin, spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
 import { type LoadResult, type LoadSpec, lastJsonLine } from "./load-spec.js";
 
@@ -91,8 +91,15 @@ export function wrkArgs(opts: {
 
 const ms = (us: number) => Math.round(us / 10) / 100;
 
-/** One LoadResult from the summaries of the wrk processes of one phase (one per server). */
-export function mergeWrk(summaries: WrkSummary[], startedAt: number): LoadResult {
+/** What a saturating generator measured against one server: wrk's summary, or autocannon's in its shape. */
+export type ServerSummary = Omit<WrkSummary, "wrk">;
+
+/** One LoadResult from the summaries of the generator processes of one phase (one per server). */
+export function mergeWrk(
+  summaries: ServerSummary[],
+  startedAt: number,
+  generator = "wrk",
+): LoadResult {
   let requests = 0;
   let failed = 0;
   let errors = 0;
@@ -138,34 +145,56 @@ export function mergeWrk(summaries: WrkSummary[], startedAt: number): LoadResult
     unsent: 0,
     generatorCores: durationS > 0 ? Math.round((cpuS / durationS) * 100) / 100 : 0,
     generatorCpuS: Math.round(cpuS * 100) / 100,
-    generator: "wrk",
+    generator,
     generators: summaries.length,
   };
 }
 
-/** Saturates every server of the spec for its duration, one wrk each; resolves with the sums. */
-export async function runWrk(spec: LoadSpec, cleanup: Cleanup): Promise<LoadResult> {
-  assertWrk();
+/**
+ * Saturates every server of the spec for its duration, one generator process each (`start`),
+ * the connections split between them; resolves with the sums.
+ */
+export async function runPerServer(
+  spec: LoadSpec,
+  generator: string,
+  start: (url: string, connections: number, i: number) => Child,
+  parse: (stdout: string) => ServerSummary,
+): Promise<LoadResult> {
   const startedAt = Date.now();
   const limitMs = (spec.durationS + 30) * 1000;
   const conns = splitConnections(spec.connections, spec.urls.length);
   const runs = spec.urls.map(async (url, i) => {
-    const child = spawnChild({
-      name: `wrk ${i + 1}`,
-      command: "wrk",
-      args: wrkArgs({
-        url,
-        connections: conns[i] ?? 1,
-        durationS: spec.durationS,
-        bodiesFile: spec.bodiesFile,
-        keysFile: spec.keysFile,
-        path: spec.path,
-      }),
-      cleanup,
-    });
-    const outcome = await finishWithin(child, limitMs, "wrk");
-    if (outcome.code !== 0) throw new Error(`wrk failed (code ${outcome.code}):\n${child.tail()}`);
-    return parseWrkOutput(child.stdout());
+    const child = start(url, conns[i] ?? 1, i);
+    const outcome = await finishWithin(child, limitMs, generator);
+    if (outcome.code !== 0) {
+      throw new Error(`${generator} failed (code ${outcome.code}):\n${child.tail()}`);
+    }
+    return parse(child.stdout());
   });
-  return mergeWrk(await Promise.all(runs), startedAt);
+  return mergeWrk(await Promise.all(runs), startedAt, generator);
+}
+
+/** Saturates every server of the spec for its duration, one wrk each; resolves with the sums. */
+export function runWrk(spec: LoadSpec, cleanup: Cleanup): Promise<LoadResult> {
+  assertWrk();
+  return runPerServer(
+    spec,
+    "wrk",
+    (url, connections, i) =>
+      spawnChild({
+        name: `wrk ${i + 1}`,
+        command: "wrk",
+        args: wrkArgs({
+          url,
+          connections,
+          durationS: spec.durationS,
+          bodiesFile: spec.bodiesFile,
+          keysFile: spec.keysFile,
+          path: spec.path,
+          acceptEncoding: spec.acceptEncoding,
+        }),
+        cleanup,
+      }),
+    parseWrkOutput,
+  );
 }

@@ -1,9 +1,9 @@
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { BenchResults } from "../../bench/figures.js";
+import { runBenchCommand } from "../helpers/bench-command.js";
 
 // The benchmark harness end to end in --quick mode, as a child process writing to a temp dir:
 // it must start and stop the whole stack and write well-formed results. No figure is judged here
@@ -14,36 +14,17 @@ import type { BenchResults } from "../../bench/figures.js";
 const out = mkdtempSync(join(tmpdir(), "headroom-bench-smoke-"));
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
-function runQuick(): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        "bench/run.ts",
-        "--quick",
-        "--out",
-        out,
-        ...["--edges", "2", "--workers", "2", "--shards", "2", "--ack-replicas", "1"],
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let output = "";
-    child.stdout.on("data", (c: Buffer) => {
-      output += c.toString();
-    });
-    child.stderr.on("data", (c: Buffer) => {
-      output += c.toString();
-    });
-    // Bounded: a hung harness is stopped (it cleans up on SIGTERM) and the test fails.
-    const timer = setTimeout(() => child.kill("SIGTERM"), 100_000);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    });
-  });
-}
+const runQuick = () =>
+  runBenchCommand(
+    "bench/run.ts",
+    [
+      "--quick",
+      "--out",
+      out,
+      ...["--edges", "2", "--workers", "2", "--shards", "2", "--ack-replicas", "1"],
+    ],
+    100_000,
+  );
 
 const REQUIRED = [
   "ceiling.bare",
@@ -90,6 +71,10 @@ const REQUIRED = [
   "target.batchEdgeCpu",
   "target.edgeRss",
   "target.redisBytes",
+  // Issue 36's pipeline rows.
+  "target36.pipelineCpu",
+  "target36.batchPipelineCpu",
+  "target36.batchStored",
 ];
 
 describe("npm run bench -- --quick", () => {
@@ -141,6 +126,16 @@ describe("npm run bench -- --quick", () => {
       expect(value(id), `${id}: ${JSON.stringify(loads)}`).toBeGreaterThan(0);
     }
     expect(value("drain.complete")).toBe(1);
+    // Phase 2b's batches were carried until stored, and their capacity table has every process.
+    expect(value("target36.batchStored")).toBe(1);
+    expect(r.batchCapacity?.components.map((row) => row.component)).toEqual([
+      "edge",
+      "Redis",
+      "Redis replicas",
+      "worker",
+      "ClickHouse server",
+    ]);
+    expect(r.command).toMatch(/^npm run bench -- --quick --out /);
     expect(value("sat.complete")).toBe(1);
     // One wrk per edge, both of them loaded.
     expect(r.edgeAlone.load).toMatchObject({ generator: "wrk", generators: 2 });
