@@ -187,6 +187,62 @@ function providerSaid(ctx: MigrationContext): string[] {
   ];
 }
 
+/** The windows' rollups, by `bucket` of time as the reports' rollups (ROLLUPS). */
+export const WINDOW_ROLLUPS = [
+  {
+    name: "report_windows_minute",
+    bucketType: "DateTime('UTC')",
+    bucket: "toStartOfMinute(timestamp)",
+  },
+  { name: "report_windows_daily", bucketType: "Date", bucket: "toDate(timestamp)" },
+];
+
+/** What a windows rollup holds of `source`'s reports (and the rows of it a rebuild reads). */
+export function windowRollupSelect(bucketExpr: string, source: string, where = ""): string {
+  return `SELECT project_id, app, provider, model, ${bucketExpr} AS bucket, w.dimension AS dimension,
+      ifNull(w.window, '') AS \`window\`, max(w.limit) AS limit_max, min(w.remaining) AS remaining_min
+    FROM ${source} ARRAY JOIN windows AS w${where}
+    GROUP BY project_id, app, provider, model, bucket, dimension, \`window\``;
+}
+
+/**
+ * Per series, bucket and window (dimension and length, '' when unknown), the highest limit and
+ * lowest remaining, as the reports' rollups keep the contract's figures: /usage's worst % used
+ * per dimension reads these instead of every report's windows (a scan of `reports` made 50
+ * polling dashboards wait 0.5-1 s for /headroom). Min and max take a report inserted twice, or a
+ * backfill that overlaps the view, as once. The backfill reads the reports stored before.
+ */
+function windowRollups(ctx: MigrationContext): string[] {
+  return WINDOW_ROLLUPS.flatMap(({ name, bucketType, bucket }) => [
+    `CREATE TABLE IF NOT EXISTS ${stored(ctx, name)}${onCluster(ctx)} (
+      project_id LowCardinality(String),
+      app LowCardinality(String),
+      provider LowCardinality(String),
+      model LowCardinality(String),
+      bucket ${bucketType},
+      dimension LowCardinality(String),
+      \`window\` LowCardinality(String),
+      limit_max SimpleAggregateFunction(max, Nullable(Float64)),
+      remaining_min SimpleAggregateFunction(min, Nullable(Float64))
+    ) ENGINE = ${engine(ctx, "AggregatingMergeTree", name)}
+    PARTITION BY toYYYYMM(bucket)
+    ORDER BY (project_id, provider, model, app, bucket, dimension, \`window\`)
+    TTL toDateTime(bucket) + INTERVAL ${ctx.retentionDays} DAY
+    SETTINGS ttl_only_drop_parts = 1`,
+    // A sharding key, so that `headroom rederive-windows` can insert a day made again through it.
+    ...distributedFront(ctx, name, "cityHash64(project_id)"),
+    `CREATE MATERIALIZED VIEW IF NOT EXISTS ${ctx.db}.${name}_mv${onCluster(ctx)} TO ${stored(ctx, name)} AS
+    ${windowRollupSelect(bucket, stored(ctx, "reports"))}`,
+  ]);
+}
+
+function windowRollupsBackfill(ctx: MigrationContext): string[] {
+  return WINDOW_ROLLUPS.map(
+    ({ name, bucket }) =>
+      `INSERT INTO ${stored(ctx, name)} ${windowRollupSelect(bucket, stored(ctx, "reports"))}`,
+  );
+}
+
 /**
  * An alert event names the window that moved: its dimension (a rule may watch any, e.g.
  * input_tokens) and its length. Events stored before read as dimension = their metric (the
@@ -373,6 +429,12 @@ export const MIGRATIONS: Migration[] = [
     version: 8,
     name: "alert_event_windows",
     statements: (ctx) => alertEventWindows(ctx),
+  },
+  {
+    version: 9,
+    name: "window_rollups",
+    statements: (ctx) => windowRollups(ctx),
+    backfill: (ctx) => windowRollupsBackfill(ctx),
   },
 ];
 

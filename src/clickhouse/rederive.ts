@@ -2,6 +2,8 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import type { ReportRow } from "../report/report-schema.js";
 import { onCluster, stored } from "./cluster-ddl.js";
 import type { MigrationContext } from "./migrate.js";
+import { WINDOW_ROLLUPS, windowRollupSelect } from "./migrations.js";
+import { distributedInsertSettings } from "./report-sink.js";
 import { type Derive, type WindowCells, windowCellsOf } from "./report-windows.js";
 
 // `headroom rederive-windows`: the current parsers applied again to stored reports' kept headers
@@ -10,7 +12,9 @@ import { type Derive, type WindowCells, windowCellsOf } from "./report-windows.j
 // Exactly once in every view: the windows are rewritten in place, by a mutation (ALTER TABLE …
 // UPDATE) of `reports`, never by inserting a report again. A mutation fires no materialized view,
 // so the rollups and latest_limits, which count each insert, see nothing; `reports_v` (FINAL)
-// still holds one row per report, now with the new windows. A report whose windows come out the
+// still holds one row per report, now with the new windows. The windows' rollups (migration 9)
+// hold figures of the old windows: the days of the changed reports are made again there, from
+// `reports` (their rows deleted, then inserted from the reports of those days). A report whose windows come out the
 // same is left alone, so a second run rewrites nothing. The new values travel as query
 // parameters (no SQL is built from a report's text), one mutation per chunk of reports, waited
 // for (mutations_sync = 2: every replica).
@@ -100,17 +104,23 @@ export async function rederiveWindows(
     if (rows.length === 0) break;
     result.read += rows.length;
     after = String((rows[rows.length - 1] as unknown[])[0]);
-    const changed: { id: string; project: string; cells: WindowCells }[] = [];
+    const changed: Changed[] = [];
     for (const row of rows) {
       const source = row.slice(0, SOURCE.length) as ReportRow;
       const now = row.slice(SOURCE.length) as WindowCells;
       const cells = cellsOf(source);
       if (JSON.stringify(cells) !== JSON.stringify(now))
-        changed.push({ id: String(source[0]), project: String(source[1]), cells });
+        changed.push({
+          id: String(source[0]),
+          project: String(source[1]),
+          day: String(source[3]).slice(0, 10),
+          cells,
+        });
     }
     result.changed += changed.length;
     if (changed.length > 0 && !opts.dryRun) {
       await rewrite(client, ctx, changed);
+      await rebuildWindowRollups(client, ctx, changed);
       result.mutations++;
     }
     if (rows.length < chunk) break;
@@ -118,10 +128,48 @@ export async function rederiveWindows(
   return result;
 }
 
+interface Changed {
+  id: string;
+  project: string;
+  /** The report's day (its timestamp's, YYYY-MM-DD): what its windows' rollups bucket by. */
+  day: string;
+  cells: WindowCells;
+}
+
+/** The windows' rollups of the changed reports' projects and days, made again from `reports`. */
+async function rebuildWindowRollups(
+  client: ClickHouseClient,
+  ctx: MigrationContext,
+  changed: Changed[],
+): Promise<void> {
+  const query_params = {
+    projects: [...new Set(changed.map((c) => c.project))],
+    days: [...new Set(changed.map((c) => c.day))],
+  };
+  for (const { name, bucket } of WINDOW_ROLLUPS) {
+    await client.command({
+      query: `ALTER TABLE ${stored(ctx, name)}${onCluster(ctx)} DELETE
+        WHERE project_id IN {projects:Array(String)} AND toDate(bucket) IN {days:Array(Date)}`,
+      query_params,
+      clickhouse_settings: { mutations_sync: "2" },
+    });
+    // Through the front tables on a cluster: every shard's reports, into every shard's rollup.
+    await client.command({
+      query: `INSERT INTO ${ctx.db}.${name} ${windowRollupSelect(
+        bucket,
+        `${ctx.db}.reports`,
+        " WHERE project_id IN {projects:Array(String)} AND toDate(timestamp) IN {days:Array(Date)}",
+      )}`,
+      query_params,
+      clickhouse_settings: distributedInsertSettings(ctx.cluster),
+    });
+  }
+}
+
 async function rewrite(
   client: ClickHouseClient,
   ctx: MigrationContext,
-  changed: { id: string; project: string; cells: WindowCells }[],
+  changed: Changed[],
 ): Promise<void> {
   const column = (k: number) => changed.map((c) => c.cells[k]);
   // Each column's new value: the report's own, looked up by its place in {ids}.

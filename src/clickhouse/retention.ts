@@ -23,6 +23,8 @@ export const RETENTION_TABLES: RetentionTable[] = [
   { name: "reports", column: "received_at", dropParts: true },
   { name: "reports_minute", column: "bucket", dropParts: true },
   { name: "reports_daily", column: "bucket", dropParts: true },
+  { name: "report_windows_minute", column: "bucket", dropParts: true },
+  { name: "report_windows_daily", column: "bucket", dropParts: true },
   { name: "alert_events", column: "at", dropParts: true },
   { name: "latest_limits", column: "last_seen", dropParts: false },
 ];

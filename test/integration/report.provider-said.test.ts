@@ -1,5 +1,6 @@
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MIGRATIONS, migrate, windowRollupSelect } from "../../src/clickhouse/migrations.js";
 import { rederiveWindows } from "../../src/clickhouse/rederive.js";
 import { createReportSink } from "../../src/clickhouse/report-sink.js";
 import { cellsOf } from "../../src/clickhouse/report-windows.js";
@@ -247,6 +248,51 @@ describe("a report with the provider's headers and error body", () => {
   });
 });
 
+describe("migration 9: the windows' rollups", () => {
+  it("rolls up the windows of the reports stored before it, as its views do those after", async () => {
+    const db = `${p.db}_m9_${uniqueId()}`;
+    const ctx = { db, retentionDays: 30 };
+    const q = async (sql: string) =>
+      (await p.client.query({ query: sql, format: "JSONEachRow" })).json();
+    const merged = (from: string) =>
+      q(`SELECT toString(bucket) AS b, dimension, \`window\`, max(limit_max) AS l, min(remaining_min) AS r
+        FROM (${from}) GROUP BY b, dimension, \`window\` ORDER BY b, dimension, \`window\``);
+    const rows = (n: number, offset: number) =>
+      Array.from({ length: n }, (_, i) =>
+        toRow(
+          toRecord(
+            reportBodySchema.parse(
+              clientReport({
+                provider: "anthropic",
+                timestamp: `${DAY}T10:${String((offset + i) % 60).padStart(2, "0")}:00.000Z`,
+              }),
+            ),
+            {
+              reportId: `0190a000-0000-7000-8000-${String(offset + i).padStart(12, "0")}`,
+              projectId: "p-m9",
+              keyId: "key_test",
+              receivedAt: Date.now(),
+            },
+            { headers: JSON.stringify(keepRateLimitHeaders(ANTHROPIC).kept), error: null },
+          ),
+        ),
+      );
+    try {
+      await migrate(p.client, ctx, () => {}, MIGRATIONS.slice(0, 8));
+      await createReportSink(p.client, db).insert(rows(20, 0), `m9-before-${db}`);
+      expect(await migrate(p.client, ctx, () => {})).toEqual([9]);
+      await createReportSink(p.client, db).insert(rows(20, 20), `m9-after-${db}`);
+      const fromReports = await merged(
+        windowRollupSelect("toStartOfMinute(timestamp)", `${db}.reports FINAL`),
+      );
+      expect(fromReports.length).toBeGreaterThan(40);
+      expect(await merged(`SELECT * FROM ${db}.report_windows_minute`)).toEqual(fromReports);
+    } finally {
+      await p.client.command({ query: `DROP DATABASE IF EXISTS ${db}` });
+    }
+  });
+});
+
 describe("headroom rederive-windows", () => {
   const project = `p-rederive-${uniqueId()}`;
   /** A newer parser: today's windows, and one more for each report with Anthropic's input-tokens headers. */
@@ -300,6 +346,24 @@ describe("headroom rederive-windows", () => {
       })
     ).json<{ report_id: string; dimension: string; n: string }>();
 
+  /** The minute windows' rollup of the project, merged, and the same made from `reports` now. */
+  const windowRollup = async () => {
+    const q = async (sql: string) =>
+      (
+        await p.client.query({ query: sql, query_params: { p: project }, format: "JSONEachRow" })
+      ).json();
+    const merged = (from: string) =>
+      `SELECT toString(bucket) AS b, dimension, \`window\`, max(limit_max) AS l, min(remaining_min) AS r
+        FROM (${from}) WHERE project_id = {p:String}
+        GROUP BY b, dimension, \`window\` ORDER BY b, dimension, \`window\``;
+    return {
+      rollup: await q(merged(`SELECT * FROM ${p.db}.report_windows_minute`)),
+      fromReports: await q(
+        merged(windowRollupSelect("toStartOfMinute(timestamp)", `${p.db}.reports FINAL`)),
+      ),
+    };
+  };
+
   it("rewrites the windows once in every view, and a second run changes nothing", async () => {
     const records = Array.from({ length: 30 }, (_, i) =>
       toRecord(
@@ -324,6 +388,8 @@ describe("headroom rederive-windows", () => {
     await createReportSink(p.client, p.db).insert(records.map(toRow), `rederive-${project}`);
     const before = await figures();
     const windowsBefore = await windowRows();
+    const rollupBefore = await windowRollup();
+    expect(rollupBefore.rollup).toEqual(rollupBefore.fromReports);
     expect(windowsBefore.every((w) => Number(w.n) === 1)).toBe(true);
 
     const ctx = { db: p.db, retentionDays: 30 };
@@ -338,6 +404,10 @@ describe("headroom rederive-windows", () => {
     const after = await windowRows();
     expect(after.every((w) => Number(w.n) === 1)).toBe(true);
     expect(after.filter((w) => w.dimension === "rederived_input_tokens")).toHaveLength(15);
+    // The windows' rollup (what /usage reads) holds the new windows, and nothing of the old.
+    const rollupAfter = await windowRollup();
+    expect(rollupAfter.rollup).toEqual(rollupAfter.fromReports);
+    expect(rollupAfter.rollup).not.toEqual(rollupBefore.rollup);
     for (const r of records) {
       const s = await storedReport(r.report_id);
       expect(s.windows).toEqual(cellsOf(newer(s.record)));

@@ -73,19 +73,11 @@ const BUCKET: Record<Window, string> = {
   day: "bucket",
 };
 
-/** A report's timestamp → its bucket, as the rollups bucket it. */
-const REPORT_BUCKET: Record<Window, string> = {
-  minute: "toStartOfMinute(timestamp)",
-  hour: "toStartOfHour(timestamp)",
-  day: "toDate(timestamp)",
-};
-
 /**
  * Per bucket (and group), the worst % used of each dimension across the series' windows, as rows
- * (bucket, the groups, dimension, used_pct): from the windows stored with each report (Anthropic's
- * input and output tokens, Groq's day and minute), each window's % from its highest limit and
- * lowest remaining in the bucket, as used_pct_max is. Min and max count a report stored twice
- * once, so `reports` is read without FINAL; `headroom rederive-windows` rewrites rows in place.
+ * (bucket, the groups, dimension, used_pct): from the windows' rollups (migration 9: each
+ * window's highest limit and lowest remaining per minute or day, as used_pct_max is from the
+ * reports' rollups), so Anthropic's input and output tokens and Groq's day and minute each count.
  */
 export function worstUsedByDimensionSql(
   db: string,
@@ -93,17 +85,17 @@ export function worstUsedByDimensionSql(
   groups: SeriesField[],
   filters: string,
 ) {
+  const table = window === "day" ? `${db}.report_windows_daily` : `${db}.report_windows_minute`;
   const paramType = window === "day" ? "Date" : "DateTime";
   const outer = groups.map((g) => `${g}, `).join("");
   return `SELECT ${outer}toString(b) AS bucket, dimension, max(pct) AS used_pct
   FROM (
-    SELECT provider, model, app, ${REPORT_BUCKET[window]} AS b, w.dimension AS dimension,
-      ${PCT("max(w.limit)", "min(w.remaining)")} AS pct
-    FROM ${db}.reports ARRAY JOIN windows AS w
+    SELECT provider, model, app, ${BUCKET[window]} AS b, dimension,
+      ${PCT("max(limit_max)", "min(remaining_min)")} AS pct
+    FROM ${table}
     WHERE project_id = {project:String}
-      AND ${REPORT_BUCKET[window]} >= {from:${paramType}}
-      AND ${REPORT_BUCKET[window]} < {to:${paramType}}${filters}
-    GROUP BY provider, model, app, b, dimension, w.window
+      AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
+    GROUP BY provider, model, app, b, dimension, \`window\`
   )
   WHERE pct IS NOT NULL
   GROUP BY ${outer}b, dimension
