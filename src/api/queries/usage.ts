@@ -50,6 +50,8 @@ interface UsageRow {
   used_pct_max: number | null;
   cost: number;
   credits_last: number | null;
+  /** Dimension → worst % used (ClickHouse's Map as JSON); empty, or absent, without windows. */
+  dims?: Record<string, number>;
 }
 
 // % of a series' limit used within a window: from its highest limit and lowest remaining, the
@@ -73,66 +75,7 @@ const BUCKET: Record<Window, string> = {
   day: "bucket",
 };
 
-/**
- * Per bucket (and group), the worst % used of each dimension across the series' windows, as rows
- * (bucket, the groups, dimension, used_pct): from the windows' rollups (migration 9: each
- * window's highest limit and lowest remaining per minute or day, as used_pct_max is from the
- * reports' rollups), so Anthropic's input and output tokens and Groq's day and minute each count.
- */
-export function worstUsedByDimensionSql(
-  db: string,
-  window: Window,
-  groups: SeriesField[],
-  filters: string,
-) {
-  const table = window === "day" ? `${db}.report_windows_daily` : `${db}.report_windows_minute`;
-  const paramType = window === "day" ? "Date" : "DateTime";
-  const outer = groups.map((g) => `${g}, `).join("");
-  return `SELECT ${outer}toString(b) AS bucket, dimension, max(pct) AS used_pct
-  FROM (
-    SELECT provider, model, app, ${BUCKET[window]} AS b, dimension,
-      ${PCT("max(limit_max)", "min(remaining_min)")} AS pct
-    FROM ${table}
-    WHERE project_id = {project:String}
-      AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
-    GROUP BY provider, model, app, b, dimension, \`window\`
-  )
-  WHERE pct IS NOT NULL
-  GROUP BY ${outer}b, dimension
-  ORDER BY ${outer}b, dimension`;
-}
-
-interface WorstRow {
-  bucket: string;
-  provider?: string;
-  model?: string;
-  app?: string;
-  dimension: string;
-  used_pct: number;
-}
-
-const pointKey = (r: { bucket: string; provider?: string; model?: string; app?: string }) =>
-  JSON.stringify([r.bucket, r.provider ?? null, r.model ?? null, r.app ?? null]);
-
-/** worstUsedByDimensionSql's rows by point (bucket and group): dimension → worst % used. */
-export async function worstUsedByDimension(
-  store: ReadStore,
-  sql: string,
-  params: Record<string, unknown> & { project: string },
-  uncached = false,
-): Promise<Map<string, Record<string, number>>> {
-  const rows = await store.rows<WorstRow>(sql, params, uncached);
-  const out = new Map<string, Record<string, number>>();
-  for (const r of rows) {
-    const key = pointKey(r);
-    const dims = out.get(key) ?? {};
-    dims[r.dimension] = Math.round(Number(r.used_pct) * 100) / 100;
-    out.set(key, dims);
-  }
-  return out;
-}
-
-export function usageSql(db: string, window: Window, groups: SeriesField[], filters: string) {
+function rollupSql(db: string, window: Window, groups: SeriesField[], filters: string) {
   const table = window === "day" ? `${db}.reports_daily` : `${db}.reports_minute`;
   const paramType = window === "day" ? "Date" : "DateTime";
   const outer = groups.map((g) => `${g}, `).join("");
@@ -163,6 +106,48 @@ export function usageSql(db: string, window: Window, groups: SeriesField[], filt
   LIMIT {limit:UInt32}`;
 }
 
+/**
+ * Per bucket (and group), the worst % used of each dimension across the series' windows, as one
+ * map per point (dimension → %, by dimension): from the windows' rollups (migration 9: each
+ * window's highest limit and lowest remaining per minute or day, as used_pct_max is from the
+ * reports' rollups), so Anthropic's input and output tokens and Groq's day and minute each count.
+ */
+function worstByDimensionSql(db: string, window: Window, groups: SeriesField[], filters: string) {
+  const table = window === "day" ? `${db}.report_windows_daily` : `${db}.report_windows_minute`;
+  const paramType = window === "day" ? "Date" : "DateTime";
+  const outer = groups.map((g) => `${g}, `).join("");
+  return `SELECT ${outer}toString(b) AS bucket,
+    CAST(arraySort(groupArray((dimension, used_pct))), 'Map(String, Float64)') AS dims
+  FROM (
+    SELECT ${outer}b, dimension, max(pct) AS used_pct
+    FROM (
+      SELECT provider, model, app, ${BUCKET[window]} AS b, dimension,
+        ${PCT("max(limit_max)", "min(remaining_min)")} AS pct
+      FROM ${table}
+      WHERE project_id = {project:String}
+        AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
+      GROUP BY provider, model, app, b, dimension, \`window\`
+    )
+    WHERE pct IS NOT NULL
+    GROUP BY ${outer}b, dimension
+  )
+  GROUP BY ${outer}b`;
+}
+
+/**
+ * The points of a range: the reports' rollups per bucket (and group), each with its worst % used
+ * per dimension (`dims`) joined in ClickHouse, so that a point comes as one row (a separate query
+ * of a row per dimension, merged here, made /usage's refreshes the read API's main cost).
+ */
+export function usageSql(db: string, window: Window, groups: SeriesField[], filters: string) {
+  const outer = groups.map((g) => `${g}, `).join("");
+  return `SELECT u.*, d.dims AS dims
+  FROM (${rollupSql(db, window, groups, filters)}) AS u
+  LEFT JOIN (${worstByDimensionSql(db, window, groups, filters)}) AS d
+  USING (${outer}bucket)
+  ORDER BY ${outer}bucket`;
+}
+
 type UsageAnswer = z.infer<typeof usageResponse>;
 type UsagePoint = z.infer<typeof usagePoint>;
 
@@ -183,7 +168,7 @@ function plan(deps: UsageDeps, q: z.output<typeof usageQuery>): Plan {
   return { window, aligned, groups, ...filterSql(q) };
 }
 
-/** A range's rows, each with its worst % used per dimension (`dims`), in one round of queries. */
+/** A range's rows, each with its worst % used per dimension (`dims`), in one query. */
 async function queryRows(
   deps: UsageDeps,
   project: KeyLookup,
@@ -192,34 +177,18 @@ async function queryRows(
   uncached = false,
 ): Promise<UsageRow[]> {
   const param = p.window === "day" ? chDate : chSeconds;
-  const params = {
-    project: project.projectId,
-    from: param(range.from),
-    to: param(range.to),
-    ...p.params,
-  };
-  const [rows, worst] = await Promise.all([
-    deps.store.rows<UsageRow>(
-      usageSql(deps.store.db, p.window, p.groups, p.sql),
-      { ...params, limit: deps.maxPoints + 1 },
-      uncached,
-    ),
-    worstUsedByDimension(
-      deps.store,
-      worstUsedByDimensionSql(deps.store.db, p.window, p.groups, p.sql),
-      params,
-      uncached,
-    ),
-  ]);
-  // The rows may be a cache's shared array: each point's dimensions go beside it, not into it.
-  const dims = new Map<UsageRow, Record<string, number>>();
-  for (const r of rows) dims.set(r, worst.get(pointKey(r)) ?? {});
-  withDims.set(rows, dims);
-  return rows;
+  return deps.store.rows<UsageRow>(
+    usageSql(deps.store.db, p.window, p.groups, p.sql),
+    {
+      project: project.projectId,
+      from: param(range.from),
+      to: param(range.to),
+      ...p.params,
+      limit: deps.maxPoints + 1,
+    },
+    uncached,
+  );
 }
-
-/** Each row's worst % used per dimension, by the rows they were read with. */
-const withDims = new WeakMap<UsageRow[], Map<UsageRow, Record<string, number>>>();
 
 function tooManyPoints(maxPoints: number) {
   return invalidQuery(
@@ -236,7 +205,15 @@ function head(p: Plan) {
   };
 }
 
-function toPoint(r: UsageRow, dims: Record<string, number> = {}): UsagePoint {
+/** A point's dimensions, each % to two decimals (a point without windows has none). */
+function dimsOf(r: UsageRow): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [dimension, pct] of Object.entries(r.dims ?? {}))
+    out[dimension] = Math.round(Number(pct) * 100) / 100;
+  return out;
+}
+
+function toPoint(r: UsageRow): UsagePoint {
   return {
     bucket: isoOf(r.bucket),
     ...(r.provider === undefined ? {} : { provider: r.provider }),
@@ -251,7 +228,7 @@ function toPoint(r: UsageRow, dims: Record<string, number> = {}): UsagePoint {
     used_pct_max: r.used_pct_max === null ? null : Math.round(r.used_pct_max * 100) / 100,
     cost: Number(r.cost),
     credits_remaining_last: num(r.credits_last),
-    used_pct_by_dimension: dims,
+    used_pct_by_dimension: dimsOf(r),
   };
 }
 
@@ -263,12 +240,11 @@ export async function readUsage(
   const p = plan(deps, q);
   const rows = await queryRows(deps, project, p, p.aligned);
   // A shared answer (the query cache gives every caller the same rows) is shaped once.
-  const dims = withDims.get(rows);
   const shaped = answers.get(rows);
-  if (shaped && shaped.dims === dims) return shaped.out;
+  if (shaped) return shaped;
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
-  const out = { ...head(p), points: rows.map((r) => toPoint(r, dims?.get(r))) };
-  if (dims) answers.set(rows, { dims, out });
+  const out = { ...head(p), points: rows.map(toPoint) };
+  answers.set(rows, out);
   return out;
 }
 
@@ -331,11 +307,10 @@ export async function refreshUsage(
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
   const fresh: UsageEntry[] = [];
   const groupsSeen = new Map<string, string>();
-  const dims = withDims.get(rows);
   for (const [i, r] of rows.entries()) {
     // A whole range is thousands of points: other requests are answered between slices.
     if (i > 0 && i % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
-    const point = toPoint(r, dims?.get(r));
+    const point = toPoint(r);
     const key = JSON.stringify([r.provider ?? "", r.model ?? "", r.app ?? ""]);
     // One string per group, however many points it has.
     let group = groupsSeen.get(key);
@@ -372,9 +347,6 @@ export async function refreshUsage(
 }
 
 /** Answers by the rows they came from: a dashboard's poll costs no re-encoding. */
-const answers = new WeakMap<
-  object,
-  { dims: Map<UsageRow, Record<string, number>>; out: z.infer<typeof usageResponse> }
->();
+const answers = new WeakMap<object, z.infer<typeof usageResponse>>();
 
 const SERIES_ORDER: SeriesField[] = ["provider", "model", "app"];
