@@ -228,7 +228,7 @@ function windowRollups(ctx: MigrationContext): string[] {
     PARTITION BY toYYYYMM(bucket)
     ORDER BY (project_id, provider, model, app, bucket, dimension, \`window\`)
     TTL toDateTime(bucket) + INTERVAL ${ctx.retentionDays} DAY
-    SETTINGS ttl_only_drop_parts = 1`,
+    SETTINGS ${dedup(ctx)}`,
     // A sharding key, so that `headroom rederive-windows` can insert a day made again through it.
     ...distributedFront(ctx, name, "cityHash64(project_id)"),
     `CREATE MATERIALIZED VIEW IF NOT EXISTS ${ctx.db}.${name}_mv${onCluster(ctx)} TO ${stored(ctx, name)} AS

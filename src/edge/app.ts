@@ -6,6 +6,7 @@ import type { LookupKey } from "../keys/key-cache.js";
 import type { Enqueuer } from "../queue/enqueuer.js";
 import type { IdJobs } from "../queue/id-jobs.js";
 import type { BacklogGate } from "./backlog.js";
+import { createBodiesInFlight } from "./bytes-in-flight.js";
 import type { Limits } from "./limits.js";
 import type { EdgeMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
@@ -47,19 +48,20 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
 
   app.register(errorHandler, { unavailable: metrics.unavailable });
   app.register(jsonBody, { bodyLimit: config.BODY_LIMIT_BYTES });
-  app.register(lifecycle, {
-    metrics,
-    maxBytesInFlight: config.EDGE_MAX_BYTES_IN_FLIGHT,
-    unknownLength: Math.max(config.BODY_LIMIT_BYTES, config.BATCH_LIMIT_BYTES),
-  });
+  app.register(lifecycle, { metrics });
+  const bodies = createBodiesInFlight(config.EDGE_MAX_BYTES_IN_FLIGHT, (bytes) =>
+    metrics.bytesInFlight.set(bytes),
+  );
 
   app.register(reportRoutes, {
     ...deps,
+    bodies,
     bodyLimit: config.BODY_LIMIT_BYTES,
     retentionDays: config.RETENTION_DAYS,
   });
   app.register(batchRoutes, {
     ...deps,
+    bodies,
     bodyLimit: config.BATCH_LIMIT_BYTES,
     maxReports: config.BATCH_MAX_REPORTS,
     retentionDays: config.RETENTION_DAYS,

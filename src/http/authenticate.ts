@@ -70,6 +70,12 @@ export function repeatsAuthorization(rawHeaders: string[]): boolean {
 
 export function createAuthenticate({ lookupKey, limits, keyName = "project key" }: AuthDeps) {
   const invalid = () => unauthorized("invalid_project_key", `the ${keyName} is not valid`);
+  const busy = () =>
+    new HttpError(
+      "rate_limited",
+      "too many keys from this client were being checked at once: send again",
+      { headers: { "retry-after": 1 } },
+    );
 
   // Look-ups in flight, by IP and key: concurrent requests from one client with one key share
   // one look-up and one reserved attempt, so a burst of good requests on a cold cache is not
@@ -86,12 +92,14 @@ export function createAuthenticate({ lookupKey, limits, keyName = "project key" 
       limits.releaseAuthAttempt(ip);
       throw unavailable("the service cannot check keys right now", "key_store");
     }
-    // A good key gives its attempt back and is served, even when the deployment's count refused
-    // it: that count holds the look-ups in flight too, and one client's many good keys looked up
-    // at once (edges restarted, caches cold) are not guesses. This process's own count, taken
-    // above, still bounds the guesses in flight here.
+    // A good key gives its attempt back. When the deployment's count refused it, the answer is
+    // still a 429 (serving it would tell a guesser past the limit that its guess is good), but one
+    // to send again at once, and the client is not refused from now on: that count holds the
+    // look-ups in flight too, and one client's many good keys looked up at once (edges restarted,
+    // caches cold) are not guesses. The key is known now: sent again, it is served from the cache.
     if (found.value) {
       limits.releaseAuthAttempt(ip);
+      if (counted.status === "rejected") throw busy();
       return found.value;
     }
     // A bad one keeps it: that is the failure. Past the deployment's limit, the client is refused

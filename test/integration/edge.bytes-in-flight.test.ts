@@ -1,6 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { generateKey } from "../../src/keys/key-format.js";
 import {
   clientReport,
   type EdgeFixture,
@@ -9,20 +10,23 @@ import {
 } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 
-// EDGE_MAX_BYTES_IN_FLIGHT on a real edge over TCP: a request whose body has not arrived yet holds
-// its declared size from its headers on; one that would pass the bound is answered 503 (reason
-// in_flight, Retry-After) without its body being read; the bytes come back when the answer is
-// sent, or when the client goes away mid-body.
+// EDGE_MAX_BYTES_IN_FLIGHT on a real edge over TCP: a project's request whose body has not arrived
+// yet holds its declared size once its key is known; the project's next one that would pass the
+// bound is answered 503 (reason in_flight, Retry-After) without its body being read, while other
+// projects are served; the bytes come back when the answer is sent, or when the client goes away
+// mid-body. A request without a good key, or declaring more than the body limit, holds nothing.
 
 const MAX = 64 * 1024;
 
 let fx: EdgeFixture;
 let k: TestKey;
+let other: TestKey;
 let port: number;
 
 beforeAll(async () => {
   fx = await startEdge({ env: { EDGE_MAX_BYTES_IN_FLIGHT: String(MAX) } });
   k = await fx.createKey();
+  other = await fx.createKey();
   await fx.edge.app.listen({ host: "127.0.0.1", port: 0 });
   port = (fx.edge.app.server.address() as AddressInfo).port;
 });
@@ -32,11 +36,11 @@ afterAll(async () => {
 });
 
 /** A POST of `length` declared bytes whose body is not sent: the socket, open. */
-function heldPost(length: number): Promise<Socket> {
+function heldPost(length: number | string, key = k.key): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const s = connect(port, "127.0.0.1", () => {
       s.write(
-        `POST /api/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${k.key}\r\ncontent-length: ${length}\r\n\r\n`,
+        `POST /api/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${key}\r\ncontent-length: ${length}\r\n\r\n`,
       );
       resolve(s);
     });
@@ -44,10 +48,10 @@ function heldPost(length: number): Promise<Socket> {
   });
 }
 
-const post = (body: unknown) =>
+const post = (body: unknown, key = k.key) =>
   fetch(`http://127.0.0.1:${port}/api/report`, {
     method: "POST",
-    headers: { "content-type": "application/json", authorization: `Bearer ${k.key}` },
+    headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
     body: JSON.stringify(body),
   });
 
@@ -71,6 +75,8 @@ describe("EDGE_MAX_BYTES_IN_FLIGHT", () => {
       expect(refused.headers.get("retry-after")).toBe("1");
       expect(await refused.json()).toMatchObject({ error: "unavailable" });
       expect(await refusedInFlight()).toBe(1);
+      // Another project's reports are taken meanwhile.
+      expect((await post(clientReport(), other.key)).status).toBe(200);
     } finally {
       // The client goes away mid-body: its bytes are freed.
       slow.destroy();
@@ -79,10 +85,33 @@ describe("EDGE_MAX_BYTES_IN_FLIGHT", () => {
     const taken = await post(clientReport());
     expect(taken.status).toBe(200);
     expect(await held()).toBe(0);
-    expect(await fx.records()).toHaveLength(1);
+    // This project's, and the other project's taken while the bytes were held.
+    expect(await fx.records()).toHaveLength(2);
   });
 
-  it("lets one request in whatever its size while nothing else is held", async () => {
+  it("holds nothing for a request without a good key, or declaring more than the body limit", async () => {
+    const sockets = [
+      await heldPost(MAX, "hr_not-a-key"),
+      await heldPost("18446744073709551615"),
+      await heldPost(MAX, generateKey()),
+    ];
+    try {
+      // Each is answered (401, 413, 401) without its body, and holds nothing.
+      const answers = await Promise.all(
+        sockets.map(
+          (s) =>
+            new Promise<string>((resolve) => s.once("data", (d: Buffer) => resolve(d.toString()))),
+        ),
+      );
+      expect(answers.map((a) => a.slice(9, 12))).toStrictEqual(["401", "413", "401"]);
+      expect(await held()).toBe(0);
+      expect((await post(clientReport())).status).toBe(200);
+    } finally {
+      for (const s of sockets) s.destroy();
+    }
+  });
+
+  it("lets a project's first request in whatever its size while it holds nothing else", async () => {
     const reports = Array.from({ length: 400 }, () => clientReport());
     const body = JSON.stringify(reports);
     expect(body.length).toBeGreaterThan(MAX);

@@ -163,7 +163,7 @@ describe("authenticate", () => {
     expect(looked).toEqual([]);
   });
 
-  it("serves a good key the deployment's count refused, and refuses the client only on a bad one", async () => {
+  it("answers a good key the deployment's count refused to send again at once, and refuses the client only on a bad one", async () => {
     const { limits, failures } = fakeLimits();
     // The deployment's count says no to every look-up (other processes' attempts filled it).
     const deploymentFull: AuthDeps["limits"] = {
@@ -174,7 +174,14 @@ describe("authenticate", () => {
       },
     };
     const { call } = setup(known, deploymentFull);
-    expect((await call(`Bearer ${goodKey}`, "10.0.0.70")).statusCode).toBe(200);
+    const good = await call(`Bearer ${goodKey}`, "10.0.0.70");
+    // Not served past the limit (that would tell a guesser its guess is good), but not refused
+    // for the window either: sent again in a second.
+    expect([good.statusCode, good.json().error, good.headers["retry-after"]]).toEqual([
+      429,
+      "rate_limited",
+      "1",
+    ]);
     expect(failures.get("10.0.0.70")).toBeUndefined();
     const bad = await call(`Bearer ${generateKey()}`, "10.0.0.70");
     expect([bad.statusCode, bad.json().error]).toEqual([429, "rate_limited"]);

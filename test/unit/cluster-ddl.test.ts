@@ -108,6 +108,8 @@ describe("cluster DDL: storage tables", () => {
       "reports_daily_local",
       "latest_limits_local",
       "alert_events_local",
+      "report_windows_minute_local",
+      "report_windows_daily_local",
     ]);
     for (const { m } of storage.slice(1)) {
       const [name, engine, engineArgs = ""] = [m[1], m[2], m[3]];
@@ -187,6 +189,9 @@ describe("cluster DDL: Distributed tables", () => {
       reports_daily: null,
       latest_limits: null,
       alert_events: "cityHash64(event_id)",
+      // rederive-windows inserts a day of them made again through the front.
+      report_windows_minute: "cityHash64(project_id)",
+      report_windows_daily: "cityHash64(project_id)",
     });
   });
 
@@ -203,6 +208,8 @@ describe("cluster DDL: views", () => {
       "reports_minute_mv",
       "reports_daily_mv",
       "latest_limits_mv",
+      "report_windows_minute_mv",
+      "report_windows_daily_mv",
     ]);
     for (const { s, m } of mvs) {
       const target = m[2] ?? "";

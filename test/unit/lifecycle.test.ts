@@ -26,7 +26,7 @@ describe("lifecycle: headroom_http_requests_total", () => {
     const server = Fastify();
     app = server;
     server.register(errorHandler);
-    server.register(lifecycle, { metrics, maxBytesInFlight: 1 << 20, unknownLength: 1 << 20 });
+    server.register(lifecycle, { metrics });
     server.register(async (scoped) => {
       scoped.post("/api/thing/:id", { onResponse: (_req, _reply, done) => done() }, async () => ({
         ok: true,

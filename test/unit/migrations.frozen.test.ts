@@ -32,6 +32,7 @@ const FROZEN_MIGRATIONS: Record<number, string> = {
   6: "f45b2e6934a92b4a3811d0cc001d954b3b8fa15438d32b4043d8aed1fba24ddd",
   7: "0d7411baf85ed00998bad8c409e2d26d57288695945ac16d29bd88b62aa98ea0",
   8: "4270fdf55cd1914ff19fcebbabe680aa9554b0a9f8a123fcecfd79c6d970a999",
+  9: "efe48e60a6c64bde0d5dee558af0ce51f15e1ccda5438ca5c9cdc896c51f9d41",
 };
 
 const FROZEN_SHAPES: Record<number, string> = {

@@ -3,7 +3,6 @@ import fp from "fastify-plugin";
 import type { Counter } from "prom-client";
 import { unavailable } from "../../http/errors.js";
 import { requestAnswered, requestStarted } from "../../http/in-flight.js";
-import { createBytesInFlight, declaredBytes } from "../bytes-in-flight.js";
 import type { EdgeMetrics } from "../metrics.js";
 
 // Per-request work every route shares: the contract's 503 for requests that still arrive on open
@@ -32,37 +31,16 @@ function countsOf(counter: Counter<"route" | "status">, route: string): Count {
 const asList = <T>(hooks: T | T[] | undefined): T[] =>
   hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks];
 
-export interface LifecycleOptions {
-  metrics: EdgeMetrics;
-  /** EDGE_MAX_BYTES_IN_FLIGHT (bytes-in-flight.ts). */
-  maxBytesInFlight: number;
-  /** What a body of unknown length (sent in chunks) counts as: the largest the edge takes. */
-  unknownLength: number;
-}
-
-export const lifecycle = fp<LifecycleOptions>(
-  async (app, { metrics, maxBytesInFlight, unknownLength }) => {
+export const lifecycle = fp<{ metrics: EdgeMetrics }>(
+  async (app, { metrics }) => {
     let closing = false;
-    const held = createBytesInFlight(maxBytesInFlight);
-    const tooMuch = () =>
-      unavailable("the edge holds as many reports as it can right now: send again", "in_flight");
     const countUnmatched = countsOf(metrics.requests, "unmatched");
     app.addHook("preClose", async () => {
       closing = true;
     });
-    app.addHook("onRequest", (req, reply, done) => {
+    app.addHook("onRequest", (req, _reply, done) => {
       requestStarted(req.raw);
-      if (closing) return done(unavailable("the service is shutting down", "shutting_down"));
-      const size = declaredBytes(req.headers, unknownLength);
-      if (size === 0) return done();
-      if (!held.take(size)) return done(tooMuch());
-      metrics.bytesInFlight.set(held.bytes);
-      // Held until the answer is sent or the connection is gone: "close" comes once, either way.
-      reply.raw.once("close", () => {
-        held.give(size);
-        metrics.bytesInFlight.set(held.bytes);
-      });
-      done();
+      done(closing ? unavailable("the service is shutting down", "shutting_down") : undefined);
     });
     // Every route added after this plugin counts its answers under its own URL…
     app.addHook("onRoute", (route) => {

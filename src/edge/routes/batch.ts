@@ -18,6 +18,7 @@ import {
   unsureBody,
   validateBatch,
 } from "../batch-items.js";
+import type { BodiesInFlight } from "../bytes-in-flight.js";
 import { charsetRefusal } from "../content-charset.js";
 import type { Limits } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
@@ -42,6 +43,7 @@ export interface BatchRouteDeps extends AuthDeps {
   reportIds: ReportIds;
   idJobs: Pick<IdJobs, "place" | "written">;
   metrics: Pick<EdgeMetrics, "reportWarnings">;
+  bodies: Pick<BodiesInFlight, "hold">;
 }
 
 export const BATCH_PATH = "/api/reports";
@@ -61,7 +63,7 @@ interface RawBody {
 export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps) => {
   const { bodyLimit, maxReports, retentionDays, limits, backlog, enqueuer, reportIds, idJobs } =
     deps;
-  const { metrics } = deps;
+  const { metrics, bodies } = deps;
   const authenticate = createAuthenticate(deps);
 
   // This plugin's own parsers: raw bytes, parsed in the handler once the key is known. Any
@@ -101,10 +103,9 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       requireScope(project, "report");
       req.project = project;
     },
-    preParsing: async (req) => {
-      if (Number(req.headers["content-length"]) > bodyLimit) {
-        throw new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`);
-      }
+    preParsing: async (req, reply) => {
+      // The declared size (413 over the limit), held for the project until the answer.
+      bodies.hold(req, reply, (req.project as KeyLookup).projectId, bodyLimit);
     },
     handler: async (req, reply) => {
       const project = req.project as KeyLookup;

@@ -10,6 +10,7 @@ import type { Enqueuer } from "../../queue/enqueuer.js";
 import { newReportId } from "../../report/report-id.js";
 import { type ReportRow, toRow } from "../../report/report-schema.js";
 import type { BacklogGate } from "../backlog.js";
+import type { BodiesInFlight } from "../bytes-in-flight.js";
 import type { Limits, Refund } from "../limits.js";
 import type { EdgeMetrics } from "../metrics.js";
 import { validateReport } from "../parse-report.js";
@@ -28,6 +29,7 @@ export interface ReportRouteDeps extends AuthDeps {
   limits: Limits;
   backlog: Pick<BacklogGate, "check">;
   enqueuer: Pick<Enqueuer, "add">;
+  bodies: Pick<BodiesInFlight, "hold">;
   metrics: Pick<EdgeMetrics, "reportWarnings">;
 }
 
@@ -39,28 +41,34 @@ const JSON_TYPE = "application/json; charset=utf-8";
 type Done = (err?: Error) => void;
 
 export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, deps) => {
-  const { bodyLimit, retentionDays, limits, backlog, enqueuer, metrics } = deps;
+  const { bodyLimit, retentionDays, limits, backlog, enqueuer, metrics, bodies } = deps;
   const authenticate = createAuthenticate(deps);
 
   /** The key's scope, then the burst limit, then the declared body size. */
-  function admit(req: FastifyRequest, project: KeyLookup, done: Done): void {
+  function admit(req: FastifyRequest, reply: FastifyReply, project: KeyLookup, done: Done): void {
     try {
       // A read key never stores a report, nor spends the project's burst.
       requireScope(project, "report");
       const burst = limits.consumeBurst(project);
       req.project = project;
-      if (burst) burst.then(() => checkSize(req, done), done);
-      else checkSize(req, done);
+      if (burst) burst.then(() => holdBody(req, reply, project, done), done);
+      else holdBody(req, reply, project, done);
     } catch (err) {
       done(err as Error);
     }
   }
 
-  /** Body size before media type, as the contract orders them, when the length is declared. */
-  function checkSize(req: FastifyRequest, done: Done): void {
-    if (Number(req.headers["content-length"]) > bodyLimit) {
-      done(new HttpError("payload_too_large", `the body is over ${bodyLimit} bytes`));
-    } else done();
+  /**
+   * Body size before media type, as the contract orders them, when the length is declared; then
+   * the body is held for the project (bytes-in-flight.ts) until its answer.
+   */
+  function holdBody(req: FastifyRequest, reply: FastifyReply, project: KeyLookup, done: Done) {
+    try {
+      bodies.hold(req, reply, project.projectId, bodyLimit);
+      done();
+    } catch (err) {
+      done(err as Error);
+    }
   }
 
   /** Hands the row to the next job; the answer goes out once that job is acknowledged. */
@@ -117,8 +125,8 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
         done(err as Error);
         return;
       }
-      if (project instanceof Promise) project.then((p) => admit(req, p, done), done);
-      else admit(req, project, done);
+      if (project instanceof Promise) project.then((p) => admit(req, reply, p, done), done);
+      else admit(req, reply, project, done);
     },
     handler: (req, reply) => {
       const project = req.project as KeyLookup;
