@@ -186,8 +186,8 @@ export const configSchema = z.object({
   REDIS_MEMORY_MAX_RATIO: z.coerce.number().min(0).max(1).default(0.9),
   BACKLOG_CHECK_INTERVAL_MS: ms(10).default(250),
   /**
-   * Request bodies one edge holds at once (declared sizes, from arrival to answer): past it the
-   * edge answers 503 before reading the body. Bounds its memory at any concurrency.
+   * Request bodies one project has one edge hold at once (declared sizes, from its key known to
+   * the answer): past it the project's next request is a 503 before its body is read.
    */
   EDGE_MAX_BYTES_IN_FLIGHT: int(64 * 1024).default(32 * 1024 * 1024),
 

@@ -80,7 +80,7 @@ export function createEdgeMetrics(): EdgeMetrics {
     }),
     bytesInFlight: new Gauge({
       name: "headroom_edge_bytes_in_flight",
-      help: "Request bodies the edge holds now, by declared size (503 past EDGE_MAX_BYTES_IN_FLIGHT)",
+      help: "Request bodies the edge holds now, every project's, by declared size (a project past EDGE_MAX_BYTES_IN_FLIGHT gets 503)",
       registers: [registry],
     }),
   };
