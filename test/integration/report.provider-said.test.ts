@@ -192,11 +192,11 @@ describe("a report with the provider's headers and error body", () => {
     expect(queued).toContain("anthropic-ratelimit-input-tokens-limit");
     expect(queued).not.toContain(MARKER);
 
-    worker = startIngestWorker(p, logger);
+    worker ??= startIngestWorker(p, logger);
     await eventually(async () => {
       const rs = await p.client.query({
-        query: `SELECT count() AS n FROM ${p.db}.reports_v WHERE project_id = {p:String}`,
-        query_params: { p: PROJECT },
+        query: `SELECT count() AS n FROM ${p.db}.reports_v WHERE report_id IN {ids:Array(UUID)}`,
+        query_params: { ids: [objectForm.id, pairForm.id] },
         format: "JSONEachRow",
       });
       expect(await rs.json()).toEqual([{ n: 2 }]);
@@ -227,6 +227,7 @@ describe("a report with the provider's headers and error body", () => {
 
   it("stores a report of the real client library as before: no headers, no error, legacy windows", async () => {
     const { id } = await post(clientReport({ timestamp: `${DAY}T11:00:00.000Z` }));
+    worker ??= startIngestWorker(p, logger);
     const expected = toRecord(
       reportBodySchema.parse(clientReport({ timestamp: `${DAY}T11:00:00.000Z` })),
       {
