@@ -50,8 +50,8 @@ export function summariseError(body: unknown): ErrorSummary | null {
   const status = places.map(statusOf).find((s) => s !== null) ?? null;
   const kinds = [
     inner?.status,
-    inner?.type,
     inner?.code,
+    inner?.type,
     top?.name,
     top?.__type,
     top?.code,
