@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import { dedupWindow, distributedFront, engine, onCluster, stored } from "./cluster-ddl.js";
 import { type Migration, type MigrationContext, runMigrations } from "./migrate.js";
+import { IS_PROVIDER_HINT, PROVIDER_HINTS_COLUMN } from "./provider-hints.js";
 
 export { type Migration, type MigrationContext, migrationContext } from "./migrate.js";
 
@@ -78,6 +79,45 @@ function providerHintsBackfill(ctx: MigrationContext, name: string, bucketExpr: 
       toDecimal128(0, 12), argMaxIfState(credits_remaining, timestamp, 0)
     FROM ${stored(ctx, "reports")} FINAL
     WHERE ${IS_HINT}
+    GROUP BY project_id, app, provider, model, bucket`;
+}
+
+/**
+ * Provider hints as issue 45 defines them (provider-hints.ts): no figure from limits, credits,
+ * headers or error. Migration 6's `provider_hints` counted a report whose figures came only from
+ * its headers or error body as a hint; that column stays as it was (the analysts' `_v` views read
+ * the views' columns as they were made), and a column of its own counts hints from now on.
+ */
+function figurelessHints(ctx: MigrationContext, name: string, bucketExpr: string): string[] {
+  const column = `ADD COLUMN IF NOT EXISTS ${PROVIDER_HINTS_COLUMN} SimpleAggregateFunction(sum, UInt64) AFTER provider_hints`;
+  return [
+    `ALTER TABLE ${stored(ctx, name)}${onCluster(ctx)} ${column}`,
+    ...(ctx.cluster ? [`ALTER TABLE ${ctx.db}.${name}${onCluster(ctx)} ${column}`] : []),
+    `ALTER TABLE ${ctx.db}.${name}_mv${onCluster(ctx)} MODIFY QUERY
+    SELECT project_id, app, provider, model, ${bucketExpr} AS bucket,
+      count() AS reports,
+      countIf(NOT ${HAS_LIMITS}) AS hints,
+      countIf(${IS_HINT}) AS provider_hints,
+      countIf(${IS_PROVIDER_HINT}) AS ${PROVIDER_HINTS_COLUMN},
+      min(requests_remaining) AS requests_remaining_min,
+      min(tokens_remaining) AS tokens_remaining_min,
+      max(requests_limit) AS requests_limit_max,
+      max(tokens_limit) AS tokens_limit_max,
+      sum(ifNull(request_cost, toDecimal128(0, 12))) AS cost_sum,
+      argMaxIfState(credits_remaining, timestamp, credits_remaining IS NOT NULL) AS credits_remaining_last
+    FROM ${stored(ctx, "reports")}
+    GROUP BY project_id, app, provider, model, bucket`,
+  ];
+}
+
+/** The reports stored before, counted in rows that add nothing else (as migration 6's backfill). */
+function figurelessHintsBackfill(ctx: MigrationContext, name: string, bucketExpr: string): string {
+  return `INSERT INTO ${stored(ctx, name)} (project_id, app, provider, model, bucket, reports, hints,
+      provider_hints, ${PROVIDER_HINTS_COLUMN}, cost_sum, credits_remaining_last)
+    SELECT project_id, app, provider, model, ${bucketExpr} AS bucket, 0, 0, 0, count(),
+      toDecimal128(0, 12), argMaxIfState(credits_remaining, timestamp, 0)
+    FROM ${stored(ctx, "reports")} FINAL
+    WHERE ${IS_PROVIDER_HINT}
     GROUP BY project_id, app, provider, model, bucket`;
 }
 
@@ -435,6 +475,12 @@ export const MIGRATIONS: Migration[] = [
     name: "window_rollups",
     statements: (ctx) => windowRollups(ctx),
     backfill: (ctx) => windowRollupsBackfill(ctx),
+  },
+  {
+    version: 10,
+    name: "figureless_hints",
+    statements: (ctx) => ROLLUPS.flatMap((r) => figurelessHints(ctx, r.name, r.bucket)),
+    backfill: (ctx) => ROLLUPS.map((r) => figurelessHintsBackfill(ctx, r.name, r.bucket)),
   },
 ];
 

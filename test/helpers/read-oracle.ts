@@ -152,7 +152,8 @@ export function usageOracle(
       tokens_remaining_min: trMin,
       requests_limit_max: rlMax,
       tokens_limit_max: tlMax,
-      used_pct_max: round2(maxOf(used)),
+      // The worst of the contract's requests and tokens and of every window (credits too).
+      used_pct_max: round2(maxOf([...used, cWorst])),
       cost: g.reduce((s, r) => s + (r.cost ?? 0), 0),
       credits_remaining_last: lastCredits(g),
       used_pct_by_dimension: byDimension,

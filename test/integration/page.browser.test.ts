@@ -5,6 +5,7 @@ import { gzipSync } from "node:zlib";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { defaultPageDir } from "../../src/api/routes/page.js";
+import { anthropicHeaders, GEMINI_PAID_TIER_429 } from "../fixtures/providers/documented.js";
 import { launchChromium, SCREENSHOTS, screenshot, seriousViolations } from "../helpers/browser.js";
 import { eventually } from "../helpers/eventually.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
@@ -366,6 +367,54 @@ describe("the headroom page", () => {
     const signin = await open(null);
     await signin.locator("#key-input").waitFor();
     expect(await seriousViolations(signin)).toEqual([]);
+  });
+});
+
+describe("reports whose figures came from the provider's headers or error body", () => {
+  it("show their windows and error in the log, their lowest headroom per model and their requests in spend", async () => {
+    const mine = await s.project();
+    const at = new Date().toISOString();
+    const reset = `${new Date(Date.now() + 60_000).toISOString().slice(0, 19)}Z`;
+    const said = (provider: string, model: string, more: Record<string, unknown>) => ({
+      provider,
+      model,
+      app: "support-bot",
+      timestamp: at,
+      limits: {},
+      ...more,
+    });
+    await s.send(mine.report, [
+      said("anthropic", "claude-sonnet-4", { headers: anthropicHeaders(reset) }),
+      said("anthropic", "claude-sonnet-4", { headers: anthropicHeaders(reset) }),
+      said("gemini", "gemini-2.5-flash", { error: GEMINI_PAID_TIER_429 }),
+    ]);
+    await s.stored(mine.project, 3);
+    const page = await open(mine.read);
+
+    const log = page.locator("#log tbody tr[data-id]");
+    await expect.poll(() => log.count(), { timeout: 15_000 }).toBe(3);
+    const gemini = page.locator('#log tbody tr[data-provider="gemini"]');
+    expect(await gemini.locator('[data-field="error"]').textContent()).toBe(
+      "429 rate limited (RESOURCE_EXHAUSTED)",
+    );
+    expect(await gemini.locator('[data-dimension="input_tokens"]').textContent()).toBe(
+      "input_tokens 1m: 0 of 3,000,000 left (100% used)",
+    );
+    const anthropic = page.locator('#log tbody tr[data-provider="anthropic"]').first();
+    // The most used window first.
+    expect(await anthropic.locator("[data-dimension]").first().textContent()).toBe(
+      "output_tokens 1m: 95 of 8,000 left (98.8% used)",
+    );
+
+    const model = page.locator('#models tbody tr[data-provider="anthropic"]');
+    await expect
+      .poll(() => model.locator("td").nth(3).textContent(), { timeout: 15_000 })
+      .toBe("1.2% left (output_tokens)");
+    const spend = page.locator('#spend tbody tr[data-provider="anthropic"]');
+    await expect
+      .poll(() => spend.locator("td").nth(2).textContent(), { timeout: 15_000 })
+      .toBe("2");
+    expect(await seriousViolations(page)).toEqual([]);
   });
 });
 

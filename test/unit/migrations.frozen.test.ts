@@ -33,6 +33,7 @@ const FROZEN_MIGRATIONS: Record<number, string> = {
   7: "0d7411baf85ed00998bad8c409e2d26d57288695945ac16d29bd88b62aa98ea0",
   8: "4270fdf55cd1914ff19fcebbabe680aa9554b0a9f8a123fcecfd79c6d970a999",
   9: "efe48e60a6c64bde0d5dee558af0ce51f15e1ccda5438ca5c9cdc896c51f9d41",
+  10: "ec77a6714fb3727291c681e9302f858046822fb9b903af043934c1d927544a6e",
 };
 
 const FROZEN_SHAPES: Record<number, string> = {

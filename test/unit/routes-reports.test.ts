@@ -24,6 +24,13 @@ const row = (n: number, credits = false) => ({
   credits_limit: credits ? 100 : null,
   credits_remaining: credits ? 42.5 : null,
   request_cost: null,
+  // The windows stored with it (here the legacy ones of its limits) and no error body.
+  w_dimension: ["requests"],
+  w_window: [null],
+  w_limit: [500],
+  w_remaining: [500 - n],
+  w_resets_at: [String(T - n * 1_000 + 1000)],
+  error: null,
 });
 
 let api: FakeReadApi;
@@ -56,6 +63,17 @@ describe("GET /api/v1/reports", () => {
           reset_tokens_ms: null,
         },
         credits: { credits_limit: 100, credits_remaining: 42.5, request_cost: null },
+        windows: [
+          {
+            dimension: "requests",
+            window: null,
+            limit: 500,
+            remaining: 499,
+            used_pct: 0.2,
+            resets_at: new Date(T).toISOString(),
+          },
+        ],
+        error: null,
       },
       expect.objectContaining({ id: id(2), model: null, credits: null }),
     ]);

@@ -1,3 +1,4 @@
+import { PROVIDER_HINTS_SUM } from "../../clickhouse/provider-hints.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { CONTENT_TYPES, negotiate, writeExposition } from "../metrics/exposition.js";
 import { headroomFamilies, type SeriesCounters, seriesKey } from "../metrics/families.js";
@@ -27,7 +28,7 @@ async function todaysCounters(
   day: number,
 ): Promise<Map<string, SeriesCounters>> {
   const rows = await store.rows<CounterRow>(
-    `SELECT provider, model, app, sum(reports) AS reports, sum(provider_hints) AS hints,
+    `SELECT provider, model, app, sum(reports) AS reports, ${PROVIDER_HINTS_SUM} AS hints,
       toFloat64(sum(cost_sum)) AS cost
     FROM ${store.db}.reports_daily
     WHERE project_id = {project:String} AND bucket = {day:Date}

@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
+import { summariseError } from "../../report/error-summary.js";
 import { UUID_TEXT } from "../../report/report-id.js";
 import { newestFirstPage } from "../cursor.js";
 import { filterSql } from "../params.js";
@@ -30,6 +31,12 @@ interface ReportRow {
   credits_limit: number | null;
   credits_remaining: number | null;
   request_cost: number | null;
+  w_dimension: string[];
+  w_window: (string | null)[];
+  w_limit: (number | null)[];
+  w_remaining: (number | null)[];
+  w_resets_at: (string | null)[];
+  error: string | null;
 }
 
 function reportsSql(db: string, filters: string, after: boolean) {
@@ -38,7 +45,11 @@ function reportsSql(db: string, filters: string, after: boolean) {
     requests_limit, requests_remaining, tokens_limit, tokens_remaining,
     reset_requests_ms, reset_tokens_ms,
     toFloat64(credits_limit) AS credits_limit, toFloat64(credits_remaining) AS credits_remaining,
-    toFloat64(request_cost) AS request_cost
+    toFloat64(request_cost) AS request_cost,
+    \`windows.dimension\` AS w_dimension, \`windows.window\` AS w_window,
+    \`windows.limit\` AS w_limit, \`windows.remaining\` AS w_remaining,
+    arrayMap(t -> toString(toUnixTimestamp64Milli(t)), \`windows.resets_at\`) AS w_resets_at,
+    error
   FROM ${db}.reports FINAL
   WHERE project_id = {project:String}
     AND timestamp >= {from:DateTime64(3)} AND timestamp < {to:DateTime64(3)}${filters}${
@@ -71,7 +82,42 @@ function item(r: ReportRow): z.infer<typeof reportItem> {
     },
     // Stored as "no credits" when all three are null (docs/report-api.md).
     credits: Object.values(credits).every((v) => v === null) ? null : credits,
+    windows: windowsOf(r),
+    error: r.error === null ? null : summariseError(parsed(r.error)),
   };
+}
+
+const parsed = (text: string): unknown => {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+};
+
+const round2 = (n: number) => Math.round(n * 100) / 100;
+
+/**
+ * The windows stored with the report (derived from its headers, error body or contract fields:
+ * src/providers/), as /headroom names them, with the % used each stated at the report's time.
+ */
+function windowsOf(r: ReportRow): z.infer<typeof reportItem>["windows"] {
+  return r.w_dimension.map((dimension, i) => {
+    const limit = num(r.w_limit[i] ?? null);
+    const remaining = num(r.w_remaining[i] ?? null);
+    const resets = r.w_resets_at[i] ?? null;
+    return {
+      dimension,
+      window: r.w_window[i] ?? null,
+      limit,
+      remaining,
+      used_pct:
+        limit !== null && limit > 0 && remaining !== null
+          ? round2(Math.min(100, Math.max(0, ((limit - remaining) / limit) * 100)))
+          : null,
+      resets_at: resets === null ? null : new Date(Number(resets)).toISOString(),
+    };
+  });
 }
 
 export async function readReports(

@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { PROVIDER_HINTS_SUM } from "../../clickhouse/provider-hints.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { type EncodedAnswer, encodeJson } from "../encoded-answer.js";
 import { filterSql, invalidQuery, type SeriesField } from "../params.js";
@@ -90,7 +91,7 @@ function rollupSql(db: string, window: Window, groups: SeriesField[], filters: s
     toFloat64(argMaxIfMerge(credits)) AS credits_last
   FROM (
     SELECT provider, model, app, ${BUCKET[window]} AS b,
-      sum(reports) AS reports, sum(provider_hints) AS hints,
+      sum(reports) AS reports, ${PROVIDER_HINTS_SUM} AS hints,
       min(requests_remaining_min) AS rr_min, min(tokens_remaining_min) AS tr_min,
       max(requests_limit_max) AS rl_max, max(tokens_limit_max) AS tl_max,
       ${PCT("rl_max", "rr_min")} AS r_pct, ${PCT("tl_max", "tr_min")} AS t_pct,
@@ -213,7 +214,19 @@ function dimsOf(r: UsageRow): Record<string, number> {
   return out;
 }
 
+/**
+ * The point's highest % used: the worse of its requests and tokens (the contract's figures) and
+ * of every window's (Anthropic's output tokens, Groq's day, a Gemini 429's exhausted window), so a
+ * report whose figures came only from its headers or error body counts (issue 45).
+ */
+function usedPctMax(r: UsageRow, dims: Record<string, number>): number | null {
+  const all = Object.values(dims);
+  if (r.used_pct_max !== null) all.push(Math.round(r.used_pct_max * 100) / 100);
+  return all.length === 0 ? null : Math.max(...all);
+}
+
 function toPoint(r: UsageRow): UsagePoint {
+  const dims = dimsOf(r);
   return {
     bucket: isoOf(r.bucket),
     ...(r.provider === undefined ? {} : { provider: r.provider }),
@@ -225,10 +238,10 @@ function toPoint(r: UsageRow): UsagePoint {
     tokens_remaining_min: num(r.tr_min),
     requests_limit_max: num(r.rl_max),
     tokens_limit_max: num(r.tl_max),
-    used_pct_max: r.used_pct_max === null ? null : Math.round(r.used_pct_max * 100) / 100,
+    used_pct_max: usedPctMax(r, dims),
     cost: Number(r.cost),
     credits_remaining_last: num(r.credits_last),
-    used_pct_by_dimension: dimsOf(r),
+    used_pct_by_dimension: dims,
   };
 }
 

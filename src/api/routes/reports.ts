@@ -29,6 +29,26 @@ export const reportItem = z.object({
   // The report schema's own fields, as stored.
   limits: z.object(eachKey(limitsSchema.shape, nullableNumber)),
   credits: z.object(eachKey(creditsSchema.shape, nullableNumber)).nullable(),
+  // The windows derived from what the provider said (headers, error body) or from the fields
+  // above, and the provider's error in a line: what an Anthropic or Gemini report carries.
+  windows: z.array(
+    z.object({
+      dimension: z.string(),
+      window: z.string().nullable(),
+      limit: nullableNumber,
+      remaining: nullableNumber,
+      used_pct: nullableNumber,
+      resets_at: z.string().nullable(),
+    }),
+  ),
+  error: z
+    .object({
+      summary: z.string(),
+      status: z.number().nullable(),
+      rate_limited: z.boolean(),
+      kind: z.string().nullable(),
+    })
+    .nullable(),
 });
 
 export const reportsResponse = z.object({

@@ -41,6 +41,16 @@ export interface Report {
   timestamp: string;
   limits: { requests_remaining: number | null; tokens_remaining: number | null };
   credits: { request_cost: number | null } | null;
+  /** The windows stored with the report: from its provider's headers, error body or limits. */
+  windows: {
+    dimension: string;
+    window: string | null;
+    limit: number | null;
+    remaining: number | null;
+    used_pct: number | null;
+  }[];
+  /** The provider's error in a line ("429 rate limited (RESOURCE_EXHAUSTED)"), when it sent one. */
+  error: { summary: string; rate_limited: boolean } | null;
 }
 
 export interface AlertEvent {

@@ -20,6 +20,8 @@ interface ModelRow {
   lowestLeftPct: number | null;
   requestsMin: number | null;
   tokensMin: number | null;
+  /** The most used dimension over the range (from the windows), and its % used. */
+  worst: { dimension: string; used: number } | null;
 }
 
 const minOf = (a: number | null, b: number | null) =>
@@ -37,6 +39,7 @@ export function modelRows(usage: Usage): ModelRow[] {
       lowestLeftPct: null,
       requestsMin: null,
       tokensMin: null,
+      worst: null,
     };
     row.reports += p.reports;
     row.cost += p.cost;
@@ -46,12 +49,20 @@ export function modelRows(usage: Usage): ModelRow[] {
       row.lowestLeftPct,
       p.used_pct_max === null ? null : 100 - p.used_pct_max,
     );
+    for (const [dimension, used] of Object.entries(p.used_pct_by_dimension ?? {}))
+      if (row.worst === null || used > row.worst.used) row.worst = { dimension, used };
     rows.set(key, row);
   }
   return [...rows.values()].sort(
     (a, b) => (a.lowestLeftPct ?? 101) - (b.lowestLeftPct ?? 101) || b.reports - a.reports,
   );
 }
+
+/** What the lowest headroom was of: the contract's figures, or the most used window's dimension. */
+const detail = (r: ModelRow) =>
+  r.requestsMin === null && r.tokensMin === null
+    ? (r.worst?.dimension ?? "windows")
+    : `requests ${count(r.requestsMin)}, tokens ${count(r.tokensMin)}`;
 
 export function renderModels(table: HTMLTableElement, usage: Usage) {
   const rows = modelRows(usage).map((r) =>
@@ -64,14 +75,51 @@ export function renderModels(table: HTMLTableElement, usage: Usage) {
       h(
         "td",
         { class: "num", "data-value": r.lowestLeftPct === null ? null : String(r.lowestLeftPct) },
-        r.lowestLeftPct === null
-          ? dash
-          : `${pct(r.lowestLeftPct)} left (requests ${count(r.requestsMin)}, tokens ${count(r.tokensMin)})`,
+        r.lowestLeftPct === null ? dash : `${pct(r.lowestLeftPct)} left (${detail(r)})`,
       ),
       num(amount(r.cost), r.cost),
     ),
   );
   fillTable(table, rows, "No reports in this range.");
+}
+
+/** "output_tokens 1m: 190 of 16,000 left (98.8% used)", or "requests: 79 left" without a limit. */
+function windowText(w: Report["windows"][number]): string {
+  const name = w.window === null ? w.dimension : `${w.dimension} ${w.window}`;
+  if (w.limit === null) return `${name}: ${count(w.remaining)} left`;
+  const used = w.used_pct === null ? "" : ` (${pct(w.used_pct)} used)`;
+  return `${name}: ${count(w.remaining)} of ${count(w.limit)} left${used}`;
+}
+
+/** A report's windows, most used first, and its error: what the provider said, whichever way. */
+function saidCell(r: Report) {
+  const windows = [...r.windows].sort((a, b) => (b.used_pct ?? -1) - (a.used_pct ?? -1));
+  if (windows.length === 0 && r.error === null) return h("td", { "data-field": "windows" }, dash);
+  return h(
+    "td",
+    { "data-field": "windows", class: "said" },
+    r.error === null
+      ? null
+      : h(
+          "div",
+          {
+            "data-field": "error",
+            class: r.error.rate_limited ? "level-critical" : "level-warning",
+          },
+          r.error.summary,
+        ),
+    windows.map((w) =>
+      h(
+        "div",
+        {
+          "data-dimension": w.dimension,
+          "data-window": w.window ?? "",
+          "data-value": w.used_pct === null ? null : String(w.used_pct),
+        },
+        windowText(w),
+      ),
+    ),
+  );
 }
 
 export function renderLog(table: HTMLTableElement, items: Report[]) {
@@ -83,8 +131,7 @@ export function renderLog(table: HTMLTableElement, items: Report[]) {
       h("td", {}, r.app),
       h("td", {}, r.provider),
       h("td", {}, r.model ?? "(model not seen)"),
-      num(count(r.limits.requests_remaining), r.limits.requests_remaining),
-      num(count(r.limits.tokens_remaining), r.limits.tokens_remaining),
+      saidCell(r),
       num(amount(r.credits?.request_cost ?? null), r.credits?.request_cost ?? null),
     ),
   );
