@@ -86,6 +86,24 @@ const webhookAllowList = z.string().transform((text, ctx) => {
   return z.NEVER;
 });
 
+/** DNS servers: `ip`, `ip:port` or `[ipv6]:port`, comma-separated. */
+const dnsServerList = z.string().transform((text, ctx) => {
+  const entries = text
+    .split(",")
+    .map((part) => part.trim())
+    .filter(Boolean);
+  const hostOf = (e: string) =>
+    /^\[(.+)\](?::\d{1,5})?$/.exec(e)?.[1] ?? e.replace(/:\d{1,5}$/, "");
+  const bad = entries.filter((e) => isIP(e) === 0 && isIP(hostOf(e)) !== 4 && !e.startsWith("["));
+  const badV6 = entries.filter((e) => e.startsWith("[") && isIP(hostOf(e)) !== 6);
+  if (bad.length + badV6.length === 0) return entries;
+  ctx.addIssue({
+    code: "custom",
+    message: `must be IP addresses, with a port or not, comma-separated (not ${[...bad, ...badV6].join(", ")})`,
+  });
+  return z.NEVER;
+});
+
 const shardList = z
   .string()
   .transform((text) => text.split(",").map((part) => Number(part.trim())))
@@ -346,6 +364,15 @@ export const configSchema = z.object({
    * loopback, private, link-local and other internal addresses are refused unless listed here.
    */
   ALERTS_WEBHOOK_ALLOW: webhookAllowList.default([]),
+  /**
+   * DNS servers webhook hosts are looked up on (`ip` or `ip:port`, comma-separated); the system's
+   * when unset. Looked up in DNS (c-ares), never on the thread pool the answers' compression uses.
+   */
+  ALERTS_WEBHOOK_DNS_SERVERS: dnsServerList.default([]),
+  /** The longest a webhook host's look-up takes (rule create, update, test, each send). */
+  ALERTS_WEBHOOK_DNS_TIMEOUT_MS: ms(100, 30_000).default(2_000),
+  /** Webhook look-ups in flight per process; past it a rule change is answered "try again". */
+  ALERTS_WEBHOOK_DNS_MAX_CONCURRENT: int(1, 1_000).default(32),
   /** Series (provider × model × app) one alert rule tracks; new ones beyond are not evaluated. */
   ALERTS_MAX_SERIES_PER_RULE: int(1).default(1_000),
   /** Series all alert rules of one project track together. */

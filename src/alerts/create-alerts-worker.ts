@@ -9,6 +9,7 @@ import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
 import { createDeliveryLanes, receiverOf } from "./delivery-lanes.js";
 import { createDestinationPolicy } from "./destination-policy.js";
+import { createWebhookResolver, webhookDnsOf } from "./webhook-dns.js";
 import { evaluateBatch, type RefusedSeries } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
 import { createGuardedFetch } from "./guarded-fetch.js";
@@ -55,6 +56,9 @@ export interface AlertsWorkerDeps {
     | "ALERTS_WEBHOOK_BREAKER_FAILURES"
     | "ALERTS_WEBHOOK_BREAKER_COOLOFF_MS"
     | "ALERTS_WEBHOOK_ALLOW"
+    | "ALERTS_WEBHOOK_DNS_SERVERS"
+    | "ALERTS_WEBHOOK_DNS_TIMEOUT_MS"
+    | "ALERTS_WEBHOOK_DNS_MAX_CONCURRENT"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
     | "ALERTS_MAX_SERIES_PER_RULE"
@@ -124,7 +128,10 @@ export function createAlertsWorker(deps: AlertsWorkerDeps): AlertsWorker {
     coolOffMs: config.ALERTS_WEBHOOK_BREAKER_COOLOFF_MS,
   });
   const guarded = createGuardedFetch(
-    createDestinationPolicy({ allow: config.ALERTS_WEBHOOK_ALLOW }),
+    createDestinationPolicy({
+      allow: config.ALERTS_WEBHOOK_ALLOW,
+      resolve: createWebhookResolver(webhookDnsOf(config)),
+    }),
   );
   const sink = createEventSink(
     deps.clickhouse,

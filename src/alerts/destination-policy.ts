@@ -1,5 +1,5 @@
-import { lookup as dnsLookup } from "node:dns/promises";
 import { BlockList, isIP, type LookupFunction } from "node:net";
+import { processWebhookResolver, type ResolvedAddress, type Resolver } from "./webhook-dns.js";
 
 // Where a tenant's webhook may point. The alerts worker posts from inside the deployment, so an
 // address of the deployment's own networks (ClickHouse, Redis, the cloud's metadata service)
@@ -27,8 +27,11 @@ const INTERNAL_RANGES: [name: string, network: string, prefix: number][] = [
   // `::` and `::1` too; IPv4-compatible addresses (deprecated) would name an IPv4 one.
   ["unspecified or loopback", "::", 96],
   ["discard-only", "100::", 64],
-  // The well-known NAT64 prefix 64:ff9b::/96 may not hold non-global IPv4 (RFC 6052); this one may.
+  // The well-known NAT64 prefix 64:ff9b::/96 is judged by the IPv4 address it embeds (below); the
+  // local-use one places it by the network's prefix length, which no one outside can read.
   ["local-use NAT64", "64:ff9b:1::", 48],
+  // Teredo embeds a server's IPv4 address and a client's (obfuscated): none a webhook needs.
+  ["Teredo", "2001::", 32],
   ["documentation", "2001:db8::", 32],
   // 6to4 embeds any IPv4 address, internal ones included.
   ["6to4", "2002::", 16],
@@ -46,23 +49,57 @@ const ranges = INTERNAL_RANGES.map(([name, network, prefix]) => {
 
 const family = (address: string) => (isIP(address) === 6 ? "ipv6" : "ipv4");
 
+/** An IPv6 address's eight 16-bit groups (a trailing dotted IPv4 part read as two). */
+function groupsOf(address: string): number[] {
+  let text = address;
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head = "", tail] = text.split("::");
+  const part = (t: string | undefined) =>
+    t ? t.split(":").map((g) => Number.parseInt(g, 16)) : [];
+  const h = part(head);
+  const t = part(tail);
+  return tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill(0), ...t];
+}
+
+/**
+ * The IPv4 address an IPv6 one stands for where a translator or tunnel would take it there: the
+ * well-known NAT64 prefix 64:ff9b::/96 (RFC 6052), IPv4-translated ::ffff:0:0:0/96 (SIIT, RFC
+ * 2765) and ISATAP interface ids (…:0:5efe:a.b.c.d, …:200:5efe:a.b.c.d, any prefix), with the
+ * form's name; null for any other. (IPv4-mapped addresses are matched by the IPv4 ranges
+ * themselves, IPv4-compatible ones by ::/96, 6to4 and Teredo by their whole prefixes.)
+ */
+export function embeddedIPv4(address: string): { ipv4: string; form: string } | null {
+  if (isIP(address) !== 6) return null;
+  const g = groupsOf(address);
+  if (g.length !== 8 || g.some((x) => !Number.isInteger(x))) return null;
+  const ipv4 = `${(g[6] as number) >> 8}.${(g[6] as number) & 255}.${(g[7] as number) >> 8}.${(g[7] as number) & 255}`;
+  const first6 = g.slice(0, 6).join(":");
+  if (first6 === "100:65435:0:0:0:0") return { ipv4, form: "NAT64" };
+  if (first6 === "0:0:0:0:65535:0") return { ipv4, form: "IPv4-translated (SIIT)" };
+  if ((g[4] === 0 || g[4] === 0x200) && g[5] === 0x5efe) return { ipv4, form: "ISATAP" };
+  return null;
+}
+
 /** The internal range an IP address is in (its name), or null for a public address. */
 export function internalRange(address: string): string | null {
   if (isIP(address) === 0) return "not an IP address";
-  return ranges.find((r) => r.list.check(address, family(address)))?.name ?? null;
+  const own = ranges.find((r) => r.list.check(address, family(address)))?.name;
+  if (own) return own;
+  // An IPv6 form a gateway turns into an internal IPv4 address is that address.
+  const embedded = embeddedIPv4(address);
+  const inner = embedded && internalRange(embedded.ipv4);
+  return inner ? `${inner} (${embedded.ipv4} in ${embedded.form} form)` : null;
 }
 
 export class DestinationRefusedError extends Error {
   override name = "DestinationRefusedError";
 }
 
-export interface ResolvedAddress {
-  address: string;
-  family: number;
-}
-export type Resolver = (host: string) => Promise<ResolvedAddress[]>;
-
-const systemResolver: Resolver = (host) => dnsLookup(host, { all: true, verbatim: true });
+export type { ResolvedAddress, Resolver };
 
 /** `[::1]` → `::1`; `Hooks.Example.` → `hooks.example`. */
 export const bareHost = (hostname: string) =>
@@ -83,7 +120,9 @@ export interface DestinationPolicy {
 export function createDestinationPolicy(
   opts: { allow?: readonly string[]; resolve?: Resolver } = {},
 ): DestinationPolicy {
-  const resolve = opts.resolve ?? systemResolver;
+  // Bounded look-ups (webhook-dns.ts): a host whose DNS never answers costs its deadline, never a
+  // thread of the pool every answer's compression shares.
+  const resolve = opts.resolve ?? processWebhookResolver();
   const hosts = new Set<string>();
   const allowed = new BlockList();
   for (const entry of opts.allow ?? []) {
@@ -97,6 +136,8 @@ export function createDestinationPolicy(
     if (hosts.has(bareHost(host))) return null;
     const bare = bareHost(address);
     if (isIP(bare) !== 0 && allowed.check(bare, family(bare))) return null;
+    const embedded = embeddedIPv4(bare);
+    if (embedded && allowed.check(embedded.ipv4, "ipv4")) return null;
     const range = internalRange(bare);
     return range && `${bare} is ${range}`;
   };

@@ -5,14 +5,8 @@ import { evaluateSeries, readState } from "./evaluate-series.js";
 import type { DeriveWindows } from "./row-windows.js";
 import type { AlertRule } from "./rule.js";
 import type { StateStore, StateWrite } from "./state-store.js";
-import {
-  matches,
-  projectOf,
-  type Sample,
-  type Series,
-  seriesOf,
-  windowSamplesOf,
-} from "./usage.js";
+import { child, indexRules, type RuleGroup } from "./rule-index.js";
+import { type Sample, type Series, seriesOf, windowSamplesOf } from "./usage.js";
 
 // One stored batch against the rules: its rows grouped into series per rule, every series' state
 // read in one round trip and written back in one (state-store.ts), retried on a conflict with
@@ -53,33 +47,37 @@ export function groupSeries(
   rows: ReportRow[],
   derive?: DeriveWindows,
 ): SeriesInput[] {
-  const byProject = new Map<string, ReportRow[]>();
+  // Each row reads the figure of each group of rules matching it once (rule-index.ts), and the
+  // rules of a group share one list of samples per series: a row costs the groups that watch it,
+  // whatever their number of rules (a new series makes one input per rule, once).
+  const index = indexRules(rules);
+  const order = new Map(rules.map((r, i) => [r, i]));
+  const groupIds = new Map<RuleGroup, number>();
+  const shared = new Map<string, Sample[]>();
+  const inputs: SeriesInput[] = [];
   for (const row of rows) {
-    const p = projectOf(row);
-    const list = byProject.get(p);
-    if (list) list.push(row);
-    else byProject.set(p, [row]);
-  }
-  const groups = new Map<string, SeriesInput>();
-  for (const rule of rules) {
-    for (const row of byProject.get(rule.project) ?? []) {
-      if (!matches(rule, row)) continue;
-      const samples = windowSamplesOf(row, rule, derive);
+    for (const group of index.groupsFor(row)) {
+      const samples = windowSamplesOf(row, group, derive);
       if (samples.length === 0) continue;
       const series = seriesOf(row);
+      const id = child(groupIds, group, () => groupIds.size);
       for (const { window, ...sample } of samples) {
         // A cheap key per row; the stored field (JSON) is made once per series and window.
-        const key = `${rule.id}\u0000${series.provider}\u0000${series.model}\u0000${series.app}\u0000${window ?? ""}`;
-        const g = groups.get(key);
-        if (g) g.samples.push(sample);
-        else {
+        const key = `${id}\u0000${series.provider}\u0000${series.model}\u0000${series.app}\u0000${window ?? ""}`;
+        let list = shared.get(key);
+        if (!list) {
+          list = [];
+          shared.set(key, list);
           const field = windowField(series, window);
-          groups.set(key, { rule, field, series, window, samples: [sample] });
+          for (const rule of group.rules)
+            inputs.push({ rule, field, series, window, samples: list });
         }
+        list.push(sample);
       }
     }
   }
-  return [...groups.values()];
+  // In the rules' order, each rule's series as its rows first showed them (a stable sort).
+  return inputs.sort((a, b) => (order.get(a.rule) as number) - (order.get(b.rule) as number));
 }
 
 export async function evaluateBatch(

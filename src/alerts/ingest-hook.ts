@@ -3,7 +3,8 @@ import { EVAL_JOB, type EvalQueue, evalJobId } from "./queues.js";
 import type { DeriveWindows } from "./row-windows.js";
 import type { AlertRule } from "./rule.js";
 import type { RuleCache } from "./rule-cache.js";
-import { matches, projectOf, windowSamplesOf } from "./usage.js";
+import { indexRules, type RuleGroup } from "./rule-index.js";
+import { projectOf, windowSamplesOf } from "./usage.js";
 
 // The ingest worker's part: once a batch is stored, the rows some rule watches go to the
 // `alerts` queue as one job, under an id derived from the batch's manifest token. The rules come
@@ -39,21 +40,23 @@ export function createAlertsHook(deps: AlertsHookDeps) {
     // Most batches belong to projects without rules: no row needs a look.
     if (![...byProject.values()].some((rules) => rules.length > 0)) return;
 
-    const used = new Set<AlertRule>();
+    // A row costs the rules that match it (rule-index.ts), never every rule of its project.
+    const index = indexRules([...byProject.values()].flat());
+    const used = new Set<RuleGroup>();
     const rows: ReportRow[] = [];
     for (const row of manifest.rows) {
-      const rules = byProject.get(projectOf(row));
-      if (!rules || rules.length === 0) continue;
       let watched = false;
-      for (const rule of rules) {
-        if (matches(rule, row) && windowSamplesOf(row, rule, deps.deriveWindows).length > 0) {
-          used.add(rule);
+      for (const group of index.groupsFor(row)) {
+        if (used.has(group) && watched) continue;
+        if (windowSamplesOf(row, group, deps.deriveWindows).length > 0) {
+          used.add(group);
           watched = true;
         }
       }
       if (watched) rows.push(row);
     }
     if (rows.length === 0) return;
+    const rules: AlertRule[] = [...used].flatMap((g) => g.rules);
     const counts = await deps.queue.getJobCounts("wait", "prioritized", "delayed", "active");
     if (Object.values(counts).reduce((a, b) => a + b, 0) >= deps.maxJobs) {
       deps.onShed?.(rows.length);
@@ -61,7 +64,7 @@ export function createAlertsHook(deps: AlertsHookDeps) {
     }
     await deps.queue.add(
       EVAL_JOB,
-      { v: 1, token: manifest.token, rules: [...used], rows },
+      { v: 1, token: manifest.token, rules, rows },
       { jobId: evalJobId(manifest.token) },
     );
   };

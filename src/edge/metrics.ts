@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { WARNING_KINDS } from "../report/warning-kind.js";
 
 // Prometheus metrics of one edge process, on a registry of its own (no global state), with the
 // process's own (event-loop lag, heap, CPU).
@@ -8,7 +9,7 @@ export interface EdgeMetrics {
   requests: Counter<"status" | "route">;
   enqueueSeconds: Histogram<string>;
   reportsPerJob: Histogram<string>;
-  reportWarnings: Counter<"path">;
+  reportWarnings: Counter<"kind">;
   enqueueFailures: Counter<string>;
   primariesShortOfReplicas: Gauge<string>;
   unavailable: Counter<"reason">;
@@ -21,7 +22,7 @@ export interface EdgeMetrics {
 export function createEdgeMetrics(): EdgeMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  return {
+  const metrics: EdgeMetrics = {
     registry,
     requests: new Counter({
       name: "headroom_http_requests_total",
@@ -43,8 +44,8 @@ export function createEdgeMetrics(): EdgeMetrics {
     }),
     reportWarnings: new Counter({
       name: "headroom_report_warnings_total",
-      help: "Unusable optional values stored as null or cut, by field path",
-      labelNames: ["path"] as const,
+      help: `Unusable optional values stored as null or cut (or windows dropped), by kind: the report field named (${WARNING_KINDS.join(", ")})`,
+      labelNames: ["kind"] as const,
       registers: [registry],
     }),
     enqueueFailures: new Counter({
@@ -84,4 +85,7 @@ export function createEdgeMetrics(): EdgeMetrics {
       registers: [registry],
     }),
   };
+  // Every label a tenant's report can reach comes from a closed set: each kind is there from the start.
+  for (const kind of WARNING_KINDS) metrics.reportWarnings.labels({ kind }).inc(0);
+  return metrics;
 }

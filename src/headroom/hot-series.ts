@@ -8,7 +8,7 @@ import {
 import type { Metric } from "../alerts/rule.js";
 import { timestampReader } from "../alerts/usage.js";
 import { deriveWindows } from "../providers/derive-windows.js";
-import { KNOWN_DIMENSIONS, WINDOW_LENGTHS, type Window } from "../providers/window.js";
+import { KNOWN_DIMENSIONS, MAX_WINDOWS, WINDOW_LENGTHS, type Window } from "../providers/window.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 import type { LatestFigures, LatestWindow, RecentPoints } from "./headroom-view.js";
 
@@ -45,11 +45,11 @@ export interface HotSeries {
 export type HotWindow = [number, string, string | null, string | null, number | null];
 
 /**
- * Windows a series keeps: the providers' lengths (8) times a few dimensions is well under it; a
- * window past it is not kept (the merge script keeps the first ones), so a parser gone wrong
- * cannot grow a series without bound.
+ * Windows a series keeps (src/providers/window.ts's MAX_WINDOWS, which a report carries at most);
+ * a window past it is not kept (the merge script keeps the first ones), so neither a parser gone
+ * wrong nor a tenant's invented names can grow a series without bound.
  */
-export const MAX_WINDOWS_PER_SERIES = 16;
+export const MAX_WINDOWS_PER_SERIES = MAX_WINDOWS;
 
 /** The latest limits a series keeps (HotSeries.l), in order. */
 export const LIMIT_COLUMNS = [

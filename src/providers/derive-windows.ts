@@ -1,5 +1,12 @@
 import { parserFor, parserId } from "./parsers/registry.js";
-import type { DerivedWindows, Window, WindowSource, WindowWarning } from "./window.js";
+import {
+  type DerivedWindows,
+  KNOWN_DIMENSIONS,
+  MAX_WINDOWS,
+  type Window,
+  type WindowSource,
+  type WindowWarning,
+} from "./window.js";
 
 // A report's windows, derived on the server. A report with headers or an error body gets its
 // provider's parser (parsers/registry.ts); the contract's six limits fields and credits (which the
@@ -62,7 +69,30 @@ export function deriveWindows(source: WindowSource): DerivedWindows {
   }
   const covered = new Set(windows.map((w) => w.dimension));
   for (const w of legacyWindows(source)) if (!covered.has(w.dimension)) windows.push(w);
-  return { windows, warnings, parser: parserId(parser) };
+  return { windows: bounded(windows, warnings), warnings, parser: parserId(parser) };
+}
+
+const KNOWN = new Set<string>(KNOWN_DIMENSIONS);
+
+/**
+ * At most MAX_WINDOWS windows, the contract's dimensions first, each group in the parser's order;
+ * the rest dropped with one warning (a tenant names dimensions through header names: 32 new
+ * ones per report would otherwise feed the windows' rollups and /usage's maps).
+ */
+function bounded(windows: Window[], warnings: WindowWarning[]): Window[] {
+  if (windows.length <= MAX_WINDOWS) return windows;
+  const ranked = [
+    ...windows.filter((w) => KNOWN.has(w.dimension)),
+    ...windows.filter((w) => !KNOWN.has(w.dimension)),
+  ];
+  const kept = new Set(ranked.slice(0, MAX_WINDOWS));
+  const dropped = ranked.slice(MAX_WINDOWS);
+  const names = dropped.slice(0, 3).map((w) => `${w.dimension}${w.window ? `@${w.window}` : ""}`);
+  warnings.push({
+    path: "windows",
+    message: `${dropped.length} windows past the ${MAX_WINDOWS} a report may carry: dropped (${names.join(", ")}${dropped.length > 3 ? ", …" : ""})`,
+  });
+  return windows.filter((w) => kept.has(w));
 }
 
 /** The fields of a stored report that windows are derived from (a ReportRecord has them). */

@@ -18,6 +18,14 @@ export const KNOWN_DIMENSIONS = [
 
 /** A dimension's name as Headroom writes it (read-headers.ts's dimensionName): lowercase snake case. */
 export const DIMENSION_NAME = /^[a-z0-9]+(?:_[a-z0-9]+)*$/;
+
+/**
+ * Windows one report may carry, and one series keeps (src/headroom/hot-series.ts, /usage's
+ * points): the providers' lengths (8) times a few dimensions is well under it. Dimension names
+ * are the provider's, hence the tenant's to choose: past it, windows are dropped with a warning,
+ * the contract's own dimensions (KNOWN_DIMENSIONS) kept first.
+ */
+export const MAX_WINDOWS = 16;
 export const MAX_DIMENSION_LENGTH = 64;
 
 export interface Window {

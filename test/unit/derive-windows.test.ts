@@ -180,3 +180,53 @@ describe("deriveWindows", () => {
     expect(derive("deepseek", { "x-ratelimit-limit-requests": "1" }).parser).toBe("generic@1");
   });
 });
+
+describe("at most 16 windows a report", () => {
+  const invented = (n: number) =>
+    Object.fromEntries(
+      Array.from({ length: n }, (_, i) => [
+        [`x-ratelimit-limit-made_up_${i}`, "100"],
+        [`x-ratelimit-remaining-made_up_${i}`, "10"],
+      ]).flat(),
+    );
+
+  it("keeps the contract's dimensions first, then the parser's order, and warns once", () => {
+    const d = deriveWindows({
+      provider: "openai",
+      at: AT,
+      limits: { ...NO_LIMITS, requests_limit: 60, requests_remaining: 30 },
+      credits: null,
+      headers: {
+        ...invented(30),
+        "x-ratelimit-limit-tokens": "1000",
+        "x-ratelimit-remaining-tokens": "5",
+      },
+      error: null,
+    });
+    expect(d.windows).toHaveLength(16);
+    expect(d.windows.map((w) => w.dimension)).toEqual(
+      expect.arrayContaining(["requests", "tokens", "made_up_0", "made_up_13"]),
+    );
+    expect(d.windows.map((w) => w.dimension)).not.toContain("made_up_14");
+    expect(d.warnings.filter((w) => w.path === "windows")).toEqual([
+      {
+        path: "windows",
+        message:
+          "16 windows past the 16 a report may carry: dropped (made_up_14, made_up_15, made_up_16, …)",
+      },
+    ]);
+  });
+
+  it("16 windows are kept whole, without a warning", () => {
+    const d = deriveWindows({
+      provider: "openai",
+      at: AT,
+      limits: NO_LIMITS,
+      credits: null,
+      headers: invented(16),
+      error: null,
+    });
+    expect(d.windows).toHaveLength(16);
+    expect(d.warnings).toEqual([]);
+  });
+});

@@ -54,6 +54,18 @@ describe("internalRange", () => {
     ["::ffff:a9fe:a9fe", "link-local (cloud metadata)"],
     ["::ffff:10.1.2.3", "private"],
     ["::ffff:0.0.0.0", "unspecified"],
+    // Forms a translator or tunnel turns into an internal IPv4 address (issue 42).
+    ["64:ff9b::7f00:1", "loopback (127.0.0.1 in NAT64 form)"],
+    ["64:ff9b::10.1.2.3", "private (10.1.2.3 in NAT64 form)"],
+    ["64:ff9b::a9fe:a9fe", "link-local (cloud metadata) (169.254.169.254 in NAT64 form)"],
+    ["64:ff9b:1::a00:1", "local-use NAT64"],
+    ["::ffff:0:7f00:1", "loopback (127.0.0.1 in IPv4-translated (SIIT) form)"],
+    ["::ffff:0:10.0.0.1", "private (10.0.0.1 in IPv4-translated (SIIT) form)"],
+    ["::ffff:0:0.0.0.0", "unspecified (0.0.0.0 in IPv4-translated (SIIT) form)"],
+    ["2606:4700::5efe:a00:1", "private (10.0.0.1 in ISATAP form)"],
+    ["2606:4700::200:5efe:127.0.0.1", "loopback (127.0.0.1 in ISATAP form)"],
+    ["2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"],
+    ["0.1.2.3", "unspecified"],
   ];
   it.each(internal)("%s is %s", (address, range) => {
     expect(internalRange(address)).toBe(range);
@@ -73,10 +85,25 @@ describe("internalRange", () => {
     "fbff:ffff::1",
     "fe00::1",
     "::ffff:8.8.8.8",
+    // A public IPv4 address behind the well-known NAT64 prefix (a DNS64 network's AAAA answer).
     "64:ff9b::808:808",
+    "::ffff:0:808:808",
+    "2606:4700::5efe:808:808",
   ];
   it.each(external)("%s is public", (address) => {
     expect(internalRange(address)).toBeNull();
+  });
+
+  it("an IPv6 form that embeds an IPv4 address is refused exactly when the IPv4 one is", () => {
+    fc.assert(
+      fc.property(
+        fc.ipV4(),
+        fc.constantFrom("64:ff9b::", "::ffff:0:", "2606:4700::5efe:"),
+        (v4, prefix) => {
+          expect(internalRange(`${prefix}${v4}`) === null).toBe(internalRange(v4) === null);
+        },
+      ),
+    );
   });
 
   it("an IPv4 address and its IPv4-mapped forms are in the same range", () => {

@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { PROVIDER_HINTS_SUM } from "../../clickhouse/provider-hints.js";
 import type { KeyLookup } from "../../keys/key-store.js";
+import { KNOWN_DIMENSIONS, MAX_WINDOWS } from "../../providers/window.js";
 import { type EncodedAnswer, encodeJson } from "../encoded-answer.js";
 import { filterSql, invalidQuery, type SeriesField } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
@@ -112,6 +113,8 @@ function rollupSql(db: string, window: Window, groups: SeriesField[], filters: s
  * map per point (dimension → %, by dimension): from the windows' rollups (migration 9: each
  * window's highest limit and lowest remaining per minute or day, as used_pct_max is from the
  * reports' rollups), so Anthropic's input and output tokens and Groq's day and minute each count.
+ * A series has at most MAX_WINDOWS windows per point, as a report has (dimension names are the
+ * tenant's to choose): the contract's dimensions first, then the most used.
  */
 function worstByDimensionSql(db: string, window: Window, groups: SeriesField[], filters: string) {
   const table = window === "day" ? `${db}.report_windows_daily` : `${db}.report_windows_minute`;
@@ -128,8 +131,10 @@ function worstByDimensionSql(db: string, window: Window, groups: SeriesField[], 
       WHERE project_id = {project:String}
         AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
       GROUP BY provider, model, app, b, dimension, \`window\`
+      HAVING pct IS NOT NULL
+      ORDER BY dimension IN (${KNOWN_DIMENSIONS.map((d) => `'${d}'`).join(", ")}) DESC, pct DESC, dimension, \`window\`
+      LIMIT ${MAX_WINDOWS} BY provider, model, app, b
     )
-    WHERE pct IS NOT NULL
     GROUP BY ${outer}b, dimension
   )
   GROUP BY ${outer}b`;

@@ -8,6 +8,7 @@ import type { KeyLookup } from "../../keys/key-store.js";
 import type { EnqueueError } from "../../queue/enqueue-error.js";
 import type { Enqueuer } from "../../queue/enqueuer.js";
 import type { IdJobs } from "../../queue/id-jobs.js";
+import { warningKind } from "../../report/warning-kind.js";
 import type { BacklogGate } from "../backlog.js";
 import {
   claimIds,
@@ -187,7 +188,7 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
           if (t.warnings.length === 0) results[t.index] = { id: t.reportId };
           else {
             results[t.index] = { id: t.reportId, warnings: t.warnings };
-            for (const w of t.warnings) metrics.reportWarnings.inc({ path: w.path });
+            for (const w of t.warnings) metrics.reportWarnings.inc({ kind: warningKind(w.path) });
           }
           continue;
         }

@@ -9,6 +9,7 @@ import type { EnqueueError } from "../../queue/enqueue-error.js";
 import type { Enqueuer } from "../../queue/enqueuer.js";
 import { newReportId } from "../../report/report-id.js";
 import { type ReportRow, toRow } from "../../report/report-schema.js";
+import { warningKind } from "../../report/warning-kind.js";
 import type { BacklogGate } from "../backlog.js";
 import type { BodiesInFlight } from "../bytes-in-flight.js";
 import type { Limits, Refund } from "../limits.js";
@@ -109,7 +110,7 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
       reply.header("content-type", JSON_TYPE).send(`{"id":"${id}"}`);
       return;
     }
-    for (const w of warnings) metrics.reportWarnings.inc({ path: w.path });
+    for (const w of warnings) metrics.reportWarnings.inc({ kind: warningKind(w.path) });
     reply.send({ id, warnings });
   }
 
