@@ -72,6 +72,11 @@ describe("POST /v1/traces, hostile and broken input", () => {
     expect(res.headers["content-type"]).toBe("application/x-protobuf");
     expect(status(res)).toMatchObject({ code: 3 });
     expect(status(res).message).toContain("not an OTLP ExportTraceServiceRequest");
+    // An empty body: an empty export in protobuf (every field optional), no JSON at all.
+    const empty = await post(k.report, Buffer.alloc(0));
+    expect(empty.statusCode).toBe(200);
+    expect(empty.rawPayload.length).toBe(0);
+    expect((await post(k.report, "", "application/json")).statusCode).toBe(400);
     // JSON that is no export, and JSON that is no JSON: the same 400, as JSON.
     for (const junk of [
       '{"resourceSpans":{}}',

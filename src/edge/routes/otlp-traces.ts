@@ -129,8 +129,11 @@ export const otlpTracesRoutes: FastifyPluginAsync<OtlpRouteDeps> = async (app, d
     },
     handler: async (req, reply) => {
       const project = req.project as KeyLookup;
-      const raw = req.body as RawBody | undefined;
-      if (raw === undefined) throw new HttpError("invalid_report", "the body is empty");
+      // An empty body is an empty export in protobuf (every field is optional), no JSON at all.
+      const raw = (req.body as RawBody | undefined) ?? {
+        encoding: encodingOf(req.headers["content-type"]) ?? "json",
+        bytes: Buffer.alloc(0),
+      };
       const bytes = await decodeContent(raw.bytes, req.headers["content-encoding"], bodyLimit);
       const mapped = spanReports(decodeTraces(bytes, raw.encoding));
       count(metrics, "ignored", mapped.ignored);
