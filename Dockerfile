@@ -25,7 +25,8 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src src
 COPY workers workers
 COPY bin bin
-RUN npx tsc -p tsconfig.build.json && node bin/build-page.mjs
+# The OTLP receiver's .proto files go beside its compiled module (bin/copy-protos.mjs).
+RUN npx tsc -p tsconfig.build.json && node bin/copy-protos.mjs && node bin/build-page.mjs
 
 # Production dependencies only: no dev dependencies, no optional ones (chdb).
 FROM node:24-bookworm-slim AS deps

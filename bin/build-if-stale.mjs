@@ -3,7 +3,8 @@
 // `npx headroom`, the benchmark and the tests run compiled JavaScript without anyone having to
 // remember `npm run build`. Fresh: a scan of file times, a few milliseconds. Stale: `tsc` without
 // type checking (`--noCheck`, a few seconds; `npm run typecheck` is what checks types, and tsx
-// never did either), then the page (bin/build-page.mjs); messages on stderr. Concurrent callers wait for one build (a lock directory).
+// never did either), the OTLP .proto files (bin/copy-protos.mjs), then the page
+// (bin/build-page.mjs); messages on stderr. Concurrent callers wait for one build (a lock directory).
 //   node bin/build-if-stale.mjs          # exit 0 when dist/ is fresh or was built
 import { execFileSync } from "node:child_process";
 import {
@@ -19,6 +20,7 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { buildPage } from "./build-page.mjs";
+import { copyProtos } from "./copy-protos.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const DIST = join(ROOT, "dist");
@@ -33,6 +35,7 @@ const INPUTS = [
   "tsconfig.json",
   "tsconfig.build.json",
   "bin/build-page.mjs",
+  "bin/copy-protos.mjs",
 ];
 const LOCK_STALE_MS = 120_000;
 
@@ -117,6 +120,7 @@ export async function buildIfStale(log = (msg) => process.stderr.write(`${msg}\n
         `the build (tsc -p tsconfig.build.json) failed:\n${err.stdout ?? ""}${err.stderr ?? ""}`,
       );
     }
+    copyProtos({ root: ROOT });
     try {
       buildPage({ root: ROOT, check: false });
     } catch (err) {

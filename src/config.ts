@@ -185,6 +185,8 @@ export const configSchema = z.object({
   /** POST /api/reports: the most reports in one batch, and its largest body. */
   BATCH_MAX_REPORTS: int(1, 100_000).default(1_000),
   BATCH_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(1024 * 1024),
+  /** POST /v1/traces (OTLP): its largest body, as sent and once unzipped. */
+  OTLP_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(4 * 1024 * 1024),
   /**
    * How long a batch's claim on a client id waits for its job's write before a repeat of the id
    * may settle it (src/edge/report-ids.ts): longer than any Redis command may take.

@@ -16,6 +16,7 @@ import type { ReportIds } from "./report-ids.js";
 import { batchRoutes } from "./routes/batch.js";
 import { healthRoutes } from "./routes/health.js";
 import { carriesMetricsToken, metricsRoutes } from "./routes/metrics.js";
+import { otlpTracesRoutes } from "./routes/otlp-traces.js";
 import { reportRoutes } from "./routes/report.js";
 
 // The edge as a function of its dependencies: server options, shared plugins, then the routes.
@@ -31,6 +32,7 @@ export interface EdgeDeps {
       | "BATCH_MAX_REPORTS"
       | "BATCH_LIMIT_BYTES"
       | "EDGE_MAX_BYTES_IN_FLIGHT"
+      | "OTLP_LIMIT_BYTES"
     >;
   logger: FastifyBaseLogger;
   lookupKey: LookupKey;
@@ -63,6 +65,13 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     ...deps,
     bodies,
     bodyLimit: config.BATCH_LIMIT_BYTES,
+    maxReports: config.BATCH_MAX_REPORTS,
+    retentionDays: config.RETENTION_DAYS,
+  });
+  app.register(otlpTracesRoutes, {
+    ...deps,
+    bodies,
+    bodyLimit: config.OTLP_LIMIT_BYTES,
     maxReports: config.BATCH_MAX_REPORTS,
     retentionDays: config.RETENTION_DAYS,
   });

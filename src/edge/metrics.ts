@@ -17,7 +17,11 @@ export interface EdgeMetrics {
   backlogMaxJobs: Gauge<string>;
   backlogJobs: Gauge<string>;
   bytesInFlight: Gauge<string>;
+  otlpSpans: Counter<"outcome">;
 }
+
+/** What became of a span sent to POST /v1/traces: a closed set, never a tenant's string. */
+export type OtlpSpanOutcome = "stored" | "duplicate" | "merged" | "ignored" | "rejected" | "retry";
 
 export function createEdgeMetrics(): EdgeMetrics {
   const registry = new Registry();
@@ -82,6 +86,12 @@ export function createEdgeMetrics(): EdgeMetrics {
     bytesInFlight: new Gauge({
       name: "headroom_edge_bytes_in_flight",
       help: "Request bodies the edge holds now, every project's, by declared size (a project past EDGE_MAX_BYTES_IN_FLIGHT gets 503)",
+      registers: [registry],
+    }),
+    otlpSpans: new Counter({
+      name: "headroom_otlp_spans_total",
+      help: "Spans sent to POST /v1/traces by outcome: stored, duplicate (sent before), merged (a GenAI span reported by its HTTP span), ignored (no provider call), rejected, retry (answered 429/503)",
+      labelNames: ["outcome"] as const,
       registers: [registry],
     }),
   };

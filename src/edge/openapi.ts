@@ -130,6 +130,38 @@ export function buildOpenApi() {
           },
         },
       },
+      "/v1/traces": {
+        post: {
+          operationId: "postOtlpTraces",
+          summary:
+            "An OTLP/HTTP trace export (docs/opentelemetry.md): its calls to AI providers become reports",
+          requestBody: {
+            required: true,
+            description:
+              "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest, binary or in the OTLP JSON mapping; Content-Encoding gzip or none.",
+            content: {
+              "application/x-protobuf": { schema: { type: "string", format: "binary" } },
+              "application/json": { schema: { type: "object" } },
+            },
+          },
+          responses: {
+            "200": {
+              description:
+                "ExportTraceServiceResponse in the request's encoding; partial_success counts the provider spans refused for good.",
+            },
+            "400": { description: "google.rpc.Status: the body does not decode" },
+            "401": { description: "google.rpc.Status: no key, or an unknown one" },
+            "403": { description: "google.rpc.Status: a read key cannot report" },
+            "413": { description: "google.rpc.Status: over OTLP_LIMIT_BYTES, as sent or unzipped" },
+            "415": error("unsupported_media_type: another content type or content encoding"),
+            "429": {
+              description:
+                "google.rpc.Status, Retry-After: the burst limit or quota refused a span; send the export again",
+            },
+            "503": { description: "google.rpc.Status, Retry-After: send the export again" },
+          },
+        },
+      },
     },
   };
 }

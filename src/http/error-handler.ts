@@ -46,7 +46,7 @@ function sendError(req: FastifyRequest, reply: FastifyReply, err: HttpError) {
  * a body refused for its content is no reason to drop the requests pipelined behind it. A 5xx
  * (the edge shutting down) still closes, as does a body refused before it was all read.
  */
-function keepsConnection(err: unknown, httpError: HttpError, req: FastifyRequest): boolean {
+export function keepsConnection(err: unknown, httpError: HttpError, req: FastifyRequest): boolean {
   return (
     httpError.status < 500 &&
     req.raw.complete &&
