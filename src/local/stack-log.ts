@@ -19,6 +19,11 @@ export interface StackLog {
   line(text: string): void;
   /** Every line of a child's stdout and stderr, until they close. */
   follow(...streams: (Readable | null | undefined)[]): void;
+  /**
+   * Text for the person alone (the banner: it holds the keys, which the log never does), written
+   * so that a terminal gone (closed, its pty removed) is no error.
+   */
+  say(text: string): void;
   /** A pino destination for the stack's own logger. */
   destination: { write(chunk: string): void };
   path: string;
@@ -64,6 +69,7 @@ export function openStackLog(dataDir: string, { terminal }: StackLogOptions): St
   return {
     path,
     line,
+    say: (text: string) => write(terminal.fd, text),
     follow(...streams) {
       for (const s of streams) {
         if (s) createInterface({ input: s, crlfDelay: Number.POSITIVE_INFINITY }).on("line", line);

@@ -31,7 +31,7 @@ try {
   process.once("exit", release);
   const log = openStackLog(dataDir, { terminal: { fd: 1, isTTY: process.stdout.isTTY } });
   const logger = createLogger(config.LOG_LEVEL, "stack", log.destination);
-  process.stdout.write(`Headroom is starting (every process's log: ${log.path}) ...\n`);
+  log.say(`Headroom is starting (every process's log: ${log.path}) ...\n`);
   const stack = await startLocalStack(
     {
       config,
@@ -50,7 +50,7 @@ try {
     logger,
     async () => {
       await stack.stop();
-      process.stdout.write(`Headroom stopped; data stays in ${config.HEADROOM_DATA_DIR}.\n`);
+      log.say(`Headroom stopped; data stays in ${config.HEADROOM_DATA_DIR}.\n`);
     },
     60_000,
     { sameRequestMs: 2_000 },
@@ -68,7 +68,7 @@ try {
   const cli = isSet(process.env, "HEADROOM_DATA_DIR")
     ? `HEADROOM_DATA_DIR=${config.HEADROOM_DATA_DIR} npx headroom`
     : "npx headroom";
-  process.stdout.write(
+  log.say(
     [
       "",
       `Headroom is ready (PID ${process.pid}).`,
