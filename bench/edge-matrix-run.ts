@@ -1,6 +1,6 @@
 import { spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
-import type { RunInfo } from "./figures.js";
+import type { RunInfo } from "./run-results.js";
 import type { SaturatingGenerator } from "./load-spec.js";
 import { measureWarm, type WarmMeasure } from "./measure-warm.js";
 import { type BatchPhase, runBatchPhase } from "./phase-batch.js";

@@ -1,45 +1,15 @@
 import { batchFigures } from "./batch-figures.js";
 import { type Capacity, capacityOf } from "./capacity.js";
-import type { BareCeiling, EnqueueCeiling, InsertCeiling } from "./ceilings.js";
 import { atLeast, atMost, type Figure, figure, perUnitUs, TARGETS } from "./figure.js";
 import type { LoadResult } from "./load-spec.js";
 import type { BatchPhase } from "./phase-batch.js";
-import type { DrainPhase } from "./phase-drain.js";
 import type { EndToEndPhase } from "./phase-e2e.js";
-import type { EdgePhase } from "./phase-edge.js";
-import { MACHINE, type Machine } from "./proc-stats.js";
-import type { SourceInfo } from "./source.js";
+import { MACHINE } from "./proc-stats.js";
+import type { PhaseResults } from "./run-results.js";
 import { componentCores, issue12Figures, issue36Figures, rawInsertUsPerRow } from "./targets.js";
 
 // Every figure of a run, phase by phase, with its target and ceiling. The table and the JSON's
 // `figures` both come from this list, so what is printed is what is checked.
-
-export interface RunInfo {
-  machine: Machine;
-  /** The command that made the run, as typed (npm run … -- options). */
-  command: string;
-  source: SourceInfo;
-  options: Record<string, unknown>;
-  settings: Record<string, string>;
-}
-
-export interface PhaseResults {
-  ceilings: { bareFastify: BareCeiling; bullmq: EnqueueCeiling; clickhouse: InsertCeiling };
-  edgeAlone: EdgePhase;
-  edgeBatch: BatchPhase;
-  drain: DrainPhase;
-  saturation: EndToEndPhase;
-  fixedRate: EndToEndPhase & { requestedRate: number };
-}
-
-export interface BenchResults extends RunInfo, PhaseResults {
-  version: 1;
-  figures: Figure[];
-  capacity: Capacity;
-  /** The same for phase 2b's batches, carried until stored (null when they were not). */
-  batchCapacity: Capacity | null;
-  summary: { targets: number; met: number };
-}
 
 /** CPU per process, the load generator, the whole machine, and what others took from it. */
 export function cpuFigures(

@@ -17,10 +17,9 @@ import { probeFreshness } from "./read-freshness.js";
 import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
 import { touchProjects } from "./read-touch.js";
-import { runWrkReaders } from "./read-wrk.js";
 import { renderFigures } from "./render.js";
 import { writeLoadFiles } from "./report-bodies.js";
-import { runReadersProcess } from "./run-readers.js";
+import { runReadersProcess, runWrkReaders } from "./run-readers.js";
 import { startStack } from "./stack.js";
 
 // `npm run bench:read`: the read API under load. Stored history is seeded by direct inserts
@@ -50,7 +49,7 @@ const { values } = parseArgs({
     // closed: readers ask again as soon as answered; dashboards: readers poll as the page does.
     model: { type: "string", default: "closed" },
     // Closed loops only: node (read-load.ts, decodes 1 answer in --decode-every) or wrk
-    // (read-wrk.ts, a tenth of the CPU per request, decodes none).
+    // (run-readers.ts, a tenth of the CPU per request, decodes none).
     client: { type: "string", default: "node" },
     // Runs go to bench/runs (ignored); the figures docs/benchmarks.md quotes are in bench/results.
     out: { type: "string", default: "bench/runs" },

@@ -1,6 +1,6 @@
 import type { Capacity, CapacityRow } from "./capacity.js";
 import type { Figure, Target } from "./figure.js";
-import type { BenchResults, RunInfo } from "./figures.js";
+import type { BenchResults, RunInfo } from "./run-results.js";
 
 // The results as a markdown document: one table, each figure next to its target and its ratio to
 // the ceiling; machine, options and settings above it. The same text is printed to the terminal.

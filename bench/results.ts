@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { BenchResults } from "./figures.js";
+import type { BenchResults } from "./run-results.js";
 import { renderMarkdown } from "./render.js";
 
 // Writes a run's results: latest.json and latest.md, and a copy of both named by the run's date

@@ -2,7 +2,7 @@ import { batchTargetFigure } from "./batch-figures.js";
 import { type Capacity, componentOf } from "./capacity.js";
 import type { InsertCeiling } from "./ceilings.js";
 import { atLeast, atMost, type Figure, figure, ISSUE_12, ISSUE_36, perUnitUs } from "./figure.js";
-import type { PhaseResults } from "./figures.js";
+import type { PhaseResults } from "./run-results.js";
 
 // Issue 12's and issue 36's targets as figures of their own sections: each a ratio of two things
 // the same run measured (or a figure with its bound), so that a run on any machine says which are

@@ -1,11 +1,11 @@
 import { z } from "zod";
 import { errorBodySchema } from "../http/errors.js";
 import { controlPaths } from "./control/openapi.js";
-import { alertEventsQuery, alertEventsResponse } from "./routes/alert-events.js";
-import { headroomQuery, headroomResponse } from "./routes/headroom.js";
-import { reportsQuery, reportsResponse } from "./routes/reports.js";
-import { spendQuery, spendResponse } from "./routes/spend.js";
-import { usageQuery, usageResponse } from "./routes/usage.js";
+import { alertEventsQuery, alertEventsResponse } from "./schemas/alert-events.js";
+import { headroomQuery, headroomResponse } from "./schemas/headroom.js";
+import { reportsQuery, reportsResponse } from "./schemas/reports.js";
+import { spendQuery, spendResponse } from "./schemas/spend.js";
+import { usageQuery, usageResponse } from "./schemas/usage.js";
 
 // OpenAPI 3.1 for the read API, generated from the zod schemas that validate each route's query
 // and describe its answer, so the description cannot drift from the code.

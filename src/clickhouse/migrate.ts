@@ -1,25 +1,10 @@
 import type { ClickHouseClient } from "@clickhouse/client";
-import type { Config } from "../config.js";
-import { createDatabase, type DdlContext, migrationsTable } from "./cluster-ddl.js";
+import { createDatabase, migrationsTable } from "./cluster-ddl.js";
+import type { MigrationContext } from "./migration-context.js";
 import { reconcileRetention } from "./retention.js";
 
 // Applying migrations (migrations.ts holds them): what `schema_migrations` lists is skipped, the
 // rest runs in order, each recorded once done; then the tables' TTLs follow RETENTION_DAYS.
-
-export interface MigrationContext extends DdlContext {
-  retentionDays: number;
-}
-
-/** The schema's settings as the configuration gives them, for every process that migrates. */
-export function migrationContext(
-  config: Pick<Config, "CLICKHOUSE_DATABASE" | "RETENTION_DAYS" | "CLICKHOUSE_CLUSTER">,
-): MigrationContext {
-  return {
-    db: config.CLICKHOUSE_DATABASE,
-    retentionDays: config.RETENTION_DAYS,
-    cluster: config.CLICKHOUSE_CLUSTER,
-  };
-}
 
 export interface Migration {
   version: number;

@@ -1,9 +1,11 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import { dedupWindow, distributedFront, engine, onCluster, stored } from "./cluster-ddl.js";
-import { type Migration, type MigrationContext, runMigrations } from "./migrate.js";
+import { type Migration, runMigrations } from "./migrate.js";
+import type { MigrationContext } from "./migration-context.js";
 import { IS_PROVIDER_HINT, PROVIDER_HINTS_COLUMN } from "./provider-hints.js";
 
-export { type Migration, type MigrationContext, migrationContext } from "./migrate.js";
+export type { Migration } from "./migrate.js";
+export { type MigrationContext, migrationContext } from "./migration-context.js";
 
 // Versioned schema migrations, tracked in `schema_migrations`. Every statement is idempotent
 // (IF NOT EXISTS), so concurrent runs, or a migration interrupted half way, are harmless: running

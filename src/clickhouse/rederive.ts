@@ -1,7 +1,7 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import type { ReportRow } from "../report/report-schema.js";
 import { onCluster, stored } from "./cluster-ddl.js";
-import type { MigrationContext } from "./migrate.js";
+import type { MigrationContext } from "./migration-context.js";
 import { WINDOW_ROLLUPS, windowRollupSelect } from "./migrations.js";
 import { distributedInsertSettings } from "./report-sink.js";
 import { type Derive, type WindowCells, windowCellsOf } from "./report-windows.js";

@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from "@clickhouse/client";
 import { onCluster, stored } from "./cluster-ddl.js";
-import type { MigrationContext } from "./migrate.js";
+import type { MigrationContext } from "./migration-context.js";
 
 // RETENTION_DAYS is a setting, not part of a migration: `migrate` brings every table's TTL to it
 // whenever it changes, on tables created long before.

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import type { Readable } from "node:stream";
 import type { Logger } from "pino";
 import { createClickHouse } from "../clickhouse/client.js";
 import { migrate, migrationContext } from "../clickhouse/migrations.js";
@@ -9,7 +10,10 @@ import { createKeyStore } from "../keys/key-store.js";
 import { closeRedis, createWorkerRedis } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
 import { isRunning } from "./child-process.js";
-import { spawnEmbeddedClickHouse } from "./clickhouse/process.js";
+import {
+  type EmbeddedClickHouseProcessOptions,
+  spawnEmbeddedClickHouse,
+} from "./clickhouse/process.js";
 import { currentRuntime } from "./entry-command.js";
 import { type RedisServerOptions, startRedisServer } from "./redis-server.js";
 import { removeStackFile, writeStackFile } from "./stack-file.js";
@@ -37,10 +41,12 @@ export interface LocalStackOptions {
   ownRedis: boolean;
   /** A child kept failing and was given up: the stack cannot serve, and must stop with an error. */
   onChildGaveUp(name: string): void;
+  /** Where the children's output goes (the stack's log); else to this process's own. */
+  follow?: (stdout: Readable | null, stderr: Readable | null) => void;
 }
 
 export async function startLocalStack(
-  { config: base, ownRedis, onChildGaveUp }: LocalStackOptions,
+  { config: base, ownRedis, onChildGaveUp, follow }: LocalStackOptions,
   logger: Logger,
 ) {
   const dataDir = resolve(base.HEADROOM_DATA_DIR);
@@ -51,7 +57,9 @@ export async function startLocalStack(
   try {
     const redis = ownRedis ? await startRedisServer(localRedisOptions(base, dataDir)) : null;
     if (redis) stops.push(() => redis.stop());
-    const clickhouse = base.CLICKHOUSE_URL ? null : await startStackClickHouse(base, dataDir);
+    const clickhouse = base.CLICKHOUSE_URL
+      ? null
+      : await startStackClickHouse(base, dataDir, { inheritOutput: true, detached: true, follow });
     if (clickhouse) stops.push(() => clickhouse.server.stop());
     // Started in groups of their own: if this process exits without stopping them (a second
     // signal, a crash), they are told to stop rather than left behind.
@@ -93,7 +101,7 @@ export async function startLocalStack(
 
     // Children run as the stack does: compiled under `npm start`, from the sources under
     // `npm run dev`.
-    const supervisor = createSupervisor(logger, onChildGaveUp, currentRuntime);
+    const supervisor = createSupervisor(logger, onChildGaveUp, currentRuntime, follow);
     // One person's machine, on loopback by default: the control plane is served beside the read
     // API unless CONTROL_LISTEN says otherwise (a server keeps it off, or on an internal port).
     const control: Record<string, string> = isSet(process.env, "CONTROL_LISTEN")
@@ -118,6 +126,24 @@ export async function startLocalStack(
       readApi: `http://${host}:${config.API_PORT}/api/v1`,
       page: `http://${host}:${config.API_PORT}/`,
       local,
+      /**
+       * Resolves once the edge and the read API answer on their ports (what the banner's curls
+       * need), polling; rejects after `timeoutMs`.
+       */
+      async untilServing(timeoutMs: number) {
+        const urls = [
+          `http://${host}:${config.PORT}/healthz`,
+          `http://${host}:${config.API_PORT}/healthz`,
+        ];
+        const deadline = Date.now() + timeoutMs;
+        for (const url of urls) {
+          while (!(await answers(url))) {
+            if (Date.now() > deadline)
+              throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+            await new Promise((r) => setTimeout(r, 100));
+          }
+        }
+      },
       async stop() {
         // Intake first, then the worker flushes, then the stores.
         await supervisor.stop(["edge", "api", "worker", "alerts"]);
@@ -134,6 +160,14 @@ export async function startLocalStack(
 
 const LOCAL_WEBHOOK_ALLOW = "127.0.0.0/8,::1";
 
+async function answers(url: string): Promise<boolean> {
+  try {
+    return (await fetch(url, { signal: AbortSignal.timeout(1_000) })).ok;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The embedded ClickHouse server, which never answers a query without credentials: unless a
  * password is configured, one is made on first start and kept, readable by its owner only, with
@@ -145,7 +179,10 @@ export async function startStackClickHouse(
     "CLICKHOUSE_PATH" | "STACK_CLICKHOUSE_PORT" | "CLICKHOUSE_USER" | "CLICKHOUSE_PASSWORD"
   >,
   dataDir: string,
-  output: { inheritOutput: boolean; detached: boolean } = { inheritOutput: true, detached: true },
+  output: Pick<EmbeddedClickHouseProcessOptions, "inheritOutput" | "detached" | "follow"> = {
+    inheritOutput: true,
+    detached: true,
+  },
 ) {
   const generatedPassword = config.CLICKHOUSE_PASSWORD ? undefined : stackPassword(dataDir);
   const server = await spawnEmbeddedClickHouse({

@@ -1,9 +1,11 @@
 import { createServer } from "node:net";
 import type { Config } from "../config.js";
+import { type PortHolder, portHolder } from "./running-stack.js";
 
 // Before the local stack starts anything, each port it will listen on is tried: a port that
 // another program holds is said in one line, with the setting that moves it, instead of a banner
-// followed by the children's EADDRINUSE traces and restarts.
+// followed by the children's EADDRINUSE traces and restarts; a port a running Headroom holds is
+// said to be Headroom's, with its PID.
 
 export class PortTakenError extends Error {}
 
@@ -52,15 +54,32 @@ function tryListen({ host, port }: Listener): Promise<NodeJS.ErrnoException | un
   });
 }
 
+/** Who holds a port, in words: Headroom (which of its processes, which stack) or another program. */
+export function describeHolder(holder: PortHolder | null): string {
+  if (holder === null) return "is in use by another program; stop that program";
+  if (holder.headroom === null) {
+    return `is in use by another program (PID ${holder.pid}); stop that program`;
+  }
+  const what = holder.headroom.split("/").pop();
+  return holder.stackPid !== null && holder.stackPid !== holder.pid
+    ? `is held by a running Headroom (its ${what}, PID ${holder.pid}, of the stack npm start runs as PID ${holder.stackPid}); stop that Headroom (Ctrl-C in its terminal, or kill ${holder.stackPid})`
+    : `is held by a running Headroom (${holder.headroom}, PID ${holder.pid}); stop that Headroom (kill ${holder.pid})`;
+}
+
 /** Throws a PortTakenError naming the first port that cannot be listened on, and its setting. */
-export async function assertPortsFree(listeners: Listener[]): Promise<void> {
+export async function assertPortsFree(
+  listeners: Listener[],
+  holderOf: (port: number) => PortHolder | null = portHolder,
+): Promise<void> {
   for (const l of listeners) {
     const err = await tryListen(l);
     if (!err) continue;
     const why =
-      err.code === "EADDRINUSE" ? "is in use by another program" : `cannot be used (${err.code})`;
+      err.code === "EADDRINUSE"
+        ? describeHolder(holderOf(l.port))
+        : `cannot be used (${err.code}); choose another`;
     throw new PortTakenError(
-      `npm start: port ${l.port} on ${l.host} (${l.setting}) ${why}; stop that program or move Headroom with ${l.setting}=<another port>, e.g. ${l.setting}=${l.port + 100} npm start`,
+      `npm start: port ${l.port} on ${l.host} (${l.setting}) ${why} or move Headroom with ${l.setting}=<another port>, e.g. ${l.setting}=${l.port + 100} npm start`,
     );
   }
 }

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import type { Readable } from "node:stream";
 import type { Logger } from "pino";
 import { entryArgs, type Runtime } from "./entry-command.js";
 
@@ -25,6 +26,8 @@ export function createSupervisor(
   logger: Logger,
   onGiveUp: (name: string) => void,
   runtime: Runtime = "compiled",
+  /** Takes the children's output (the stack's log); else they write to this process's own. */
+  follow?: (stdout: Readable | null, stderr: Readable | null) => void,
 ) {
   const running = new Map<string, Running>();
   let stopping = false;
@@ -32,10 +35,11 @@ export function createSupervisor(
   function launch(spec: ChildSpec, restarts: number): Running {
     const child = spawn(process.execPath, entryArgs(spec.entry, runtime), {
       env: { ...process.env, ...spec.env },
-      stdio: ["ignore", "inherit", "inherit"],
+      stdio: follow ? ["ignore", "pipe", "pipe"] : ["ignore", "inherit", "inherit"],
       // Own process group: Ctrl-C reaches the supervisor only, which stops children in order.
       detached: true,
     });
+    follow?.(child.stdout, child.stderr);
     const r: Running = { spec, child, restarts };
     running.set(spec.name, r);
     child.once("exit", (code, signal) => {

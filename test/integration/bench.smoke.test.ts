@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { BenchResults } from "../../bench/figures.js";
+import type { BenchResults } from "../../bench/run-results.js";
 import { runBenchCommand } from "../helpers/bench-command.js";
 
 // The benchmark harness end to end in --quick mode, as a child process writing to a temp dir:

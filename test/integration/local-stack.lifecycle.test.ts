@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
@@ -16,7 +16,10 @@ const root = join(import.meta.dirname, "../..");
 interface Started {
   npm: ChildProcess;
   dataDir: string;
+  /** What npm start printed (stdout and stderr): what a person reads. */
   output: () => string;
+  /** The processes' JSON log lines, in the data directory. */
+  log: () => string;
   exited: Promise<number | null>;
 }
 
@@ -41,8 +44,10 @@ function processesOf(dataDir: string): number[] {
   return pids;
 }
 
-async function npmStart(extraEnv: Record<string, string> = {}): Promise<Started> {
-  const dataDir = mkdtempSync(join(tmpdir(), "headroom-stack-"));
+async function npmStart(
+  extraEnv: Record<string, string> = {},
+  dataDir = mkdtempSync(join(tmpdir(), "headroom-stack-")),
+): Promise<Started> {
   const [port, apiPort, workerMetrics, alertsMetrics] = await freePorts(4);
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -73,7 +78,14 @@ async function npmStart(extraEnv: Record<string, string> = {}): Promise<Started>
     out += b.toString();
   });
   const exited = new Promise<number | null>((resolve) => npm.once("exit", (code) => resolve(code)));
-  const s = { npm, dataDir, output: () => out, exited };
+  const log = () => {
+    try {
+      return readFileSync(join(dataDir, "headroom.log"), "utf8");
+    } catch {
+      return "";
+    }
+  };
+  const s = { npm, dataDir, output: () => out, log, exited };
   started.push(s);
   return s;
 }
@@ -109,7 +121,7 @@ describe("npm start stops when told", () => {
       await eventually(
         () => {
           for (const ready of ["edge", "read api", "worker", "alerts worker"]) {
-            expect(s.output()).toContain(`"msg":"${ready} ready"`);
+            expect(s.log()).toContain(`"msg":"${ready} ready"`);
           }
         },
         { timeoutMs: 120_000, intervalMs: 200 },
@@ -126,8 +138,9 @@ describe("npm start stops when told", () => {
       });
       await s.exited;
       // One request to stop, handled in order: no "second signal" cut it short.
-      expect(s.output()).not.toContain("second signal");
-      expect(s.output()).toContain('"name":"stack","msg":"stopped"');
+      expect(s.log()).not.toContain("second signal");
+      expect(s.log()).toContain('"name":"stack","msg":"stopped"');
+      expect(s.output()).toContain("Headroom stopped");
     });
   }
 });
@@ -146,11 +159,62 @@ describe("npm start with a port taken", () => {
     const s = await npmStart({ PORT: String(taken) });
     const code = await s.exited;
     expect(code).not.toBe(0);
+    // The holder is this test's own process: another program, named by its PID.
     expect(s.output()).toContain(
-      `npm start: port ${taken} on 127.0.0.1 (PORT) is in use by another program; stop that program or move Headroom with PORT=<another port>`,
+      `npm start: port ${taken} on 127.0.0.1 (PORT) is in use by another program (PID ${process.pid}); stop that program or move Headroom with PORT=<another port>`,
     );
     expect(s.output()).not.toContain("Headroom is starting");
     expect(s.output()).not.toContain("EADDRINUSE");
     expect(processesOf(s.dataDir)).toEqual([]);
+  });
+});
+
+/** The banner's curl (its `curl` line and the continued lines after it), as a person copies it. */
+const printedCurl = (output: string) => {
+  const lines = output.split("\n");
+  const start = lines.findIndex((l) => l.startsWith("curl -sS -X POST"));
+  const end = lines.findIndex((l, i) => i >= start && !l.endsWith("\\"));
+  return lines.slice(start, end + 1).join("\n");
+};
+
+describe("what npm start prints", () => {
+  it("the banner alone, once the edge answers: its curl pasted at once gets an id; the JSON logs go to headroom.log", {
+    timeout: 180_000,
+  }, async () => {
+    const s = await npmStart();
+    await eventually(() => expect(s.output()).toMatch(/^Ctrl-C stops everything/m), {
+      timeoutMs: 120_000,
+      intervalMs: 50,
+    });
+    // At once, as a person pastes it: no waiting, no retry.
+    const answer = execFileSync("bash", ["-c", printedCurl(s.output())], { encoding: "utf8" });
+    expect(answer).toMatch(/^\{"id":"[0-9a-f-]{36}"\}$/);
+    expect(s.output()).toMatch(/^Headroom is ready \(PID \d+\)\.$/m);
+    expect(s.output()).toContain(`Logs: ${join(s.dataDir, "headroom.log")}`);
+    // Piped, the terminal gets no JSON log line: they are all in the data directory's log.
+    expect(s.output()).not.toMatch(/^\{"level":/m);
+    expect(s.log()).toContain('"msg":"edge ready"');
+    expect(s.log()).toContain('"name":"stack","msg":"applied migration 1 reports"');
+  });
+
+  it("a second npm start on the same data directory names the running Headroom and its PID", {
+    timeout: 180_000,
+  }, async () => {
+    const first = await npmStart();
+    await eventually(() => expect(first.output()).toMatch(/^Ctrl-C stops everything/m), {
+      timeoutMs: 120_000,
+      intervalMs: 200,
+    });
+    const pid = Number(/^Headroom is ready \(PID (\d+)\)/m.exec(first.output())?.[1]);
+    expect(readFileSync(`/proc/${pid}/cmdline`, "utf8")).toContain("stack.js");
+    const second = await npmStart({}, first.dataDir);
+    expect(await second.exited).not.toBe(0);
+    expect(second.output()).toContain(
+      `npm start: Headroom is already running on ${first.dataDir} (PID ${pid})`,
+    );
+    expect(second.output()).not.toContain("another program");
+    // The first one is untouched, and still serves.
+    expect(processesOf(first.dataDir)).toContain(pid);
+    expect(readFileSync(join(first.dataDir, "stack.pid"), "utf8").trim()).toBe(String(pid));
   });
 });

@@ -122,6 +122,29 @@ describe("exposition", () => {
     }
   });
 
+  it("writes a ratio as its decimal, without binary float noise (0.78 % used is 0.0078)", () => {
+    const used = (pct: number) => ({ ...series().requests, limit: 1000, used_pct: pct });
+    const text = render([series({ requests: used(0.78) })], "text");
+    expect(0.78 / 100).toBe(0.0078000000000000005); // what the gauge computes
+    expect(sampleLines(text, "headroom_used_ratio")).toEqual([
+      'headroom_used_ratio{provider="openai",model="gpt-4o",app="chat",kind="requests",dimension="requests",window="unknown"} 0.0078',
+    ]);
+    const gauge = (value: number) =>
+      writeExposition(
+        [{ name: "g", type: "gauge", help: "h", samples: [{ labels: {}, value }] }],
+        "openmetrics",
+      ).split("\n")[2];
+    expect(gauge(0.1 + 0.2)).toBe("g 0.3");
+    expect(gauge(1.1 * 3)).toBe("g 3.3");
+    // What is exact stays exact: integers to 2^53, a timestamp's milliseconds, tiny and huge.
+    expect(gauge(2 ** 53)).toBe("g 9007199254740992");
+    expect(gauge(1893585600.123)).toBe("g 1893585600.123");
+    expect(gauge(123456789.123456)).toBe("g 123456789.123456");
+    expect(gauge(1e-7)).toBe("g 1e-7");
+    expect(gauge(1.5e300)).toBe("g 1.5e+300");
+    expect(gauge(-0)).toBe("g 0");
+  });
+
   it("escapes label values: backslash, double quote and newline", () => {
     const text = render([series({ app: 'a"b\\c\nd', model: null })], "openmetrics");
     expect(text).toContain(

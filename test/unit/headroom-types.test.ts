@@ -1,5 +1,5 @@
 import { expectTypeOf, it } from "vitest";
-import type { HeadroomResponse } from "../../src/api/routes/headroom.js";
+import type { HeadroomResponse } from "../../src/api/schemas/headroom.js";
 import type { Headroom, WindowView } from "../../src/page/client/headroom-types.js";
 
 // The page's own copy of the headroom answer's shape (src/page/client/headroom-types.ts, compiled apart for

@@ -4,7 +4,7 @@ import { groupSeries } from "../../src/alerts/evaluate-batch.js";
 import { evaluateSeries } from "../../src/alerts/evaluate-series.js";
 import type { AlertRule } from "../../src/alerts/rule.js";
 import { headroomFamilies } from "../../src/api/metrics/families.js";
-import { headroomResponse } from "../../src/api/routes/headroom.js";
+import { headroomResponse } from "../../src/api/schemas/headroom.js";
 import { seriesView } from "../../src/headroom/headroom-view.js";
 import {
   type HotSeries,

@@ -1,11 +1,13 @@
 import { join, relative } from "node:path";
 import { expect, it } from "vitest";
-import { importsOf, ROOT, sourceFiles } from "../helpers/import-graph.js";
+import { importCycles, importsOf, ROOT, sourceFiles } from "../helpers/import-graph.js";
 
 // The folders of src/ are layers in a declared order: each may import the ones below it, never
 // one above it nor a peer of its own rank (the edge, the read API and the worker share what they
 // need from below them). A cycle ties two layers into one that can only be read, tested and
-// changed together; an upward import is where a cycle starts.
+// changed together; an upward import is where a cycle starts. Within a folder too, and in
+// workers/ and bench/, no two files import each other: a schema both a route and its query need
+// lives in a module of its own (src/api/schemas/), which both import.
 
 /** Top to bottom; layers of one rank are peers. A new folder of src/ must be placed here. */
 const LAYERS: string[][] = [
@@ -105,4 +107,41 @@ it("every folder of src/ imports only layers below it, in the declared order", (
   // The order is real: the edge does import from below it.
   expect(graph.get("edge")).toContain("http");
   expect(wrongWay(graph)).toEqual([]);
+});
+
+it("finds files that import each other, a pair or round a loop (the check itself)", () => {
+  const graph = new Map([
+    ["route.ts", ["query.ts", "schema.ts"]],
+    ["query.ts", ["schema.ts", "route.ts"]],
+    ["a.ts", ["b.ts"]],
+    ["b.ts", ["c.ts"]],
+    ["c.ts", ["a.ts", "schema.ts"]],
+    ["self.ts", ["self.ts"]],
+    ["schema.ts", []],
+  ]);
+  expect(importCycles(graph)).toEqual([
+    ["a.ts", "b.ts", "c.ts"],
+    ["query.ts", "route.ts"],
+    ["self.ts"],
+  ]);
+  expect(
+    importCycles(
+      new Map([
+        ["route.ts", ["query.ts"]],
+        ["query.ts", ["schema.ts"]],
+      ]),
+    ),
+  ).toEqual([]);
+});
+
+it("no two files of src/, workers/ or bench/ import each other, directly or round a loop", () => {
+  const files = ["src", "workers", "bench"].flatMap((dir) => sourceFiles(join(ROOT, dir)));
+  const graph = new Map(
+    files.map((f) => [relative(ROOT, f), importsOf(f).map((i) => relative(ROOT, i))]),
+  );
+  // The graph is real: a route does import its query, which imports the schema they share.
+  expect(graph.get("src/api/routes/usage.ts")).toContain("src/api/queries/usage.ts");
+  expect(graph.get("src/api/queries/usage.ts")).toContain("src/api/schemas/usage.ts");
+  expect(graph.size).toBeGreaterThan(200);
+  expect(importCycles(graph)).toEqual([]);
 });

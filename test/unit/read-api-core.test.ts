@@ -7,7 +7,7 @@ import { parseQuery, seriesFilters } from "../../src/api/params.js";
 import { readSpend } from "../../src/api/queries/spend.js";
 import { createQueryCache } from "../../src/api/query-cache.js";
 import { createReadLimit, READ_HOLD_MS } from "../../src/api/read-limit.js";
-import { spendQuery } from "../../src/api/routes/spend.js";
+import { spendQuery } from "../../src/api/schemas/spend.js";
 import { alignRange, defaultWindow, resolveRange } from "../../src/api/time-range.js";
 import { type LatestFigures, seriesView, thresholdsFor } from "../../src/headroom/headroom-view.js";
 import { HttpError } from "../../src/http/errors.js";

@@ -15,6 +15,7 @@ const ACROSS_MODULES = [
   "compose", // docker-compose.yml against the config schema
   "docs-configuration", // docs/configuration.md against the config schema
   "docs-links", // every link of the docs resolves
+  "docs-prometheus", // docs/prometheus.md's table against the exporter's families
   "engine-users", // the container engine's users (test/docker)
   "headroom-windows", // windows through the headroom view, the exporter and the alerts
   "import-layers", // the layers of src/ import one way

@@ -65,8 +65,15 @@ function labelText(labels: Record<string, string>): string {
   return out === "" ? "" : `${out}}`;
 }
 
-/** A finite number as both formats read it; a NaN or infinity never gets here (see families). */
-const numberText = (n: number) => (Object.is(n, -0) ? "0" : String(n));
+/**
+ * A finite number as both formats read it; a NaN or infinity never gets here (see families).
+ * A fraction is written to 15 significant digits, the most a double holds for any decimal: what
+ * arithmetic on doubles adds past them is noise (0.78 / 100 is 0.0078000000000000005), and every
+ * decimal of up to 15 digits (a timestamp's milliseconds, a reported cost) comes back as it was.
+ * An integer is written whole.
+ */
+const numberText = (n: number) =>
+  Object.is(n, -0) ? "0" : String(Number.isInteger(n) ? n : Number(n.toPrecision(15)));
 
 export function writeExposition(families: Family[], format: ExpositionFormat): string {
   let out = "";

@@ -8,7 +8,7 @@ import type {
   alertEventItem,
   alertEventsQuery,
   alertEventsResponse,
-} from "../routes/alert-events.js";
+} from "../schemas/alert-events.js";
 
 // The events of GET /api/v1/alerts/events: SQL and row mapping, from `alert_events` FINAL (an
 // event stored twice is listed once).

@@ -13,7 +13,7 @@ import { REPORT_COLUMNS, type ReportRow } from "../../report/report-schema.js";
 import { filterSql, type SeriesFilters } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
-import type { headroomResponse } from "../routes/headroom.js";
+import type { headroomResponse } from "../schemas/headroom.js";
 import { chTime } from "../time-range.js";
 
 // The series of GET /api/v1/headroom (and of /metrics' gauges and /spend's credits): read from

@@ -5,7 +5,7 @@ import { UUID_TEXT } from "../../report/report-id.js";
 import { newestFirstPage } from "../cursor.js";
 import { filterSql } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
-import type { reportItem, reportsQuery, reportsResponse } from "../routes/reports.js";
+import type { reportItem, reportsQuery, reportsResponse } from "../schemas/reports.js";
 
 // The reports of GET /api/v1/reports: SQL and row mapping. Read from `reports` FINAL, as
 // reports_v does: a redelivered report is listed once.

@@ -4,7 +4,7 @@ import type { SeriesView } from "../../headroom/headroom-view.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { filterSql } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
-import type { spendQuery, spendResponse } from "../routes/spend.js";
+import type { spendQuery, spendResponse } from "../schemas/spend.js";
 import { alignRange, chDate, chSeconds, MAX_RANGE_MS, resolveRange, widen } from "../time-range.js";
 import { type HeadroomDeps, readHeadroom } from "./headroom.js";
 

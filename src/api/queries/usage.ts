@@ -6,7 +6,7 @@ import { type EncodedAnswer, encodeJson } from "../encoded-answer.js";
 import { filterSql, invalidQuery, type SeriesField } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
-import type { usagePoint, usageQuery, usageResponse } from "../routes/usage.js";
+import type { usagePoint, usageQuery, usageResponse } from "../schemas/usage.js";
 import {
   alignRange,
   chDate,

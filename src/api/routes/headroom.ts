@@ -1,11 +1,8 @@
 import type { FastifyPluginAsync } from "fastify";
-import { z } from "zod";
-import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
-import { STATUSES } from "../../headroom/headroom-view.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { WINDOW_LENGTHS } from "../../providers/window.js";
-import { parseQuery, type SeriesFilters, seriesFilters } from "../params.js";
+import { parseQuery, type SeriesFilters } from "../params.js";
 import { type Given, type HeadroomDeps, orUnavailable, readHeadroom } from "../queries/headroom.js";
+import { headroomQuery } from "../schemas/headroom.js";
 
 // GET /api/v1/headroom: the latest figures of each series (latest_limits), with the burn rate
 // over its recent reports and a status by the project's alert rules. Read from the hot copy the
@@ -13,54 +10,6 @@ import { type Given, type HeadroomDeps, orUnavailable, readHeadroom } from "../q
 // is refilled from ClickHouse first, once per process at a time. Each series lists its windows
 // (dimension and length), each through the model of now; its status is its worst window's.
 // The reading (hot copy, refill, ClickHouse's SQL and rows): queries/headroom.ts.
-
-export const headroomQuery = z.strictObject(seriesFilters);
-
-const unknown = z.enum(UNKNOWN_REASONS).nullable();
-const metricView = z.object({
-  limit: z.number().nullable(),
-  remaining: z.number().nullable(),
-  used_pct: z.number().nullable(),
-  resets_at: z.string().nullable(),
-  resets_in_s: z.number().nullable(),
-  resets_unknown: unknown,
-  reset_since_report: z.boolean(),
-  burn_per_s: z.number().nullable(),
-  burn: z.number().nullable(),
-  burn_unit: z.enum(Object.values(BURN_UNITS)),
-  burn_unknown: unknown,
-  exhausted_at: z.string().nullable(),
-  exhaustion_eta_s: z.number().nullable(),
-  exhaustion_unknown: unknown,
-});
-
-/** One of a series' windows: which one, when it was last reported, and the metric view's fields. */
-export const windowView = metricView.extend({
-  dimension: z.string(),
-  window: z.enum(WINDOW_LENGTHS).nullable(),
-  reported_at: z.string(),
-});
-
-export const headroomResponse = z.object({
-  at: z.string(),
-  series: z.array(
-    z.object({
-      provider: z.string(),
-      model: z.string().nullable(),
-      app: z.string(),
-      status: z.enum(STATUSES),
-      last_seen: z.string(),
-      reported_at: z.string().nullable(),
-      credits_reported_at: z.string().nullable(),
-      requests: metricView,
-      tokens: metricView,
-      credits: metricView,
-      windows: z.array(windowView),
-    }),
-  ),
-});
-
-export type HeadroomResponse = z.infer<typeof headroomResponse>;
 
 interface HeldAnswer {
   version: string | null;

@@ -1,9 +1,8 @@
 import type { FastifyPluginAsync } from "fastify";
-import { z } from "zod";
-import { UNKNOWN_REASONS } from "../../alerts/now-model.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { parseQuery, seriesFilters, time } from "../params.js";
+import { parseQuery } from "../params.js";
 import { readSpend, type SpendDeps } from "../queries/spend.js";
+import { spendQuery } from "../schemas/spend.js";
 
 // GET /api/v1/spend: per provider over a range (default: the last 24 hours), the cost and
 // the requests from the rollups (reports, less provider hints: a client's start-up hint is no
@@ -12,33 +11,6 @@ import { readSpend, type SpendDeps } from "../queries/spend.js";
 // those of the provider's series with the newest credits report, never a second burn rate
 // spread over the range's idle hours. Ranges up to 7 days read the minute rollups (whole
 // minutes); longer ones the daily rollups (whole days, UTC). The query: queries/spend.ts.
-
-export const spendQuery = z.strictObject({
-  from: time.optional(),
-  to: time.optional(),
-  ...seriesFilters,
-});
-
-export const spendItem = z.object({
-  provider: z.string(),
-  cost: z.number(),
-  requests: z.number(),
-  /** Cost over the range ÷ its hours. */
-  burn_per_hour: z.number(),
-  credits_remaining: z.number().nullable(),
-  /** As /headroom's credits, at this answer: burn in credits/h, and when they run out. */
-  credits_burn_per_hour: z.number().nullable(),
-  credits_burn_unknown: z.enum(UNKNOWN_REASONS).nullable(),
-  depleted_at: z.string().nullable(),
-  hours_until_depleted: z.number().nullable(),
-  hours_until_depleted_unknown: z.enum(UNKNOWN_REASONS).nullable(),
-});
-
-export const spendResponse = z.object({
-  from: z.string(),
-  to: z.string(),
-  providers: z.array(spendItem),
-});
 
 export const spendRoutes: FastifyPluginAsync<SpendDeps> = async (app, deps) => {
   app.get("/api/v1/spend", async (req) => {

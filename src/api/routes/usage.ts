@@ -1,11 +1,10 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { toCsv } from "../csv.js";
 import { encodeAnswer, precompress, sendEncoded } from "../encoded-answer.js";
-import { groupBy, parseQuery, seriesFilters, single, time } from "../params.js";
+import { parseQuery } from "../params.js";
 import { type RollingAnswer, readUsage, refreshUsage, type UsageDeps } from "../queries/usage.js";
-import { WINDOWS } from "../time-range.js";
+import { usagePoint, usageQuery } from "../schemas/usage.js";
 import { pointsJson } from "../usage-rolling.js";
 
 // GET /api/v1/usage: a time series from the rollups (minute rollups for minute and hour windows,
@@ -13,48 +12,8 @@ import { pointsJson } from "../usage-rolling.js";
 // READ_MAX_POINTS points is refused with a 400 that says how to narrow it, never cut short.
 // The SQL, the row mapping and the answers' caches: queries/usage.ts.
 
-export const FORMATS = ["json", "csv"] as const;
-
-export const usageQuery = z.strictObject({
-  from: time.optional(),
-  to: time.optional(),
-  window: single(z.enum(WINDOWS, { error: "expected minute, hour or day" })).optional(),
-  group_by: groupBy,
-  format: single(z.enum(FORMATS, { error: "expected json or csv" })).optional(),
-  ...seriesFilters,
-});
-
-export const usagePoint = z.object({
-  bucket: z.string(),
-  provider: z.string().optional(),
-  model: z.string().nullable().optional(),
-  app: z.string().optional(),
-  reports: z.number(),
-  provider_hints: z.number(),
-  requests_remaining_min: z.number().nullable(),
-  tokens_remaining_min: z.number().nullable(),
-  requests_limit_max: z.number().nullable(),
-  tokens_limit_max: z.number().nullable(),
-  used_pct_max: z.number().nullable(),
-  cost: z.number(),
-  credits_remaining_last: z.number().nullable(),
-  /**
-   * The worst % used of each dimension (requests, tokens, input_tokens, …) in this bucket, across
-   * the windows of the group's series; a dimension without a limit and a remaining is absent.
-   */
-  used_pct_by_dimension: z.record(z.string(), z.number()),
-});
-
 /** Fields a CSV answer leaves out: a nested object has no column. */
 const NOT_IN_CSV = new Set(["used_pct_by_dimension"]);
-
-export const usageResponse = z.object({
-  from: z.string(),
-  to: z.string(),
-  window: z.enum(WINDOWS),
-  group_by: z.array(z.string()),
-  points: z.array(usagePoint),
-});
 
 /** CSV when asked for by `format=csv` or by `Accept: text/csv` (and not `format=json`). */
 export function wantsCsv(req: FastifyRequest, format: string | undefined): boolean {

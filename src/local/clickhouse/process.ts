@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import type { Readable } from "node:stream";
 import { type ChildServer, childServer, signalAndWait, waitUntilUp } from "../child-process.js";
 import { entryArgs, type Runtime } from "../entry-command.js";
 import { freePort } from "../redis-server.js";
@@ -15,8 +16,10 @@ export interface EmbeddedClickHouseProcessOptions {
   password?: string;
   /** See `faults` in server.ts. */
   faultErrorRate?: number;
-  /** Inherit the child's output (the local stack); tests keep it quiet. */
+  /** Inherit the child's output; tests keep it quiet. */
   inheritOutput?: boolean;
+  /** Takes the child's output instead (the local stack's log). */
+  follow?: (stdout: Readable | null, stderr: Readable | null) => void;
   /** Own process group: a terminal's Ctrl-C reaches only the supervisor, which stops us in order. */
   detached?: boolean;
   /** How long to wait for /ping to answer (default 30 s). */
@@ -66,8 +69,13 @@ async function spawnOn(
   const child = spawn(process.execPath, args, {
     env,
     detached: opts.detached ?? false,
-    stdio: opts.inheritOutput ? ["ignore", "inherit", "inherit"] : ["ignore", "ignore", "pipe"],
+    stdio: opts.follow
+      ? ["ignore", "pipe", "pipe"]
+      : opts.inheritOutput
+        ? ["ignore", "inherit", "inherit"]
+        : ["ignore", "ignore", "pipe"],
   });
+  opts.follow?.(child.stdout, child.stderr);
   // Keep the tail of stderr to explain a failed start.
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => {

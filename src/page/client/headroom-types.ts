@@ -1,5 +1,5 @@
 // /api/v1/headroom as the page reads it: the fields the page uses. Checked against the API's zod
-// schema (src/api/routes/headroom.ts) by test/unit/headroom-types.test.ts, type-checked with the
+// schema (src/api/schemas/headroom.ts) by test/unit/headroom-types.test.ts, type-checked with the
 // server's code: the answer the API gives must be assignable to these. Nothing here may use the
 // DOM, so that the server's compilation can read this file.
 

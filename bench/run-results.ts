@@ -1,0 +1,39 @@
+import type { Capacity } from "./capacity.js";
+import type { BareCeiling, EnqueueCeiling, InsertCeiling } from "./ceilings.js";
+import type { Figure } from "./figure.js";
+import type { BatchPhase } from "./phase-batch.js";
+import type { DrainPhase } from "./phase-drain.js";
+import type { EndToEndPhase } from "./phase-e2e.js";
+import type { EdgePhase } from "./phase-edge.js";
+import type { Machine } from "./proc-stats.js";
+import type { SourceInfo } from "./source.js";
+
+// What a run of `npm run bench` measured and what latest.json holds: the run, each phase's
+// results, and the figures made of them (figures.ts, targets.ts).
+
+export interface RunInfo {
+  machine: Machine;
+  /** The command that made the run, as typed (npm run … -- options). */
+  command: string;
+  source: SourceInfo;
+  options: Record<string, unknown>;
+  settings: Record<string, string>;
+}
+
+export interface PhaseResults {
+  ceilings: { bareFastify: BareCeiling; bullmq: EnqueueCeiling; clickhouse: InsertCeiling };
+  edgeAlone: EdgePhase;
+  edgeBatch: BatchPhase;
+  drain: DrainPhase;
+  saturation: EndToEndPhase;
+  fixedRate: EndToEndPhase & { requestedRate: number };
+}
+
+export interface BenchResults extends RunInfo, PhaseResults {
+  version: 1;
+  figures: Figure[];
+  capacity: Capacity;
+  /** The same for phase 2b's batches, carried until stored (null when they were not). */
+  batchCapacity: Capacity | null;
+  summary: { targets: number; met: number };
+}
