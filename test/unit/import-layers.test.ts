@@ -15,6 +15,8 @@ const LAYERS: string[][] = [
   ["cli"],
   ["local"],
   ["api", "edge", "worker"],
+  // OTLP's spans turned into reports: the edge's, over the report and the providers' parsers.
+  ["otlp"],
   // The control plane's service: what the CLI and the HTTP routes both call.
   ["control"],
   ["headroom"],
