@@ -146,7 +146,7 @@ const plansSchema = z
     }
   })
   .pipe(z.record(z.string().regex(/^[a-z0-9_-]{1,32}$/), planSchema))
-  .transform((overrides) => ({ ...DEFAULT_PLANS, ...overrides }));
+  .transform((overrides): Record<string, Plan> => ({ ...DEFAULT_PLANS, ...overrides }));
 
 /**
  * The longest REDIS_ACK_TIMEOUT_MS: the edge's Redis commands time out a second later (a WAIT

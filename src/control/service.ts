@@ -161,17 +161,26 @@ export interface Control {
 }
 
 export function createControl(
-  redis: RedisClient,
+  /** null only with `opts.stores`. */
+  redis: RedisClient | null,
   config: ControlConfig,
-  opts: { now?: () => number } = {},
+  opts: {
+    now?: () => number;
+    /** The stores, when not those of `redis` (unit tests give their own). */
+    stores?: { keys: KeyStore; rules: RuleStore; audit: AuditLog };
+  } = {},
 ): Control {
-  const keys = createKeyStore(redis, undefined, { now: opts.now });
-  const rules = createRuleStore(redis, config.QUEUE_PREFIX);
-  const audit = createAuditLog(redis, {
-    retentionDays: config.AUDIT_RETENTION_DAYS,
-    maxPerProject: config.AUDIT_MAX_ENTRIES_PER_PROJECT,
-    now: opts.now,
-  });
+  const stores = opts.stores;
+  if (!stores && redis === null) throw new Error("createControl: a Redis, or stores");
+  const keys = stores?.keys ?? createKeyStore(redis as RedisClient, undefined, { now: opts.now });
+  const rules = stores?.rules ?? createRuleStore(redis as RedisClient, config.QUEUE_PREFIX);
+  const audit =
+    stores?.audit ??
+    createAuditLog(redis as RedisClient, {
+      retentionDays: config.AUDIT_RETENTION_DAYS,
+      maxPerProject: config.AUDIT_MAX_ENTRIES_PER_PROJECT,
+      now: opts.now,
+    });
 
   const isAdmin = (p: Principal) => p.kind === "cli" || p.key.scope === "admin";
 
@@ -220,9 +229,7 @@ export function createControl(
 
   /** What a project on `plan` may hold; an unknown plan's are the defaults. */
   const capsFor = (plan: string): PlanCaps =>
-    capsOf(
-      Object.hasOwn(config.PLANS, plan) ? (config.PLANS as Record<string, Plan>)[plan] : undefined,
-    );
+    capsOf(Object.hasOwn(config.PLANS, plan) ? config.PLANS[plan] : undefined);
 
   /** A cap reached, as a 409 that names it (`limit`: the cap). */
   const atCap = (what: string, project: string, max: number) =>
