@@ -109,6 +109,24 @@ const shardList = z
   .transform((text) => text.split(",").map((part) => Number(part.trim())))
   .pipe(z.array(z.number().int().min(0).max(255)).min(1));
 
+/**
+ * What one project may hold, set per plan (the control plane refuses past them with 409). The
+ * limits a tenant declares join these when they exist (a later issue): one more cap here.
+ */
+export const planCapsSchema = z.strictObject({
+  /** Keys not revoked, of every scope. */
+  keys: z.number().int().min(1).max(100_000).optional(),
+  /** Alert rules. */
+  alert_rules: z.number().int().min(1).max(100_000).optional(),
+});
+export type PlanCaps = Required<z.infer<typeof planCapsSchema>>;
+
+/** A plan's caps when it sets none (or not all): the same for every plan. */
+export const DEFAULT_CAPS: PlanCaps = { keys: 100, alert_rules: 100 };
+
+/** The caps of a plan, each one its own or the default. */
+export const capsOf = (plan: Plan | undefined): PlanCaps => ({ ...DEFAULT_CAPS, ...plan?.caps });
+
 export const planSchema = z
   .object({
     /** Reports per calendar month (UTC); null means no monthly quota. */
@@ -117,6 +135,8 @@ export const planSchema = z
     burst: z.number().int().positive(),
     /** Reports at once: the token bucket's size (default: BURST_CAPACITY_FACTOR × burst). */
     capacity: z.number().int().positive().optional(),
+    /** What one project may hold (DEFAULT_CAPS for what is not given). */
+    caps: planCapsSchema.optional(),
   })
   .refine((p) => p.capacity === undefined || p.capacity >= p.burst, {
     message: "capacity must be at least burst",
@@ -144,7 +164,7 @@ const plansSchema = z
     }
   })
   .pipe(z.record(z.string().regex(/^[a-z0-9_-]{1,32}$/), planSchema))
-  .transform((overrides) => ({ ...DEFAULT_PLANS, ...overrides }));
+  .transform((overrides): Record<string, Plan> => ({ ...DEFAULT_PLANS, ...overrides }));
 
 /**
  * The longest REDIS_ACK_TIMEOUT_MS: the edge's Redis commands time out a second later (a WAIT
@@ -246,6 +266,12 @@ export const configSchema = z.object({
     .default("off"),
   /** Days an audit log entry of the control plane is kept. */
   AUDIT_RETENTION_DAYS: int(1, 3_650).default(365),
+  /** Entries of one project's audit log kept at most: past it the oldest go (whole log too). */
+  AUDIT_MAX_ENTRIES_PER_PROJECT: int(10, 1_000_000).default(1_000),
+  /** Control plane writes (POST, PUT, DELETE) per minute per management key ... */
+  CONTROL_WRITES_PER_MIN_PER_KEY: int(1, 1_000_000).default(120),
+  /** ... and per project, whichever of its manage keys sends them (an admin key's: its own). */
+  CONTROL_WRITES_PER_MIN_PER_PROJECT: int(1, 1_000_000).default(120),
   /** Read API requests per second per read key (a token bucket's refill) ... */
   READ_RATE_PER_S: int(1, 100_000).default(20),
   /** ... and the bucket's size: a dashboard opening several panels at once passes. */

@@ -8,8 +8,16 @@ import { newSecret } from "./signing.js";
 // rule), returned once by `create`, and otherwise read only by the webhook sender.
 
 export interface RuleStore {
-  create(input: RuleInput): Promise<{ rule: AlertRule; secret: string }>;
-  /** Replaces a rule's fields (its id, project, created_at and secret stay); null: no such rule. */
+  /**
+   * A new rule and its signing secret. With `max`, refused (RuleCapError) when its project has
+   * that many rules already: counted and written in one script, so rules made at once never
+   * pass the cap together.
+   */
+  create(input: RuleInput, opts?: { max?: number }): Promise<{ rule: AlertRule; secret: string }>;
+  /**
+   * Replaces a rule's fields (its id, project, created_at and secret stay); null: no such rule,
+   * also when it is removed while the update runs (the write is refused then, never made).
+   */
   update(id: string, input: RuleInput): Promise<AlertRule | null>;
   get(id: string): Promise<AlertRule | null>;
   list(project?: string): Promise<AlertRule[]>;
@@ -18,6 +26,45 @@ export interface RuleStore {
   secret(id: string): Promise<string | null>;
   remove(id: string): Promise<boolean>;
 }
+
+/**
+ * Removed rules remembered (for a restore's merge): past it the oldest half are forgotten, so
+ * that removals, like everything else a tenant writes, hold a bounded share of Redis. A merge of
+ * a backup older than the last this-many removals may bring back a rule removed before them.
+ */
+export const MAX_REMOVED_RULES = 10_000;
+
+/** A project's rules are at its cap: the rule is not made. */
+export class RuleCapError extends Error {
+  override name = "RuleCapError";
+  constructor(
+    readonly project: string,
+    readonly max: number,
+  ) {
+    super(`project ${project} has ${max} alert rules, its cap`);
+  }
+}
+
+// KEYS: the project's rules, the index, the secrets. ARGV: id, rule JSON, project, secret, cap
+// (-1: none). 0: at the cap, nothing written.
+const CREATE = `
+local cap = tonumber(ARGV[5])
+if cap >= 0 and redis.call('HLEN', KEYS[1]) >= cap then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+return 1
+`;
+
+// KEYS: the project's rules, the index. ARGV: id, rule JSON, project. A rule removed since it was
+// read is not written back: a write racing a removal would leave a rule that is listed (in its
+// project's hash) but cannot be removed (no longer in the index).
+const UPDATE = `
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[3] then return 0 end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`;
 
 /** A rule that does not parse (edited by hand, or from a newer version) is skipped, not fatal:
  * ingestion must never stop for a bad rule. */
@@ -36,8 +83,18 @@ function parseRules(hash: Record<string, string>): AlertRule[] {
 
 export function createRuleStore(redis: RedisClient, prefix: string): RuleStore {
   const k = alertKeys(prefix);
+
+  /** The oldest half of the removed rules forgotten (their values are ISO times). */
+  async function forgetOldest() {
+    const all = Object.entries(await redis.hgetall(k.removedRules));
+    all.sort(([, a], [, b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const drop = all.slice(0, all.length - Math.floor(MAX_REMOVED_RULES / 2)).map(([id]) => id);
+    for (let i = 0; i < drop.length; i += 1_000) {
+      await redis.hdel(k.removedRules, ...drop.slice(i, i + 1_000));
+    }
+  }
   return {
-    async create(input) {
+    async create(input, opts = {}) {
       const fields = parseRuleInput(input);
       const rule: AlertRule = {
         id: `alr_${randomBytes(8).toString("hex")}`,
@@ -45,12 +102,20 @@ export function createRuleStore(redis: RedisClient, prefix: string): RuleStore {
         created_at: new Date().toISOString(),
       };
       const secret = newSecret();
-      await redis
-        .multi()
-        .hset(k.rules(rule.project), rule.id, JSON.stringify(rule))
-        .hset(k.ruleIndex, rule.id, rule.project)
-        .hset(k.secrets, rule.id, secret)
-        .exec();
+      const max = opts.max ?? -1;
+      const made = await redis.eval(
+        CREATE,
+        3,
+        k.rules(rule.project),
+        k.ruleIndex,
+        k.secrets,
+        rule.id,
+        JSON.stringify(rule),
+        rule.project,
+        secret,
+        max,
+      );
+      if (made !== 1) throw new RuleCapError(rule.project, max);
       return { rule, secret };
     },
 
@@ -59,8 +124,16 @@ export function createRuleStore(redis: RedisClient, prefix: string): RuleStore {
       if (current === null) return null;
       const fields = parseRuleInput({ ...input, project: current.project });
       const rule: AlertRule = { id, ...fields, created_at: current.created_at };
-      await redis.hset(k.rules(rule.project), rule.id, JSON.stringify(rule));
-      return rule;
+      const written = await redis.eval(
+        UPDATE,
+        2,
+        k.rules(rule.project),
+        k.ruleIndex,
+        rule.id,
+        JSON.stringify(rule),
+        rule.project,
+      );
+      return written === 1 ? rule : null;
     },
 
     async get(id) {
@@ -112,7 +185,10 @@ export function createRuleStore(redis: RedisClient, prefix: string): RuleStore {
         .hset(k.removedRules, id, new Date().toISOString())
         .del(k.state(id), k.series(id));
       if (series.length > 0) tx.zrem(k.projectSeries(project), ...series.map((f) => `${id} ${f}`));
-      await tx.exec();
+      tx.hlen(k.removedRules);
+      const results = (await tx.exec()) ?? [];
+      const remembered = Number(results.at(-1)?.[1] ?? 0);
+      if (remembered > MAX_REMOVED_RULES) await forgetOldest();
       return true;
     },
   };

@@ -12,6 +12,7 @@ import { createHotVersions, type HotVersions } from "../headroom/hot-versions.js
 import { createKeyCache } from "../keys/key-cache.js";
 import { createKeyStore, type KeyStore } from "../keys/key-store.js";
 import { createAuthFailureLimits } from "../limits/auth-failures.js";
+import { createControlWriteLimits } from "../limits/control-writes.js";
 import { redisTokenBucket } from "../limits/token-bucket.js";
 import {
   closeRedis,
@@ -124,6 +125,11 @@ export async function createApi(
           lookupKey,
           limits,
           idempotent: createIdempotency(redis),
+          writeLimits: createControlWriteLimits(redis, {
+            perKeyPerMin: config.CONTROL_WRITES_PER_MIN_PER_KEY,
+            perProjectPerMin: config.CONTROL_WRITES_PER_MIN_PER_PROJECT,
+            deployment: config.QUEUE_PREFIX,
+          }),
         };
   const app = buildApiApp({
     config,

@@ -13,6 +13,14 @@ import type { RedisClient } from "../redis/connections.js";
 // A member is the entry's JSON, whose first field is its id: entries of one millisecond sort by
 // id, so (time, id) orders the log and makes its cursor. Entries older than the retention
 // (AUDIT_RETENTION_DAYS) are removed from a set whenever it is written or read.
+//
+// Bounded per project (AUDIT_MAX_ENTRIES_PER_PROJECT): a write past the bound drops the project's
+// oldest entries, from its own set and from the whole log, so one tenant's writes hold at most
+// that many entries of Redis and never push another project's (or the operator's) out of the
+// whole log. Entries of no project are written by the CLI only (an admin key's making).
+//
+// A tenant reads its project's log through tenantView: an operator's entry (an admin key or the
+// CLI) says "operator" and no more — not the OS user, the host, the admin key's id or address.
 
 export const AUDIT_ID = /^aud_[0-9A-Za-z]{16}$/;
 
@@ -40,7 +48,21 @@ export const auditEntry = z.object({
   after: z.record(z.string(), z.unknown()).nullable(),
 });
 
+/** An entry as a manage key reads it: the operator's actions say "operator", nothing more. */
+export const auditView = auditEntry.extend({
+  actor: auditActor.extend({ kind: z.enum(["admin", "manage", "cli", "operator"]) }),
+  /** The client's address or the CLI's host; null for the operator, in a tenant's view. */
+  source: z.string().nullable(),
+});
+
 export type AuditEntry = z.infer<typeof auditEntry>;
+export type AuditView = z.infer<typeof auditView>;
+
+/** An entry as its project's manage key sees it: its own keys' actions whole, the operator's not. */
+export function tenantView(entry: AuditEntry): AuditView {
+  if (entry.actor.kind === "manage") return entry;
+  return { ...entry, actor: { key_id: null, kind: "operator" }, source: null };
+}
 export type AuditActor = z.infer<typeof auditActor>;
 export type AuditInput = Omit<AuditEntry, "id" | "at">;
 
@@ -71,7 +93,13 @@ export interface AuditLog {
 
 export function createAuditLog(
   redis: RedisClient,
-  opts: { retentionDays: number; now?: () => number; prefix?: string },
+  opts: {
+    retentionDays: number;
+    /** Entries one project's log keeps: past it the oldest go, from the whole log too. */
+    maxPerProject?: number;
+    now?: () => number;
+    prefix?: string;
+  },
 ): AuditLog {
   const now = opts.now ?? Date.now;
   const prefix = opts.prefix ?? KEY_STORE_PREFIX;
@@ -79,6 +107,15 @@ export function createAuditLog(
   const ofProject = (project: string) => `${prefix}:audit:${project}`;
   const horizon = () => now() - opts.retentionDays * DAY_MS;
   const prune = (key: string) => redis.zremrangebyscore(key, "-inf", `(${horizon()}`);
+
+  /** Drops a project's oldest entries past `max`: from its set, then from the whole log. */
+  async function trim(key: string, max: number) {
+    const over = await redis.zrange(key, 0, -(max + 1));
+    if (over.length === 0) return;
+    // The whole log first: an entry still in its project's set is found again by the next trim.
+    await redis.zrem(all, ...over);
+    await redis.zrem(key, ...over);
+  }
 
   return {
     keys: { all, ofProject },
@@ -93,6 +130,9 @@ export function createAuditLog(
       // Different Cluster slots: sent together, not as one MULTI.
       await Promise.all(keys.map((key) => redis.zadd(key, t, member)));
       await Promise.all(keys.map(prune));
+      if (input.project !== null && opts.maxPerProject !== undefined) {
+        await trim(ofProject(input.project), opts.maxPerProject);
+      }
       return entry;
     },
 

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ruleMetricSchema, ruleSchema } from "../alerts/rule.js";
 import { WINDOW_LENGTHS } from "../providers/window.js";
-import { auditEntry } from "./audit.js";
+import { auditView } from "./audit.js";
 
 // The control plane's shapes, one zod schema each: the HTTP routes validate bodies with them, the
 // service's answers are typed from them, and the OpenAPI document is generated from them.
@@ -33,11 +33,17 @@ export const createKeyBody = z.strictObject({
   scope: z.enum(["report", "read", "manage"]).default("report"),
 });
 
+/** The longest a rotated-out secret keeps working: 30 days, over HTTP and from the CLI alike. */
 export const MAX_OVERLAP_S = 30 * 86_400;
 
 export const rotateKeyBody = z.strictObject({
   /** How long the old secret keeps working; 0: refused at once. */
-  expires_in_s: z.number().int().min(0).max(MAX_OVERLAP_S).default(86_400),
+  expires_in_s: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_OVERLAP_S, `at most ${MAX_OVERLAP_S} s (30 days)`)
+    .default(86_400),
 });
 
 const filter = z.string().min(1).max(256).nullable().optional();
@@ -117,7 +123,8 @@ export const auditQuery = z.strictObject({
 });
 
 export const auditPage = z.object({
-  items: z.array(auditEntry),
+  /** A manage key's view names the operator's actions "operator" only (audit.ts, tenantView). */
+  items: z.array(auditView),
   next_cursor: z.string().nullable(),
 });
 

@@ -4,14 +4,15 @@ import { TEST_EVENT_TYPE, testEvent, webhookPayload } from "../alerts/alert-even
 import { createDestinationPolicy, DestinationRefusedError } from "../alerts/destination-policy.js";
 import { createGuardedFetch } from "../alerts/guarded-fetch.js";
 import { type AlertRule, RuleError, type RuleInput } from "../alerts/rule.js";
-import { createRuleStore, type RuleStore } from "../alerts/rule-store.js";
+import { createRuleStore, RuleCapError, type RuleStore } from "../alerts/rule-store.js";
 import { sendWebhook } from "../alerts/webhook-sender.js";
-import type { Config, Plan } from "../config.js";
+import { type Config, capsOf, type Plan, type PlanCaps } from "../config.js";
 import { HttpError } from "../http/errors.js";
 import { KEY_PREFIX, type Scope } from "../keys/key-format.js";
 import {
   ADMIN_PROJECT,
   createKeyStore,
+  KeyCapError,
   type KeyInfo,
   type KeyLookup,
   type KeyStore,
@@ -21,20 +22,21 @@ import {
 } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
 import {
-  type AuditEntry,
   type AuditInput,
   type AuditLog,
-  type AuditRead,
+  type AuditView,
   createAuditLog,
+  tenantView,
 } from "./audit.js";
-import type {
-  createdKey,
-  createdRule,
-  KeyView,
-  ProjectView,
-  rotatedKey,
-  ruleBody,
-  testSent,
+import {
+  type createdKey,
+  type createdRule,
+  type KeyView,
+  type ProjectView,
+  type rotatedKey,
+  type ruleBody,
+  rotateKeyBody,
+  type testSent,
 } from "./schemas.js";
 
 // Every management action, once: the CLI (`headroom keys|alerts …`) and the control plane's HTTP
@@ -68,6 +70,7 @@ export type ControlConfig = Pick<
   | "ALERTS_WEBHOOK_ALLOW"
   | "ALERTS_WEBHOOK_TIMEOUT_MS"
   | "AUDIT_RETENTION_DAYS"
+  | "AUDIT_MAX_ENTRIES_PER_PROJECT"
 >;
 
 type Overrides = Partial<Plan>;
@@ -147,21 +150,37 @@ export interface Control {
   removeRule(p: Principal, id: string): Promise<{ id: string; removed: true }>;
   /** Sends a signed test event to the rule's webhook, as the alerts worker would. */
   testRule(p: Principal, id: string): Promise<z.infer<typeof testSent>>;
-  /** The audit log, newest first: an admin's of every project (or one), a manage key's own. */
-  readAudit(p: Principal, q: Parameters<AuditLog["read"]>[0]): Promise<AuditRead[]>;
+  /**
+   * The audit log, newest first: an admin's of every project (or one), whole; a manage key's of
+   * its own project, the operator's actions as "operator" (tenantView).
+   */
+  readAudit(
+    p: Principal,
+    q: Parameters<AuditLog["read"]>[0],
+  ): Promise<{ t: number; entry: AuditView }[]>;
 }
 
 export function createControl(
-  redis: RedisClient,
+  /** null only with `opts.stores`. */
+  redis: RedisClient | null,
   config: ControlConfig,
-  opts: { now?: () => number } = {},
+  opts: {
+    now?: () => number;
+    /** The stores, when not those of `redis` (unit tests give their own). */
+    stores?: { keys: KeyStore; rules: RuleStore; audit: AuditLog };
+  } = {},
 ): Control {
-  const keys = createKeyStore(redis, undefined, { now: opts.now });
-  const rules = createRuleStore(redis, config.QUEUE_PREFIX);
-  const audit = createAuditLog(redis, {
-    retentionDays: config.AUDIT_RETENTION_DAYS,
-    now: opts.now,
-  });
+  const stores = opts.stores;
+  if (!stores && redis === null) throw new Error("createControl: a Redis, or stores");
+  const keys = stores?.keys ?? createKeyStore(redis as RedisClient, undefined, { now: opts.now });
+  const rules = stores?.rules ?? createRuleStore(redis as RedisClient, config.QUEUE_PREFIX);
+  const audit =
+    stores?.audit ??
+    createAuditLog(redis as RedisClient, {
+      retentionDays: config.AUDIT_RETENTION_DAYS,
+      maxPerProject: config.AUDIT_MAX_ENTRIES_PER_PROJECT,
+      now: opts.now,
+    });
 
   const isAdmin = (p: Principal) => p.kind === "cli" || p.key.scope === "admin";
 
@@ -208,12 +227,26 @@ export function createControl(
     }
   }
 
-  /** The key store's refusals (a bad project id, a bad override) as the contract's 400. */
+  /** What a project on `plan` may hold; an unknown plan's are the defaults. */
+  const capsFor = (plan: string): PlanCaps =>
+    capsOf(Object.hasOwn(config.PLANS, plan) ? config.PLANS[plan] : undefined);
+
+  /** A cap reached, as a 409 that names it (`limit`: the cap). */
+  const atCap = (what: string, project: string, max: number) =>
+    new HttpError(
+      "conflict",
+      `project ${project} has ${max} ${what}, its plan's cap: remove one first, or ask for a plan with more`,
+      { body: { limit: max, remaining: 0 } },
+    );
+
+  /** The stores' refusals: a bad project id or override as the contract's 400, a cap as 409. */
   async function store<T>(run: () => Promise<T>): Promise<T> {
     try {
       return await run();
     } catch (err) {
       if (err instanceof KeyStoreError || err instanceof RuleError) throw invalid(err.message);
+      if (err instanceof KeyCapError) throw atCap("keys not revoked", err.projectId, err.max);
+      if (err instanceof RuleCapError) throw atCap("alert rules", err.project, err.max);
       throw err;
     }
   }
@@ -358,11 +391,13 @@ export function createControl(
         if (opts.plan !== undefined) throw invalid("a key's plan is its project's");
         before = await existingProject(project);
       }
+      const plan = opts.plan ?? before?.plan ?? config.DEFAULT_PLAN;
       const k = await store(() =>
         keys.create(project, {
           plan: opts.plan,
           defaultPlan: config.DEFAULT_PLAN,
           scope: opts.scope,
+          max: capsFor(plan).keys,
         }),
       );
       await auditProjectChange(p, before, await keys.getProject(project));
@@ -381,8 +416,9 @@ export function createControl(
       requireAdmin(p, "importing a key");
       if (plan !== undefined) checkPlan(plan);
       const before = await keys.getProject(project);
+      const max = capsFor(plan ?? before?.plan ?? config.DEFAULT_PLAN).keys;
       const k = await store(() =>
-        keys.import(project, key, { plan, defaultPlan: config.DEFAULT_PLAN }),
+        keys.import(project, key, { plan, defaultPlan: config.DEFAULT_PLAN, max }),
       );
       await auditProjectChange(p, before, await keys.getProject(project));
       await write(p, {
@@ -411,9 +447,14 @@ export function createControl(
       keyId: string,
       expiresInS: number,
     ): Promise<z.infer<typeof rotatedKey>> {
+      // The HTTP body's own bound, for the CLI too: one schema, whoever asks.
+      const overlap = rotateKeyBody.shape.expires_in_s.safeParse(expiresInS);
+      if (!overlap.success) {
+        throw invalid(`expires_in_s: ${overlap.error.issues[0]?.message ?? "out of range"}`);
+      }
       const info = await visibleKey(p, keyId);
       if (info.revoked) throw new HttpError("conflict", `key ${keyId} is revoked`);
-      const r = await keys.rotate(keyId, expiresInS);
+      const r = await keys.rotate(keyId, overlap.data);
       if (!r) throw new HttpError("conflict", `key ${keyId} is revoked`);
       await write(p, {
         action: "key.rotate",
@@ -447,10 +488,12 @@ export function createControl(
       body: z.input<typeof ruleBody>,
     ): Promise<z.infer<typeof createdRule>> {
       requireProject(p, project);
-      if (p.kind === "key") await existingProject(project);
+      const owner =
+        p.kind === "key" ? await existingProject(project) : await keys.getProject(project);
       const input: RuleInput = { ...body, project };
       await store(async () => checkDestination(project, body.webhook));
-      const { rule, secret } = await store(() => rules.create(input));
+      const max = capsFor(owner?.plan ?? config.DEFAULT_PLAN).alert_rules;
+      const { rule, secret } = await store(() => rules.create(input, { max }));
       await write(p, {
         action: "alert_rule.create",
         project: rule.project,
@@ -530,16 +573,15 @@ export function createControl(
     async readAudit(
       p: Principal,
       q: { project?: string; limit: number; after?: { t: number; id: string } },
-    ): Promise<{ t: number; entry: AuditEntry }[]> {
+    ): Promise<{ t: number; entry: AuditView }[]> {
       checkManagement(p);
-      let project = q.project;
-      if (!isAdmin(p) && p.kind === "key") {
-        if (project !== undefined && project !== p.key.projectId) {
-          throw forbidden(`this key manages project ${p.key.projectId} only`);
-        }
-        project = p.key.projectId;
+      if (isAdmin(p) || p.kind !== "key") return audit.read(q);
+      if (q.project !== undefined && q.project !== p.key.projectId) {
+        throw forbidden(`this key manages project ${p.key.projectId} only`);
       }
-      return audit.read({ ...q, project });
+      // A tenant's view: the operator's actions say "operator", nothing of who or where.
+      const rows = await audit.read({ ...q, project: p.key.projectId });
+      return rows.map((r) => ({ t: r.t, entry: tenantView(r.entry) }));
     },
   };
 }

@@ -82,6 +82,17 @@ export class KeyStoreError extends Error {
   override name = "KeyStoreError";
 }
 
+/** A project's keys not revoked are at its cap: no key is made. */
+export class KeyCapError extends Error {
+  override name = "KeyCapError";
+  constructor(
+    readonly projectId: string,
+    readonly max: number,
+  ) {
+    super(`project ${projectId} has ${max} keys not revoked, its cap`);
+  }
+}
+
 const PROJECT_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
 /** Where projects and keys live, whatever the queue prefix. */
@@ -111,17 +122,23 @@ export type RotatedKey = KeyInfo & {
 
 /** The keys and projects in Redis (createKeyStore); what the CLI, the control API and the edge use. */
 export interface KeyStore {
-  /** Creates a key for a project (creating the project if needed); the plaintext is returned once. */
+  /**
+   * Creates a key for a project (creating the project if needed); the plaintext is returned once.
+   * With `max`, refused (KeyCapError) when the project has that many keys not revoked: counted
+   * and made under the project's lock, so keys made at once never pass the cap together.
+   */
   create(
     projectId: string,
-    opts: { plan?: string; defaultPlan: string; scope?: Scope },
+    opts: { plan?: string; defaultPlan: string; scope?: Scope; max?: number },
   ): Promise<NewKey>;
-  /** Registers an existing key (any well-formed format) for a project. */
+  /** Registers an existing key (any well-formed format) for a project; `max` as for `create`. */
   import(
     projectId: string,
     key: string,
-    opts: { plan?: string; defaultPlan: string },
+    opts: { plan?: string; defaultPlan: string; max?: number },
   ): Promise<StoredKey>;
+  /** The project's keys not revoked. */
+  countLive(projectId: string): Promise<number>;
   /** An operator's key, of no project; the plaintext is returned once. */
   createAdmin(): Promise<NewKey>;
   /** The key with this id (its current secret), or null. */
@@ -231,6 +248,27 @@ export function createKeyStore(
     }
   }
 
+  /** The project's keys not revoked: one pipeline per step, whatever their number. */
+  async function countLive(projectId: string): Promise<number> {
+    const ids = await redis.smembers(k.projectKeys(projectId));
+    if (ids.length === 0) return 0;
+    const hashes = await Promise.all(ids.map((id) => redis.get(k.keyId(id))));
+    const fields = await Promise.all(
+      hashes.map((h) => (h === null ? [null, null] : redis.hmget(k.key(h), "key_id", "revoked"))),
+    );
+    return fields.filter(([id, revoked]) => id !== null && revoked !== "1").length;
+  }
+
+  /** Runs `make` under the project's lock when a cap is given, refused at the cap. */
+  function withinCap<T>(projectId: string, max: number | undefined, make: () => Promise<T>) {
+    if (max === undefined) return make();
+    // A lock of its own name: no key id starts with "project:".
+    return underKeyLock(`project:${projectId}`, async () => {
+      if ((await countLive(projectId)) >= max) throw new KeyCapError(projectId, max);
+      return make();
+    });
+  }
+
   async function ensureProject(projectId: string, plan: string | undefined, defaultPlan: string) {
     checkProjectId(projectId);
     const created = await redis.hsetnx(k.project(projectId), "plan", plan ?? defaultPlan);
@@ -308,24 +346,39 @@ export function createKeyStore(
 
   return {
     /** Creates a key for a project (creating the project if needed); the plaintext is returned once. */
-    async create(projectId: string, opts: { plan?: string; defaultPlan: string; scope?: Scope }) {
+    async create(
+      projectId: string,
+      opts: { plan?: string; defaultPlan: string; scope?: Scope; max?: number },
+    ) {
       const scope = opts.scope ?? "report";
       if (scope === "admin") throw new KeyStoreError("an admin key is made with createAdmin");
-      await ensureProject(projectId, opts.plan, opts.defaultPlan);
-      const key = generateKey(scope);
-      const info = await store(key, projectId, scope);
-      const project = await getProject(projectId);
-      return { key, ...info, plan: project?.plan ?? opts.defaultPlan };
+      checkProjectId(projectId);
+      return withinCap(projectId, opts.max, async () => {
+        await ensureProject(projectId, opts.plan, opts.defaultPlan);
+        const key = generateKey(scope);
+        const info = await store(key, projectId, scope);
+        const project = await getProject(projectId);
+        return { key, ...info, plan: project?.plan ?? opts.defaultPlan };
+      });
     },
 
-    /** Registers an existing key (any well-formed format) for a project. */
-    async import(projectId: string, key: string, opts: { plan?: string; defaultPlan: string }) {
+    /** Registers an existing key (any well-formed format) for a project; `max` as for `create`. */
+    async import(
+      projectId: string,
+      key: string,
+      opts: { plan?: string; defaultPlan: string; max?: number },
+    ) {
       if (!isWellFormedKey(key)) throw new KeyStoreError("the key is not well formed");
-      await ensureProject(projectId, opts.plan, opts.defaultPlan);
-      const info = await store(key, projectId, "report");
-      const project = await getProject(projectId);
-      return { ...info, plan: project?.plan ?? opts.defaultPlan };
+      checkProjectId(projectId);
+      return withinCap(projectId, opts.max, async () => {
+        await ensureProject(projectId, opts.plan, opts.defaultPlan);
+        const info = await store(key, projectId, "report");
+        const project = await getProject(projectId);
+        return { ...info, plan: project?.plan ?? opts.defaultPlan };
+      });
     },
+
+    countLive,
 
     /** An operator's key, of no project; the plaintext is returned once. */
     async createAdmin() {

@@ -63,6 +63,9 @@ export async function startControlStack(
     // A revoked key is refused many times from one address in the matrix: 401, never 429.
     AUTH_FAILURES_PER_IP: "1000000",
     READ_BURST: "1000000",
+    // The matrices write more than a minute's limit with one key: control.limits sets its own.
+    CONTROL_WRITES_PER_MIN_PER_KEY: "1000000",
+    CONTROL_WRITES_PER_MIN_PER_PROJECT: "1000000",
     ...env,
   });
   const logs: string[] = [];

@@ -1,12 +1,16 @@
+import { hostname, userInfo } from "node:os";
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type AuditEntry, createAuditLog } from "../../src/control/audit.js";
+import { type ControlStack, startControlStack } from "../helpers/control-stack.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
 
 // The audit log in a real Redis: pages, newest first by (time, id), give every entry exactly
 // once whatever the page size, entries of one millisecond included; entries older than the
-// retention are gone. A clock is injected: no waiting.
+// retention are gone; a project's log keeps its newest AUDIT_MAX_ENTRIES_PER_PROJECT. A clock is
+// injected: no waiting. Through the control plane: a tenant's view of its log names the
+// operator's actions "operator", nothing of who or where; the operator's view is whole.
 
 let redis: Redis;
 
@@ -85,5 +89,106 @@ describe("audit log", () => {
     expect(await redis.zcard(`${prefix}:audit:p`)).toBe(1);
     expect(old.id).not.toBe(newer.id);
     await redis.del(`${prefix}:audit`, `${prefix}:audit:p`);
+  });
+
+  it("a project's log keeps its newest entries past its bound, in the whole log too", async () => {
+    const prefix = `t-audit-${uniqueId()}`;
+    let t = Date.now();
+    const log = createAuditLog(redis, {
+      retentionDays: 365,
+      maxPerProject: 10,
+      now: () => t,
+      prefix,
+    });
+    const other = await log.write({ ...entry(0), project: "q" });
+    const written: AuditEntry[] = [];
+    for (let i = 1; i <= 25; i++) {
+      t += 1;
+      written.push(await log.write(entry(i)));
+    }
+    const ofProject = await log.read({ project: "p", limit: 100 });
+    expect(ofProject.map((r) => r.entry.id)).toEqual(
+      written
+        .slice(-10)
+        .reverse()
+        .map((e) => e.id),
+    );
+    // The whole log: the project's newest 10, and another project's entry kept.
+    const whole = await log.read({ limit: 100 });
+    expect(whole.map((r) => r.entry.id)).toEqual([
+      ...written
+        .slice(-10)
+        .reverse()
+        .map((e) => e.id),
+      other.id,
+    ]);
+    await redis.del(`${prefix}:audit`, `${prefix}:audit:p`, `${prefix}:audit:q`);
+  });
+});
+
+describe("a tenant's view of its audit log", () => {
+  let s: ControlStack;
+
+  beforeAll(async () => {
+    s = await startControlStack(8);
+  }, 120_000);
+
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it("names the operator's actions \"operator\" only; its own keys' by key id and address", async () => {
+    const project = `c-${s.tag}`;
+    // The operator: the CLI (its OS user, its host) and an admin key over HTTP (its id, address).
+    await s.control.createProject(s.cli, { project });
+    const manage = await s.control.createKey(s.cli, project, { scope: "manage" });
+    const admin = await s.control.createKey(s.cli, null, { scope: "admin" });
+    const byAdmin = await s.call("POST", `/api/v1/projects/${project}/keys`, admin.key, {});
+    expect(byAdmin.statusCode, byAdmin.body).toBe(201);
+    // The tenant's own key.
+    const byTenant = await s.call("POST", `/api/v1/projects/${project}/keys`, manage.key, {});
+    expect(byTenant.statusCode, byTenant.body).toBe(201);
+
+    const seen = await s.call("GET", "/api/v1/audit?limit=500", manage.key);
+    expect(seen.statusCode, seen.body).toBe(200);
+    const items = seen.json().items as AuditEntry[];
+    expect(items).toHaveLength(4);
+    const own = items.filter((e) => e.actor.kind === "manage");
+    expect(own).toEqual([
+      expect.objectContaining({
+        actor: { key_id: manage.key_id, kind: "manage" },
+        source: "127.0.0.1",
+        target: byTenant.json().key_id,
+      }),
+    ]);
+    const operator = items.filter((e) => e.actor.kind !== "manage");
+    expect(operator).toHaveLength(3);
+    for (const e of operator) {
+      expect(e.actor).toEqual({ key_id: null, kind: "operator" });
+      expect(e.source).toBeNull();
+    }
+    // Nothing of who the operator is or where it acted from, anywhere in the answer.
+    let user = "";
+    try {
+      user = userInfo().username;
+    } catch {}
+    expect(seen.body).not.toContain(admin.key_id);
+    expect(seen.body).not.toContain(`"user"`);
+    expect(seen.body).not.toContain(hostname());
+    if (user) expect(seen.body).not.toContain(`"${user}"`);
+
+    // The operator's view of the same log is whole.
+    const whole = await s.call("GET", `/api/v1/audit?project=${project}&limit=500`, admin.key);
+    const full = whole.json().items as AuditEntry[];
+    expect(full.map((e) => e.id)).toEqual(items.map((e) => e.id));
+    expect(full.filter((e) => e.actor.kind === "cli")).toHaveLength(2);
+    for (const e of full.filter((e) => e.actor.kind === "cli")) {
+      expect(e.actor.user).toBeTruthy();
+      expect(e.source).toBe(hostname());
+    }
+    expect(full.find((e) => e.actor.kind === "admin")).toMatchObject({
+      actor: { key_id: admin.key_id, kind: "admin" },
+      source: "127.0.0.1",
+    });
   });
 });

@@ -172,4 +172,33 @@ describe("rotation", () => {
       { timeoutMs: KEY_CACHE_TTL_MS + 2_000, intervalMs: 25 },
     );
   });
+
+  it("an overlap past 30 days (2592000 s) is refused, over HTTP and from the CLI alike", async () => {
+    const old = await newKey();
+    const admin = (await s.control.createKey(s.cli, null, { scope: "admin" })).key;
+    const rotate = (expires_in_s: number) =>
+      s.call("POST", `/api/v1/keys/${old.keyId}/rotate`, admin, { expires_in_s });
+    const before = (await s.control.listKeys(s.cli, project)).find((k) => k.key_id === old.keyId);
+
+    const over = await rotate(2_592_001);
+    expect(over.statusCode, over.body).toBe(400);
+    expect(over.json().error).toBe("invalid_body");
+    const cliOver = await s.headroom(["keys", "rotate", old.keyId, "--expires-in", "2592001s"]);
+    expect(cliOver.code).not.toBe(0);
+    expect(cliOver.stderr).toContain("2592000");
+    const cliDays = await s.headroom(["keys", "rotate", old.keyId, "--expires-in", "31d"]);
+    expect(cliDays.code).not.toBe(0);
+    // Neither rotated: the key's secret is the one it had, still the only one working.
+    const after = (await s.control.listKeys(s.cli, project)).find((k) => k.key_id === old.keyId);
+    expect(after?.rotated_at).toBe(before?.rotated_at);
+    expect(await statuses(old.key)).toEqual([200, 200]);
+
+    // The bound itself is allowed, by both.
+    const at = await rotate(2_592_000);
+    expect(at.statusCode, at.body).toBe(200);
+    const end = Date.parse(at.json().old_key_expires_at) - Date.parse(at.json().rotated_at);
+    expect(end).toBe(2_592_000_000);
+    const cliAt = await s.headroom(["keys", "rotate", old.keyId, "--expires-in", "30d", "--json"]);
+    expect(cliAt.code, cliAt.stderr).toBe(0);
+  }, 60_000);
 });

@@ -69,10 +69,44 @@ export interface IdempotentRequest {
 /** Runs a request once per (credential, Idempotency-Key); `replayed` says it ran before. */
 export type Idempotent = (req: IdempotentRequest) => Promise<Answer & { replayed: boolean }>;
 
+/** Where the records live: what idempotency needs of Redis, and no more. */
+export interface IdempotencyRecords {
+  /** Takes `key` if nobody holds it (SET NX EX): true when taken. */
+  take(key: string, value: string, ttlS: number): Promise<boolean>;
+  get(key: string): Promise<string | null>;
+  put(key: string, value: string, ttlS: number): Promise<void>;
+  free(key: string): Promise<void>;
+  /** One more in `counter`, whose life (`ttlS`) starts at its first count: the count now. */
+  count(counter: string, ttlS: number): Promise<number>;
+  /** Seconds `counter` lives on. */
+  ttl(counter: string): Promise<number>;
+}
+
+export function redisIdempotencyRecords(redis: RedisClient): IdempotencyRecords {
+  return {
+    take: async (key, value, ttlS) => (await redis.set(key, value, "EX", ttlS, "NX")) !== null,
+    get: (key) => redis.get(key),
+    put: async (key, value, ttlS) => {
+      await redis.set(key, value, "EX", ttlS);
+    },
+    free: async (key) => {
+      await redis.del(key);
+    },
+    count: async (counter, ttlS) => {
+      const [[, made]] = (await redis.multi().incr(counter).expire(counter, ttlS, "NX").exec()) as [
+        [Error | null, number],
+      ];
+      return made;
+    },
+    ttl: (counter) => redis.ttl(counter),
+  };
+}
+
 export function createIdempotency(
-  redis: RedisClient,
+  redis: RedisClient | IdempotencyRecords,
   opts: { waitMs?: number; maxRecords?: number } = {},
 ): Idempotent {
+  const records = "take" in redis ? redis : redisIdempotencyRecords(redis);
   const waitMs = opts.waitMs ?? WAIT_MS;
   const maxRecords = opts.maxRecords ?? MAX_RECORDS_PER_CREDENTIAL;
 
@@ -139,18 +173,16 @@ export function createIdempotency(
     ).toString("hex");
     const secret = sha256(`headroom-idempotency\0${opts.credentialSecret}\0${header}`);
 
-    const taken = await redis.set(
+    const taken = await records.take(
       key,
       JSON.stringify({ state: "pending", fp } satisfies Pending),
-      "EX",
       PENDING_TTL_S,
-      "NX",
     );
-    if (taken !== null) await count(opts.credentialId, key);
-    if (taken === null) {
+    if (taken) await count(opts.credentialId, key);
+    if (!taken) {
       const deadline = Date.now() + waitMs;
       for (;;) {
-        const r = parse(await redis.get(key));
+        const r = parse(await records.get(key));
         if (r === null) break; // freed by a failure: this request runs it
         if (r.fp !== fp) throw reused();
         if (r.state === "done") {
@@ -180,7 +212,7 @@ export function createIdempotency(
         answer = { status: (err as HttpError).status, body: refusal };
         await store(key, fp, secret, answer);
       } else {
-        await redis.del(key).catch(() => undefined);
+        await records.free(key).catch(() => undefined);
       }
       throw err;
     }
@@ -191,22 +223,18 @@ export function createIdempotency(
   /** Counts a new record against its credential's day; past the bound, the record is let go. */
   async function count(credentialId: string, key: string) {
     const counter = `${KEY_STORE_PREFIX}:idempotency-count:${credentialId}`;
-    const [[, made]] = (await redis
-      .multi()
-      .incr(counter)
-      .expire(counter, IDEMPOTENCY_TTL_S, "NX")
-      .exec()) as [[Error | null, number]];
+    const made = await records.count(counter, IDEMPOTENCY_TTL_S);
     if (made <= maxRecords) return;
-    await redis.del(key);
+    await records.free(key);
     throw new HttpError(
       "rate_limited",
       `this key made ${maxRecords} Idempotency-Key records in 24 h; retry later, or send the request without one`,
-      { headers: { "retry-after": Math.max(1, await redis.ttl(counter)) } },
+      { headers: { "retry-after": Math.max(1, await records.ttl(counter)) } },
     );
   }
 
   async function store(key: string, fp: string, secret: Buffer, answer: Answer) {
     const done: Done = { state: "done", fp, status: answer.status, ...seal(secret, answer) };
-    await redis.set(key, JSON.stringify(done), "EX", IDEMPOTENCY_TTL_S);
+    await records.put(key, JSON.stringify(done), IDEMPOTENCY_TTL_S);
   }
 }

@@ -102,10 +102,15 @@ function op(o: Op) {
       "404": error("not_found: no such project, key or rule (or not one this key manages)"),
       ...(o.post
         ? {
-            "409": error("conflict, or idempotency_in_progress"),
+            "409": error(
+              "conflict (exists, revoked, or the project is at its plan's cap: `limit`), or idempotency_in_progress",
+            ),
             "422": error("idempotency_key_reused"),
           }
         : {}),
+      "429": error(
+        "rate_limited: too many failed authentications, or a write past its key's or project's writes a minute (Retry-After)",
+      ),
       "503": error("unavailable"),
     },
   };

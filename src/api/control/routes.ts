@@ -15,19 +15,23 @@ import { HttpError } from "../../http/errors.js";
 import { requireScope } from "../../http/scope.js";
 import type { LookupKey } from "../../keys/key-cache.js";
 import type { KeyLookup } from "../../keys/key-store.js";
+import type { ControlWriteLimits } from "../../limits/control-writes.js";
 import { decodeCursor, page } from "../cursor.js";
 import type { Answer, Idempotent } from "./idempotency.js";
 
 // The control plane over HTTP (docs/control-plane.md): each route checks its body against the
 // schema the OpenAPI document is made from and calls the service (src/control/), which decides
 // who may do what and writes the audit log. Management keys only (admin, manage); every POST
-// takes an Idempotency-Key.
+// takes an Idempotency-Key; every write (POST, PUT, DELETE) counts against its key's and its
+// project's rate (src/limits/control-writes.ts).
 
 export interface ControlRoutesDeps {
   control: Control;
   lookupKey: LookupKey;
   limits: AuthFailureLimits;
   idempotent: Idempotent;
+  /** Writes per minute per key and per project (429 past them). */
+  writeLimits: ControlWriteLimits;
 }
 
 export const MANAGEMENT = ["admin", "manage"] as const;
@@ -64,6 +68,8 @@ const plugin: FastifyPluginAsync<ControlRoutesDeps> = async (app, deps) => {
     const lookup = await authenticate(req);
     requireScope(lookup, MANAGEMENT);
     req.project = lookup;
+    // Every write counts, before its body is read and before its Idempotency-Key is taken.
+    if (req.method !== "GET" && req.method !== "HEAD") await deps.writeLimits.take(lookup);
   });
 
   /** A POST: run once per Idempotency-Key, the answer replayed to retries. */
