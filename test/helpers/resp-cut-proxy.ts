@@ -123,6 +123,8 @@ export async function startRespCutProxy(targetPort: number, targetHost = "127.0.
     arm(match: Arm["match"], nth: number, mode: CutMode): void {
       arm = { match, nth, mode, seen: 0 };
     },
+    /** Which command was cut (or is held) so far, without disarming. */
+    cut: (): string | null => arm?.cut ?? null,
     /** Passes on what `hold` kept, and everything after it. */
     release(): void {
       for (const release of [...releases]) release();

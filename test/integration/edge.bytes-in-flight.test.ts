@@ -146,11 +146,13 @@ describe("EDGE_MAX_BYTES_IN_FLIGHT", () => {
       socket.on("error", () => {});
       await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
       socket.write(request + request);
-      // Both bodies held, neither answered (their job waits in the proxy).
+      // The job's add waits in the proxy, so neither is answered; both bodies are held.
+      await eventually(() => expect(proxy.cut(), "the job's add is held").not.toBeNull(), {
+        timeoutMs: 10_000,
+      });
       await eventually(async () => expect(await inFlight()).toBe(2 * Buffer.byteLength(body)), {
         timeoutMs: 10_000,
       });
-      expect(proxy.disarm().cut, "the job's add is held").not.toBeNull();
       socket.resetAndDestroy();
       // Given back while the answers are still being made: the queued one's by its socket.
       await eventually(async () => expect(await inFlight()).toBe(0), { timeoutMs: 10_000 });
