@@ -1,5 +1,6 @@
-import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
+import { Cluster, type ClusterOptions, type Redis, type RedisOptions } from "ioredis";
 import { REDIS_ACK_TIMEOUT_MAX_MS } from "../config.js";
+import { ReadyGuardedRedis } from "./ready-guard.js";
 import { RevivingRedis } from "./reviving-client.js";
 import type { RedisTopology } from "./topology.js";
 
@@ -67,7 +68,8 @@ const CLUSTER_ROLE: Record<"producer" | "worker" | "cli", ClusterOptions> = {
 function build(topology: RedisTopology, role: keyof typeof CLUSTER_ROLE, options: RedisOptions) {
   switch (topology.kind) {
     case "standalone":
-      return new Redis(topology.url, options);
+      // A handshake that never ends is made again (ready-guard.ts).
+      return new ReadyGuardedRedis(topology.url, options);
     case "sentinel": {
       const { auth } = topology;
       return new RevivingRedis({

@@ -1,15 +1,17 @@
-import { Redis, type RedisOptions } from "ioredis";
+import type { Redis, RedisOptions } from "ioredis";
+import { ReadyGuardedRedis } from "./ready-guard.js";
 
 // ioredis ends a Sentinel client for good when a failover is announced while the client is
 // reconnecting: its failover detector closes the connector under connect(), the rejected connect
 // sets the status to "end" without asking retryStrategy, and every later command fails with
 // "Connection is closed" (redis/ioredis#1683). Seen here as a worker that never stored again
 // after a Sentinel failover. A client that ioredis ended, not its owner, connects again, with a
-// backoff; its duplicates (BullMQ's blocking connections) are made the same way.
+// backoff; its duplicates (BullMQ's blocking connections) are made the same way. Its handshake
+// is bounded as every client's is (ready-guard.ts).
 
 const BACKOFF_MS = [100, 200, 500, 1_000, 2_000];
 
-export class RevivingRedis extends Redis {
+export class RevivingRedis extends ReadyGuardedRedis {
   #closedByOwner = false;
   #attempts = 0;
   #timer: NodeJS.Timeout | null = null;

@@ -1,9 +1,4 @@
-import {
-  isRateLimitHeader,
-  MAX_HEADER_NAME_LENGTH as MAX_HEADER_NAME,
-  MAX_HEADER_VALUE_LENGTH as MAX_HEADER_VALUE,
-  MAX_KEPT_HEADERS,
-} from "../providers/keep-headers.js";
+import { isRateLimitHeader } from "../providers/keep-headers.js";
 
 // What the provider said, as a report may carry it (docs/report-api.md): `headers`, the provider
 // response's headers, and `error`, its JSON error body. Both are read at the edge, before the
@@ -16,8 +11,12 @@ import {
 // - error: any JSON value, bounded in depth and size; one over a bound is stored as null with a
 //   warning.
 
-// The header bounds are the allowlist's own (providers/keep-headers.ts).
-export { MAX_HEADER_NAME, MAX_HEADER_VALUE, MAX_KEPT_HEADERS };
+/** At most this many rate-limit headers are kept. */
+export const MAX_KEPT_HEADERS = 64;
+/** A kept header's name is at most this long. */
+export const MAX_HEADER_NAME = 128;
+/** A kept header's value is at most this long (joined values of one name count as one). */
+export const MAX_HEADER_VALUE = 512;
 /** The deepest error body stored: objects and arrays nested in one another. */
 export const MAX_ERROR_DEPTH = 16;
 /** The largest error body stored, as compact JSON, in UTF-16 units (bounds its UTF-8 bytes ×3). */

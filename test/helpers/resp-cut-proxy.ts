@@ -5,9 +5,11 @@ import { connect, createServer, type Socket } from "node:net";
 // cuts the connection at the nth command a predicate picks out: `before` closes it without
 // forwarding that command (Redis never applies it), `after` forwards it, waits until Redis
 // answered (a PING of the proxy's own, answered after it), and closes it without passing the
-// answer on (Redis applied it, the client never learns). Everything else passes unchanged.
+// answer on (Redis applied it, the client never learns); `hold` keeps that command and every
+// later one of its connection, unanswered and open, until release(). Everything else passes
+// unchanged.
 
-export type CutMode = "before" | "after";
+export type CutMode = "before" | "after" | "hold";
 
 interface Arm {
   match: (args: string[]) => boolean;
@@ -49,12 +51,15 @@ function parseCommands(buf: Buffer): { args: string[]; bytes: number }[] {
 export async function startRespCutProxy(targetPort: number, targetHost = "127.0.0.1") {
   const sockets = new Set<Socket>();
   let arm: Arm | null = null;
+  /** What passes the held connections' commands on. */
+  const releases = new Set<() => void>();
   const proxy = createServer((client) => {
     const server = connect(targetPort, targetHost);
     sockets.add(client);
     sockets.add(server);
     let pending: Buffer = Buffer.alloc(0);
     let muted = false;
+    let holding = false;
     const close = () => {
       client.destroy();
       server.destroy();
@@ -64,11 +69,25 @@ export async function startRespCutProxy(targetPort: number, targetHost = "127.0.
     client.on("data", (d: Buffer) => {
       if (muted) return;
       pending = pending.length === 0 ? d : Buffer.concat([pending, d]);
+      if (holding) return;
       let forward = 0;
       for (const cmd of parseCommands(pending)) {
         const a = arm;
         if (a && a.cut === undefined && a.match(cmd.args) && ++a.seen === a.nth) {
           a.cut = cmd.args.slice(0, 2).join(" ").replace(/\s+/g, " ").slice(0, 60);
+          if (a.mode === "hold") {
+            server.write(pending.subarray(0, forward));
+            pending = pending.subarray(forward);
+            holding = true;
+            const release = () => {
+              releases.delete(release);
+              holding = false;
+              server.write(pending);
+              pending = Buffer.alloc(0);
+            };
+            releases.add(release);
+            return;
+          }
           if (a.mode === "after") forward += cmd.bytes;
           server.write(pending.subarray(0, forward));
           muted = true;
@@ -103,6 +122,12 @@ export async function startRespCutProxy(targetPort: number, targetHost = "127.0.
     /** Cuts at the nth command from now that `match` picks out. */
     arm(match: Arm["match"], nth: number, mode: CutMode): void {
       arm = { match, nth, mode, seen: 0 };
+    },
+    /** Which command was cut (or is held) so far, without disarming. */
+    cut: (): string | null => arm?.cut ?? null,
+    /** Passes on what `hold` kept, and everything after it. */
+    release(): void {
+      for (const release of [...releases]) release();
     },
     /** Disarms; says which command was cut (`EVALSHA <sha>`, …), or null if none was. */
     disarm(): { cut: string | null; seen: number } {

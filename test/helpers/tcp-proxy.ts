@@ -4,7 +4,9 @@ import { connect, createServer, type Socket } from "node:net";
 // A TCP proxy that can make its open connections go silently dead: after `freeze()` nothing
 // more passes through them either way, and neither side is told (no FIN, no RST) — what clients
 // see when the server behind them restarts and a NAT, a load balancer or a lost host keeps their
-// old connections looking open. Connections made after the freeze pass normally.
+// old connections looking open. Connections made after the freeze pass normally, unless
+// `freezeArrivals` makes each new one dead from its first byte (a handshake that never ends);
+// `reset()` closes every open connection, so that clients make theirs again.
 
 interface Pair {
   client: Socket;
@@ -14,9 +16,10 @@ interface Pair {
 
 export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1") {
   const pairs = new Set<Pair>();
+  let arrivalsFrozen = false;
   const proxy = createServer((client) => {
     const server = connect(targetPort, targetHost);
-    const pair: Pair = { client, server, frozen: false };
+    const pair: Pair = { client, server, frozen: arrivalsFrozen };
     pairs.add(pair);
     client.on("data", (d: Buffer) => {
       if (!pair.frozen) server.write(d);
@@ -53,6 +56,20 @@ export async function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"
       for (const pair of pairs) {
         if (!pair.frozen) n += 1;
         pair.frozen = true;
+      }
+      return n;
+    },
+    /** While on, every connection made is dead from its first byte. */
+    freezeArrivals(on: boolean): void {
+      arrivalsFrozen = on;
+    },
+    /** Closes every open connection (frozen ones too): clients connect again. Returns how many. */
+    reset(): number {
+      const n = pairs.size;
+      for (const pair of [...pairs]) {
+        pairs.delete(pair);
+        pair.client.destroy();
+        pair.server.destroy();
       }
       return n;
     },

@@ -4,6 +4,7 @@ import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-a
 import { createLogger } from "../../src/lib/logger.js";
 import { eventually } from "../helpers/eventually.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
+import { once } from "../helpers/once.js";
 import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
 
 // Alert rules on any dimension, through the real pipeline: a rule made over the control plane
@@ -108,7 +109,8 @@ describe("an alert rule on input_tokens", () => {
     }
   });
 
-  it("fires for Anthropic's critical input-tokens window, and for no other window", async () => {
+  // The rule fires once, for the first test that needs it: each test stands alone.
+  const fired = once(async () => {
     const created = await post(`/api/v1/projects/${k.project}/alert-rules`, {
       provider: "anthropic",
       metric: "input_tokens",
@@ -149,7 +151,11 @@ describe("an alert rule on input_tokens", () => {
       reset_ms: 45_000,
     });
   });
+
+  it("fires for Anthropic's critical input-tokens window, and for no other window", () => fired());
+
   it("stores the event with its dimension and window, listed by the API and alerts history", async () => {
+    await fired();
     await eventually(
       async () =>
         expect(

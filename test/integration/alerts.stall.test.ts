@@ -12,7 +12,10 @@ import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
 
 // The alerts worker on a Redis connection that goes silently dead (Redis restarted behind a NAT
 // that keeps the old flow open): its stall watchdog notices jobs waiting that it does not take,
-// reconnects, and delivers them.
+// reconnects, and delivers them. And on connections made again into a dead flow, their
+// handshake never answered (what a freeze landing on a connection being made leaves, e.g.
+// BullMQ's blocking connection, which its own watchdog makes again): each is made once more
+// (src/redis/ready-guard.ts), and what waits is delivered.
 
 let p: Pipeline;
 let fx: ReturnType<typeof alertsFixture>;
@@ -52,6 +55,10 @@ afterAll(async () => {
   await p?.close();
 });
 
+/** The ids delivered of these (each test's own), in their order. */
+const deliveredOf = (...ids: string[]) =>
+  receiver.deliveries.map((d) => d.id).filter((id) => ids.includes(id));
+
 async function webhookJob(id: string) {
   const created = await fx.rules.create({
     project: `p-${id}`,
@@ -73,7 +80,7 @@ async function webhookJob(id: string) {
 
 it("a silently dead connection: the alerts worker reconnects and delivers what waits", async () => {
   await webhookJob("evt-before");
-  await eventually(() => expect(receiver.deliveries.map((d) => d.id)).toEqual(["evt-before"]), {
+  await eventually(() => expect(deliveredOf("evt-before")).toEqual(["evt-before"]), {
     timeoutMs: 20_000,
   });
   // Its completion reaches Redis after the delivery: frozen before it, the job would stall and be
@@ -88,7 +95,41 @@ it("a silently dead connection: the alerts worker reconnects and delivers what w
   expect(proxy.freeze()).toBeGreaterThan(0);
   await webhookJob("evt-after");
   await eventually(
-    () => expect(receiver.deliveries.map((d) => d.id)).toEqual(["evt-before", "evt-after"]),
-    { timeoutMs: 30_000, intervalMs: 100 },
+    () => expect(deliveredOf("evt-before", "evt-after")).toEqual(["evt-before", "evt-after"]),
+    {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    },
+  );
+});
+
+it("connections made again into a dead flow: each is made once more, and what waits is delivered", async () => {
+  await webhookJob("evt-first");
+  await eventually(() => expect(deliveredOf("evt-first")).toEqual(["evt-first"]), {
+    timeoutMs: 20_000,
+  });
+  await eventually(
+    async () => expect(await fx.webhooks.getJobState("evt-first")).toBe("completed"),
+    {
+      timeoutMs: 20_000,
+    },
+  );
+
+  // Every connection of the worker closes, and each it makes again is dead from its first byte.
+  proxy.freezeArrivals(true);
+  try {
+    expect(proxy.reset()).toBeGreaterThan(0);
+    // Made again, and caught: every one of them (main, blocking, probes) is frozen in its handshake.
+    await eventually(() => expect(proxy.open()).toBeGreaterThanOrEqual(4), { timeoutMs: 10_000 });
+  } finally {
+    proxy.freezeArrivals(false);
+  }
+  await webhookJob("evt-then");
+  await eventually(
+    () => expect(deliveredOf("evt-first", "evt-then")).toEqual(["evt-first", "evt-then"]),
+    {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    },
   );
 });

@@ -1,11 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, inject, it } from "vitest";
 import { type Proc, startProcess } from "../../fixtures/processes.js";
+import { loadConfig } from "../../src/config.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { DRAINED, type Pipeline, startPipeline } from "../helpers/pipeline.js";
+import { startRespCutProxy } from "../helpers/resp-cut-proxy.js";
 
 // A batch whose reports carry client ids, sent three times: twice at once (a retry racing the
 // first send), and once more after the worker holding its jobs was SIGKILLed. Each report is
@@ -32,11 +34,14 @@ afterAll(async () => {
 
 type Result = { id?: string; duplicate?: boolean; error?: string };
 
-async function send(body: unknown[]): Promise<{ status: number; results: Result[] }> {
-  const res = await edge.app.inject({
+async function send(
+  body: unknown[],
+  to: { edge: Edge; key: string } = { edge, key },
+): Promise<{ status: number; results: Result[] }> {
+  const res = await to.edge.app.inject({
     method: "POST",
     url: "/api/reports",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${to.key}`, "content-type": "application/json" },
     payload: JSON.stringify(body),
   });
   return { status: res.statusCode, results: res.json().results };
@@ -121,4 +126,71 @@ it("the same batch with ids sent 3 times, at once and after a worker SIGKILL: st
     format: "JSONEachRow",
   });
   expect((await stored.json<{ id: string }>()).map((r) => r.id).sort()).toEqual([...ids].sort());
+});
+
+it("a repeat of an id within REPORT_ID_PENDING_MS is told to try again; after it, a written job's ids are duplicates", async () => {
+  const project = `p-ids-pending-${uniqueId()}`;
+  const own = (await edge.keyStore.create(project, { defaultPlan: "unlimited" })).key;
+  const proxy = await startRespCutProxy(Number(new URL(inject("redisUrl")).port));
+  const claimers: Edge[] = [];
+  // An edge whose claims last `pendingMs` and whose Redis connection is cut before it settles
+  // them: its job is written and its claims stay pending, as a request that died after
+  // enqueuing leaves them.
+  const claimWithoutSettling = async (pendingMs: number, body: Record<string, unknown>[]) => {
+    const claimer = await createEdge(
+      loadConfig({
+        ...p.env,
+        REDIS_URL: `redis://127.0.0.1:${proxy.port}`,
+        REPORT_ID_PENDING_MS: String(pendingMs),
+      }),
+      createLogger("silent", "test"),
+    );
+    claimers.push(claimer);
+    // The settle script's call: the project's id keys, then the job's token and prefix, the
+    // outcome ("s", "u" or "d") and the stored claims' TTL.
+    proxy.arm(
+      (args) =>
+        /^eval/i.test(args[0] ?? "") &&
+        args.some((a) => a.includes(`:ids:{${project}}:`)) &&
+        ["s", "u", "d"].includes(args.at(-2) ?? ""),
+      1,
+      "before",
+    );
+    const first = await send(body, { edge: claimer, key: own });
+    expect(proxy.disarm().cut, "the settle was cut").not.toBeNull();
+    expect(first.status).toBe(200);
+    expect(first.results).toEqual(body.map((r) => ({ id: r.id })));
+  };
+  try {
+    // Within the window (10 minutes, REPORT_ID_PENDING_MS's most): the documented answer.
+    const young = [clientReport({ id: randomUUID() }), clientReport({ id: randomUUID() })];
+    await claimWithoutSettling(600_000, young);
+    const repeat = await send(young, { edge, key: own });
+    expect(repeat.status).toBe(207);
+    expect(repeat.results).toEqual(
+      young.map(() => ({
+        error: "unavailable",
+        message:
+          "a report with this id is being enqueued by another request: send it again shortly",
+      })),
+    );
+
+    // After the window (1 s, its least; polled, however long a loaded machine takes): the claim
+    // is settled by the repeat, and its job was written, so each report is a duplicate, and
+    // stays one.
+    const old = [clientReport({ id: randomUUID() }), clientReport({ id: randomUUID() })];
+    await claimWithoutSettling(1_000, old);
+    const duplicates = old.map((r) => ({ id: r.id, duplicate: true }));
+    await eventually(
+      async () => expect((await send(old, { edge, key: own })).results).toEqual(duplicates),
+      {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+      },
+    );
+    expect((await send(old, { edge, key: own })).results).toEqual(duplicates);
+  } finally {
+    for (const c of claimers) await c.close();
+    await proxy.close();
+  }
 });

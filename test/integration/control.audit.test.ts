@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createAuditLog } from "../../src/control/audit.js";
 import { generateKey } from "../../src/keys/key-format.js";
 import { type ControlStack, startControlStack } from "../helpers/control-stack.js";
+import { once } from "../helpers/once.js";
 import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
 
 // Every change made through HTTP and through the CLI is in the audit log, with its actor; the CLI
@@ -57,7 +58,9 @@ const rule = () => ({
 });
 
 describe("the CLI and HTTP on one store, audited", () => {
-  it("an admin key from the CLI provisions a tenant over HTTP", async () => {
+  // Each change is made once, by the first test that needs it (the audit, secret and backup
+  // tests read all of them), so each test stands alone.
+  const provisioned = once(async () => {
     admin = await cliJson(["keys", "create", "--scope", "admin"]);
     expect(admin.key).toMatch(/^hra_/);
     secrets.push(admin.key);
@@ -82,8 +85,8 @@ describe("the CLI and HTTP on one store, audited", () => {
       overrides: {},
     });
   });
-
-  it("keys: created, listed, rotated and revoked by either, seen by the other", async () => {
+  const keysChanged = once(async () => {
+    await provisioned();
     // POST keys ↔ keys create
     const manage = await http("POST", `/api/v1/projects/${project}/keys`, admin.key, {
       scope: "manage",
@@ -139,8 +142,8 @@ describe("the CLI and HTTP on one store, audited", () => {
     const viaHttp = await http("GET", `/api/v1/projects/${project}/keys`, admin.key);
     expect(ids(viaHttp.items.filter((k: { revoked: boolean }) => k.revoked))).toEqual(ids(revoked));
   });
-
-  it("alert rules: added, listed, updated, tested and removed by either", async () => {
+  const rulesChanged = once(async () => {
+    await provisioned();
     // POST alert-rules ↔ alerts add
     const made = await http("POST", `/api/v1/projects/${project}/alert-rules`, admin.key, rule());
     expect(made.secret).toMatch(/^whsec_/);
@@ -197,8 +200,21 @@ describe("the CLI and HTTP on one store, audited", () => {
       [],
     );
   });
+  const everyChange = once(async () => {
+    await provisioned();
+    await keysChanged();
+    await rulesChanged();
+  });
+
+  it("an admin key from the CLI provisions a tenant over HTTP", () => provisioned());
+
+  it("keys: created, listed, rotated and revoked by either, seen by the other", () =>
+    keysChanged());
+
+  it("alert rules: added, listed, updated, tested and removed by either", () => rulesChanged());
 
   it("the audit log has an entry for each change, with its actor, by HTTP and the CLI", async () => {
+    await everyChange();
     const items: Record<string, unknown>[] = [];
     let cursor: string | null = null;
     do {
@@ -237,6 +253,7 @@ describe("the CLI and HTTP on one store, audited", () => {
   });
 
   it("no key secret is in Redis, ClickHouse, the logs or the audit answers", async () => {
+    await everyChange();
     expect(secrets.length).toBe(7);
     const haystacks: [string, string][] = [];
     // Redis: every key's name and value, of every type.
@@ -291,6 +308,7 @@ describe("the CLI and HTTP on one store, audited", () => {
   });
 
   it("the audit log and rotated keys travel with headroom backup and restore", async () => {
+    await everyChange();
     const dir = mkdtempSync(join(tmpdir(), "headroom-control-backup-"));
     const file = join(dir, "backup.json");
     // An empty database of its own to restore into.

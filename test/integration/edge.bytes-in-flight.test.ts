@@ -1,6 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { connect, type Socket } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { generateKey } from "../../src/keys/key-format.js";
 import {
   clientReport,
@@ -9,12 +9,14 @@ import {
   type TestKey,
 } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
+import { startRespCutProxy } from "../helpers/resp-cut-proxy.js";
 
 // EDGE_MAX_BYTES_IN_FLIGHT on a real edge over TCP: a project's request whose body has not arrived
 // yet holds its declared size once its key is known; the project's next one that would pass the
 // bound is answered 503 (reason in_flight, Retry-After) without its body being read, while other
 // projects are served; the bytes come back when the answer is sent, or when the client goes away
-// mid-body. A request without a good key, or declaring more than the body limit, holds nothing.
+// mid-body, or when it resets with pipelined answers still queued behind one being made. A
+// request without a good key, or declaring more than the body limit, holds nothing.
 
 const MAX = 64 * 1024;
 
@@ -56,8 +58,8 @@ const post = (body: unknown, key = k.key) =>
   });
 
 /** A sample of the edge's /metrics (0 when absent). */
-async function metric(name: string, labels = ""): Promise<number> {
-  const text = (await fx.edge.app.inject({ url: "/metrics" })).body;
+async function metric(name: string, labels = "", edge = fx.edge): Promise<number> {
+  const text = (await edge.app.inject({ url: "/metrics" })).body;
   const line = text.split("\n").find((l) => l.startsWith(`${name}${labels} `));
   return line ? Number(line.split(" ")[1]) : 0;
 }
@@ -110,6 +112,55 @@ describe("EDGE_MAX_BYTES_IN_FLIGHT", () => {
       expect((await post(clientReport())).status).toBe(200);
     } finally {
       for (const s of sockets) s.destroy();
+    }
+  });
+
+  it("gives back the bytes of pipelined answers still queued when the client resets", async () => {
+    // An edge of its own whose job writes wait in a proxy until released: its answers are not
+    // made before the client resets, so the second request's answer is still queued behind the
+    // first's (Node answers a connection's requests in order) and never gets a "close" of its own.
+    const proxy = await startRespCutProxy(Number(new URL(inject("redisUrl")).port));
+    const slow = await startEdge({
+      redisUrl: `redis://127.0.0.1:${proxy.port}`,
+      env: { EDGE_MAX_BYTES_IN_FLIGHT: String(MAX) },
+    });
+    let client: Socket | undefined;
+    try {
+      const { key } = await slow.createKey();
+      await slow.edge.app.listen({ host: "127.0.0.1", port: 0 });
+      const slowPort = (slow.edge.app.server.address() as AddressInfo).port;
+      const inFlight = () => metric("headroom_edge_bytes_in_flight", "", slow.edge);
+      // The job's add: a script call on the queue's keys carrying the reports' rows.
+      const prefix = slow.config.QUEUE_PREFIX;
+      proxy.arm(
+        (args) => args.some((a) => a.includes(prefix)) && args.some((a) => a.includes('"rows"')),
+        1,
+        "hold",
+      );
+      const body = JSON.stringify(clientReport());
+      const request =
+        "POST /api/report HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n" +
+        `authorization: Bearer ${key}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+      const socket = connect(slowPort, "127.0.0.1");
+      client = socket;
+      socket.on("error", () => {});
+      await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+      socket.write(request + request);
+      // The job's add waits in the proxy, so neither is answered; both bodies are held.
+      await eventually(() => expect(proxy.cut(), "the job's add is held").not.toBeNull(), {
+        timeoutMs: 10_000,
+      });
+      await eventually(async () => expect(await inFlight()).toBe(2 * Buffer.byteLength(body)), {
+        timeoutMs: 10_000,
+      });
+      socket.resetAndDestroy();
+      // Given back while the answers are still being made: the queued one's by its socket.
+      await eventually(async () => expect(await inFlight()).toBe(0), { timeoutMs: 10_000 });
+    } finally {
+      client?.destroy();
+      proxy.release();
+      await slow.close();
+      await proxy.close();
     }
   });
 

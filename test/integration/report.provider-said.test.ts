@@ -7,7 +7,6 @@ import { cellsOf } from "../../src/clickhouse/report-windows.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { windowsOfRecord } from "../../src/providers/derive-windows.js";
-import { keepRateLimitHeaders } from "../../src/providers/keep-headers.js";
 import type { DerivedWindows } from "../../src/providers/window.js";
 import {
   REPORT_COLUMNS,
@@ -60,6 +59,19 @@ const DAY = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
 /** Anthropic's rate-limit headers (its documentation's names), in mixed casing. */
 const ANTHROPIC = {
   "Anthropic-RateLimit-Requests-Limit": "50",
+  "anthropic-ratelimit-requests-remaining": "49",
+  "anthropic-ratelimit-requests-reset": `${DAY}T10:00:30Z`,
+  "anthropic-ratelimit-input-tokens-limit": "40000",
+  "anthropic-ratelimit-input-tokens-remaining": "39000",
+  "anthropic-ratelimit-input-tokens-reset": `${DAY}T10:00:05Z`,
+  "anthropic-ratelimit-output-tokens-limit": "8000",
+  "anthropic-ratelimit-output-tokens-remaining": "7900",
+  "anthropic-ratelimit-output-tokens-reset": `${DAY}T10:00:02Z`,
+  "retry-after": "5",
+};
+/** What the edge keeps of ANTHROPIC, written out (not computed by the code under test). */
+const ANTHROPIC_KEPT = {
+  "anthropic-ratelimit-requests-limit": "50",
   "anthropic-ratelimit-requests-remaining": "49",
   "anthropic-ratelimit-requests-reset": `${DAY}T10:00:30Z`,
   "anthropic-ratelimit-input-tokens-limit": "40000",
@@ -202,13 +214,8 @@ describe("a report with the provider's headers and error body", () => {
       expect(await rs.json()).toEqual([{ n: 2 }]);
     });
 
-    const kept = Object.fromEntries(
-      Object.entries(ANTHROPIC).map(([k, v]) => [k.toLowerCase(), v]),
-    );
-    // The allowlist, applied as the providers' module says.
-    expect(keepRateLimitHeaders({ ...ANTHROPIC, ...SECRET }).kept).toEqual(kept);
     const a = await storedReport(objectForm.id);
-    expect(JSON.parse(a.record.headers ?? "null")).toEqual(kept);
+    expect(JSON.parse(a.record.headers ?? "null")).toEqual(ANTHROPIC_KEPT);
     expect(JSON.parse(a.record.error ?? "null")).toEqual(error);
     // Its windows are what the providers' parsers make of the stored record.
     expect(a.windows).toEqual(cellsOf(windowsOfRecord(a.record)));
@@ -223,6 +230,54 @@ describe("a report with the provider's headers and error body", () => {
     expect(await clickhouseText()).not.toContain(MARKER);
     expect(logLines.length).toBeGreaterThan(0);
     expect(logLines.join("")).not.toContain(MARKER);
+  });
+
+  it("keeps at most 64 headers, names of 128 and values of 512 characters, dropping the rest with a warning", async () => {
+    // The documented bounds (docs/report-api.md), as literals.
+    const name128 = `x-ratelimit-${"a".repeat(116)}`;
+    const value512 = "9".repeat(512);
+    const report = (second: number, headers: unknown) => ({
+      ...clientReport({ provider: "openai", timestamp: `${DAY}T09:00:0${second}.000Z` }),
+      headers,
+    });
+    const within = await post(
+      report(0, {
+        [name128]: "1",
+        [`${name128}a`]: "1",
+        "retry-after": value512,
+        "x-ratelimit-limit-requests": `${value512}9`,
+      }),
+    );
+    // The warnings about the bounds (a parser may warn about what a kept value says, too).
+    const bounds = (answer: { warnings?: unknown }) =>
+      ((answer.warnings ?? []) as { path: string }[]).filter((w) => w.path === "headers");
+    expect(bounds(within)).toEqual([
+      {
+        path: "headers",
+        message:
+          "2 rate-limit header(s) with a name over 128 or a value over 512 characters: dropped",
+      },
+    ]);
+    const headers = (n: number) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`x-ratelimit-w${i}`, String(i)]));
+    const sixtyFour = await post(report(1, headers(64)));
+    expect(bounds(sixtyFour)).toEqual([]);
+    const sixtyFive = await post(report(2, headers(65)));
+    expect(bounds(sixtyFive)).toEqual([
+      { path: "headers", message: "more than 64 rate-limit headers: 1 dropped" },
+    ]);
+
+    worker ??= startIngestWorker(p, logger);
+    const stored = async (id: string) => {
+      let s: Awaited<ReturnType<typeof storedReport>> | undefined;
+      await eventually(async () => {
+        s = await storedReport(id);
+      });
+      return JSON.parse(s?.record.headers ?? "null") as Record<string, string>;
+    };
+    expect(await stored(within.id)).toEqual({ [name128]: "1", "retry-after": value512 });
+    expect(await stored(sixtyFour.id)).toEqual(headers(64));
+    expect(await stored(sixtyFive.id)).toEqual(headers(64));
   });
 
   it("stores a report of the real client library as before: no headers, no error, legacy windows", async () => {
@@ -274,7 +329,7 @@ describe("migration 9: the windows' rollups", () => {
               keyId: "key_test",
               receivedAt: Date.now(),
             },
-            { headers: JSON.stringify(keepRateLimitHeaders(ANTHROPIC).kept), error: null },
+            { headers: JSON.stringify(ANTHROPIC_KEPT), error: null },
           ),
         ),
       );
@@ -381,9 +436,7 @@ describe("headroom rederive-windows", () => {
           receivedAt: Date.now(),
         },
         // Every other report carries Anthropic's headers; the rest are the client's alone.
-        i % 2 === 0
-          ? { headers: JSON.stringify(keepRateLimitHeaders(ANTHROPIC).kept), error: null }
-          : undefined,
+        i % 2 === 0 ? { headers: JSON.stringify(ANTHROPIC_KEPT), error: null } : undefined,
       ),
     );
     await createReportSink(p.client, p.db).insert(records.map(toRow), `rederive-${project}`);

@@ -1,11 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  isRateLimitHeader,
-  keepRateLimitHeaders,
-  MAX_HEADER_NAME_LENGTH,
-  MAX_HEADER_VALUE_LENGTH,
-  MAX_KEPT_HEADERS,
-} from "../../src/providers/keep-headers.js";
+import { isRateLimitHeader } from "../../src/providers/keep-headers.js";
 
 // An OpenAI answer's headers as a client forwards them (the shape of
 // https://community.openai.com/t/x-ratelimit-headers-missing/935514), plus what must never pass.
@@ -29,20 +23,15 @@ const OPENAI_ANSWER = {
 };
 
 describe("the rate-limit header allowlist", () => {
-  it("keeps only rate-limit headers, lowercased, and counts the rest as dropped", () => {
-    const { kept, dropped, violation } = keepRateLimitHeaders(OPENAI_ANSWER);
-    expect(kept).toEqual({
-      "x-ratelimit-limit-requests": "60",
-      "x-ratelimit-limit-tokens": "150000",
-      "x-ratelimit-remaining-requests": "59",
-      "x-ratelimit-remaining-tokens": "149984",
-      "x-ratelimit-reset-requests": "1s",
-      "x-ratelimit-reset-tokens": "6m0s",
-    });
-    expect(dropped).toBe(10);
-    expect(violation).toBeNull();
-    const text = JSON.stringify(kept);
-    for (const secret of ["secret", "acme-corp", "req_", "sk-"]) expect(text).not.toContain(secret);
+  it("allows only the rate-limit headers of an answer", () => {
+    expect(Object.keys(OPENAI_ANSWER).filter(isRateLimitHeader)).toEqual([
+      "X-RateLimit-Limit-Requests",
+      "x-ratelimit-limit-tokens",
+      "x-ratelimit-remaining-requests",
+      "x-ratelimit-remaining-tokens",
+      "x-ratelimit-reset-requests",
+      "x-ratelimit-reset-tokens",
+    ]);
   });
 
   it("drops cookies, set-cookie, organisation and request ids, authorization in any casing", () => {
@@ -89,51 +78,5 @@ describe("the rate-limit header allowlist", () => {
       "retry-after-ms", // Azure
     ])
       expect(isRateLimitHeader(name), name).toBe(true);
-  });
-
-  it("keeps the first of two names that differ only in case", () => {
-    const { kept, dropped } = keepRateLimitHeaders({ "Retry-After": "5", "retry-after": "9" });
-    expect(kept).toEqual({ "retry-after": "5" });
-    expect(dropped).toBe(1);
-  });
-
-  it(`keeps at most ${MAX_KEPT_HEADERS} headers and says the report broke the bound`, () => {
-    const many = Object.fromEntries(
-      Array.from({ length: MAX_KEPT_HEADERS + 3 }, (_, i) => [`x-ratelimit-limit-w${i}`, "1"]),
-    );
-    const { kept, dropped, violation } = keepRateLimitHeaders(many);
-    expect(Object.keys(kept)).toHaveLength(MAX_KEPT_HEADERS);
-    expect(dropped).toBe(3);
-    expect(violation).toEqual({ reason: "too_many", name: null });
-    const exactly = Object.fromEntries(Object.entries(many).slice(0, MAX_KEPT_HEADERS));
-    expect(keepRateLimitHeaders(exactly).violation).toBeNull();
-  });
-
-  it("bounds names and values, keeping what is within them", () => {
-    const okName = `x-ratelimit-${"a".repeat(MAX_HEADER_NAME_LENGTH - 12)}`;
-    const longName = `${okName}a`;
-    expect(okName).toHaveLength(MAX_HEADER_NAME_LENGTH);
-    const okValue = "9".repeat(MAX_HEADER_VALUE_LENGTH);
-    const r = keepRateLimitHeaders({ [okName]: "1", "retry-after": okValue });
-    expect(r.kept).toEqual({ [okName]: "1", "retry-after": okValue });
-    expect(r.violation).toBeNull();
-
-    const long = keepRateLimitHeaders({ [longName]: "1", "retry-after": "2" });
-    expect(long.kept).toEqual({ "retry-after": "2" });
-    expect(long.violation?.reason).toBe("name_too_long");
-
-    const bigValue = keepRateLimitHeaders({ "retry-after": `${okValue}9` });
-    expect(bigValue.kept).toEqual({});
-    expect(bigValue.violation).toEqual({ reason: "value_too_long", name: "retry-after" });
-
-    // An oversized header that is not a rate-limit header is simply dropped.
-    const other = keepRateLimitHeaders({ "x-huge": "a".repeat(10_000), ["b".repeat(500)]: "1" });
-    expect(other).toEqual({ kept: {}, dropped: 2, violation: null });
-  });
-
-  it("keeps only string values", () => {
-    const r = keepRateLimitHeaders({ "retry-after": 5, "x-ratelimit-limit-requests": "60" });
-    expect(r.kept).toEqual({ "x-ratelimit-limit-requests": "60" });
-    expect(r.violation).toEqual({ reason: "value_not_string", name: "retry-after" });
   });
 });

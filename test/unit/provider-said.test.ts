@@ -1,10 +1,11 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { validateReport } from "../../src/edge/parse-report.js";
-import { keepRateLimitHeaders } from "../../src/providers/keep-headers.js";
+import { isRateLimitHeader } from "../../src/providers/keep-headers.js";
 import {
   MAX_ERROR_DEPTH,
   MAX_ERROR_LENGTH,
+  MAX_HEADER_NAME,
   MAX_HEADER_VALUE,
   MAX_KEPT_HEADERS,
   readProviderSaid,
@@ -50,6 +51,47 @@ describe("readProviderSaid", () => {
     expect(Object.keys(JSON.parse(said.headers ?? "{}"))).toHaveLength(MAX_KEPT_HEADERS);
     expect(said.warnings.map((w) => w.path)).toEqual(["headers", "headers"]);
     expect(JSON.stringify(said.warnings)).not.toContain("x-ratelimit-");
+  });
+
+  it("keeps at most 64 headers, names of 128 and values of 512 characters (the documented bounds)", () => {
+    expect([MAX_KEPT_HEADERS, MAX_HEADER_NAME, MAX_HEADER_VALUE]).toEqual([64, 128, 512]);
+    const name128 = `x-ratelimit-${"a".repeat(116)}`;
+    const value512 = "9".repeat(512);
+    const within = readProviderSaid({ headers: { [name128]: "1", "retry-after": value512 } });
+    expect(within.values.headers).toEqual({ [name128]: "1", "retry-after": value512 });
+    expect(within.warnings).toEqual([]);
+
+    const over = readProviderSaid({
+      headers: { [`${name128}a`]: "1", "retry-after": `${value512}9`, "x-ratelimit-ok": "2" },
+    });
+    expect(over.values.headers).toEqual({ "x-ratelimit-ok": "2" });
+    expect(over.warnings).toEqual([
+      {
+        path: "headers",
+        message:
+          "2 rate-limit header(s) with a name over 128 or a value over 512 characters: dropped",
+      },
+    ]);
+    // Two values of one name are one header, bounded once joined: 255 + ", " + 255 = 512.
+    const joined = readProviderSaid({
+      headers: [
+        ["retry-after", "1".repeat(255)],
+        ["Retry-After", "2".repeat(255)],
+      ],
+    });
+    expect(joined.values.headers?.["retry-after"]).toHaveLength(512);
+
+    const headers = (n: number) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`x-ratelimit-w${i}`, "1"]));
+    const sixtyFour = readProviderSaid({ headers: headers(64) });
+    expect(Object.keys(sixtyFour.values.headers ?? {})).toHaveLength(64);
+    expect(sixtyFour.warnings).toEqual([]);
+    const sixtyFive = readProviderSaid({ headers: headers(65) });
+    expect(Object.keys(sixtyFive.values.headers ?? {})).toHaveLength(64);
+    expect(sixtyFive.values.headers).not.toHaveProperty("x-ratelimit-w64");
+    expect(sixtyFive.warnings).toEqual([
+      { path: "headers", message: "more than 64 rate-limit headers: 1 dropped" },
+    ]);
   });
 
   it("stores an error body as compact JSON, or null when too deep or too big", () => {
@@ -102,11 +144,14 @@ describe("readProviderSaid", () => {
         const said = readProviderSaid({ headers });
         const kept =
           said.headers === null ? {} : (JSON.parse(said.headers) as Record<string, string>);
+        // The documented bounds, as literals (docs/report-api.md).
         for (const [n, v] of Object.entries(kept)) {
-          expect(Object.keys(keepRateLimitHeaders({ [n]: v }).kept)).toEqual([n]);
-          expect(v.length).toBeLessThanOrEqual(MAX_HEADER_VALUE);
+          expect(isRateLimitHeader(n)).toBe(true);
+          expect(n).toBe(n.toLowerCase());
+          expect(n.length).toBeLessThanOrEqual(128);
+          expect(v.length).toBeLessThanOrEqual(512);
         }
-        expect(Object.keys(kept).length).toBeLessThanOrEqual(MAX_KEPT_HEADERS);
+        expect(Object.keys(kept).length).toBeLessThanOrEqual(64);
         const report = validateReport({ provider: "openai", limits, headers }, server, {
           retentionDays: 30,
         });
