@@ -42,6 +42,21 @@ export const windowField = (series: Series, window: WindowLength | null) =>
 
 const MAX_CONFLICTS = 50;
 
+/** Where a series' evaluation failed: reading its samples from a row, or through its state machine. */
+export const FAILURE_STAGES = ["samples", "evaluate"] as const;
+export type FailureStage = (typeof FAILURE_STAGES)[number];
+
+/**
+ * One series whose evaluation threw: logged and counted by the caller, its state left as it was;
+ * every other series of the batch (other tenants' too) is evaluated and its events sent.
+ */
+export interface SeriesFailure {
+  stage: FailureStage;
+  rule: AlertRule;
+  series: Series;
+  error: unknown;
+}
+
 /** A new series the store would not track: its rule or project is at its cap. */
 export interface RefusedSeries {
   rule: AlertRule;
@@ -52,6 +67,7 @@ export function groupSeries(
   rules: AlertRule[],
   rows: ReportRow[],
   derive?: DeriveWindows,
+  onFailed: (failure: SeriesFailure) => void = () => {},
 ): SeriesInput[] {
   const byProject = new Map<string, ReportRow[]>();
   for (const row of rows) {
@@ -64,9 +80,16 @@ export function groupSeries(
   for (const rule of rules) {
     for (const row of byProject.get(rule.project) ?? []) {
       if (!matches(rule, row)) continue;
-      const samples = windowSamplesOf(row, rule, derive);
-      if (samples.length === 0) continue;
       const series = seriesOf(row);
+      let samples: ReturnType<typeof windowSamplesOf>;
+      try {
+        samples = windowSamplesOf(row, rule, derive);
+      } catch (error) {
+        // This row gives this rule nothing; the batch's other rows and rules go on.
+        onFailed({ stage: "samples", rule, series, error });
+        continue;
+      }
+      if (samples.length === 0) continue;
       for (const { window, ...sample } of samples) {
         // A cheap key per row; the stored field (JSON) is made once per series and window.
         const key = `${rule.id}\u0000${series.provider}\u0000${series.model}\u0000${series.app}\u0000${window ?? ""}`;
@@ -89,8 +112,9 @@ export async function evaluateBatch(
   rows: ReportRow[],
   onRefused: (refused: RefusedSeries[]) => void = () => {},
   derive?: DeriveWindows,
+  onFailed: (failure: SeriesFailure) => void = () => {},
 ): Promise<AlertEvent[]> {
-  const inputs = groupSeries(rules, rows, derive);
+  const inputs = groupSeries(rules, rows, derive, onFailed);
   if (inputs.length === 0) return [];
   const refs = inputs.map((i) => ({ ruleId: i.rule.id, project: i.rule.project, field: i.field }));
   for (let attempt = 0; attempt < MAX_CONFLICTS; attempt++) {
@@ -99,6 +123,7 @@ export async function evaluateBatch(
     const events: AlertEvent[] = [];
     const writes: StateWrite[] = [];
     const left: RefusedSeries[] = [];
+    const failed: SeriesFailure[] = [];
     inputs.forEach((input, i) => {
       // A rule removed since the rules were read: nothing of it is kept or sent.
       if (removed[i]) return;
@@ -107,21 +132,28 @@ export async function evaluateBatch(
         return;
       }
       const prev = states[i] ?? null;
-      const state = prev === null ? null : readState(prev);
-      const { next, events: e } = evaluateSeries(
-        input.rule,
-        input.series,
-        input.samples,
-        state,
-        input.window,
-      );
-      const text = JSON.stringify(next);
-      if (text !== prev) writes.push({ ...refs[i], prev, next: text } as StateWrite);
-      events.push(...e);
+      // Each series apart: a throw here (a stored state or a sample no one foresaw) costs this
+      // series its evaluation, kept as it was, never the job of every tenant in the batch.
+      try {
+        const state = prev === null ? null : readState(prev);
+        const { next, events: e } = evaluateSeries(
+          input.rule,
+          input.series,
+          input.samples,
+          state,
+          input.window,
+        );
+        const text = JSON.stringify(next);
+        if (text !== prev) writes.push({ ...refs[i], prev, next: text } as StateWrite);
+        events.push(...e);
+      } catch (error) {
+        failed.push({ stage: "evaluate", rule: input.rule, series: input.series, error });
+      }
     });
-    // Refusals are told once, by the attempt whose outcome stands.
+    // Refusals and failures are told once, by the attempt whose outcome stands.
     const done = () => {
       if (left.length > 0) onRefused(left);
+      for (const f of failed) onFailed(f);
       return events;
     };
     // Nothing new (every row evaluated before): nothing to write.

@@ -1,3 +1,4 @@
+import { clampTime } from "../lib/time-bounds.js";
 import type { WindowLength } from "../providers/window.js";
 import { type AlertEvent, eventId } from "./alert-event.js";
 import { addPoint, type Point } from "./burn-rate.js";
@@ -93,7 +94,7 @@ export function evaluateSeries(
       warn_pct: rule.warn_pct,
       critical_pct: rule.critical_pct,
       report_id: s.reportId,
-      at: new Date(s.t).toISOString(),
+      at: new Date(clampTime(s.t)).toISOString(),
     });
   }
   return { next: state, events };

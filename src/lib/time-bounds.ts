@@ -22,6 +22,10 @@ export const isTime = (ms: unknown): ms is number =>
 export const isoOrNull = (ms: number | null | undefined): string | null =>
   isTime(ms) ? new Date(ms).toISOString() : null;
 
+/** `ms` within the read side's range: its nearest end when outside, 1970 for NaN. */
+export const clampTime = (ms: number): number =>
+  Number.isNaN(ms) ? MIN_TIME_MS : Math.min(Math.max(ms, MIN_TIME_MS), MAX_TIME_MS);
+
 /** Whether a relative reset or retry delay, in ms, is one Headroom takes: within a year either way. */
 export const isResetDelay = (ms: unknown): ms is number =>
   typeof ms === "number" && Math.abs(ms) <= MAX_RESET_DELAY_MS;
