@@ -87,7 +87,7 @@ async function post(body: unknown) {
     payload: JSON.stringify(body),
   });
   expect(res.statusCode, res.body).toBe(200);
-  return res.json() as { id: string; warnings?: unknown };
+  return res.json() as { id: string; warnings?: { path: string; message: string }[] };
 }
 
 /** Every value Redis holds, as text, key by key. */
@@ -223,6 +223,56 @@ describe("a report with the provider's headers and error body", () => {
     expect(await clickhouseText()).not.toContain(MARKER);
     expect(logLines.length).toBeGreaterThan(0);
     expect(logLines.join("")).not.toContain(MARKER);
+  });
+
+  it("stores a retry delay past a year (Azure's retry-after-ms, Gemini's retryDelay) as null, with a warning", async () => {
+    const huge = "9".repeat(300);
+    const azure = await post({
+      ...clientReport({ provider: "azure", timestamp: `${DAY}T09:00:00.000Z` }),
+      limits: {},
+      headers: { "x-ratelimit-remaining-tokens": "0", "retry-after-ms": huge },
+    });
+    const gemini = await post({
+      ...clientReport({ provider: "gemini", timestamp: `${DAY}T09:00:01.000Z` }),
+      limits: {},
+      error: {
+        error: {
+          details: [
+            {
+              "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+              violations: [{ quotaId: "GenerateRequestsPerMinute" }],
+            },
+            { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: `${huge}s` },
+          ],
+        },
+      },
+    });
+    expect(azure.warnings).toEqual([
+      { path: "headers.retry-after-ms", message: expect.stringMatching(/out of range/) },
+    ]);
+    expect(gemini.warnings).toEqual([
+      {
+        path: "error.error.details[1].retryDelay",
+        message: expect.stringMatching(/out of range/),
+      },
+    ]);
+    worker ??= startIngestWorker(p, logger);
+    for (const [id, dimension] of [
+      [azure.id, "tokens"],
+      [gemini.id, "requests"],
+    ] as const) {
+      const stored = await eventually(() => storedReport(id));
+      const [dimensions, , , remaining, resetsAt] = stored.windows as [
+        string[],
+        unknown,
+        unknown,
+        number[],
+        (string | null)[],
+      ];
+      expect(dimensions).toEqual([dimension]);
+      expect(remaining).toEqual([0]);
+      expect(resetsAt).toEqual([null]);
+    }
   });
 
   it("stores a report of the real client library as before: no headers, no error, legacy windows", async () => {
