@@ -472,4 +472,53 @@ describe("headroom rederive-windows", () => {
       mutations: 0,
     });
   });
+
+  it("tells apart two stored reports sharing a client id: each read, each given its own windows", async () => {
+    const shared = `p-shared-${uniqueId()}`;
+    const id = "0190a000-0000-7000-8000-0000000000ff";
+    // The id reused a day later (after the edge's deduplication window), with other content: the
+    // first carries Anthropic's headers (a window more with the newer parser), the second not.
+    const records = [`${DAY}T08:00:00.000Z`, `${DAY}T09:00:00.000Z`].map((timestamp, i) =>
+      toRecord(
+        reportBodySchema.parse(clientReport({ provider: "anthropic", timestamp })),
+        { reportId: id, projectId: shared, keyId: "key_test", receivedAt: Date.now() + i },
+        i === 0
+          ? { headers: JSON.stringify(keepRateLimitHeaders(ANTHROPIC).kept), error: null }
+          : undefined,
+      ),
+    );
+    await createReportSink(p.client, p.db).insert(records.map(toRow), `rederive-${shared}`);
+    const ctx = { db: p.db, retentionDays: 30 };
+    // One report a page: a cursor on the id alone skips the second.
+    expect(
+      await rederiveWindows(p.client, ctx, { project: shared, derive: newer, chunk: 1 }),
+    ).toMatchObject({ read: 2, changed: 2 });
+    const rs = await p.client.query({
+      query: `SELECT ${REPORT_COLUMNS.join(", ")}, ${WINDOWS.join(", ")} FROM ${p.db}.reports_v
+        WHERE project_id = {p:String} ORDER BY timestamp`,
+      query_params: { p: shared },
+      format: "JSONCompactEachRow",
+      clickhouse_settings: {
+        output_format_json_quote_64bit_integers: 0,
+        output_format_json_quote_decimals: 0,
+      },
+    });
+    const rows = await rs.json<unknown[]>();
+    expect(rows).toHaveLength(2);
+    for (const row of rows) {
+      const record = Object.fromEntries(REPORT_COLUMNS.map((c, i) => [c, row[i]])) as Record<
+        string,
+        unknown
+      >;
+      for (const c of ["timestamp", "received_at"])
+        record[c] = `${String(record[c]).replace(" ", "T")}Z`;
+      expect(row.slice(REPORT_COLUMNS.length)).toEqual(
+        cellsOf(newer(record as unknown as ReportRecord)),
+      );
+    }
+    // Done: a second run, a page at a time, finds nothing to change.
+    expect(
+      await rederiveWindows(p.client, ctx, { project: shared, derive: newer, chunk: 1 }),
+    ).toEqual({ read: 2, changed: 0, mutations: 0 });
+  });
 });
