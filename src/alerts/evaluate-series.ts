@@ -45,7 +45,11 @@ export const compareSamples = (a: Sample, b: Sample) =>
 const after = (s: Sample, seen: [number, string] | null) =>
   seen === null || s.t > seen[0] || (s.t === seen[0] && s.reportId > seen[1]);
 
-const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
+/** `n` to `digits` decimals; a number too large to scale (1e307 % used) is whole already. */
+const round = (n: number, digits: number) => {
+  const scaled = n * 10 ** digits;
+  return Number.isFinite(scaled) ? Math.round(scaled) / 10 ** digits : n;
+};
 
 export function evaluateSeries(
   rule: AlertRule,
