@@ -9,8 +9,8 @@ import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
 import { createDeliveryLanes, receiverOf } from "./delivery-lanes.js";
 import { createDestinationPolicy } from "./destination-policy.js";
+import { evaluateBatch, type RefusedSeries, type SeriesFailure } from "./evaluate-batch.js";
 import { createWebhookResolver, webhookDnsOf } from "./webhook-dns.js";
-import { evaluateBatch, type RefusedSeries } from "./evaluate-batch.js";
 import { createEventSink } from "./event-sink.js";
 import { createGuardedFetch } from "./guarded-fetch.js";
 import { type AlertsMetrics, createAlertsMetrics } from "./metrics.js";
@@ -118,6 +118,20 @@ export function createAlertsWorker(deps: AlertsWorkerDeps): AlertsWorker {
     // Bounded like the series: rules that refused nothing for a while are forgotten.
     if (refusalLoggedAt.size > 10_000) refusalLoggedAt.clear();
   };
+  const failureLoggedAt = new Map<string, number>();
+  const onFailed = ({ stage, rule, series, error }: SeriesFailure) => {
+    metrics.seriesFailures.inc({ stage });
+    // Logged at most once a minute per rule: a tenant's bad rows cannot flood the log.
+    const now = Date.now();
+    if (now - (failureLoggedAt.get(rule.id) ?? 0) < REFUSAL_LOG_INTERVAL_MS) return;
+    if (failureLoggedAt.size > 10_000) failureLoggedAt.clear();
+    failureLoggedAt.set(rule.id, now);
+    const err = error instanceof Error ? error.message : String(error);
+    logger.error(
+      { rule: rule.id, project: rule.project, series, stage, err: err.slice(0, 500) },
+      "alert series evaluation failed: skipped, the batch's other series evaluated",
+    );
+  };
   const rules = createRuleStore(redis, prefix);
   const lanes = createDeliveryLanes({
     perProject: config.ALERTS_WEBHOOK_PER_PROJECT,
@@ -163,7 +177,15 @@ export function createAlertsWorker(deps: AlertsWorkerDeps): AlertsWorker {
 
   async function evaluate(job: Job<EvalJobData>): Promise<void> {
     const { token, rules: ruleSet, rows } = job.data;
-    const events = await evaluateBatch(states, token, ruleSet, rows, onRefused, deps.deriveWindows);
+    const events = await evaluateBatch(
+      states,
+      token,
+      ruleSet,
+      rows,
+      onRefused,
+      deps.deriveWindows,
+      onFailed,
+    );
     if (events.length > 0) {
       await retryUntilDone(() => sink.insert(events, token), {
         isFinal: (e) => classifyInsertError(e) === "data",

@@ -36,6 +36,21 @@ export const windowField = (series: Series, window: WindowLength | null) =>
 
 const MAX_CONFLICTS = 50;
 
+/** Where a series' evaluation failed: reading its samples from a row, or through its state machine. */
+export const FAILURE_STAGES = ["samples", "evaluate"] as const;
+export type FailureStage = (typeof FAILURE_STAGES)[number];
+
+/**
+ * One series whose evaluation threw: logged and counted by the caller, its state left as it was;
+ * every other series of the batch (other tenants' too) is evaluated and its events sent.
+ */
+export interface SeriesFailure {
+  stage: FailureStage;
+  rule: AlertRule;
+  series: Series;
+  error: unknown;
+}
+
 /** A new series the store would not track: its rule or project is at its cap. */
 export interface RefusedSeries {
   rule: AlertRule;
@@ -46,6 +61,7 @@ export function groupSeries(
   rules: AlertRule[],
   rows: ReportRow[],
   derive?: DeriveWindows,
+  onFailed: (failure: SeriesFailure) => void = () => {},
 ): SeriesInput[] {
   // Each row reads the figure of each group of rules matching it once (rule-index.ts), and the
   // rules of a group share one list of samples per series: a row costs the groups that watch it,
@@ -57,9 +73,16 @@ export function groupSeries(
   const inputs: SeriesInput[] = [];
   for (const row of rows) {
     for (const group of index.groupsFor(row)) {
-      const samples = windowSamplesOf(row, group, derive);
-      if (samples.length === 0) continue;
       const series = seriesOf(row);
+      let samples: ReturnType<typeof windowSamplesOf>;
+      try {
+        samples = windowSamplesOf(row, group, derive);
+      } catch (error) {
+        // This row gives this group nothing; the batch's other rows and rules go on.
+        for (const rule of group.rules) onFailed({ stage: "samples", rule, series, error });
+        continue;
+      }
+      if (samples.length === 0) continue;
       const id = child(groupIds, group, () => groupIds.size);
       for (const { window, ...sample } of samples) {
         // A cheap key per row; the stored field (JSON) is made once per series and window.
@@ -87,8 +110,9 @@ export async function evaluateBatch(
   rows: ReportRow[],
   onRefused: (refused: RefusedSeries[]) => void = () => {},
   derive?: DeriveWindows,
+  onFailed: (failure: SeriesFailure) => void = () => {},
 ): Promise<AlertEvent[]> {
-  const inputs = groupSeries(rules, rows, derive);
+  const inputs = groupSeries(rules, rows, derive, onFailed);
   if (inputs.length === 0) return [];
   const refs = inputs.map((i) => ({ ruleId: i.rule.id, project: i.rule.project, field: i.field }));
   for (let attempt = 0; attempt < MAX_CONFLICTS; attempt++) {
@@ -97,6 +121,7 @@ export async function evaluateBatch(
     const events: AlertEvent[] = [];
     const writes: StateWrite[] = [];
     const left: RefusedSeries[] = [];
+    const failed: SeriesFailure[] = [];
     inputs.forEach((input, i) => {
       // A rule removed since the rules were read: nothing of it is kept or sent.
       if (removed[i]) return;
@@ -105,21 +130,28 @@ export async function evaluateBatch(
         return;
       }
       const prev = states[i] ?? null;
-      const state = prev === null ? null : readState(prev);
-      const { next, events: e } = evaluateSeries(
-        input.rule,
-        input.series,
-        input.samples,
-        state,
-        input.window,
-      );
-      const text = JSON.stringify(next);
-      if (text !== prev) writes.push({ ...refs[i], prev, next: text } as StateWrite);
-      events.push(...e);
+      // Each series apart: a throw here (a stored state or a sample no one foresaw) costs this
+      // series its evaluation, kept as it was, never the job of every tenant in the batch.
+      try {
+        const state = prev === null ? null : readState(prev);
+        const { next, events: e } = evaluateSeries(
+          input.rule,
+          input.series,
+          input.samples,
+          state,
+          input.window,
+        );
+        const text = JSON.stringify(next);
+        if (text !== prev) writes.push({ ...refs[i], prev, next: text } as StateWrite);
+        events.push(...e);
+      } catch (error) {
+        failed.push({ stage: "evaluate", rule: input.rule, series: input.series, error });
+      }
     });
-    // Refusals are told once, by the attempt whose outcome stands.
+    // Refusals and failures are told once, by the attempt whose outcome stands.
     const done = () => {
       if (left.length > 0) onRefused(left);
+      for (const f of failed) onFailed(f);
       return events;
     };
     // Nothing new (every row evaluated before): nothing to write.

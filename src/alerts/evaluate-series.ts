@@ -1,3 +1,4 @@
+import { clampTime } from "../lib/time-bounds.js";
 import type { WindowLength } from "../providers/window.js";
 import { type AlertEvent, eventId } from "./alert-event.js";
 import { addPoint, type Point } from "./burn-rate.js";
@@ -44,7 +45,11 @@ export const compareSamples = (a: Sample, b: Sample) =>
 const after = (s: Sample, seen: [number, string] | null) =>
   seen === null || s.t > seen[0] || (s.t === seen[0] && s.reportId > seen[1]);
 
-const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
+/** `n` to `digits` decimals; a number too large to scale (1e307 % used) is whole already. */
+const round = (n: number, digits: number) => {
+  const scaled = n * 10 ** digits;
+  return Number.isFinite(scaled) ? Math.round(scaled) / 10 ** digits : n;
+};
 
 export function evaluateSeries(
   rule: AlertRule,
@@ -93,7 +98,7 @@ export function evaluateSeries(
       warn_pct: rule.warn_pct,
       critical_pct: rule.critical_pct,
       report_id: s.reportId,
-      at: new Date(s.t).toISOString(),
+      at: new Date(clampTime(s.t)).toISOString(),
     });
   }
   return { next: state, events };

@@ -1,6 +1,7 @@
 import type { Queue } from "bullmq";
 import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import { registerWorkerGauges, type WatchedWorker } from "../queue/worker-health.js";
+import { FAILURE_STAGES } from "./evaluate-batch.js";
 
 // Prometheus metrics of one alerts worker process: its queues' depths and failures, webhook
 // outcomes, the workers' held and stuck jobs, and the process's own (event-loop lag, heap).
@@ -14,10 +15,24 @@ export interface AlertsMetrics {
   queues: Queue[];
   queueJobs: Gauge<"queue" | "state">;
   seriesRefused: Counter<string>;
+  /** Labels from a closed set: FAILURE_STAGES, never a tenant's string. */
+  seriesFailures: Counter<"stage">;
   evaluationFailures: Counter<string>;
   webhooksDelivered: Counter<string>;
   webhookFailures: Counter<string>;
   webhooksDeadLettered: Counter<string>;
+}
+
+function seriesFailures(registry: Registry): Counter<"stage"> {
+  const counter = new Counter({
+    name: "headroom_alerts_series_failures_total",
+    help: "Series whose evaluation threw (stage: samples, reading a row; evaluate, its state machine): logged and skipped, the batch's other series evaluated",
+    labelNames: ["stage"] as const,
+    registers: [registry],
+  });
+  // Every stage from the start, so a rate() sees the first failure.
+  for (const stage of FAILURE_STAGES) counter.inc({ stage }, 0);
+  return counter;
 }
 
 export function createAlertsMetrics(): AlertsMetrics {
@@ -51,6 +66,7 @@ export function createAlertsMetrics(): AlertsMetrics {
       help: "Samples of new series not evaluated: their rule or project tracks as many series as allowed",
       registers: [registry],
     }),
+    seriesFailures: seriesFailures(registry),
     evaluationFailures: new Counter({
       name: "headroom_alerts_evaluation_failures_total",
       help: "Alert evaluations that failed (retried with backoff, then kept in the failed set)",

@@ -1,3 +1,4 @@
+import { clampTime, isoOrNull, isTime } from "../lib/time-bounds.js";
 import { addPoint, burnPerSecond, type Point } from "./burn-rate.js";
 import type { Metric } from "./rule.js";
 
@@ -12,6 +13,13 @@ import type { Metric } from "./rule.js";
  * - What cannot be known (one report, no reset time, nothing burning) is null with a reason.
  * - One burn rate per window, in its unit (requests/s, tokens/s, credits/h), from the points of
  *   the current window only.
+ *
+ * Total: whatever it is fed (huge, negative, NaN, far past or future: a row stored before the
+ * bounds of src/lib/time-bounds.ts, a hot copy gone wrong) it never throws, and every output is
+ * in range: figures, burns and percentages finite or null (used_pct ≥ 0); times ISO text within
+ * 1970–2299 or null; seconds finite, ≥ 0, or null. A figure that is not a finite number, or a
+ * time outside 1970–2299, is no figure (null, with its reason); an `at` outside that range is
+ * taken at its nearest end (NaN: 1970); an exhaustion past 2299 is `not_burning`.
  */
 
 export const BURN_UNITS = {
@@ -67,12 +75,21 @@ export interface WindowNow {
   exhaustion_unknown: UnknownReason | null;
 }
 
-const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+/** `n` to `digits` decimals; a number too large to scale is whole already. */
+const round = (n: number, digits: number) => {
+  const scaled = n * 10 ** digits;
+  return Number.isFinite(scaled) ? Math.round(scaled) / 10 ** digits : n;
+};
+/** A finite number, else null (NaN, ±Infinity, and anything not a number). */
+const figure = (n: unknown): number | null =>
+  typeof n === "number" && Number.isFinite(n) ? n : null;
+const finiteOrNull = (n: number): number | null => (Number.isFinite(n) ? n : null);
 
 export function usedPct(limit: number | null, remaining: number | null): number | null {
-  if (limit === null || remaining === null || !(limit > 0)) return null;
-  return round(Math.max(0, ((limit - remaining) / limit) * 100), 2);
+  const l = figure(limit);
+  const r = figure(remaining);
+  if (l === null || r === null || !(l > 0)) return null;
+  return finiteOrNull(round(Math.max(0, ((l - r) / l) * 100), 2));
 }
 
 /**
@@ -85,10 +102,11 @@ export function windowHistory(points: Point[]): Point[] {
   return history;
 }
 
-/** Units per second over a window's points, or null with a reason. */
+/** Units per second over a window's points (those that are a time and a figure), or null with a reason. */
 export function burnOf(points: Point[]): { perS: number | null; unknown: UnknownReason | null } {
-  const perS = burnPerSecond(windowHistory(points));
-  if (perS === null) return { perS: null, unknown: "too_few_reports" };
+  const usable = points.filter((p) => isTime(p[0]) && figure(p[1]) !== null);
+  const perS = burnPerSecond(windowHistory(usable));
+  if (perS === null || !Number.isFinite(perS)) return { perS: null, unknown: "too_few_reports" };
   return { perS, unknown: null };
 }
 
@@ -98,18 +116,23 @@ export function windowNow(
   points: Point[],
   at: number,
 ): WindowNow {
-  const { limit, remaining, reportedAt, resetsAt } = fig;
-  const reset = resetsAt !== null && reportedAt !== null && at >= resetsAt;
+  // What is no figure or no time is unknown; the answer's own time is kept within the range.
+  const limit = figure(fig.limit);
+  const remaining = figure(fig.remaining);
+  const reportedAt = isTime(fig.reportedAt) ? fig.reportedAt : null;
+  const resetsAt = isTime(fig.resetsAt) ? fig.resetsAt : null;
+  const now = clampTime(at);
+  const reset = resetsAt !== null && reportedAt !== null && now >= resetsAt;
   const burn = burnOf(points);
-  const perUnit = burn.perS === null ? null : burn.perS * PER_UNIT_SECONDS[metric];
+  const perUnit = burn.perS === null ? null : finiteOrNull(burn.perS * PER_UNIT_SECONDS[metric]);
   const resetsUnknown: UnknownReason | null =
     resetsAt !== null ? null : remaining === null ? "no_figures" : "no_reset_time";
   const base = {
     limit,
     remaining,
     used_pct: usedPct(limit, remaining),
-    resets_at: iso(resetsAt),
-    resets_in_s: resetsAt === null ? null : round(Math.max(0, resetsAt - at) / 1000, 1),
+    resets_at: isoOrNull(resetsAt),
+    resets_in_s: resetsAt === null ? null : round(Math.max(0, resetsAt - now) / 1000, 1),
     resets_unknown: resetsUnknown,
     reset_since_report: reset,
     burn_per_s: burn.perS === null ? null : round(burn.perS, 4),
@@ -132,11 +155,13 @@ export function windowNow(
     if (!(burn.perS > 0)) return unknown("not_burning");
     exhaustedAt = reportedAt + Math.round((remaining / burn.perS) * 1000);
     if (resetsAt !== null && exhaustedAt >= resetsAt) return unknown("resets_first");
+    // So slow that it runs out after any time a reader writes: not burning, for every reader.
+    if (!isTime(exhaustedAt)) return unknown("not_burning");
   }
   return {
     ...base,
-    exhausted_at: iso(exhaustedAt),
-    exhaustion_eta_s: round(Math.max(0, exhaustedAt - at) / 1000, 1),
+    exhausted_at: isoOrNull(exhaustedAt),
+    exhaustion_eta_s: round(Math.max(0, exhaustedAt - now) / 1000, 1),
     exhaustion_unknown: null,
   };
 }

@@ -1,3 +1,4 @@
+import { isResetDelay } from "../lib/time-bounds.js";
 import type { WindowLength } from "../providers/window.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 import { type DeriveWindows, rememberedWindowsOfRow } from "./row-windows.js";
@@ -112,23 +113,37 @@ export function matches(rule: AlertRule, row: ReportRow): boolean {
 const num = (v: ReportRow[number] | undefined) =>
   v === null || v === undefined ? null : Number(v);
 
+/**
+ * The figures a rule reads, with the % used: a finite limit above zero and a finite remaining
+ * (NaN and ±Infinity are none), or null.
+ */
+function usableFigures(
+  limit: number | null,
+  remaining: number | null,
+): { limit: number; remaining: number; pct: number } | null {
+  if (limit === null || remaining === null || !(limit > 0)) return null;
+  if (!Number.isFinite(limit) || !Number.isFinite(remaining)) return null;
+  const pct = Math.max(0, ((limit - remaining) / limit) * 100);
+  return Number.isFinite(pct) ? { limit, remaining, pct } : null;
+}
+
+/** A reset delay within the edge's bound (time-bounds.ts); a row stored before it may hold any. */
+const resetDelay = (ms: number | null): number | null => (isResetDelay(ms) ? ms : null);
+
 /** The rule's metric in this row, or null when the row does not carry it. */
 export function sampleOf(row: ReportRow, metric: Metric): Sample | null {
   const f = FIGURES[metric];
   const limit = num(row[f.limit]);
   const remaining = num(row[f.remaining]);
-  if (limit === null || remaining === null || !(limit > 0) || !Number.isFinite(remaining)) {
-    return null;
-  }
+  const figures = usableFigures(limit, remaining);
+  if (figures === null) return null;
   const t = receivedMsOf(row);
   if (!Number.isFinite(t)) return null;
   return {
     t,
     reportId: String(row[I.id]),
-    limit,
-    remaining,
-    pct: Math.max(0, ((limit - remaining) / limit) * 100),
-    resetMs: f.reset === null ? null : num(row[f.reset]),
+    ...figures,
+    resetMs: f.reset === null ? null : resetDelay(num(row[f.reset])),
   };
 }
 
@@ -154,19 +169,15 @@ export function windowSamplesOf(
   for (const w of rememberedWindowsOfRow(row, derive, at)) {
     if (w.dimension !== rule.metric) continue;
     if (rule.window != null && w.window !== rule.window) continue;
-    const { limit, remaining } = w;
-    if (limit === null || remaining === null || !(limit > 0) || !Number.isFinite(remaining)) {
-      continue;
-    }
+    const figures = usableFigures(w.limit, w.remaining);
+    if (figures === null) continue;
     t ??= receivedMsOf(row);
     if (!Number.isFinite(t)) return [];
     out.push({
       t,
       reportId: String(row[I.id]),
-      limit,
-      remaining,
-      pct: Math.max(0, ((limit - remaining) / limit) * 100),
-      resetMs: w.resets_at === null ? null : w.resets_at - at,
+      ...figures,
+      resetMs: w.resets_at === null ? null : resetDelay(w.resets_at - at),
       window: w.window,
     });
   }

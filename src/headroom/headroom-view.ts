@@ -2,6 +2,7 @@ import type { Point } from "../alerts/burn-rate.js";
 import { type WindowNow, windowNow } from "../alerts/now-model.js";
 import { type AlertRule, type Metric, metricOfDimension } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
+import { clampTime, isoOrNull, isResetDelay } from "../lib/time-bounds.js";
 import type { WindowLength } from "../providers/window.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
@@ -73,7 +74,9 @@ export interface SeriesView {
   windows?: WindowView[];
 }
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+const iso = isoOrNull;
+/** A time every answer has (when it was reported or seen): within the range, never a throw. */
+const isoAlways = (ms: number) => new Date(clampTime(ms)).toISOString();
 
 function metricView(
   metric: Metric,
@@ -82,10 +85,9 @@ function metricView(
   points: Point[],
   now: number,
 ): MetricView {
+  // A reset delay past the edge's bound (a row stored before it) is no reset.
   const resetsAt =
-    fig.resetMs !== null && fig.resetMs !== undefined && reportedAt !== null
-      ? reportedAt + fig.resetMs
-      : null;
+    isResetDelay(fig.resetMs) && reportedAt !== null ? reportedAt + fig.resetMs : null;
   return windowNow(
     metric,
     { limit: fig.limit, remaining: fig.remaining, reportedAt, resetsAt },
@@ -104,7 +106,7 @@ function windowView(w: LatestWindow, now: number): WindowView {
   return {
     dimension: w.dimension,
     window: w.window,
-    reported_at: new Date(w.reportedAt).toISOString(),
+    reported_at: isoAlways(w.reportedAt),
     ...windowNow(metricOfDimension(w.dimension), fig, w.points, now),
   };
 }
@@ -157,7 +159,7 @@ export function seriesView(
           window: undefined,
         }));
   let status: Status = "ok";
-  if (now - latest.lastSeen > opts.staleAfterMs) status = "stale";
+  if (!(now - latest.lastSeen <= opts.staleAfterMs)) status = "stale";
   else {
     for (const { view, metric, window } of watched) {
       const pct = view.used_pct;
@@ -174,7 +176,7 @@ export function seriesView(
     model: latest.model === "" ? null : latest.model,
     app: latest.app,
     status,
-    last_seen: new Date(latest.lastSeen).toISOString(),
+    last_seen: isoAlways(latest.lastSeen),
     reported_at: iso(latest.limitsAt),
     credits_reported_at: iso(latest.creditsAt),
     ...metrics,

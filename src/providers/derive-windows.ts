@@ -1,4 +1,6 @@
+import { isResetDelay, RESET_OUT_OF_RANGE } from "../lib/time-bounds.js";
 import { parserFor, parserId } from "./parsers/registry.js";
+import { resetWithin } from "./reset-time.js";
 import {
   type DerivedWindows,
   KNOWN_DIMENSIONS,
@@ -13,18 +15,27 @@ import {
 // client library fills from OpenAI-named headers) then fill only the dimensions no parsed window
 // covers. A report with neither is read exactly as before: the legacy "limits@1" mapping.
 
-/** The contract's own figures as windows of unknown length: the legacy mapping. */
-function legacyWindows(source: WindowSource): Window[] {
+/**
+ * The contract's own figures as windows of unknown length: the legacy mapping. A reset the edge
+ * would not take (a row stored before the bounds: src/lib/time-bounds.ts) is null with a warning.
+ */
+function legacyWindows(source: WindowSource, warnings: WindowWarning[]): Window[] {
   const { limits, credits, at } = source;
   const windows: Window[] = [];
-  const resetAt = (ms: number | null) => (ms === null ? null : at + ms);
+  const resetAt = (ms: number | null, path: string) => {
+    if (ms === null) return null;
+    const reset = isResetDelay(ms) ? resetWithin(at + ms, at) : null;
+    if (reset?.ok) return reset.resets_at;
+    warnings.push({ path, message: `${RESET_OUT_OF_RANGE}: read as unknown` });
+    return null;
+  };
   if (limits.requests_limit !== null || limits.requests_remaining !== null)
     windows.push({
       dimension: "requests",
       window: null,
       limit: limits.requests_limit,
       remaining: limits.requests_remaining,
-      resets_at: resetAt(limits.reset_requests_ms),
+      resets_at: resetAt(limits.reset_requests_ms, "limits.reset_requests_ms"),
     });
   if (limits.tokens_limit !== null || limits.tokens_remaining !== null)
     windows.push({
@@ -32,7 +43,7 @@ function legacyWindows(source: WindowSource): Window[] {
       window: null,
       limit: limits.tokens_limit,
       remaining: limits.tokens_remaining,
-      resets_at: resetAt(limits.reset_tokens_ms),
+      resets_at: resetAt(limits.reset_tokens_ms, "limits.reset_tokens_ms"),
     });
   if (credits && (credits.credits_limit !== null || credits.credits_remaining !== null))
     windows.push({
@@ -55,7 +66,7 @@ export function deriveWindows(source: WindowSource): DerivedWindows {
     Object.keys(source.headers).length > 0;
   const hasError = source.error !== null && source.error !== undefined;
   if (!hasHeaders && !hasError)
-    return { windows: legacyWindows(source), warnings, parser: LEGACY_PARSER };
+    return { windows: legacyWindows(source, warnings), warnings, parser: LEGACY_PARSER };
 
   const parser = parserFor(source.provider);
   let windows: Window[] = [];
@@ -68,7 +79,7 @@ export function deriveWindows(source: WindowSource): DerivedWindows {
     warnings.push({ path: "parser", message: `parser failed: ${String(err).slice(0, 200)}` });
   }
   const covered = new Set(windows.map((w) => w.dimension));
-  for (const w of legacyWindows(source)) if (!covered.has(w.dimension)) windows.push(w);
+  for (const w of legacyWindows(source, warnings)) if (!covered.has(w.dimension)) windows.push(w);
   return { windows: bounded(windows, warnings), warnings, parser: parserId(parser) };
 }
 

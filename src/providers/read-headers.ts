@@ -1,4 +1,4 @@
-import { parseResetTime } from "./reset-time.js";
+import { parseResetTime, resetAfter } from "./reset-time.js";
 import type { Window, WindowLength, WindowWarning } from "./window.js";
 
 // What every parser shares: reading one header as a count or a reset, turning junk into null with
@@ -122,6 +122,19 @@ export class HeaderReader {
   /** `reset` of a value found inside header `name`. */
   resetOf(name: string, raw: string): number | null {
     const parsed = parseResetTime(raw, this.at);
+    if (parsed.ok) return parsed.resets_at;
+    this.warn(name, parsed.message);
+    return null;
+  }
+
+  /**
+   * A reset stated as a delay in ms from the answer (Azure's retry-after-ms): the delay read as a
+   * count, then bounded as every reset is (reset-time.ts): past a year it is null with a warning.
+   */
+  resetAfterMs(name: string): number | null {
+    const delay = this.count(name);
+    if (delay === null) return null;
+    const parsed = resetAfter(delay, this.at);
     if (parsed.ok) return parsed.resets_at;
     this.warn(name, parsed.message);
     return null;

@@ -1,3 +1,5 @@
+import { isResetAt, isResetDelay, RESET_OUT_OF_RANGE } from "../lib/time-bounds.js";
+
 // When a provider's window resets, from any of the formats providers write it in, as an absolute
 // Unix ms time. Relative values count from `at` (when the provider answered).
 //
@@ -10,15 +12,13 @@
 //   from `at`;
 // - an RFC 3339 timestamp ("2026-01-01T00:01:00Z", with an offset or fractional seconds);
 // - an HTTP date ("Wed, 21 Oct 2015 07:28:00 GMT", Retry-After's other form).
-// Anything else, a negative value, or a time outside what a Date can hold, is not a reset.
+// Anything else, a negative value, or a time outside the bounds of src/lib/time-bounds.ts (more
+// than a year after `at`, or before 2000) is not a reset: null, with a warning.
 
 /** A bare number at or above this is epoch milliseconds. */
 export const EPOCH_MS_FROM = 1e12;
 /** A bare number at or above this (and below EPOCH_MS_FROM) is epoch seconds; below, seconds from now. */
 export const EPOCH_SECONDS_FROM = 1e9;
-
-/** The largest time a Date can hold, in ms. */
-const MAX_TIME_MS = 8.64e15;
 
 export type ResetParse = { ok: true; resets_at: number } | { ok: false; message: string };
 
@@ -48,17 +48,28 @@ export function durationMs(text: string): number | null {
   return Number.isFinite(total) ? total : null;
 }
 
-const within = (ms: number): ResetParse =>
-  Number.isFinite(ms) && ms >= 0 && ms <= MAX_TIME_MS
+/** An absolute reset stated at `at`, when within the bounds. */
+export const resetWithin = (ms: number, at: number): ResetParse =>
+  isResetAt(ms, at)
     ? { ok: true, resets_at: Math.round(ms) }
-    : { ok: false, message: "reset time out of range" };
+    : { ok: false, message: RESET_OUT_OF_RANGE };
+
+/**
+ * A reset `delayMs` after `at` (a relative reset, a retry delay): within a year, and counted from
+ * a known `at`.
+ */
+export function resetAfter(delayMs: number, at: number): ResetParse {
+  if (!Number.isFinite(at)) return { ok: false, message: "no answer time to count from" };
+  if (!(delayMs >= 0 && isResetDelay(delayMs))) return { ok: false, message: RESET_OUT_OF_RANGE };
+  return resetWithin(at + delayMs, at);
+}
 
 /** The absolute reset time (Unix ms) that `value` states, relative values counted from `at`. */
 export function parseResetTime(value: string, at: number): ResetParse {
   const text = value.trim();
   if (text === "") return { ok: false, message: "empty reset time" };
-  const fromAt = (ms: number): ResetParse =>
-    Number.isFinite(at) ? within(at + ms) : { ok: false, message: "no answer time to count from" };
+  const fromAt = (ms: number): ResetParse => resetAfter(ms, at);
+  const within = (ms: number): ResetParse => resetWithin(ms, at);
   if (NUMBER.test(text)) {
     const n = Number(text);
     if (n >= EPOCH_MS_FROM) return within(n);

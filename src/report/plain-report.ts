@@ -1,3 +1,4 @@
+import { isResetDelay } from "../lib/time-bounds.js";
 import {
   CREDIT_FIELDS,
   CREDIT_LIMIT,
@@ -63,7 +64,13 @@ export function plainReportBody(value: unknown): ReportBody | null {
   const sentLimits = value.limits;
   if (!isPlainObject(sentLimits)) return null;
   const limits = readLimits(sentLimits, limitValue);
-  if (limits === null) return null;
+  // A reset past a year either way is the schema's to store as null (and say so).
+  if (
+    limits === null ||
+    !resetTaken(limits.reset_requests_ms) ||
+    !resetTaken(limits.reset_tokens_ms)
+  )
+    return null;
 
   const sentCredits = value.credits;
   let credits: Credits | null = null;
@@ -85,6 +92,8 @@ function limitValue(sent: unknown): number | null | undefined {
   // False for NaN and ±Infinity too.
   return rounded > -INT64_LIMIT && rounded < INT64_LIMIT ? rounded : undefined;
 }
+
+const resetTaken = (ms: number | null) => ms === null || isResetDelay(ms);
 
 /** A credit as the schema gives it (null when absent); undefined when it is not one. */
 function creditValue(sent: unknown): number | null | undefined {

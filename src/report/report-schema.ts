@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { isResetDelay } from "../lib/time-bounds.js";
 import { UUID_TEXT } from "./report-id.js";
 
 // The one definition of a report: the wire rules of docs/report-api.md (`reportBodySchema`), the
@@ -83,6 +84,20 @@ const limitValue = z
   .optional()
   .transform((n) => n ?? null);
 
+const RESET_MESSAGE = "must lie within a year (31536000000 ms) either way";
+
+/**
+ * A reset delay: an Int64 as the limits are, and within a year either way (src/lib/time-bounds.ts):
+ * no provider states a longer one, and a time past it (9e15 ms) is no time a reader can write.
+ */
+const resetValue = z
+  .number({ error: numberError(RESET_MESSAGE) })
+  .transform((n) => Math.round(n))
+  .refine((n) => isResetDelay(n), { message: RESET_MESSAGE, params: UNUSABLE })
+  .nullable()
+  .optional()
+  .transform((n) => n ?? null);
+
 const creditNumber = z
   .number({ error: numberError(CREDIT_MESSAGE) })
   .refine((n) => Math.abs(n) < CREDIT_LIMIT, {
@@ -103,8 +118,8 @@ export const limitsSchema = z.object(
     requests_remaining: limitValue,
     tokens_limit: limitValue,
     tokens_remaining: limitValue,
-    reset_requests_ms: limitValue,
-    reset_tokens_ms: limitValue,
+    reset_requests_ms: resetValue,
+    reset_tokens_ms: resetValue,
   },
   { error: "expected an object" },
 );

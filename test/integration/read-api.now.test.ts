@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, createApi } from "../../src/api/create-api.js";
 import { createLogger } from "../../src/lib/logger.js";
+import { REPORT_JOB } from "../../src/queue/reports-queue.js";
+import { REPORT_COLUMNS } from "../../src/report/report-schema.js";
+import { ROW_SHAPES } from "../../src/report/row-shapes.js";
+import { usageRow } from "../helpers/alerts-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 
@@ -206,5 +210,69 @@ describe("a credit-only app's reports are no provider hints", () => {
         'headroom_provider_hints_total{provider="openrouter",model="auto",app="router"} 0',
       );
     }
+  });
+});
+
+describe("rows stored before times were bounded", () => {
+  it("a reset of 9e15 ms, or a 300-digit retry delay, reads as unknown: 200, never 500", async () => {
+    const own = await s.project();
+    const at = REPORT_COLUMNS.indexOf("reset_requests_ms");
+    const tokensAt = REPORT_COLUMNS.indexOf("reset_tokens_ms");
+    const headersAt = REPORT_COLUMNS.indexOf("headers");
+    const errorAt = REPORT_COLUMNS.indexOf("error");
+    const plain = usageRow(own.project, 95, { app: "plain" });
+    plain[at] = 9e15;
+    const azure = usageRow(own.project, 95, { provider: "azure", app: "retry" });
+    azure[headersAt] = JSON.stringify({
+      "x-ratelimit-remaining-tokens": "0",
+      "retry-after-ms": "9".repeat(300),
+    });
+    const gemini = usageRow(own.project, 95, { provider: "gemini", app: "retry" });
+    gemini[errorAt] = JSON.stringify({
+      error: {
+        details: [
+          {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            violations: [{ quotaId: "GenerateRequestsPerMinute" }],
+          },
+          {
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            retryDelay: `${"9".repeat(300)}s`,
+          },
+        ],
+      },
+    });
+    // No other reset: every window's reset is one of these.
+    for (const row of [plain, azure, gemini]) row[tokensAt] = null;
+    azure[at] = null;
+    gemini[at] = null;
+    // As the edge queued them before the bounds: the values stored as sent.
+    await s.p.queue.add(REPORT_JOB, { v: ROW_SHAPES.current, rows: [plain, azure, gemini] });
+    await s.stored(own.project, 3);
+    clock = Date.now();
+    const res = await api.app.inject({
+      method: "GET",
+      url: "/api/v1/headroom",
+      headers: { authorization: `Bearer ${own.read}` },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const series = res.json().series as {
+      provider: string;
+      requests: { resets_at: string | null };
+      windows: { dimension: string; resets_at: string | null }[];
+    }[];
+    expect(series.map((x) => x.provider).sort()).toEqual(["azure", "gemini", "openai"]);
+    for (const x of series) {
+      expect(x.requests.resets_at).toBeNull();
+      expect(x.windows.length).toBeGreaterThan(0);
+      for (const w of x.windows) expect(w.resets_at).toBeNull();
+    }
+    const metrics = await api.app.inject({
+      method: "GET",
+      url: "/api/v1/metrics",
+      headers: { authorization: `Bearer ${own.read}`, accept: "text/plain" },
+    });
+    expect(metrics.statusCode, metrics.body).toBe(200);
+    expect(metrics.body).not.toMatch(/NaN|Inf/);
   });
 });

@@ -99,7 +99,7 @@ async function post(body: unknown) {
     payload: JSON.stringify(body),
   });
   expect(res.statusCode, res.body).toBe(200);
-  return res.json() as { id: string; warnings?: unknown };
+  return res.json() as { id: string; warnings?: { path: string; message: string }[] };
 }
 
 /** Every value Redis holds, as text, key by key. */
@@ -278,6 +278,56 @@ describe("a report with the provider's headers and error body", () => {
     expect(await stored(within.id)).toEqual({ [name128]: "1", "retry-after": value512 });
     expect(await stored(sixtyFour.id)).toEqual(headers(64));
     expect(await stored(sixtyFive.id)).toEqual(headers(64));
+  });
+
+  it("stores a retry delay past a year (Azure's retry-after-ms, Gemini's retryDelay) as null, with a warning", async () => {
+    const huge = "9".repeat(300);
+    const azure = await post({
+      ...clientReport({ provider: "azure", timestamp: `${DAY}T09:00:00.000Z` }),
+      limits: {},
+      headers: { "x-ratelimit-remaining-tokens": "0", "retry-after-ms": huge },
+    });
+    const gemini = await post({
+      ...clientReport({ provider: "gemini", timestamp: `${DAY}T09:00:01.000Z` }),
+      limits: {},
+      error: {
+        error: {
+          details: [
+            {
+              "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+              violations: [{ quotaId: "GenerateRequestsPerMinute" }],
+            },
+            { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: `${huge}s` },
+          ],
+        },
+      },
+    });
+    expect(azure.warnings).toEqual([
+      { path: "headers.retry-after-ms", message: expect.stringMatching(/out of range/) },
+    ]);
+    expect(gemini.warnings).toEqual([
+      {
+        path: "error.error.details[1].retryDelay",
+        message: expect.stringMatching(/out of range/),
+      },
+    ]);
+    worker ??= startIngestWorker(p, logger);
+    for (const [id, dimension] of [
+      [azure.id, "tokens"],
+      [gemini.id, "requests"],
+    ] as const) {
+      const stored = await eventually(() => storedReport(id));
+      const [dimensions, , , remaining, resetsAt] = stored.windows as [
+        string[],
+        unknown,
+        unknown,
+        number[],
+        (string | null)[],
+      ];
+      expect(dimensions).toEqual([dimension]);
+      expect(remaining).toEqual([0]);
+      expect(resetsAt).toEqual([null]);
+    }
   });
 
   it("stores a report of the real client library as before: no headers, no error, legacy windows", async () => {
@@ -474,5 +524,54 @@ describe("headroom rederive-windows", () => {
       changed: 0,
       mutations: 0,
     });
+  });
+
+  it("tells apart two stored reports sharing a client id: each read, each given its own windows", async () => {
+    const shared = `p-shared-${uniqueId()}`;
+    const id = "0190a000-0000-7000-8000-0000000000ff";
+    // The id reused a day later (after the edge's deduplication window), with other content: the
+    // first carries Anthropic's headers (a window more with the newer parser), the second not.
+    const records = [`${DAY}T08:00:00.000Z`, `${DAY}T09:00:00.000Z`].map((timestamp, i) =>
+      toRecord(
+        reportBodySchema.parse(clientReport({ provider: "anthropic", timestamp })),
+        { reportId: id, projectId: shared, keyId: "key_test", receivedAt: Date.now() + i },
+        i === 0
+          ? { headers: JSON.stringify(ANTHROPIC_KEPT), error: null }
+          : undefined,
+      ),
+    );
+    await createReportSink(p.client, p.db).insert(records.map(toRow), `rederive-${shared}`);
+    const ctx = { db: p.db, retentionDays: 30 };
+    // One report a page: a cursor on the id alone skips the second.
+    expect(
+      await rederiveWindows(p.client, ctx, { project: shared, derive: newer, chunk: 1 }),
+    ).toMatchObject({ read: 2, changed: 2 });
+    const rs = await p.client.query({
+      query: `SELECT ${REPORT_COLUMNS.join(", ")}, ${WINDOWS.join(", ")} FROM ${p.db}.reports_v
+        WHERE project_id = {p:String} ORDER BY timestamp`,
+      query_params: { p: shared },
+      format: "JSONCompactEachRow",
+      clickhouse_settings: {
+        output_format_json_quote_64bit_integers: 0,
+        output_format_json_quote_decimals: 0,
+      },
+    });
+    const rows = await rs.json<unknown[]>();
+    expect(rows).toHaveLength(2);
+    for (const row of rows) {
+      const record = Object.fromEntries(REPORT_COLUMNS.map((c, i) => [c, row[i]])) as Record<
+        string,
+        unknown
+      >;
+      for (const c of ["timestamp", "received_at"])
+        record[c] = `${String(record[c]).replace(" ", "T")}Z`;
+      expect(row.slice(REPORT_COLUMNS.length)).toEqual(
+        cellsOf(newer(record as unknown as ReportRecord)),
+      );
+    }
+    // Done: a second run, a page at a time, finds nothing to change.
+    expect(
+      await rederiveWindows(p.client, ctx, { project: shared, derive: newer, chunk: 1 }),
+    ).toEqual({ read: 2, changed: 0, mutations: 0 });
   });
 });

@@ -1,12 +1,14 @@
 import { v7 as uuidv7 } from "uuid";
 import { describe, expect, it } from "vitest";
 import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
-import { evaluateBatch } from "../../src/alerts/evaluate-batch.js";
+import { evaluateBatch, type SeriesFailure } from "../../src/alerts/evaluate-batch.js";
+import { windowField } from "../../src/alerts/evaluate-batch.js";
 import { evaluateSeries } from "../../src/alerts/evaluate-series.js";
 import type { AlertRule } from "../../src/alerts/rule.js";
 import type { CommitResult, StateStore, StateWrite } from "../../src/alerts/state-store.js";
 import { sampleOf } from "../../src/alerts/usage.js";
-import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
+import { deriveWindows } from "../../src/providers/derive-windows.js";
+import { REPORT_COLUMNS, type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
 
 // A batch through the rules: series, order, idempotency (a batch evaluated again fires nothing
 // new), deterministic event ids, and the outbox. The state store here is an in-memory one with
@@ -232,5 +234,63 @@ describe("batch evaluation", () => {
     // Our older report is now behind the watermark: it fires nothing.
     expect(await evaluateBatch(m.store, "t1", [rule], rows)).toEqual([]);
     expect(raced).toBe(true);
+  });
+
+  it("takes a stored reset of 9e15 ms (a row from before the bound) without a throw: reset unknown", async () => {
+    const m = memoryStore();
+    const stored = row(95, 0);
+    stored[REPORT_COLUMNS.indexOf("reset_requests_ms")] = 9e15;
+    const events = await evaluateBatch(m.store, "t1", [rule], [stored]);
+    expect(events.map((e) => [e.level, e.reset_ms])).toEqual([["critical", null]]);
+  });
+});
+
+describe("each series apart", () => {
+  const PROJECT_AT = REPORT_COLUMNS.indexOf("project_id");
+  const of = (project: string, r: ReportRow) => {
+    r[PROJECT_AT] = project;
+    return r;
+  };
+  const other: AlertRule = { ...rule, id: "alr_other", project: "other" };
+
+  it("a series that throws is told (stage evaluate) and kept as it was; the others fire", async () => {
+    const m = memoryStore();
+    // acme's stored state is no JSON: reading it throws.
+    const field = windowField({ provider: "openai", model: "gpt-4o", app: "chat" }, null);
+    m.states.set(`${rule.id} ${field}`, "{not json");
+    const failures: SeriesFailure[] = [];
+    const events = await evaluateBatch(
+      m.store,
+      "t1",
+      [rule, other],
+      [row(95, 0), of("other", row(95, 0))],
+      undefined,
+      undefined,
+      (f) => failures.push(f),
+    );
+    expect(events.map((e) => [e.project, e.level])).toEqual([["other", "critical"]]);
+    expect(failures.map((f) => [f.stage, f.rule.id])).toEqual([["evaluate", rule.id]]);
+    expect(m.states.get(`${rule.id} ${field}`)).toBe("{not json");
+  });
+
+  it("a row whose windows throw is told (stage samples); the batch's other rows fire", async () => {
+    const m = memoryStore();
+    const failures: SeriesFailure[] = [];
+    const events = await evaluateBatch(
+      m.store,
+      "t1",
+      [rule, other],
+      [row(95, 0), of("other", row(97, 0))],
+      undefined,
+      // acme's row (50 remaining) is one the windows' derivation throws on.
+      (source) => {
+        if (source.limits.requests_remaining === 50 && source.provider === "openai")
+          throw new RangeError("Invalid time value");
+        return deriveWindows(source);
+      },
+      (f) => failures.push(f),
+    );
+    expect(events.map((e) => [e.project, e.level])).toEqual([["other", "critical"]]);
+    expect(failures.map((f) => [f.stage, f.rule.id])).toEqual([["samples", rule.id]]);
   });
 });

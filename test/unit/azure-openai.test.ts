@@ -48,4 +48,23 @@ describe("azure-openai parser", () => {
     });
     expect(windowOf(d, "tokens")).toMatchObject({ remaining: 0, resets_at: AT + 1500 });
   });
+
+  it("takes no retry-after-ms past a year: null, with a warning for it", () => {
+    for (const huge of ["9".repeat(300), "31536000001"]) {
+      const d = derive("azure", {
+        "x-ratelimit-remaining-tokens": "0",
+        "retry-after-ms": huge,
+      });
+      expect(windowOf(d, "tokens")).toMatchObject({ remaining: 0, resets_at: null });
+      expect(d.warnings).toEqual([
+        { path: "headers.retry-after-ms", message: expect.stringMatching(/out of range/) },
+      ]);
+    }
+    const year = derive("azure", {
+      "x-ratelimit-remaining-tokens": "0",
+      "x-ms-retry-after-ms": "31536000000",
+    });
+    expect(windowOf(year, "tokens")).toMatchObject({ resets_at: AT + 31_536_000_000 });
+    expect(year.warnings).toEqual([]);
+  });
 });

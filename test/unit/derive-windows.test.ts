@@ -47,7 +47,8 @@ describe("deriveWindows", () => {
       fc.property(
         fc.record({
           provider: fc.constantFrom("openai", "anthropic", "groq", "gemini", "openrouter", "x"),
-          at: fc.integer({ min: 0, max: 4_102_444_800_000 }),
+          // A report's timestamp lies from 2000 on (report-schema.ts), and so do the resets.
+          at: fc.integer({ min: Date.UTC(2000, 0, 1), max: 4_102_444_800_000 }),
           limits: fc.record({
             requests_limit: figure,
             requests_remaining: figure,
@@ -71,6 +72,23 @@ describe("deriveWindows", () => {
         },
       ),
     );
+  });
+
+  it("reads a stored reset past a year (a row stored before the bound) as unknown, with a warning", () => {
+    const d = deriveWindows({
+      provider: "openai",
+      at: AT,
+      limits: { ...NO_LIMITS, requests_limit: 10, requests_remaining: 1, reset_requests_ms: 9e15 },
+      credits: null,
+      headers: null,
+      error: null,
+    });
+    expect(d.windows).toEqual([
+      { dimension: "requests", window: null, limit: 10, remaining: 1, resets_at: null },
+    ]);
+    expect(d.warnings).toEqual([
+      { path: "limits.reset_requests_ms", message: expect.stringMatching(/out of range/) },
+    ]);
   });
 
   it("keeps every figure of the real client library's reports, through the stored record", () => {

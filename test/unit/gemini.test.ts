@@ -115,4 +115,33 @@ describe("gemini parser", () => {
     for (const body of [null, "text", 42, [], {}, { error: "x" }, { error: { details: "x" } }])
       expect(derive("gemini", null, { error: body }).windows).toEqual([]);
   });
+
+  it("takes no retryDelay past a year: null, with a warning for it", () => {
+    const body = (retryDelay: string) => ({
+      error: {
+        details: [
+          {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            violations: [{ quotaId: "GenerateRequestsPerMinute" }],
+          },
+          { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay },
+        ],
+      },
+    });
+    for (const huge of [`${"9".repeat(300)}s`, "31536001s"]) {
+      const d = derive("gemini", null, { error: body(huge) });
+      expect(d.windows).toEqual([
+        { dimension: "requests", window: "1m", limit: null, remaining: 0, resets_at: null },
+      ]);
+      expect(d.warnings).toEqual([
+        {
+          path: "error.error.details[1].retryDelay",
+          message: expect.stringMatching(/out of range/),
+        },
+      ]);
+    }
+    const year = derive("gemini", null, { error: body("31536000s") });
+    expect(year.windows[0]?.resets_at).toBe(AT + 31_536_000_000);
+    expect(year.warnings).toEqual([]);
+  });
 });

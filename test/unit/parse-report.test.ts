@@ -117,6 +117,27 @@ describe("validateReport", () => {
   };
   const window = { retentionDays: 400 };
 
+  it("stores a reset past a year either way as null, with a warning; takes a year", () => {
+    const year = 31_536_000_000;
+    const { record, warnings } = validateReport(
+      { provider: "openai", limits: { reset_requests_ms: 9e15, reset_tokens_ms: -(year + 1) } },
+      server,
+      window,
+    );
+    expect(record).toMatchObject({ reset_requests_ms: null, reset_tokens_ms: null });
+    expect(warnings).toEqual([
+      { path: "limits.reset_requests_ms", message: expect.stringMatching(/within a year.*null/) },
+      { path: "limits.reset_tokens_ms", message: expect.stringMatching(/within a year.*null/) },
+    ]);
+    const kept = validateReport(
+      { provider: "openai", limits: { reset_requests_ms: year, reset_tokens_ms: -year } },
+      server,
+      window,
+    );
+    expect(kept.record).toMatchObject({ reset_requests_ms: year, reset_tokens_ms: -year });
+    expect(kept.warnings).toEqual([]);
+  });
+
   it("stores unusable optional values as null or cut, and says so in warnings", () => {
     const { record, warnings } = validateReport(
       {

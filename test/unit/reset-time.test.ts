@@ -46,9 +46,25 @@ describe("reset times, in every format providers write them", () => {
     expect(resetsAt("11.382867097854614")).toBe(AT + 11_383);
     expect(resetsAt("0")).toBe(AT);
     // The boundaries, as documented.
-    expect(resetsAt(String(EPOCH_SECONDS_FROM - 1))).toBe(AT + (EPOCH_SECONDS_FROM - 1) * 1000);
+    // Plain seconds just below epoch seconds are 31 years away: past a year, no reset.
+    expect(resetsAt(String(EPOCH_SECONDS_FROM - 1))).toBeNull();
+    expect(resetsAt("31536000")).toBe(AT + 31_536_000_000);
     expect(resetsAt(String(EPOCH_SECONDS_FROM))).toBe(EPOCH_SECONDS_FROM * 1000);
     expect(resetsAt(String(EPOCH_MS_FROM))).toBe(EPOCH_MS_FROM);
+  });
+
+  it("takes no reset more than a year after the answer, nor one before 2000", () => {
+    const year = 31_536_000_000;
+    expect(resetsAt("31536001")).toBeNull();
+    expect(resetsAt("8760h0m0.001s")).toBeNull();
+    expect(resetsAt(String(AT + year))).toBe(AT + year);
+    expect(resetsAt(String(AT + year + 1))).toBeNull();
+    expect(resetsAt("9".repeat(300))).toBeNull();
+    expect(resetsAt("Fri, 31 Dec 1999 23:59:59 GMT")).toBeNull();
+    expect(resetsAt("2000-01-01T00:00:00Z")).toBe(Date.UTC(2000, 0, 1));
+    expect(resetsAt("9999-12-31T23:59:59Z")).toBeNull();
+    const r = parseResetTime("9".repeat(300), AT);
+    expect(r.ok ? null : r.message).toMatch(/out of range/);
   });
 
   it("reads Retry-After's HTTP date", () => {

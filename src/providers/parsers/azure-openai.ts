@@ -15,10 +15,11 @@ export const azureOpenaiParser: ProviderParser = {
   parse: (source) =>
     readHeaders(source, (r) => {
       readXRateLimit(r, openaiMeaning);
-      const retry = [r.count("retry-after-ms"), r.count("x-ms-retry-after-ms")];
-      const retryMs = retry[0] ?? retry[1] ?? null;
-      if (retryMs !== null)
+      // Bounded as every reset is: a delay past a year is null with a warning.
+      const retry = [r.resetAfterMs("retry-after-ms"), r.resetAfterMs("x-ms-retry-after-ms")];
+      const retryAt = retry[0] ?? retry[1] ?? null;
+      if (retryAt !== null)
         for (const w of r.windows)
-          if (w.remaining === 0 && w.resets_at === null) w.resets_at = Math.round(r.at + retryMs);
+          if (w.remaining === 0 && w.resets_at === null) w.resets_at = retryAt;
     }),
 };

@@ -1,5 +1,5 @@
 import type { ParseResult, ProviderParser } from "../parser.js";
-import { durationMs } from "../reset-time.js";
+import { durationMs, resetAfter } from "../reset-time.js";
 import type { Window, WindowLength, WindowWarning } from "../window.js";
 
 // Gemini: https://ai.google.dev/gemini-api/docs/rate-limits — no rate-limit headers; a 429's body
@@ -51,9 +51,15 @@ function parseGemini(error: unknown, at: number): ParseResult {
     if (!typeOf(d).endsWith("google.rpc.RetryInfo") || !isObject(d)) return;
     const delay = d.retryDelay;
     const ms = typeof delay === "string" ? durationMs(delay.trim()) : null;
+    const path = `${found.path}.details[${i}].retryDelay`;
     if (ms === null || !Number.isFinite(at)) {
-      warnings.push({ path: `${found.path}.details[${i}].retryDelay`, message: "not a duration" });
-    } else resets_at = Math.round(at + ms);
+      warnings.push({ path, message: "not a duration" });
+      return;
+    }
+    // Bounded as every reset is (reset-time.ts): a delay past a year is null with a warning.
+    const reset = resetAfter(ms, at);
+    if (reset.ok) resets_at = reset.resets_at;
+    else warnings.push({ path, message: reset.message });
   });
 
   details.forEach((d, i) => {
