@@ -37,6 +37,8 @@ export interface BatchRouteDeps extends AuthDeps {
   bodyLimit: number;
   maxReports: number;
   retentionDays: number;
+  /** POOL_SECRET: the key of the account hashes (report/pool-account.ts). */
+  poolSecret?: string;
   limits: Limits;
   backlog: Pick<BacklogGate, "check">;
   enqueuer: Pick<Enqueuer, "enqueueMany" | "writeJob">;
@@ -61,8 +63,17 @@ interface RawBody {
 }
 
 export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps) => {
-  const { bodyLimit, maxReports, retentionDays, limits, backlog, enqueuer, reportIds, idJobs } =
-    deps;
+  const {
+    bodyLimit,
+    maxReports,
+    retentionDays,
+    poolSecret,
+    limits,
+    backlog,
+    enqueuer,
+    reportIds,
+    idJobs,
+  } = deps;
   const { metrics, bodies } = deps;
   const authenticate = createAuthenticate(deps);
 
@@ -113,15 +124,10 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       if (raw === undefined) throw new HttpError("invalid_json", "the body is empty");
       // Each item as a single report is validated.
       const results: ItemResult[] = [];
-      const valid = validateBatch(
-        raw.bytes,
-        raw.format,
-        maxReports,
-        results,
-        project,
-        Date.now(),
+      const valid = validateBatch(raw.bytes, raw.format, maxReports, results, project, Date.now(), {
         retentionDays,
-      );
+        poolSecret,
+      });
 
       if (valid.length > 0) backlog.check();
       const fresh = await claimIds(valid, results, project, reportIds, idJobs);
