@@ -20,7 +20,7 @@ describe("read API OpenAPI", () => {
       "/api/v1/spend",
       "/api/v1/usage",
     ]);
-    expect(params("/api/v1/headroom")).toEqual(["app", "model", "provider"]);
+    expect(params("/api/v1/headroom")).toEqual(["app", "group", "model", "provider"]);
     expect(params("/api/v1/usage")).toEqual(
       ["app", "format", "from", "group_by", "model", "provider", "to", "window"].sort(),
     );

@@ -144,14 +144,15 @@ function fillOptions(select: HTMLSelectElement, values: string[]) {
 async function refreshHeadroom(key: string) {
   const headroom = await getJson<Headroom>(key, "headroom");
   if (state.key !== key) return;
-  renderCards(el.cards, el.summary, headroom.series);
+  const series = headroom.series ?? [];
+  renderCards(el.cards, el.summary, series);
   fillOptions(
     el.logProvider,
-    headroom.series.map((s) => s.provider),
+    series.map((s) => s.provider),
   );
   fillOptions(
     el.logApp,
-    headroom.series.map((s) => s.app),
+    series.map((s) => s.app),
   );
   say(`Updated ${new Date().toLocaleTimeString("en-GB", { timeZone: "UTC" })} UTC`);
   if (!state.firstFigures) {
