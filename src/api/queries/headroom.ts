@@ -245,6 +245,20 @@ async function hotSeries(deps: HeadroomDeps, hot: HotStore, project: string, now
   return (await orUnavailable(hot.read(project))) ?? series;
 }
 
+/**
+ * A project's series as /headroom reads them: the hot copy (refilled from ClickHouse when Redis
+ * has none), else ClickHouse's.
+ */
+export function projectSeries(
+  deps: HeadroomDeps,
+  project: string,
+  now: number,
+): Promise<Map<string, HotSeries>> {
+  return deps.hot
+    ? hotSeries(deps, deps.hot, project, now)
+    : fromClickHouse(deps.store, project, now, {}, deps.deriveWindows);
+}
+
 /** What the caller has read already (the route: the hot copy and the rules, at once). */
 export interface Given {
   series?: Map<string, HotSeries>;
@@ -339,7 +353,7 @@ export function poolView(
 }
 
 /** The project's pools that `filters` keep (an app filter keeps the pools it is a member of). */
-function poolViews(
+export function poolViews(
   series: Map<string, HotSeries>,
   filters: SeriesFilters,
   rules: AlertRule[],
