@@ -231,6 +231,17 @@ export const configSchema = z.object({
    */
   EDGE_MAX_BYTES_IN_FLIGHT: int(64 * 1024).default(32 * 1024 * 1024),
 
+  /**
+   * The key of the account hashes (docs/pools.md): the account a provider names in its answer
+   * (OpenAI's organisation and project) is kept only as HMAC-SHA256 under this secret. One per
+   * deployment, the same on every edge; changing it splits every pool once. Unset: the account
+   * is dropped with the other headers and reports pool by their label only.
+   */
+  POOL_SECRET: z
+    .string()
+    .min(32, "must be at least 32 characters (e.g. openssl rand -base64 32)")
+    .optional(),
+
   /** Cache of key lookups on each edge; a revocation is seen within this time. */
   KEY_CACHE_TTL_MS: ms(0, 1_000).default(500),
   AUTH_FAILURES_PER_IP: int(1).default(30),

@@ -10,7 +10,6 @@ import { webhookPayload } from "./alert-event.js";
 import { createDeliveryLanes, receiverOf } from "./delivery-lanes.js";
 import { createDestinationPolicy } from "./destination-policy.js";
 import { evaluateBatch, type RefusedSeries, type SeriesFailure } from "./evaluate-batch.js";
-import { createWebhookResolver, webhookDnsOf } from "./webhook-dns.js";
 import { createEventSink } from "./event-sink.js";
 import { createGuardedFetch } from "./guarded-fetch.js";
 import { type AlertsMetrics, createAlertsMetrics } from "./metrics.js";
@@ -28,6 +27,7 @@ import { createReceiverBreakers } from "./receiver-breaker.js";
 import type { DeriveWindows } from "./row-windows.js";
 import { createRuleStore } from "./rule-store.js";
 import { createStateStore } from "./state-store.js";
+import { createWebhookResolver, webhookDnsOf } from "./webhook-dns.js";
 import { sendWebhook } from "./webhook-sender.js";
 
 // The alerts worker: evaluates stored batches (queue `alerts`) and delivers webhooks (queue

@@ -4,8 +4,8 @@ import type { AlertEvent } from "./alert-event.js";
 import { evaluateSeries, readState } from "./evaluate-series.js";
 import type { DeriveWindows } from "./row-windows.js";
 import type { AlertRule } from "./rule.js";
-import type { StateStore, StateWrite } from "./state-store.js";
 import { child, indexRules, type RuleGroup } from "./rule-index.js";
+import type { StateStore, StateWrite } from "./state-store.js";
 import { type Sample, type Series, seriesOf, windowSamplesOf } from "./usage.js";
 
 // One stored batch against the rules: its rows grouped into series per rule, every series' state

@@ -11,9 +11,11 @@ import type { LookupKey } from "../keys/key-cache.js";
 import { type ControlRoutesDeps, controlRoutes } from "./control/routes.js";
 import { buildApiOpenApi, buildControlOpenApi } from "./openapi.js";
 import { readAuth } from "./plugins/read-auth.js";
+import { createAdviceMemory } from "./queries/advice.js";
 import type { QueryCache } from "./query-cache.js";
 import type { ReadLimit } from "./read-limit.js";
 import type { ReadStore } from "./read-store.js";
+import { adviceRoutes } from "./routes/advice.js";
 import { alertEventsRoutes } from "./routes/alert-events.js";
 import { headroomRoutes } from "./routes/headroom.js";
 import { metricsRoutes } from "./routes/metrics.js";
@@ -56,6 +58,11 @@ export interface ApiDeps {
   pageDir?: string;
   now?: () => number;
 }
+
+/** Projects whose hot copy the advice holds in memory at most (least recently asked dropped). */
+const ADVICE_MAX_PROJECTS = 10_000;
+/** Without pushed versions, advice reads a project's copy again when it is older than this. */
+const ADVICE_MAX_AGE_MS = 500;
 
 export function buildApiApp(deps: ApiDeps): FastifyInstance {
   const { config, store, now } = deps;
@@ -106,6 +113,29 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       deriveWindows: deps.deriveWindows,
       now,
     });
+  });
+
+  // Advice, in a scope of its own: a report key may ask too (its own project's, as any key).
+  const advice = createAdviceMemory(
+    {
+      store,
+      rulesFor: deps.rulesFor,
+      staleAfterMs: config.READ_STALE_AFTER_S * 1000,
+      hot: deps.hot,
+      versions: deps.hotVersions,
+      deriveWindows: deps.deriveWindows,
+      now,
+    },
+    { maxProjects: ADVICE_MAX_PROJECTS, maxAgeMs: ADVICE_MAX_AGE_MS },
+  );
+  app.register(async (v1) => {
+    v1.register(readAuth, {
+      lookupKey: deps.lookupKey,
+      limits: deps.authLimits,
+      readLimit: deps.readLimit,
+      scopes: ["read", "report"],
+    });
+    v1.register(adviceRoutes, { memory: advice });
   });
 
   // In a scope of its own: its management-key hook is not the read routes' read-key one.

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { errorBodySchema } from "../http/errors.js";
 import { controlPaths } from "./control/openapi.js";
+import { adviceQuery, adviceResponse } from "./schemas/advice.js";
 import { alertEventsQuery, alertEventsResponse } from "./schemas/alert-events.js";
 import { headroomQuery, headroomResponse } from "./schemas/headroom.js";
 import { reportsQuery, reportsResponse } from "./schemas/reports.js";
@@ -129,7 +130,7 @@ function readApiOpenApi() {
     paths: {
       "/api/v1/headroom": operation(
         "getHeadroom",
-        "Current headroom per provider, model and app",
+        "Current headroom per pool and per provider, model and app",
         headroomQuery,
         headroomResponse,
       ),
@@ -157,6 +158,12 @@ function readApiOpenApi() {
         "Spend per provider over a range",
         spendQuery,
         spendResponse,
+      ),
+      "/api/v1/advice": operation(
+        "getAdvice",
+        "May a call spend this now: go, wait or unknown, by the model's pool (a read key, or the project's report key)",
+        adviceQuery,
+        adviceResponse,
       ),
     },
   };

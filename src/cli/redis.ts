@@ -1,7 +1,7 @@
 import { type Config, isSet } from "../config.js";
+import { readStackFile } from "../local/stack-file.js";
 import { createCliRedis, type RedisClient, waitForReady } from "../redis/connections.js";
 import { describeTopology, redisTopology } from "../redis/topology.js";
-import { readStackFile } from "../local/stack-file.js";
 import { CliError, UsageError } from "./errors.js";
 
 // A command's Redis connection. A worker's connection waits for Redis as long as it takes; a

@@ -309,6 +309,24 @@ function alertEventWindows(ctx: MigrationContext): string[] {
   ];
 }
 
+/**
+ * The pool a report draws on (issue 44, docs/pools.md): the keyed hash of the account its
+ * provider named and the client's label, null on every report stored before (a report without
+ * either is its app's alone, as those were). Few per project: LowCardinality.
+ */
+function reportPools(ctx: MigrationContext): string[] {
+  const columns = [
+    "ADD COLUMN IF NOT EXISTS account LowCardinality(Nullable(String))",
+    "ADD COLUMN IF NOT EXISTS pool LowCardinality(Nullable(String))",
+  ].join(",\n      ");
+  return [
+    `ALTER TABLE ${stored(ctx, "reports")}${onCluster(ctx)}\n      ${columns}`,
+    ...(ctx.cluster ? [`ALTER TABLE ${ctx.db}.reports${onCluster(ctx)}\n      ${columns}`] : []),
+    // A view keeps the columns it was made with: reports_v is made again to show the new ones.
+    `CREATE OR REPLACE VIEW ${ctx.db}.reports_v${onCluster(ctx)} AS SELECT * FROM ${ctx.db}.reports FINAL`,
+  ];
+}
+
 export const MIGRATIONS: Migration[] = [
   {
     // model is '' when the client could not see it (the contract never allows '' as a model);
@@ -483,6 +501,11 @@ export const MIGRATIONS: Migration[] = [
     name: "figureless_hints",
     statements: (ctx) => ROLLUPS.flatMap((r) => figurelessHints(ctx, r.name, r.bucket)),
     backfill: (ctx) => ROLLUPS.map((r) => figurelessHintsBackfill(ctx, r.name, r.bucket)),
+  },
+  {
+    version: 11,
+    name: "report_pools",
+    statements: (ctx) => reportPools(ctx),
   },
 ];
 

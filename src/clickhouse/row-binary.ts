@@ -301,7 +301,7 @@ export const arrayOf =
     return true;
   };
 
-/** The type of each column of `reports` a row shape may hold (migrations 1 and 7). */
+/** The type of each column of `reports` a row shape may hold (migrations 1, 7 and 10). */
 export const REPORT_COLUMN_WRITERS: Readonly<Record<string, Write>> = {
   report_id: writeUuid,
   project_id: writeString,
@@ -322,6 +322,8 @@ export const REPORT_COLUMN_WRITERS: Readonly<Record<string, Write>> = {
   request_cost: writeNullableDecimal38_12,
   headers: writeNullableString,
   error: writeNullableString,
+  account: writeNullableString,
+  pool: writeNullableString,
 };
 
 /** The windows columns, in WINDOW_COLUMNS's order. */

@@ -34,8 +34,8 @@ import {
   type KeyView,
   type ProjectView,
   type rotatedKey,
-  type ruleBody,
   rotateKeyBody,
+  type ruleBody,
   type testSent,
 } from "./schemas.js";
 

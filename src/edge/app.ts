@@ -29,6 +29,7 @@ export interface EdgeDeps {
       | "METRICS_TOKEN"
       | "METRICS_PORT"
       | "RETENTION_DAYS"
+      | "POOL_SECRET"
       | "BATCH_MAX_REPORTS"
       | "BATCH_LIMIT_BYTES"
       | "EDGE_MAX_BYTES_IN_FLIGHT"
@@ -60,6 +61,7 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     bodies,
     bodyLimit: config.BODY_LIMIT_BYTES,
     retentionDays: config.RETENTION_DAYS,
+    poolSecret: config.POOL_SECRET,
   });
   app.register(batchRoutes, {
     ...deps,
@@ -67,6 +69,7 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     bodyLimit: config.BATCH_LIMIT_BYTES,
     maxReports: config.BATCH_MAX_REPORTS,
     retentionDays: config.RETENTION_DAYS,
+    poolSecret: config.POOL_SECRET,
   });
   app.register(otlpTracesRoutes, {
     ...deps,
@@ -74,6 +77,7 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
     bodyLimit: config.OTLP_LIMIT_BYTES,
     maxReports: config.BATCH_MAX_REPORTS,
     retentionDays: config.RETENTION_DAYS,
+    poolSecret: config.POOL_SECRET,
   });
   // The public /readyz tells its figures only to the metrics token's holder (none without one).
   const hasToken = carriesMetricsToken(config);

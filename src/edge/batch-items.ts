@@ -4,7 +4,7 @@ import type { IdJobs, JobPlace } from "../queue/id-jobs.js";
 import { newReportIds, UUID_TEXT } from "../report/report-id.js";
 import { type ReportRow, toRow } from "../report/report-schema.js";
 import { type BatchFormat, type BatchItem, parseBatchBody } from "./parse-batch.js";
-import { validateReport } from "./parse-report.js";
+import { type ValidateOptions, validateReport } from "./parse-report.js";
 import type { ClaimState, ReportIds } from "./report-ids.js";
 
 // A batch's items one by one: each validated as a single report (with the client's optional id),
@@ -36,7 +36,7 @@ export function validateBatch(
   results: ItemResult[],
   project: KeyLookup,
   receivedAt: number,
-  retentionDays: number,
+  options: ValidateOptions,
 ): Taken[] {
   const items = parseBatchBody(body, format, maxReports);
   results.length = items.length;
@@ -51,7 +51,7 @@ export function validateBatch(
     }
     try {
       valid.push(
-        validateItem(item.value, index, ids[index] as string, project, receivedAt, retentionDays),
+        validateItem(item.value, index, ids[index] as string, project, receivedAt, options),
       );
     } catch (err) {
       if (!(err instanceof HttpError)) throw err;
@@ -71,7 +71,7 @@ export function validateItem(
   newId: string,
   project: KeyLookup,
   receivedAt: number,
-  retentionDays: number,
+  options: ValidateOptions,
 ): Taken {
   let clientId: string | null = null;
   let idIssue: Issue | null = null;
@@ -90,7 +90,7 @@ export function validateItem(
         keyId: project.keyId,
         receivedAt,
       },
-      { retentionDays },
+      options,
     );
   } catch (err) {
     if (idIssue && err instanceof HttpError && err.extra.issues) err.extra.issues.unshift(idIssue);

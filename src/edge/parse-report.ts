@@ -2,6 +2,7 @@ import { isUtf8 } from "node:buffer";
 import { HttpError, type Issue } from "../http/errors.js";
 import { windowsOfRecord } from "../providers/derive-windows.js";
 import { plainReportBody } from "../report/plain-report.js";
+import { accountOf } from "../report/pool-account.js";
 import { readProviderSaid } from "../report/provider-said.js";
 import {
   type ReportBody,
@@ -121,6 +122,11 @@ export interface ValidateOptions {
    * refuses (TOO_MANY_PARTS) and a tenant's clock decide how many parts everyone's inserts make.
    */
   retentionDays: number;
+  /**
+   * POOL_SECRET: the key of the account hashes (report/pool-account.ts). Without it the account
+   * a provider names is dropped with every other header, and its reports are pooled by label only.
+   */
+  poolSecret?: string;
 }
 
 /**
@@ -193,7 +199,10 @@ function finish(
       message: `older than the retention of ${options.retentionDays} days: stored as the receive time`,
     });
   }
-  const record = toRecord(body, server, said);
+  // The account the provider named, hashed here: its clear value goes no further than this line.
+  const sentHeaders = (sent as { headers?: unknown }).headers;
+  const account = accountOf(options.poolSecret, server.projectId, body.provider, sentHeaders);
+  const record = toRecord(body, server, account === null ? said : { ...said, account });
   // What the parsers could not read (Azure's -1, junk values) is said in the answer, as any
   // unusable value is; the worker derives the same windows from the stored record.
   if (record.headers != null || record.error != null)

@@ -29,6 +29,8 @@ export interface LatestFigures {
   requests: { limit: number | null; remaining: number | null; resetMs: number | null };
   tokens: { limit: number | null; remaining: number | null; resetMs: number | null };
   credits: { limit: number | null; remaining: number | null };
+  /** A pool's member apps (pool-view.ts): a rule on any of them watches the pool. */
+  apps?: string[];
   /** The series' windows, each with its own newest figures and recent points (none: a copy kept before windows). */
   windows?: LatestWindow[];
 }
@@ -117,7 +119,7 @@ function windowView(w: LatestWindow, now: number): WindowView {
  */
 export function thresholdsFor(
   rules: AlertRule[],
-  series: { provider: string; model: string; app: string },
+  series: { provider: string; model: string; app: string; apps?: string[] },
   metric: string,
   window?: WindowLength | null,
 ): Pick<Thresholds, "warnPct" | "criticalPct"> {
@@ -127,7 +129,7 @@ export function thresholdsFor(
       (window === undefined || r.window == null || r.window === window) &&
       (r.provider === null || r.provider === series.provider) &&
       (r.model === null || r.model === series.model) &&
-      (r.app === null || r.app === series.app),
+      (r.app === null || (series.apps ?? [series.app]).includes(r.app)),
   );
   if (watching.length === 0) return DEFAULT_THRESHOLDS;
   return {

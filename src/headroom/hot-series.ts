@@ -39,7 +39,15 @@ export interface HotSeries {
   w?: Record<string, HotWindow>;
   /** Per window key: recent [Unix ms, remaining], oldest first. */
   wp?: Record<string, [number, string][]>;
+  /**
+   * The pool of the newest report (docs/pools.md): its timestamp, id (ties), pool key (poolKeyOf:
+   * '' for the app alone) and key id. The newest report decides: a series is in one pool at once.
+   */
+  g?: HotPool;
 }
+
+/** [report timestamp (ms), report id, pool key, key id] of a series' newest report. */
+export type HotPool = [number, string, string, string];
 
 /** A window's newest figures: report timestamp (ms), report id (ties), limit, remaining, resets_at. */
 export type HotWindow = [number, string, string | null, string | null, number | null];
@@ -78,6 +86,9 @@ const at = (c: ReportColumn) => REPORT_COLUMNS.indexOf(c);
 const text = (v: unknown): string | null =>
   v === null || v === undefined || v === "" ? null : String(v);
 const ID = at("report_id");
+const KEY_ID = at("key_id");
+const ACCOUNT_AT = REPORT_COLUMNS.indexOf("account" as ReportColumn);
+const POOL_AT = REPORT_COLUMNS.indexOf("pool" as ReportColumn);
 const PROJECT = at("project_id");
 const PROVIDER = at("provider");
 const MODEL = at("model");
@@ -163,9 +174,23 @@ function addWindows(g: Gathering, row: ReportRow, t: number, id: string, derive:
   }
 }
 
+/**
+ * A report's pool key, in the order docs/pools.md gives: the account its provider named (`a:`
+ * and its keyed hash), else the client's label (`l:` and the label), else '' (the app alone).
+ */
+export function poolKeyOf(row: ReportRow): string {
+  const account = ACCOUNT_AT >= 0 ? row[ACCOUNT_AT] : null;
+  if (account !== null && account !== undefined && account !== "") return `a:${account}`;
+  const label = POOL_AT >= 0 ? row[POOL_AT] : null;
+  if (label !== null && label !== undefined && label !== "") return `l:${label}`;
+  return "";
+}
+
 function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows): void {
   const s = g.s;
   s.ls = Math.max(s.ls, t);
+  const id = String(row[ID]);
+  if (!s.g || newer(t, id, s.g[0], s.g[1])) s.g = [t, id, poolKeyOf(row), String(row[KEY_ID])];
   const limits = anyIn(row, HAS_LIMITS_AT);
   const credits = anyIn(row, HAS_CREDITS_AT);
   if (limits || credits || saidSomething(row)) {

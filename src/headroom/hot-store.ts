@@ -108,6 +108,10 @@ local function merge(old, new)
   s.ls = math.max(old.ls or new.ls, new.ls)
   if new.la and newer(new.la, new.li, old.la, old.li) then s.la, s.li, s.l = new.la, new.li, new.l end
   if new.ca and newer(new.ca, new.ci, old.ca, old.ci) then s.ca, s.ci, s.c = new.ca, new.ci, new.c end
+  -- The pool: the newest report's (hot-series.ts, HotSeries.g).
+  if type(new.g) == 'table' and (type(s.g) ~= 'table' or newer(new.g[1], new.g[2], s.g[1], s.g[2])) then
+    s.g = new.g
+  end
   if type(s.p) ~= 'table' then s.p = {} end
   for _, m in ipairs({'requests', 'tokens', 'credits'}) do
     local a, b = s.p[m], new.p and new.p[m]

@@ -107,7 +107,18 @@ export async function startLocalStack(
     const control: Record<string, string> = isSet(process.env, "CONTROL_LISTEN")
       ? {}
       : { CONTROL_LISTEN: "api" };
-    const childEnv = { ...shared, ...allowLoopback, ...control, MIGRATE_ON_START: "false" };
+    // The key of the account hashes: made on first start and kept with the stack's data, so that
+    // pools stay the same pools across restarts (docs/pools.md).
+    const poolSecret: Record<string, string> = base.POOL_SECRET
+      ? {}
+      : { POOL_SECRET: keptSecret(dataDir, "pool-secret") };
+    const childEnv = {
+      ...shared,
+      ...allowLoopback,
+      ...control,
+      ...poolSecret,
+      MIGRATE_ON_START: "false",
+    };
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
     supervisor.start({ name: "alerts", entry: "workers/alerts.ts", env: childEnv });
     supervisor.start({ name: "edge", entry: "src/main/edge.ts", env: childEnv });
@@ -197,14 +208,19 @@ export async function startStackClickHouse(
 }
 
 function stackPassword(dataDir: string): string {
-  const file = join(dataDir, "clickhouse-password");
+  return keptSecret(dataDir, "clickhouse-password");
+}
+
+/** A random secret kept in `name` under the data dir, readable by its owner only; made once. */
+export function keptSecret(dataDir: string, name: string): string {
+  const file = join(dataDir, name);
   if (existsSync(file)) {
     const saved = readFileSync(file, "utf8").trim();
     if (saved) return saved;
   }
-  const password = randomBytes(24).toString("base64url");
-  writeFileSync(file, `${password}\n`, { mode: 0o600 });
-  return password;
+  const secret = randomBytes(32).toString("base64url");
+  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  return secret;
 }
 
 /** The local stack's own redis-server: bounded, so that the edge's memory gate has a bound. */

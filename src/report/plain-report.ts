@@ -7,6 +7,7 @@ import {
   MAX_FUTURE_MS,
   MAX_LENGTH,
   MIN_TIMESTAMP_MS,
+  POOL_LABEL,
   parseIsoTimestamp,
   type ReportBody,
 } from "./report-schema.js";
@@ -81,7 +82,11 @@ export function plainReportBody(value: unknown): ReportBody | null {
     if (credits === null || (credits.request_cost ?? 0) < 0) return null;
   }
 
-  return { provider, limits, app, model, timestamp, credits };
+  const sentPool = value.pool;
+  if (sentPool === undefined) return { provider, limits, app, model, timestamp, credits };
+  if (sentPool !== null && (typeof sentPool !== "string" || !POOL_LABEL.test(sentPool)))
+    return null;
+  return { provider, limits, app, model, timestamp, pool: sentPool, credits };
 }
 
 /** A limit as the schema gives it (rounded, or null when absent); undefined when it is not one. */

@@ -47,6 +47,8 @@ export function unusableValue(issue: z.core.$ZodIssue, input: unknown): { value:
   ) {
     return { value: null };
   }
+  // A pool label that is no label (wrong type, too long, other characters) only loses the label.
+  if (field === "pool" && issue.path.length === 1) return { value: null };
   if ((field === "app" || field === "model") && issue.path.length === 1) {
     if (issue.code === "too_small") return { value: null };
     if (issue.code === "too_big" && typeof input === "string")
@@ -268,6 +270,10 @@ const headersSchema = z
       'The provider response\'s headers as received: an object of name to value, or an array of [name, value] pairs (a name sent twice is joined with ", "). Names are case-insensitive. Only rate-limit and quota headers are kept (at most 64, name up to 128 and value up to 512 characters); every other header is dropped at the edge and never stored.',
   });
 
+/** A pool label (docs/pools.md): short, of characters safe in any key, path or label. */
+export const POOL_LABEL = /^[A-Za-z0-9._-]{1,64}$/;
+export const POOL_LABEL_MESSAGE = "must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'";
+
 /** The request body, per docs/report-api.md. Unknown keys are stripped. */
 export const reportBodySchema = z.object(
   {
@@ -303,6 +309,15 @@ export const reportBodySchema = z.object(
       .optional()
       .transform((s) => s ?? null),
     timestamp: timestampSchema.nullable().optional(),
+    pool: z
+      .string({ error: "expected a string or null" })
+      .regex(POOL_LABEL, POOL_LABEL_MESSAGE)
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          "The pool the report draws on, when the provider's answer does not name its account (docs/pools.md): a label such as openai-prod, up to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'. Reports of one project, provider and model with the same label share one headroom. Any other value is stored as null, with a warning.",
+      }),
     credits: creditsSchema.nullable().optional(),
     // What the provider said (src/report/provider-said.ts reads them: only allowlisted headers are
     // kept, within bounds). Declared here for the document and the types; never a refused report.
@@ -348,10 +363,18 @@ export const reportRecordSchema = z.object({
   headers: z.string().nullable().optional(),
   /** The provider's error body as compact JSON text, or null. */
   error: z.string().nullable().optional(),
+  // The pool a report draws on (docs/pools.md): present only on a report that names one.
+  /** The keyed hash of the account the provider named (report/pool-account.ts), or null. */
+  account: z.string().nullable().optional(),
+  /** The client's pool label, or null. */
+  pool: z.string().nullable().optional(),
 });
 
-/** The columns of what the provider said: absent from a record that says nothing. */
-const SAID_COLUMNS = new Set<string>(["headers", "error"]);
+/**
+ * The columns of what the provider said, and of the pool: absent from a record without them (a
+ * report of the contract's client is the record it was before they were).
+ */
+const SAID_COLUMNS = new Set<string>(["headers", "error", "account", "pool"]);
 
 export type ReportRecord = z.infer<typeof reportRecordSchema>;
 export type ReportColumn = keyof ReportRecord;
@@ -382,6 +405,8 @@ function receivedIso(ms: number): string {
 export interface SaidFields {
   headers: string | null;
   error: string | null;
+  /** The account's keyed hash (pool-account.ts), when the provider named one. */
+  account?: string | null;
 }
 
 const SAID_NOTHING: SaidFields = Object.freeze({ headers: null, error: null });
@@ -398,6 +423,8 @@ export function toRecord(
     record.headers = said.headers;
     record.error = said.error;
   }
+  if (said.account != null) record.account = said.account;
+  if (body.pool != null) record.pool = body.pool;
   return record;
 }
 

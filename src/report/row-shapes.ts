@@ -34,6 +34,8 @@ export const ROW_SHAPE_HISTORY: RowShapeHistory = {
   1: SHAPE_1,
   // Issue 34: what the provider said (kept rate-limit headers, error body), compact JSON or null.
   2: [...SHAPE_1, "headers", "error"],
+  // Issue 44: the pool a report draws on: the account's keyed hash, the client's label.
+  3: [...SHAPE_1, "headers", "error", "account", "pool"],
 };
 
 /** A job or manifest in a shape this worker does not know: written by a newer release. */

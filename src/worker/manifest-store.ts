@@ -1,8 +1,8 @@
 import type { Result } from "ioredis";
+import { rowsJson } from "../clickhouse/rows-json.js";
 import type { RedisClient } from "../redis/connections.js";
 import type { ReportRow } from "../report/report-schema.js";
 import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
-import { rowsJson } from "../clickhouse/rows-json.js";
 
 // Exactly once by construction: every insert of a batch is byte-identical to its first attempt,
 // so ClickHouse's insert deduplication (same token, same data) drops every repeat, in `reports`

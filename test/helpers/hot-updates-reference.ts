@@ -38,6 +38,13 @@ function addRow(into: HotSeries | undefined, row: ReportRow): HotSeries {
   const id = String(row[at("report_id")]);
   const s: HotSeries = into ?? { ls: t, p: {} };
   s.ls = Math.max(s.ls, t);
+  // The pool of the newest report: its account's hash, else its label, else none ('').
+  if (!s.g || newer(t, id, s.g[0], s.g[1])) {
+    const account = text(row[REPORT_COLUMNS.indexOf("account" as ReportColumn)]);
+    const label = text(row[REPORT_COLUMNS.indexOf("pool" as ReportColumn)]);
+    const key = account ? `a:${account}` : label ? `l:${label}` : "";
+    s.g = [t, id, key, String(row[at("key_id")])];
+  }
   const limits = HAS_LIMITS.some((c) => row[at(c)] !== null);
   const credits = HAS_CREDITS.some((c) => row[at(c)] !== null);
   if (limits || credits) {

@@ -1,4 +1,5 @@
 import type { LightMyRequestResponse } from "fastify";
+import type { Logger } from "pino";
 import { expect } from "vitest";
 import { type Api, createApi } from "../../src/api/create-api.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
@@ -30,9 +31,9 @@ export interface ProjectKeys {
 export async function startReadStack(
   env: Record<string, string> = {},
   /** What the ingest worker is given beyond the pipeline's (e.g. a test's deriveWindows). */
-  opts: { worker?: Partial<IngestWorkerDeps> } = {},
+  opts: { worker?: Partial<IngestWorkerDeps>; logger?: Logger } = {},
 ) {
-  const logger = createLogger("silent", "test");
+  const logger = opts.logger ?? createLogger("silent", "test");
   // READ_CACHE_TTL_MS=0 and READ_HEADROOM_TTL_MS=0 by default: each request asks ClickHouse or
   // the hot copy (the caches are tested apart).
   const p: Pipeline = await startPipeline({

@@ -87,6 +87,8 @@ const column = (name: string): fc.Arbitrary<unknown> => {
       return fc.integer({ min: 0, max: 86_400_000 }).map((ms) => timeText(RECEIVED_FROM + ms));
     case "headers":
     case "error":
+    case "account":
+    case "pool":
       return fc.option(text, { freq: 2 });
     default:
       if (name.startsWith("credits") || name === "request_cost")

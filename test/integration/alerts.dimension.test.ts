@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { eventually } from "../helpers/eventually.js";
-import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 import { once } from "../helpers/once.js";
+import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
 
 // Alert rules on any dimension, through the real pipeline: a rule made over the control plane

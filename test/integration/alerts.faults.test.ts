@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type Proc, startProcess } from "../../fixtures/processes.js";
-import { createRuleStore } from "../../src/alerts/rule-store.js";
 import { WEBHOOK_QUEUE } from "../../src/alerts/queues.js";
+import { createRuleStore } from "../../src/alerts/rule-store.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { alertsFixture, usageRow } from "../helpers/alerts-fixture.js";
 import { type ClickHouseProxy, startClickHouseProxy } from "../helpers/clickhouse-proxy.js";
-import { crashLines } from "../helpers/fault-stack.js";
 import { eventually } from "../helpers/eventually.js";
+import { crashLines } from "../helpers/fault-stack.js";
 import { type Pipeline, startPipeline } from "../helpers/pipeline.js";
 import { type Delivery, type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
 

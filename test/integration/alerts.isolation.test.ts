@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { type Api, createApi } from "../../src/api/create-api.js";
 import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
+import { type Api, createApi } from "../../src/api/create-api.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { REPORT_JOB } from "../../src/queue/reports-queue.js";

@@ -38,7 +38,7 @@ const OPENAI = {
   "x-ratelimit-reset-tokens": "2s",
 };
 const anthropic = () => {
-  const reset = new Date(Date.now() + 60_000).toISOString().slice(0, 19) + "Z";
+  const reset = `${new Date(Date.now() + 60_000).toISOString().slice(0, 19)}Z`;
   return {
     "anthropic-ratelimit-requests-limit": "1000",
     "anthropic-ratelimit-requests-remaining": "998",

@@ -1,8 +1,7 @@
 import { v7 as uuidv7 } from "uuid";
 import { describe, expect, it } from "vitest";
 import { NULL_LIMITS } from "../../fixtures/sample-reports.js";
-import { evaluateBatch, type SeriesFailure } from "../../src/alerts/evaluate-batch.js";
-import { windowField } from "../../src/alerts/evaluate-batch.js";
+import { evaluateBatch, type SeriesFailure, windowField } from "../../src/alerts/evaluate-batch.js";
 import { evaluateSeries } from "../../src/alerts/evaluate-series.js";
 import type { AlertRule } from "../../src/alerts/rule.js";
 import type { CommitResult, StateStore, StateWrite } from "../../src/alerts/state-store.js";

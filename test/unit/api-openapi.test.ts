@@ -14,13 +14,17 @@ describe("read API OpenAPI", () => {
 
   it("describes every route with its parameters, as the route validates them", () => {
     expect(Object.keys(doc.paths).sort()).toEqual([
+      "/api/v1/advice",
       "/api/v1/alerts/events",
       "/api/v1/headroom",
       "/api/v1/reports",
       "/api/v1/spend",
       "/api/v1/usage",
     ]);
-    expect(params("/api/v1/headroom")).toEqual(["app", "model", "provider"]);
+    expect(params("/api/v1/headroom")).toEqual(["app", "group", "model", "provider"]);
+    expect(params("/api/v1/advice")).toEqual(
+      ["app", "model", "pool", "provider", "requests", "tokens"].sort(),
+    );
     expect(params("/api/v1/usage")).toEqual(
       ["app", "format", "from", "group_by", "model", "provider", "to", "window"].sort(),
     );

@@ -2,10 +2,10 @@ import { describe, expect, it } from "vitest";
 import { capacityOf, componentOf } from "../../bench/capacity.js";
 import { figure, summarize } from "../../bench/figure.js";
 import { batchCapacityOf, buildFigures } from "../../bench/figures.js";
-import type { PhaseResults } from "../../bench/run-results.js";
 import type { LoadResult } from "../../bench/load-spec.js";
 import type { EndToEndPhase } from "../../bench/phase-e2e.js";
 import { renderMarkdown } from "../../bench/render.js";
+import type { PhaseResults } from "../../bench/run-results.js";
 
 const load = (okPerSec: number, p99 = 10): LoadResult => ({
   mode: "saturate",

@@ -3,9 +3,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
-import type { BenchResults } from "../../bench/run-results.js";
 import { DEFAULT_OUT_DIR, PUBLISHED_DIR } from "../../bench/options.js";
 import { writeResults } from "../../bench/results.js";
+import type { BenchResults } from "../../bench/run-results.js";
 import { ROOT } from "../helpers/import-graph.js";
 
 // A benchmark leaves the checkout clean: every run goes to an ignored folder, and only a

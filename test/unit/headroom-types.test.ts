@@ -7,7 +7,7 @@ import type { Headroom, WindowView } from "../../src/page/client/headroom-types.
 // types: the answer the API gives must be what the page reads. A field renamed or retyped in the
 // schema fails `npm run typecheck` here, not in a browser.
 
-type ApiWindow = HeadroomResponse["series"][number]["windows"][number];
+type ApiWindow = NonNullable<HeadroomResponse["series"]>[number]["windows"][number];
 
 it("the page's headroom types accept the API's answer", () => {
   expectTypeOf<HeadroomResponse>().toExtend<Headroom>();

@@ -34,11 +34,13 @@ const FROZEN_MIGRATIONS: Record<number, string> = {
   8: "4270fdf55cd1914ff19fcebbabe680aa9554b0a9f8a123fcecfd79c6d970a999",
   9: "efe48e60a6c64bde0d5dee558af0ce51f15e1ccda5438ca5c9cdc896c51f9d41",
   10: "ec77a6714fb3727291c681e9302f858046822fb9b903af043934c1d927544a6e",
+  11: "804b3da989823b96f5a51193bec3ae51ca9f0550468ac6eb7d0959a71f9b350c",
 };
 
 const FROZEN_SHAPES: Record<number, string> = {
   1: "39c3c158ced980d8227d1b3d0393d75e90c1f9011346a5e3d0db3f5317e06c44",
   2: "d261859eb8313e1ece469c396f9153f0c53bdc4118742a56a6c474a0cea3c094",
+  3: "03d42ac7bb03906b56e6fc431c9e24f15ba48886137cdf1b0fba027b85588e95",
 };
 
 const shapeHash = (v: number) =>

@@ -82,10 +82,15 @@ describe("GET /api/v1/headroom", () => {
     expect(JSON.stringify(api.asked[0]?.params)).toContain("batch");
   });
 
-  it("answers no series for a project without reports", async () => {
+  it("answers no series and no pools for a project without reports", async () => {
     api = fakeReadApi({ now: T });
     const res = await api.get("/api/v1/headroom");
-    expect(res.json()).toEqual({ at: new Date(T).toISOString(), series: [] });
+    expect(res.json()).toEqual({ at: new Date(T).toISOString(), series: [], pools: [] });
+    const perApp = await api.get("/api/v1/headroom?group=app");
+    expect(perApp.json()).toEqual({ at: new Date(T).toISOString(), series: [] });
+    const perPool = await api.get("/api/v1/headroom?group=pool");
+    expect(perPool.json()).toEqual({ at: new Date(T).toISOString(), pools: [] });
+    expect((await api.get("/api/v1/headroom?group=org")).statusCode).toBe(400);
   });
 
   it("refuses a parameter it does not know", async () => {

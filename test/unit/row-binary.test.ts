@@ -189,6 +189,8 @@ function decodeRow(r: Reader, columns: readonly string[]): unknown[] {
     request_cost: r.nullable(int128),
     headers: r.nullable(r.string),
     error: r.nullable(r.string),
+    account: r.nullable(r.string),
+    pool: r.nullable(r.string),
   };
   const row = columns.map((c) =>
     (readers[c] ?? (c.endsWith("_id") || !c.includes("_") ? r.string : r.nullable(r.int64)))(),

@@ -4,6 +4,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
+import { describeHolder } from "../../src/local/ports-free.js";
 import {
   claimDataDir,
   headroomEntry,
@@ -11,7 +12,6 @@ import {
   runningStack,
   stackPidPath,
 } from "../../src/local/running-stack.js";
-import { describeHolder } from "../../src/local/ports-free.js";
 
 // Which Headroom holds a data directory or a port: what a second `npm start` says.
 

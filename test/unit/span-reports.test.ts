@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decodeTraces } from "../../src/otlp/decode-traces.js";
-import { spanReports, spanReportId } from "../../src/otlp/span-reports.js";
+import { spanReportId, spanReports } from "../../src/otlp/span-reports.js";
 import {
   hexId,
   httpSpan,

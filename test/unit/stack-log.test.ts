@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterEach, expect, it } from "vitest";
-import { eventually } from "../helpers/eventually.js";
 import { openStackLog } from "../../src/local/stack-log.js";
+import { eventually } from "../helpers/eventually.js";
 
 // The local stack's log: every line whole in headroom.log, readable lines on the terminal.
 

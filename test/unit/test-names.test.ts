@@ -12,6 +12,7 @@ import { ROOT, sourceFiles } from "../helpers/import-graph.js";
 /** Unit tests that test no one module. */
 const ACROSS_MODULES = [
   "alerts-evaluate", // the alert evaluation as a whole: batch, series, rules and state
+  "client-package", // package.json's headroom/client entry and the client's imports
   "compose", // docker-compose.yml against the config schema
   "docs-configuration", // docs/configuration.md against the config schema
   "docs-links", // every link of the docs resolves

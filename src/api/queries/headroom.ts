@@ -6,6 +6,7 @@ import { type LatestFigures, seriesView } from "../../headroom/headroom-view.js"
 import { type HotSeries, hotFigures, hotUpdates, seriesField } from "../../headroom/hot-series.js";
 import type { HotStore } from "../../headroom/hot-store.js";
 import type { HotVersions } from "../../headroom/hot-versions.js";
+import { type PoolGroup, poolsOf } from "../../headroom/pool-view.js";
 import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { deriveWindows } from "../../providers/derive-windows.js";
@@ -155,7 +156,8 @@ async function fromClickHouse(
   for (const r of latest) {
     const limitsAt = num(r.limits_at);
     const creditsAt = num(r.credits_at);
-    const { w, wp } = windows.get(seriesField(r)) ?? {};
+    // The pool is the newest stored row's with figures (the newest overall is not kept apart).
+    const { w, wp, g } = windows.get(seriesField(r)) ?? {};
     out.set(seriesField(r), {
       ls: Number(r.last_seen),
       ...(limitsAt === null
@@ -178,6 +180,7 @@ async function fromClickHouse(
       p: {},
       ...(w ? { w } : {}),
       ...(wp ? { wp } : {}),
+      ...(g ? { g } : {}),
     });
   }
   const remaining: Record<Metric, keyof PointRow> = {
@@ -242,17 +245,34 @@ async function hotSeries(deps: HeadroomDeps, hot: HotStore, project: string, now
   return (await orUnavailable(hot.read(project))) ?? series;
 }
 
+/**
+ * A project's series as /headroom reads them: the hot copy (refilled from ClickHouse when Redis
+ * has none), else ClickHouse's.
+ */
+export function projectSeries(
+  deps: HeadroomDeps,
+  project: string,
+  now: number,
+): Promise<Map<string, HotSeries>> {
+  return deps.hot
+    ? hotSeries(deps, deps.hot, project, now)
+    : fromClickHouse(deps.store, project, now, {}, deps.deriveWindows);
+}
+
 /** What the caller has read already (the route: the hot copy and the rules, at once). */
 export interface Given {
   series?: Map<string, HotSeries>;
   rules?: Promise<AlertRule[]>;
 }
 
+/** What /headroom answers: per pool and per app (the default), or one of them. */
+export type HeadroomGroup = "pool" | "app" | "both";
+
 /** The answer for the key's project. */
 export async function readHeadroom(
   deps: HeadroomDeps,
   project: KeyLookup,
-  filters: SeriesFilters,
+  filters: SeriesFilters & { group?: HeadroomGroup },
   given: Given = {},
 ): Promise<z.infer<typeof headroomResponse>> {
   const now = (deps.now ?? Date.now)();
@@ -272,7 +292,7 @@ async function readHot(
   deps: HeadroomDeps,
   hot: HotStore | undefined,
   project: KeyLookup,
-  filters: SeriesFilters,
+  filters: SeriesFilters & { group?: HeadroomGroup },
   now: number,
   given: Given,
 ): Promise<z.infer<typeof headroomResponse>> {
@@ -281,6 +301,11 @@ async function readHot(
     given.rules ?? deps.rulesFor(project.projectId),
   ]);
   const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
+  const group = filters.group ?? "both";
+  const at = new Date(now).toISOString();
+  const pools =
+    group === "app" ? undefined : poolViews(series, filters, rules, since, now, deps.staleAfterMs);
+  if (group === "pool") return { at, pools };
   const views = [];
   for (const [field, s] of series) {
     const { latest, recent } = hotFigures(field, s, since);
@@ -288,15 +313,65 @@ async function readHot(
     views.push({ latest, recent });
   }
   // ClickHouse's order: provider, model, app, by bytes.
-  const bytes = (x: string, y: string) => Buffer.compare(Buffer.from(x), Buffer.from(y));
   views.sort(
     ({ latest: a }, { latest: b }) =>
       bytes(a.provider, b.provider) || bytes(a.model, b.model) || bytes(a.app, b.app),
   );
   return {
-    at: new Date(now).toISOString(),
+    at,
     series: views.map((v) =>
       seriesView(v.latest, v.recent, rules, { now, staleAfterMs: deps.staleAfterMs }),
     ),
+    ...(pools ? { pools } : {}),
   };
+}
+
+const bytes = (x: string, y: string) => Buffer.compare(Buffer.from(x), Buffer.from(y));
+
+/** A pool's answer: its series view (the pool's figures through the model of now) and members. */
+export function poolView(
+  pool: PoolGroup,
+  rules: AlertRule[],
+  since: number,
+  now: number,
+  staleAfterMs: number,
+) {
+  const { latest, recent } = hotFigures(pool.field, pool.series, since);
+  latest.apps = pool.members.map((m) => m.app);
+  const { app: _app, ...view } = seriesView(latest, recent, rules, { now, staleAfterMs });
+  return {
+    pool: pool.id,
+    kind: pool.kind,
+    label: pool.label,
+    ...view,
+    members: pool.members.map((m) => ({
+      app: m.app,
+      key_id: m.keyId,
+      last_seen: new Date(m.lastSeen).toISOString(),
+    })),
+  };
+}
+
+/** The project's pools that `filters` keep (an app filter keeps the pools it is a member of). */
+export function poolViews(
+  series: Map<string, HotSeries>,
+  filters: SeriesFilters,
+  rules: AlertRule[],
+  since: number,
+  now: number,
+  staleAfterMs: number,
+) {
+  const pools = poolsOf(series).filter(
+    (p) =>
+      (!filters.provider || filters.provider.includes(p.provider)) &&
+      (!filters.model || filters.model.includes(p.model)) &&
+      (!filters.app || p.members.some((m) => filters.app?.includes(m.app))),
+  );
+  pools.sort(
+    (a, b) =>
+      bytes(a.provider, b.provider) ||
+      bytes(a.model, b.model) ||
+      bytes((a.members[0] as { app: string }).app, (b.members[0] as { app: string }).app),
+  );
+  return pools.map((p) => poolView(p, rules, since, now, staleAfterMs));
 }

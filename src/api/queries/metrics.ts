@@ -47,13 +47,13 @@ export async function readMetrics(deps: MetricsDeps, project: KeyLookup, accept?
   const at = (deps.now ?? Date.now)();
   const day = Math.floor(at / WINDOW_MS.day) * WINDOW_MS.day;
   const [headroom, counters] = await Promise.all([
-    readHeadroom({ ...deps, now: () => at }, project, {}),
+    readHeadroom({ ...deps, now: () => at }, project, { group: "app" }),
     todaysCounters(deps.store, project.projectId, day),
   ]);
   const format = negotiate(accept);
   const families = headroomFamilies({
     at,
-    series: headroom.series,
+    series: headroom.series ?? [],
     counters,
     countersSince: day,
     maxSeries: deps.maxSeries,

@@ -72,7 +72,12 @@ export async function readSpend(
   const { from: _f, to: _t, ...filters } = q;
   const credits = rows.some((r) => r.credits_last !== null)
     ? creditsByProvider(
-        (await readHeadroom({ ...deps.headroom, now: () => now }, project, filters)).series,
+        (
+          await readHeadroom({ ...deps.headroom, now: () => now }, project, {
+            ...filters,
+            group: "app",
+          })
+        ).series ?? [],
       )
     : new Map<string, SeriesView["credits"]>();
   const hours = (aligned.to - aligned.from) / 3_600_000;

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from "fastify";
+import type { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { parseQuery, type SeriesFilters } from "../params.js";
+import { parseQuery } from "../params.js";
 import { type Given, type HeadroomDeps, orUnavailable, readHeadroom } from "../queries/headroom.js";
 import { headroomQuery } from "../schemas/headroom.js";
 
@@ -23,7 +24,7 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
   const { answers, hot } = deps;
   const answerOf = async (
     project: KeyLookup,
-    filters: SeriesFilters,
+    filters: z.infer<typeof headroomQuery>,
     version: string | null,
     given?: Given,
   ): Promise<HeldAnswer> => ({

@@ -1,13 +1,18 @@
 import { z } from "zod";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
 import { STATUSES } from "../../headroom/headroom-view.js";
+import { POOL_KINDS } from "../../headroom/pool-view.js";
 import { WINDOW_LENGTHS } from "../../providers/window.js";
-import { seriesFilters } from "../params.js";
+import { seriesFilters, single } from "../params.js";
 
 // GET /api/v1/headroom: what it is asked and what it answers (the route: routes/headroom.ts,
 // the reading: queries/headroom.ts, the OpenAPI document: openapi.ts).
 
-export const headroomQuery = z.strictObject(seriesFilters);
+export const headroomQuery = z.strictObject({
+  ...seriesFilters,
+  /** `pool`: per pool only; `app`: per app only (series); neither: both. */
+  group: single(z.enum(["pool", "app"])).optional(),
+});
 
 const unknown = z.enum(UNKNOWN_REASONS).nullable();
 const metricView = z.object({
@@ -34,23 +39,35 @@ export const windowView = metricView.extend({
   reported_at: z.string(),
 });
 
+const seriesFigures = z.object({
+  provider: z.string(),
+  model: z.string().nullable(),
+  status: z.enum(STATUSES),
+  last_seen: z.string(),
+  reported_at: z.string().nullable(),
+  credits_reported_at: z.string().nullable(),
+  requests: metricView,
+  tokens: metricView,
+  credits: metricView,
+  windows: z.array(windowView),
+});
+
+/** One pool (docs/pools.md): the newest figures of any member per window, all members' burn. */
+export const poolAnswer = seriesFigures.extend({
+  pool: z.string(),
+  kind: z.enum(POOL_KINDS),
+  label: z.string().nullable(),
+  members: z.array(
+    z.object({ app: z.string(), key_id: z.string().nullable(), last_seen: z.string() }),
+  ),
+});
+
 export const headroomResponse = z.object({
   at: z.string(),
-  series: z.array(
-    z.object({
-      provider: z.string(),
-      model: z.string().nullable(),
-      app: z.string(),
-      status: z.enum(STATUSES),
-      last_seen: z.string(),
-      reported_at: z.string().nullable(),
-      credits_reported_at: z.string().nullable(),
-      requests: metricView,
-      tokens: metricView,
-      credits: metricView,
-      windows: z.array(windowView),
-    }),
-  ),
+  /** Per app (absent with group=pool). */
+  series: z.array(seriesFigures.extend({ app: z.string() })).optional(),
+  /** Per pool (absent with group=app). */
+  pools: z.array(poolAnswer).optional(),
 });
 
 export type HeadroomResponse = z.infer<typeof headroomResponse>;

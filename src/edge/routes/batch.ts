@@ -25,6 +25,8 @@ export interface BatchRouteDeps extends AuthDeps, Omit<TakeReportsDeps, "limits"
   bodyLimit: number;
   maxReports: number;
   retentionDays: number;
+  /** POOL_SECRET: the key of the account hashes (report/pool-account.ts). */
+  poolSecret?: string;
   bodies: Pick<BodiesInFlight, "hold">;
 }
 
@@ -43,7 +45,7 @@ interface RawBody {
 }
 
 export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps) => {
-  const { bodyLimit, maxReports, retentionDays, bodies } = deps;
+  const { bodyLimit, maxReports, retentionDays, poolSecret, bodies } = deps;
   const authenticate = createAuthenticate(deps);
 
   // This plugin's own parsers: raw bytes, parsed in the handler once the key is known. Any
@@ -93,15 +95,10 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
       if (raw === undefined) throw new HttpError("invalid_json", "the body is empty");
       // Each item as a single report is validated.
       const results: ItemResult[] = [];
-      const valid = validateBatch(
-        raw.bytes,
-        raw.format,
-        maxReports,
-        results,
-        project,
-        Date.now(),
+      const valid = validateBatch(raw.bytes, raw.format, maxReports, results, project, Date.now(), {
         retentionDays,
-      );
+        poolSecret,
+      });
 
       await takeReports(deps, valid, results, project, reply, req.log);
       const allTaken = results.every((r) => "id" in r);

@@ -37,6 +37,8 @@ export interface OtlpRouteDeps extends AuthDeps, Omit<TakeReportsDeps, "limits" 
   /** BATCH_MAX_REPORTS: the most provider calls one export may hold. */
   maxReports: number;
   retentionDays: number;
+  /** POOL_SECRET: the key of the account hashes (report/pool-account.ts). */
+  poolSecret?: string;
   bodies: Pick<BodiesInFlight, "hold">;
   metrics: Pick<EdgeMetrics, "reportWarnings" | "unavailable" | "otlpSpans">;
 }
@@ -76,7 +78,7 @@ const encodingOf = (contentType: string | undefined): OtlpEncoding | undefined =
   MEDIA[(contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? ""];
 
 export const otlpTracesRoutes: FastifyPluginAsync<OtlpRouteDeps> = async (app, deps) => {
-  const { bodyLimit, maxReports, retentionDays, bodies, metrics } = deps;
+  const { bodyLimit, maxReports, retentionDays, poolSecret, bodies, metrics } = deps;
   const authenticate = createAuthenticate(deps);
 
   // Errors in the request's encoding; a request of neither type (a 415, a GET) gets the edge's
@@ -155,14 +157,10 @@ export const otlpTracesRoutes: FastifyPluginAsync<OtlpRouteDeps> = async (app, d
         }
         try {
           valid.push(
-            validateItem(
-              item.body,
-              index,
-              ids[index] as string,
-              project,
-              receivedAt,
+            validateItem(item.body, index, ids[index] as string, project, receivedAt, {
               retentionDays,
-            ),
+              poolSecret,
+            }),
           );
         } catch (err) {
           if (!(err instanceof HttpError)) throw err;

@@ -27,6 +27,8 @@ import { validateReport } from "../parse-report.js";
 export interface ReportRouteDeps extends AuthDeps {
   bodyLimit: number;
   retentionDays: number;
+  /** POOL_SECRET: the key of the account hashes (report/pool-account.ts). */
+  poolSecret?: string;
   limits: Limits;
   backlog: Pick<BacklogGate, "check">;
   enqueuer: Pick<Enqueuer, "add">;
@@ -42,7 +44,7 @@ const JSON_TYPE = "application/json; charset=utf-8";
 type Done = (err?: Error) => void;
 
 export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, deps) => {
-  const { bodyLimit, retentionDays, limits, backlog, enqueuer, metrics, bodies } = deps;
+  const { bodyLimit, retentionDays, poolSecret, limits, backlog, enqueuer, metrics, bodies } = deps;
   const authenticate = createAuthenticate(deps);
 
   /** The key's scope, then the burst limit, then the declared body size. */
@@ -142,7 +144,7 @@ export const reportRoutes: FastifyPluginAsync<ReportRouteDeps> = async (app, dep
           keyId: project.keyId,
           receivedAt,
         },
-        { retentionDays },
+        { retentionDays, poolSecret },
       );
       // The backlog bound belongs to the enqueue: after validation, before the quota is used.
       backlog.check();

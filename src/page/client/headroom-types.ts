@@ -40,7 +40,18 @@ export interface SeriesView {
   windows: WindowView[];
 }
 
+/** One pool (docs/pools.md): the series that draw on one provider limit, with one figure. */
+export interface PoolView extends Omit<SeriesView, "app"> {
+  pool: string;
+  kind: "account" | "label" | "app" | (string & {});
+  label: string | null;
+  members: { app: string; key_id: string | null; last_seen: string }[];
+}
+
 export interface Headroom {
   at: string;
-  series: SeriesView[];
+  /** Per app; absent when asked with group=pool. */
+  series?: SeriesView[];
+  /** Per pool; absent when asked with group=app. */
+  pools?: PoolView[];
 }

@@ -11,8 +11,8 @@ import {
 import { byId, h } from "./dom.js";
 import { parseUtcMinute, utcMinute } from "./format.js";
 import { forgetKey, saveKey, takeKey } from "./key.js";
-import { createChart } from "./over-time.js";
 import { renderCards, tickClocks } from "./now-cards.js";
+import { createChart } from "./over-time.js";
 import { renderAlerts, renderLog, renderModels, renderSpend } from "./tables.js";
 
 // The headroom page: asks for a read key when the tab has none, then shows the project's
@@ -144,14 +144,15 @@ function fillOptions(select: HTMLSelectElement, values: string[]) {
 async function refreshHeadroom(key: string) {
   const headroom = await getJson<Headroom>(key, "headroom");
   if (state.key !== key) return;
-  renderCards(el.cards, el.summary, headroom.series);
+  const series = headroom.series ?? [];
+  renderCards(el.cards, el.summary, series);
   fillOptions(
     el.logProvider,
-    headroom.series.map((s) => s.provider),
+    series.map((s) => s.provider),
   );
   fillOptions(
     el.logApp,
-    headroom.series.map((s) => s.app),
+    series.map((s) => s.app),
   );
   say(`Updated ${new Date().toLocaleTimeString("en-GB", { timeZone: "UTC" })} UTC`);
   if (!state.firstFigures) {
