@@ -1,5 +1,5 @@
 import { BlockList, isIP, type LookupFunction } from "node:net";
-import { processWebhookResolver, type ResolvedAddress, type Resolver } from "./webhook-dns.js";
+import { createWebhookResolver, type ResolvedAddress, type Resolver } from "./webhook-dns.js";
 
 // Where a tenant's webhook may point. The alerts worker posts from inside the deployment, so an
 // address of the deployment's own networks (ClickHouse, Redis, the cloud's metadata service)
@@ -117,12 +117,15 @@ export interface DestinationPolicy {
   lookup: LookupFunction;
 }
 
+/** The look-ups of a policy made without a resolver of its own: the system's DNS, 2 s, 32 at once. */
+const DEFAULT_DNS = { servers: [], timeoutMs: 2_000, maxConcurrent: 32 } as const;
+
 export function createDestinationPolicy(
   opts: { allow?: readonly string[]; resolve?: Resolver } = {},
 ): DestinationPolicy {
   // Bounded look-ups (webhook-dns.ts): a host whose DNS never answers costs its deadline, never a
   // thread of the pool every answer's compression shares.
-  const resolve = opts.resolve ?? processWebhookResolver();
+  const resolve = opts.resolve ?? createWebhookResolver(DEFAULT_DNS);
   const hosts = new Set<string>();
   const allowed = new BlockList();
   for (const entry of opts.allow ?? []) {

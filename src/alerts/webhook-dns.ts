@@ -89,21 +89,3 @@ export function createWebhookResolver(opts: WebhookDnsOptions): Resolver {
     }
   };
 }
-
-let processDns: Resolver | null = null;
-
-/**
- * The look-ups of destination policies made without a resolver of their own (the control
- * plane's), set once by the process's entry (createApi, the CLI) from its config: the cap on
- * look-ups in flight is the process's, whichever part of it looks up.
- */
-export function useWebhookDns(opts: WebhookDnsOptions): Resolver {
-  processDns = createWebhookResolver(opts);
-  return processDns;
-}
-
-/** The process's webhook look-ups; the defaults until useWebhookDns is called. */
-export function processWebhookResolver(): Resolver {
-  processDns ??= createWebhookResolver({ servers: [], timeoutMs: 2_000, maxConcurrent: 32 });
-  return processDns;
-}

@@ -3,7 +3,6 @@ import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { DeriveWindows } from "../alerts/row-windows.js";
 import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
-import { useWebhookDns, webhookDnsOf } from "../alerts/webhook-dns.js";
 import { createClickHouse } from "../clickhouse/client.js";
 import type { Config } from "../config.js";
 import { createControl } from "../control/service.js";
@@ -114,8 +113,6 @@ export async function createApi(
     throw err;
   }
   const lookupKey = createKeyCache(keyStore.lookup, { ttlMs: config.KEY_CACHE_TTL_MS });
-  // The control plane's webhook look-ups (rule create, update, test) are bounded by this config.
-  if (config.CONTROL_LISTEN !== "off") useWebhookDns(webhookDnsOf(config));
   // The control plane (CONTROL_LISTEN): beside the read routes, or on a listener of its own.
   const control: ControlRoutesDeps | undefined =
     config.CONTROL_LISTEN === "off"

@@ -1,4 +1,3 @@
-import { useWebhookDns, webhookDnsOf } from "../alerts/webhook-dns.js";
 import type { Config } from "../config.js";
 import { type Control, cliPrincipal, createControl, type Principal } from "../control/service.js";
 import { HttpError } from "../http/errors.js";
@@ -14,8 +13,6 @@ export async function withControl<T>(
   run: (control: Control, cli: Principal, config: Config, redis: RedisClient) => Promise<T>,
 ): Promise<T> {
   const config = cliConfig();
-  // Rule changes look their webhook's host up as the API does: bounded (webhook-dns.ts).
-  useWebhookDns(webhookDnsOf(config));
   const redis = await connectRedis(config);
   try {
     return await run(createControl(redis, config), cliPrincipal(), config, redis);

@@ -5,6 +5,7 @@ import { createDestinationPolicy, DestinationRefusedError } from "../alerts/dest
 import { createGuardedFetch } from "../alerts/guarded-fetch.js";
 import { type AlertRule, RuleError, type RuleInput } from "../alerts/rule.js";
 import { createRuleStore, RuleCapError, type RuleStore } from "../alerts/rule-store.js";
+import { createWebhookResolver, webhookDnsOf } from "../alerts/webhook-dns.js";
 import { sendWebhook } from "../alerts/webhook-sender.js";
 import { type Config, capsOf, type Plan, type PlanCaps } from "../config.js";
 import { HttpError } from "../http/errors.js";
@@ -69,6 +70,9 @@ export type ControlConfig = Pick<
   | "QUEUE_PREFIX"
   | "ALERTS_WEBHOOK_ALLOW"
   | "ALERTS_WEBHOOK_TIMEOUT_MS"
+  | "ALERTS_WEBHOOK_DNS_SERVERS"
+  | "ALERTS_WEBHOOK_DNS_TIMEOUT_MS"
+  | "ALERTS_WEBHOOK_DNS_MAX_CONCURRENT"
   | "AUDIT_RETENTION_DAYS"
   | "AUDIT_MAX_ENTRIES_PER_PROJECT"
 >;
@@ -174,6 +178,11 @@ export function createControl(
   if (!stores && redis === null) throw new Error("createControl: a Redis, or stores");
   const keys = stores?.keys ?? createKeyStore(redis as RedisClient, undefined, { now: opts.now });
   const rules = stores?.rules ?? createRuleStore(redis as RedisClient, config.QUEUE_PREFIX);
+  // One policy, so the cap on webhook look-ups in flight (webhook-dns.ts) is this plane's.
+  const destinations = createDestinationPolicy({
+    allow: config.ALERTS_WEBHOOK_ALLOW,
+    resolve: createWebhookResolver(webhookDnsOf(config)),
+  });
   const audit =
     stores?.audit ??
     createAuditLog(redis as RedisClient, {
@@ -280,7 +289,7 @@ export function createControl(
     // A malformed URL is the rule schema's to report.
     if (!URL.canParse(webhook)) return;
     try {
-      await createDestinationPolicy({ allow: config.ALERTS_WEBHOOK_ALLOW }).checkUrl(webhook);
+      await destinations.checkUrl(webhook);
     } catch (err) {
       const why =
         err instanceof DestinationRefusedError
@@ -549,9 +558,7 @@ export function createControl(
       const secret = await rules.secret(id);
       if (!secret) throw notFound(`alert rule ${id}`);
       const event = testEvent(rule);
-      const guarded = createGuardedFetch(
-        createDestinationPolicy({ allow: config.ALERTS_WEBHOOK_ALLOW }),
-      );
+      const guarded = createGuardedFetch(destinations);
       const res = await sendWebhook({
         url: rule.webhook,
         id: event.id,
