@@ -61,18 +61,21 @@ describe("burn rate", () => {
   });
 });
 
+/** A report's time (the model reads times from 1970 on: its earlier points are no time). */
+const T0 = Date.UTC(2026, 0, 1);
+
 /** The time to exhaustion at the report's own time, burning `perS` (null: one report). */
 const exhaustionEtaS = (remaining: number, perS: number | null, resetMs: number | null) =>
   windowNow(
     "requests",
-    { limit: 1_000, remaining, reportedAt: 0, resetsAt: resetMs },
+    { limit: 1_000, remaining, reportedAt: T0, resetsAt: resetMs === null ? null : T0 + resetMs },
     perS === null
-      ? [[0, remaining]]
+      ? [[T0, remaining]]
       : [
-          [-10_000, remaining + 10 * perS],
-          [0, remaining],
+          [T0 - 10_000, remaining + 10 * perS],
+          [T0, remaining],
         ],
-    0,
+    T0,
   ).exhaustion_eta_s;
 
 describe("time to exhaustion", () => {
