@@ -111,7 +111,7 @@ export async function startLocalStack(
     // pools stay the same pools across restarts (docs/pools.md).
     const poolSecret: Record<string, string> = base.POOL_SECRET
       ? {}
-      : { POOL_SECRET: keptSecret(dataDir, "pool-secret") };
+      : { POOL_SECRET: keptSecret(dataDir, "pool-secret", 32) };
     const childEnv = {
       ...shared,
       ...allowLoopback,
@@ -208,17 +208,20 @@ export async function startStackClickHouse(
 }
 
 function stackPassword(dataDir: string): string {
-  return keptSecret(dataDir, "clickhouse-password");
+  return keptSecret(dataDir, "clickhouse-password", 24);
 }
 
-/** A random secret kept in `name` under the data dir, readable by its owner only; made once. */
-export function keptSecret(dataDir: string, name: string): string {
+/**
+ * A random secret of `bytes` bytes (base64url) kept in `name` under the data dir, readable by its
+ * owner only; made once.
+ */
+export function keptSecret(dataDir: string, name: string, bytes: number): string {
   const file = join(dataDir, name);
   if (existsSync(file)) {
     const saved = readFileSync(file, "utf8").trim();
     if (saved) return saved;
   }
-  const secret = randomBytes(32).toString("base64url");
+  const secret = randomBytes(bytes).toString("base64url");
   writeFileSync(file, `${secret}\n`, { mode: 0o600 });
   return secret;
 }
