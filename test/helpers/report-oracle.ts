@@ -195,6 +195,12 @@ export function expectedVerdict(text: string, now: number, bodyLimit = 32 * 1024
       ...NULL_CREDITS,
     };
     for (const f of LIMIT_FIELDS) report[f] = limit(limits[f]);
+    // A reset delay past a year either way (365 days, 31,536,000,000 ms: docs/report-api.md) is
+    // no time: stored as null.
+    for (const f of ["reset_requests_ms", "reset_tokens_ms"] as const) {
+      const ms = report[f];
+      if (ms !== null && Math.abs(ms) > 31_536_000_000) report[f] = null;
+    }
     if (body.credits !== undefined && body.credits !== null) {
       if (!isObject(body.credits)) invalid();
       const credits = body.credits as Record<string, unknown>;
