@@ -93,8 +93,16 @@ export function groupSeries(
   for (const row of rows) {
     const groups = index.groupsFor(row);
     if (groups.length === 0) continue;
-    const pool = poolOfRow(row, pools);
     const own = seriesOf(row);
+    let pool: SeriesPool | null;
+    try {
+      pool = poolOfRow(row, pools);
+    } catch (error) {
+      // A row whose pool cannot be read is no one's sample; the batch's other rows go on.
+      for (const group of groups)
+        for (const rule of group.rules) onFailed({ stage: "samples", rule, series: own, error });
+      continue;
+    }
     const series: Series = pool ? { ...own, pool } : own;
     // The state's key: the pool's id for a pooled row (a tenant's app never reaches it).
     const who = pool ? `p${pool.id}` : `a${series.app}`;

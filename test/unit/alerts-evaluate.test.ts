@@ -364,3 +364,26 @@ describe("pools", () => {
     expect(events[0]).toMatchObject({ app: "chat", pool_label: "openai-prod" });
   });
 });
+
+describe("a pool that cannot be read", () => {
+  it("is told (stage samples) for its row; the batch's other rows fire", async () => {
+    const { store } = memoryStore();
+    const bad = row(75, 0, { app: "chat" });
+    // A row of a job no edge made: its account a value that cannot become text.
+    bad[REPORT_COLUMNS.indexOf("account" as (typeof REPORT_COLUMNS)[number])] = Object.create(
+      null,
+    ) as never;
+    const failures: SeriesFailure[] = [];
+    const events = await evaluateBatch(
+      store,
+      "p4",
+      [rule],
+      [bad, row(75, 1, { app: "agent" })],
+      () => {},
+      undefined,
+      (f) => failures.push(f),
+    );
+    expect(failures.map((f) => [f.stage, f.series.app])).toEqual([["samples", "chat"]]);
+    expect(events.map((e) => e.app)).toEqual(["agent"]);
+  });
+});
