@@ -16,7 +16,15 @@ export interface AlertEvent {
   project: string;
   provider: string;
   model: string;
+  /** The app whose report moved the series (for a pool, the member that reported). */
   app: string;
+  /**
+   * The pool the series is (docs/pools.md), when its reports name one: its 12-hex id, as
+   * /api/v1/headroom and the exporter name it; absent for an app's own series.
+   */
+  pool?: string;
+  /** The pool's client label (null for a pool by account); absent with `pool`. */
+  pool_label?: string | null;
   /** The rule's metric: the dimension it watches (requests, tokens, input_tokens, …). */
   metric: string;
   /**
@@ -47,8 +55,10 @@ export function eventId(
   reportId: string,
   window: WindowLength | null = null,
 ): string {
-  // A window of unknown length keeps the ids events had before windows.
-  const parts: unknown[] = [ruleId, series.provider, series.model, series.app, seq, reportId];
+  // A window of unknown length keeps the ids events had before windows; a pool's names the pool
+  // (["pool", id], never an app's string), not the member that reported.
+  const who = series.pool ? ["pool", series.pool.id] : series.app;
+  const parts: unknown[] = [ruleId, series.provider, series.model, who, seq, reportId];
   if (window !== null) parts.push(window);
   const digest = createHash("sha256").update(JSON.stringify(parts)).digest("hex");
   return `evt_${digest.slice(0, 32)}`;
@@ -89,6 +99,9 @@ export function webhookPayload(e: AlertEvent, type = EVENT_TYPE): string {
       rule_id: e.rule_id,
       project: e.project,
       ...eventFigures(e),
+      // The pool, for a pool's event: one event per transition of the pool, whichever member.
+      pool: e.pool ?? null,
+      pool_label: e.pool_label ?? null,
       // '' in storage means the client did not see the model.
       model: e.model === "" ? null : e.model,
       at: e.at,

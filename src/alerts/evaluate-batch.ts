@@ -6,7 +6,14 @@ import type { DeriveWindows } from "./row-windows.js";
 import type { AlertRule } from "./rule.js";
 import { child, indexRules, type RuleGroup } from "./rule-index.js";
 import type { StateStore, StateWrite } from "./state-store.js";
-import { type Sample, type Series, seriesOf, windowSamplesOf } from "./usage.js";
+import {
+  poolOfRow,
+  type Sample,
+  type Series,
+  type SeriesPool,
+  seriesOf,
+  windowSamplesOf,
+} from "./usage.js";
 
 // One stored batch against the rules: its rows grouped into series per rule, every series' state
 // read in one round trip and written back in one (state-store.ts), retried on a conflict with
@@ -17,6 +24,12 @@ import { type Sample, type Series, seriesOf, windowSamplesOf } from "./usage.js"
 // kept per (rule, series, window). A window of unknown length keeps the series' field as it was
 // before windows ([provider, model, app]), so the rules' states from before carry on; a window of
 // known length adds its length to the field.
+//
+// A row that draws on a pool (docs/pools.md: its provider named the account, or the client sent
+// a label) is a sample of the pool's series, not its app's: every member's rows a rule matches go
+// through one state per (rule, pool, window), so one crossing of the pool's limit is one event,
+// naming the pool and the member that reported it. A rule filters rows by app as before, so a
+// rule on one member app watches the pool that app reports into.
 
 interface SeriesInput {
   rule: AlertRule;
@@ -26,13 +39,18 @@ interface SeriesInput {
   samples: Sample[];
 }
 
-/** A series' state field for one window. */
-export const windowField = (series: Series, window: WindowLength | null) =>
-  JSON.stringify(
+/**
+ * A series' state field for one window. A pool's names the pool where an app's names the app:
+ * ["pool", id] is no app's name (an app is a string), so the two never meet.
+ */
+export function windowField(series: Series, window: WindowLength | null): string {
+  const who = series.pool ? ["pool", series.pool.id] : series.app;
+  return JSON.stringify(
     window === null
-      ? [series.provider, series.model, series.app]
-      : [series.provider, series.model, series.app, window],
+      ? [series.provider, series.model, who]
+      : [series.provider, series.model, who, window],
   );
+}
 
 const MAX_CONFLICTS = 50;
 
@@ -70,10 +88,25 @@ export function groupSeries(
   const order = new Map(rules.map((r, i) => [r, i]));
   const groupIds = new Map<RuleGroup, number>();
   const shared = new Map<string, Sample[]>();
+  const pools = new Map<string, SeriesPool>();
   const inputs: SeriesInput[] = [];
   for (const row of rows) {
-    for (const group of index.groupsFor(row)) {
-      const series = seriesOf(row);
+    const groups = index.groupsFor(row);
+    if (groups.length === 0) continue;
+    const own = seriesOf(row);
+    let pool: SeriesPool | null;
+    try {
+      pool = poolOfRow(row, pools);
+    } catch (error) {
+      // A row whose pool cannot be read is no one's sample; the batch's other rows go on.
+      for (const group of groups)
+        for (const rule of group.rules) onFailed({ stage: "samples", rule, series: own, error });
+      continue;
+    }
+    const series: Series = pool ? { ...own, pool } : own;
+    // The state's key: the pool's id for a pooled row (a tenant's app never reaches it).
+    const who = pool ? `p${pool.id}` : `a${series.app}`;
+    for (const group of groups) {
       let samples: ReturnType<typeof windowSamplesOf>;
       try {
         samples = windowSamplesOf(row, group, derive);
@@ -86,7 +119,7 @@ export function groupSeries(
       const id = child(groupIds, group, () => groupIds.size);
       for (const { window, ...sample } of samples) {
         // A cheap key per row; the stored field (JSON) is made once per series and window.
-        const key = `${id}\u0000${series.provider}\u0000${series.model}\u0000${series.app}\u0000${window ?? ""}`;
+        const key = `${id}\u0000${series.provider}\u0000${series.model}\u0000${who}\u0000${window ?? ""}`;
         let list = shared.get(key);
         if (!list) {
           list = [];
@@ -95,7 +128,7 @@ export function groupSeries(
           for (const rule of group.rules)
             inputs.push({ rule, field, series, window, samples: list });
         }
-        list.push(sample);
+        list.push(pool ? { ...sample, app: own.app } : sample);
       }
     }
   }

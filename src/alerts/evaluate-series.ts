@@ -84,7 +84,11 @@ export function evaluateSeries(
       id: eventId(rule.id, series, m.seq, s.reportId, window),
       rule_id: rule.id,
       project: rule.project,
-      ...series,
+      provider: series.provider,
+      model: series.model,
+      // A pool's event names the member whose report crossed, and the pool.
+      app: s.app ?? series.app,
+      ...(series.pool ? { pool: series.pool.id, pool_label: series.pool.label } : {}),
       metric: rule.metric,
       dimension: rule.metric,
       window,

@@ -1,5 +1,6 @@
 import { isResetDelay } from "../lib/time-bounds.js";
 import type { WindowLength } from "../providers/window.js";
+import { poolId, poolKeyOf, poolLabelOf } from "../report/pool-key.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 import { type DeriveWindows, rememberedWindowsOfRow } from "./row-windows.js";
 import type { AlertRule, Metric } from "./rule.js";
@@ -46,12 +47,25 @@ export interface Sample {
   /** % of the limit used: (limit − remaining) / limit. */
   pct: number;
   resetMs: number | null;
+  /** The member app that reported it, for a pool's sample (its series names the pool). */
+  app?: string;
+}
+
+/** The pool a series is, when its reports name one (docs/pools.md): its id and client label. */
+export interface SeriesPool {
+  /** 12 hex digits, as /api/v1/headroom and the exporter name it. */
+  id: string;
+  /** The client's label, for a pool by label; null for a pool by account. */
+  label: string | null;
 }
 
 export interface Series {
   provider: string;
   model: string;
+  /** The app; for a pool, the member whose report first showed it in the batch. */
   app: string;
+  /** Set when the series is a pool: its state and events are the pool's, not one app's. */
+  pool?: SeriesPool;
 }
 
 export const projectOf = (row: ReportRow) => String(row[I.project]);
@@ -99,6 +113,24 @@ export function seriesOf(row: ReportRow): Series {
     model: row[I.model] === null ? "" : String(row[I.model]),
     app: String(row[I.app]),
   };
+}
+
+/**
+ * The pool a row draws on, or null (its app alone): ids are remembered by key in `ids`, so that
+ * a batch's rows of one pool hash it once.
+ */
+export function poolOfRow(row: ReportRow, ids?: Map<string, SeriesPool>): SeriesPool | null {
+  const key = poolKeyOf(row);
+  if (key === "") return null;
+  const provider = String(row[I.provider]);
+  const model = row[I.model] === null ? "" : String(row[I.model]);
+  const cacheKey = `${provider}\u0000${model}\u0000${key}`;
+  let pool = ids?.get(cacheKey);
+  if (pool === undefined) {
+    pool = { id: poolId(provider, model, key), label: poolLabelOf(key) };
+    ids?.set(cacheKey, pool);
+  }
+  return pool;
 }
 
 export function matches(rule: AlertRule, row: ReportRow): boolean {

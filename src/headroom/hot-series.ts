@@ -9,6 +9,7 @@ import type { Metric } from "../alerts/rule.js";
 import { timestampReader } from "../alerts/usage.js";
 import { deriveWindows } from "../providers/derive-windows.js";
 import { KNOWN_DIMENSIONS, MAX_WINDOWS, WINDOW_LENGTHS, type Window } from "../providers/window.js";
+import { poolKeyOf } from "../report/pool-key.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 import type { LatestFigures, LatestWindow, RecentPoints } from "./headroom-view.js";
 
@@ -87,8 +88,6 @@ const text = (v: unknown): string | null =>
   v === null || v === undefined || v === "" ? null : String(v);
 const ID = at("report_id");
 const KEY_ID = at("key_id");
-const ACCOUNT_AT = REPORT_COLUMNS.indexOf("account" as ReportColumn);
-const POOL_AT = REPORT_COLUMNS.indexOf("pool" as ReportColumn);
 const PROJECT = at("project_id");
 const PROVIDER = at("provider");
 const MODEL = at("model");
@@ -172,18 +171,6 @@ function addWindows(g: Gathering, row: ReportRow, t: number, id: string, derive:
     }
     if (win.remaining !== null) kept.points.push([t, win.remaining]);
   }
-}
-
-/**
- * A report's pool key, in the order docs/pools.md gives: the account its provider named (`a:`
- * and its keyed hash), else the client's label (`l:` and the label), else '' (the app alone).
- */
-export function poolKeyOf(row: ReportRow): string {
-  const account = ACCOUNT_AT >= 0 ? row[ACCOUNT_AT] : null;
-  if (account !== null && account !== undefined && account !== "") return `a:${account}`;
-  const label = POOL_AT >= 0 ? row[POOL_AT] : null;
-  if (label !== null && label !== undefined && label !== "") return `l:${label}`;
-  return "";
 }
 
 function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows): void {

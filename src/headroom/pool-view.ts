@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import type { Metric } from "../alerts/rule.js";
 import {
   type HotSeries,
@@ -7,6 +6,7 @@ import {
   seriesField,
   thinPoints,
 } from "./hot-series.js";
+import { poolId } from "../report/pool-key.js";
 import { HOT_POINTS } from "./hot-store.js";
 
 // Pools (docs/pools.md): the series of a project that draw on one provider limit, and the one
@@ -44,13 +44,7 @@ export interface PoolGroup {
   field: string;
 }
 
-/** A pool's id: 12 hex digits of SHA-256 over what identifies it (the account is a hash already). */
-export function poolId(provider: string, model: string, key: string): string {
-  return createHash("sha256")
-    .update(JSON.stringify([provider, model, key]))
-    .digest("hex")
-    .slice(0, 12);
-}
+export { poolId };
 
 const newer = (t: number, id: string, t0: number | undefined, id0: string | undefined) =>
   t0 === undefined || t > t0 || (t === t0 && id > (id0 ?? ""));

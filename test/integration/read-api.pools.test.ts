@@ -216,3 +216,30 @@ describe("pools in /api/v1/headroom", () => {
     expect(found).toEqual([]);
   });
 });
+
+describe("pools in /api/v1/metrics", () => {
+  it("labels each member series with its pool's id (account or label); an app alone has none", async () => {
+    const all = await eventually(async () => {
+      const found = await pools(keys.read);
+      expect(found).toHaveLength(3);
+      return found;
+    });
+    const idOf = (provider: string, app: string) =>
+      all.find((p) => p.provider === provider && p.members.some((m) => m.app === app))?.pool;
+    const res = await s.get("/api/v1/metrics", keys.read);
+    expect(res.statusCode, res.body).toBe(200);
+    const status = res.body
+      .split("\n")
+      .filter((l) => l.startsWith("headroom_status{") && l.includes('status="ok"'));
+    const poolOf = (app: string) => {
+      const line = status.find((l) => l.includes(`app="${app}"`));
+      expect(line, app).toBeDefined();
+      return /pool="([^"]*)"/.exec(line as string)?.[1] ?? null;
+    };
+    for (const app of ["chat", "agent", "rag"]) expect(poolOf(app)).toBe(idOf("openai", app));
+    expect(poolOf("chat")).toMatch(/^[0-9a-f]{12}$/);
+    expect(poolOf("a")).toBe(idOf("groq", "a"));
+    expect(poolOf("b")).toBe(idOf("groq", "a"));
+    expect(poolOf("c")).toBeNull();
+  });
+});

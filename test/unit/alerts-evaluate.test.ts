@@ -293,3 +293,97 @@ describe("each series apart", () => {
     expect(failures.map((f) => [f.stage, f.rule.id])).toEqual([["samples", rule.id]]);
   });
 });
+
+describe("pools", () => {
+  // Rows of a pool: `label` is the client's `pool` field; `account` the edge's keyed hash.
+  const pooled = (
+    usedPct: number,
+    i: number,
+    app: string,
+    by: { label?: string; account?: string },
+  ) => {
+    const r = row(usedPct, i, { app, ...(by.label ? { pool: by.label } : {}) });
+    if (by.account)
+      r[REPORT_COLUMNS.indexOf("account" as (typeof REPORT_COLUMNS)[number])] = by.account;
+    return r;
+  };
+
+  it("three member apps of a label pool are one series: one warning, one resolve, naming the pool", async () => {
+    const { store, states } = memoryStore();
+    const rows = [
+      pooled(75, 0, "chat", { label: "openai-prod" }),
+      pooled(76, 1, "agent", { label: "openai-prod" }),
+      pooled(77, 2, "rag", { label: "openai-prod" }),
+      pooled(20, 3, "agent", { label: "openai-prod" }),
+      pooled(21, 4, "rag", { label: "openai-prod" }),
+    ];
+    const events = await evaluateBatch(store, "p1", [rule], rows);
+    expect(levels(events)).toEqual(["warning", "resolved"]);
+    expect(events[0]).toMatchObject({ app: "chat", pool_label: "openai-prod" });
+    expect(events[1]).toMatchObject({ app: "agent", pool_label: "openai-prod" });
+    expect(events[0]?.pool).toMatch(/^[0-9a-f]{12}$/);
+    expect(events[1]?.pool).toBe(events[0]?.pool);
+    expect(states.size).toBe(1);
+  });
+
+  it("an account pool names no label; a pool and an app of the same name are apart", async () => {
+    const { store, states } = memoryStore();
+    const hash = "a".repeat(32);
+    const events = await evaluateBatch(
+      store,
+      "p2",
+      [rule],
+      [
+        pooled(75, 0, "chat", { account: hash }),
+        pooled(75, 1, "agent", { account: hash }),
+        // An app spelt like the pool's state key: its own series.
+        row(75, 2, { app: JSON.stringify(["pool", "x"]) }),
+      ],
+    );
+    expect(events).toHaveLength(2);
+    expect(events[0]).toMatchObject({ app: "chat", pool_label: null });
+    expect(events[0]?.pool).toMatch(/^[0-9a-f]{12}$/);
+    expect(events[1]?.pool).toBeUndefined();
+    expect(JSON.stringify(events)).not.toContain(hash);
+    expect(states.size).toBe(2);
+  });
+
+  it("a rule on one member app watches the pool through that app's reports", async () => {
+    const { store } = memoryStore();
+    const chatOnly = { ...rule, id: "alr_chat", app: "chat" };
+    const events = await evaluateBatch(
+      store,
+      "p3",
+      [chatOnly],
+      [
+        pooled(75, 0, "agent", { label: "openai-prod" }),
+        pooled(76, 1, "chat", { label: "openai-prod" }),
+      ],
+    );
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ app: "chat", pool_label: "openai-prod" });
+  });
+});
+
+describe("a pool that cannot be read", () => {
+  it("is told (stage samples) for its row; the batch's other rows fire", async () => {
+    const { store } = memoryStore();
+    const bad = row(75, 0, { app: "chat" });
+    // A row of a job no edge made: its account a value that cannot become text.
+    bad[REPORT_COLUMNS.indexOf("account" as (typeof REPORT_COLUMNS)[number])] = Object.create(
+      null,
+    ) as never;
+    const failures: SeriesFailure[] = [];
+    const events = await evaluateBatch(
+      store,
+      "p4",
+      [rule],
+      [bad, row(75, 1, { app: "agent" })],
+      () => {},
+      undefined,
+      (f) => failures.push(f),
+    );
+    expect(failures.map((f) => [f.stage, f.series.app])).toEqual([["samples", "chat"]]);
+    expect(events.map((e) => e.app)).toEqual(["agent"]);
+  });
+});

@@ -220,3 +220,40 @@ describe("the exporter's tests without Prometheus", () => {
     expect(() => requireBinaries("sh")).not.toThrow();
   });
 });
+
+describe("the pool label", () => {
+  const pooled = (app: string) => series({ app });
+  const families = (maxSeries: number) =>
+    headroomFamilies({
+      at: AT,
+      series: ["agent", "chat", "rag", "solo"].map(pooled),
+      counters: new Map(),
+      countersSince: DAY,
+      maxSeries,
+      // Three members of one pool; `solo` is its app alone.
+      pools: new Map(
+        ["agent", "chat", "rag"].map((app) => [seriesKey("openai", "gpt-4o", app), "0123456789ab"]),
+      ),
+    });
+
+  it("names each member series' pool by its 12-hex id on every per-series family; none on an app alone", () => {
+    const text = writeExposition(families(100), "text");
+    for (const name of ["headroom_used_ratio", "headroom_status", "headroom_reports_total"]) {
+      const lines = sampleLines(text, name);
+      for (const app of ["agent", "chat", "rag"]) {
+        expect(lines.some((l) => l.includes(`app="${app}",pool="0123456789ab"`))).toBe(true);
+      }
+      expect(lines.filter((l) => l.includes('app="solo"')).every((l) => !l.includes("pool="))).toBe(
+        true,
+      );
+    }
+  });
+
+  it("adds no series: the cap of 2 keeps 2 series, whatever their pools", () => {
+    const text = writeExposition(families(2), "text");
+    expect(sampleLines(text, "headroom_series_exported")).toEqual(["headroom_series_exported 2"]);
+    expect(sampleLines(text, "headroom_last_seen_timestamp_seconds")).toHaveLength(2);
+    const pools = new Set(text.match(/pool="[^"]*"/g) ?? []);
+    expect(pools.size).toBeLessThanOrEqual(2);
+  });
+});

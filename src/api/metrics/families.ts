@@ -12,6 +12,12 @@ import type { Family, Sample } from "./exposition.js";
 // did not say) and `kind` (the dimension's family: requests, tokens or credits — input and output
 // tokens are tokens), so that queries by `kind` keep working. Cardinality: a series keeps at most
 // MAX_WINDOWS_PER_SERIES windows (hot-series.ts), and the series are capped per project.
+//
+// Every per-series sample has a `pool` label (docs/pools.md): the 12-hex id of the pool the series
+// is in, as /api/v1/headroom names it; none (Prometheus's empty value) for a series that is its app
+// alone. A series is in
+// one pool, so the label adds no series: it is bounded by the same cap. It is an id the service
+// made, never a tenant's string (the account is a keyed hash, a label goes through the hash too).
 
 export const KINDS = ["requests", "tokens", "credits"] as const;
 /** `stale` series are never exported, so the status gauge has these states. */
@@ -32,6 +38,11 @@ export interface FamiliesInput {
   /** When today's counters started (the UTC day's start), Unix ms. */
   countersSince: number;
   maxSeries: number;
+  /**
+   * The pool (12-hex id) of each series that is in one (its reports name an account or a label),
+   * by seriesKey; a series absent here is its app alone (`pool=""`).
+   */
+  pools?: Map<string, string>;
 }
 
 export const seriesKey = (provider: string, model: string, app: string) =>
@@ -155,10 +166,19 @@ const KIND_GAUGES: { name: string; help: string; unit?: string; value: KindGauge
   },
 ];
 
-const labelsOf = (s: SeriesView) => ({ provider: s.provider, model: s.model ?? "", app: s.app });
-
 export function headroomFamilies(input: FamiliesInput): Family[] {
   const { kept, dropped } = keptSeries(input);
+  const labelsOf = (s: SeriesView): Record<string, string> => {
+    const labels: Record<string, string> = {
+      provider: s.provider,
+      model: s.model ?? "",
+      app: s.app,
+    };
+    const pool = input.pools?.get(seriesKey(s.provider, s.model ?? "", s.app));
+    // Unpooled: no label, which Prometheus stores as `pool=""` would be (both match pool="").
+    if (pool !== undefined) labels.pool = pool;
+    return labels;
+  };
   const windows = kept.map((s) => ({ s, windows: windowsOf(s) }));
   const families: Family[] = KIND_GAUGES.map((g) => ({
     name: g.name,

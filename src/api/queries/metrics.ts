@@ -7,7 +7,8 @@ import { chDate, WINDOW_MS } from "../time-range.js";
 import { type HeadroomDeps, readHeadroom } from "./headroom.js";
 
 // The exposition of GET /api/v1/metrics: /headroom's series (readHeadroom with the same deps)
-// as gauges, and today's row of the daily rollup (its SQL here) as counters.
+// as gauges (each labelled with its pool), and today's row of the daily rollup (its SQL here) as
+// counters.
 
 export interface MetricsDeps extends HeadroomDeps {
   maxSeries: number;
@@ -47,9 +48,15 @@ export async function readMetrics(deps: MetricsDeps, project: KeyLookup, accept?
   const at = (deps.now ?? Date.now)();
   const day = Math.floor(at / WINDOW_MS.day) * WINDOW_MS.day;
   const [headroom, counters] = await Promise.all([
-    readHeadroom({ ...deps, now: () => at }, project, { group: "app" }),
+    readHeadroom({ ...deps, now: () => at }, project, { group: "both" }),
     todaysCounters(deps.store, project.projectId, day),
   ]);
+  // Each series' pool, for the `pool` label: members of a pool by account or label.
+  const pools = new Map<string, string>();
+  for (const p of headroom.pools ?? []) {
+    if (p.kind === "app") continue;
+    for (const m of p.members) pools.set(seriesKey(p.provider, p.model ?? "", m.app), p.pool);
+  }
   const format = negotiate(accept);
   const families = headroomFamilies({
     at,
@@ -57,6 +64,7 @@ export async function readMetrics(deps: MetricsDeps, project: KeyLookup, accept?
     counters,
     countersSince: day,
     maxSeries: deps.maxSeries,
+    pools,
   });
   return { contentType: CONTENT_TYPES[format], body: writeExposition(families, format) };
 }
