@@ -284,15 +284,15 @@ describe("the headroom page", () => {
     const page = await open(k.read);
     const rows = page.locator("#log tbody tr[data-id]");
     await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(6);
-    await page.getByLabel("Provider").selectOption("anthropic");
+    await page.locator("#log-provider").selectOption("anthropic");
     await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(3);
     expect(
       new Set(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-provider")))),
     ).toEqual(new Set(["anthropic"]));
-    await page.getByLabel("App").selectOption("chat");
+    await page.locator("#log-app").selectOption("chat");
     await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(1);
     expect(await rows.first().getAttribute("data-app")).toBe("chat");
-    await page.getByLabel("Provider").selectOption("");
+    await page.locator("#log-provider").selectOption("");
     await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(4);
   });
 
