@@ -64,7 +64,10 @@ export function ownStatus(view: MetricView, series: Status, now: number): Figure
 
 /** The series' figures with their own statuses, the worst first. */
 export function figuresOf(s: SeriesView, now: number): Figure[] {
-  const list: Figure[] = watched(s).map((f) => ({ ...f, status: ownStatus(f.view, s.status, now) }));
+  const list: Figure[] = watched(s).map((f) => ({
+    ...f,
+    status: ownStatus(f.view, s.status, now),
+  }));
   // The series is worse than any figure reads: a rule with lower thresholds watches its most used.
   if (s.status === "critical" || s.status === "warning") {
     const target: "critical" | "warning" = s.status === "critical" ? "critical" : "warning";
@@ -149,7 +152,11 @@ const LENGTH_WORDS: Record<string, string> = {
  * further off than the stated length allows (a per-minute window that resets in 7 min is not
  * one: the length was guessed wrong somewhere, and the reset is the provider's own figure).
  */
-export function lengthWord(window: string | null | undefined, resetsAt: string | null, now: number) {
+export function lengthWord(
+  window: string | null | undefined,
+  resetsAt: string | null,
+  now: number,
+) {
   if (window === undefined) return "";
   if (window === null) return "length unknown";
   const seconds = LENGTH_S[window];
@@ -185,7 +192,7 @@ export function burnUnknown(m: MetricView, now: number): string {
     case null:
     case undefined:
       // Two reports a second or more apart, in this window (a reset starts a window's count again).
-      return "burn unknown: too few reports in this window yet";
+      return "burn unknown: too few reports since the window began";
     default:
       return `burn unknown: ${String(m.burn_unknown).replace(/_/g, " ")}`;
   }
@@ -214,10 +221,12 @@ export function exhaustionText(m: MetricView, now: number, hasReset = true): str
     default:
       break;
   }
-  if (m.burn_per_s === null) return "time to exhaustion unknown: too few reports in this window yet";
+  if (m.burn_per_s === null)
+    return "time to exhaustion unknown: too few reports since the window began";
   if (!(m.burn_per_s > 0)) return "not being used up";
   const resets = m.resets_at === null ? Number.NaN : Date.parse(m.resets_at);
-  if (!hasReset || Number.isNaN(resets)) return "time to exhaustion unknown: no reset time reported";
+  if (!hasReset || Number.isNaN(resets))
+    return "time to exhaustion unknown: no reset time reported";
   return m.remaining / m.burn_per_s > (resets - now) / 1000
     ? "not exhausted before the reset"
     : "time to exhaustion unknown";

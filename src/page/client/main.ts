@@ -161,7 +161,8 @@ function fillOptions(
     ...want.map((v) => h("option", { value: v }, label(v))),
   );
   // A chosen value no series has any more stays chosen: the filter says so, showing none.
-  if (chosen && !want.includes(chosen)) select.append(h("option", { value: chosen }, label(chosen)));
+  if (chosen && !want.includes(chosen))
+    select.append(h("option", { value: chosen }, label(chosen)));
   select.value = chosen;
 }
 

@@ -258,10 +258,11 @@ export function createChart(
         h(
           "li",
           { "data-colour": colourOf(s.label) },
-          h(
-            "span",
-            { class: "swatch", style: `background:${colourOf(s.label)}`, "aria-hidden": "true" },
-          ),
+          h("span", {
+            class: "swatch",
+            style: `background:${colourOf(s.label)}`,
+            "aria-hidden": "true",
+          }),
           s.label,
         ),
       ),
