@@ -45,8 +45,9 @@ function report(p: {
       requests_remaining: p.requests,
       tokens_limit: 100_000,
       tokens_remaining: p.tokens,
-      reset_requests_ms: 60_000,
-      reset_tokens_ms: 30_000,
+      // Long enough that no window resets while the tests read it.
+      reset_requests_ms: 7_200_000,
+      reset_tokens_ms: 3_600_000,
     },
     credits: { credits_limit: 100, credits_remaining: 40, request_cost: p.cost ?? 0.5 },
   };
@@ -191,6 +192,8 @@ describe("the headroom page", () => {
         .toBe(series.status);
       for (const metric of ["requests", "tokens", "credits"]) {
         const figures = series[metric] as Record<string, number | null>;
+        // A window past its reset shows its old % as a detail (the issue 46 tests), not these.
+        if (figures.reset_since_report) continue;
         for (const field of ["remaining", "limit", "used_pct"]) {
           const shown = await part
             .locator(`[data-metric="${metric}"] [data-field="${field}"]`)
@@ -575,8 +578,21 @@ describe("the page, at a glance", () => {
         resetTokensMs: null,
       }),
       // Two warnings and a critical one, named to sort last: only the page's order lifts them.
-      limited({ provider: "yankee", model: "m1", requests: 250, at: t0 - 5_000 }),
-      limited({ provider: "yankee", model: "m2", requests: 280, at: t0 - 5_000 }),
+      // Their windows outlast the tests: a reset window counts for no status.
+      limited({
+        provider: "yankee",
+        model: "m1",
+        requests: 250,
+        at: t0 - 5_000,
+        resetMs: 3_600_000,
+      }),
+      limited({
+        provider: "yankee",
+        model: "m2",
+        requests: 280,
+        at: t0 - 5_000,
+        resetMs: 3_600_000,
+      }),
       // Burning: 150 requests and 1,000 tokens a minute; windows long enough to outlast the tests.
       ...[
         { requests: 200, tokens: 90_000, at: t0 - 60_000 },

@@ -158,7 +158,7 @@ export function lengthWord(
   now: number,
 ) {
   if (window === undefined) return "";
-  if (window === null) return "length unknown";
+  if (window === null) return "length not stated";
   const seconds = LENGTH_S[window];
   if (seconds !== undefined && resetsAt !== null) {
     // A second's slack: the reset is rounded to whole seconds by some providers.

@@ -104,7 +104,8 @@ function metric(
         "aria-label": `${label} left`,
         "aria-valuemin": 0,
         "aria-valuemax": 100,
-        "aria-valuenow": leftPct === null ? null : Math.round(leftPct),
+        // A meter needs a value; its text says when there is none to give.
+        "aria-valuenow": leftPct === null ? 0 : Math.round(leftPct),
         "aria-valuetext": reset
           ? "window reset, no report since"
           : leftPct === null

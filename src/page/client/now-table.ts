@@ -85,7 +85,8 @@ function row(r: Row, open: boolean, now: number, onToggle: (key: string) => void
       "aria-controls": open ? detailId : null,
       "aria-label": `Details of ${r.provider} ${r.model ?? "(model not seen)"} ${r.apps.join(", ")}`,
     },
-    open ? "Hide" : "Details",
+    // One word whatever the state (aria-expanded says it): the name a voice command uses.
+    "Details",
   );
   toggle.addEventListener("click", () => onToggle(r.key));
   const cells = [

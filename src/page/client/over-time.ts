@@ -34,7 +34,26 @@ function hash(text: string): number {
   for (let i = 0; i < text.length; i++) x = Math.imul(x ^ text.charCodeAt(i), 0x01000193);
   return x >>> 0;
 }
-export const colourOf = (label: string) => PALETTE[hash(label) % PALETTE.length] ?? "#0b57d0";
+/** 13 named colours, then 48 hues at two lightnesses: a slot per hash, 109 in all. */
+const SLOTS = 13 + 96;
+const slotColour = (slot: number) =>
+  PALETTE[slot] ?? `hsl(${Math.round(((slot - 13) % 48) * 7.5)} 70% ${slot - 13 < 48 ? 36 : 46}%)`;
+
+/**
+ * Each drawn series' colour: its name's slot; two drawn series whose names share a slot (rare)
+ * are told apart by the later name (in order) taking the next free one.
+ */
+export function coloursOf(labels: string[]): Map<string, string> {
+  const taken = new Set<number>();
+  const colours = new Map<string, string>();
+  for (const label of [...labels].sort()) {
+    let slot = hash(label) % SLOTS;
+    for (let i = 0; i < SLOTS && taken.has(slot); i++) slot = (slot + 1) % SLOTS;
+    taken.add(slot);
+    colours.set(label, slotColour(slot));
+  }
+  return colours;
+}
 const LEVEL_COLOUR: Record<AlertEvent["level"], string> = {
   warning: "#d49b00",
   critical: "#b3261e",
@@ -246,6 +265,8 @@ export function createChart(
     usedPlot?.destroy();
     countPlot?.destroy();
     const lines: uPlot.Series[] = [{ label: "Time (UTC)" }];
+    const colours = coloursOf(cols.series.map((s) => s.label));
+    const colourOf = (label: string) => colours.get(label) ?? "#0b57d0";
     cols.series.forEach((s) => {
       const stroke = colourOf(s.label);
       // Points as well as lines: a window with a value between two gaps has no line to draw.
