@@ -661,6 +661,15 @@ describe("the page, at a glance", () => {
     expect(box).not.toBeNull();
     expect((box?.y ?? Number.POSITIVE_INFINITY) + (box?.height ?? 0)).toBeLessThan(DESKTOP.height);
     await page.locator("#log tbody tr[data-id]").first().waitFor();
+    // The table fits the width: nothing scrolls sideways, not even a visually hidden header.
+    expect(
+      await page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]"),
+    ).toEqual([DESKTOP.width, DESKTOP.width]);
+    // Nor does the table inside its box: every column is on screen.
+    const [inner, outer] = await page
+      .locator("#now-table")
+      .evaluate((t) => [t.parentElement?.scrollWidth ?? 0, t.parentElement?.clientWidth ?? 0]);
+    expect(inner).toBeLessThanOrEqual(outer ?? 0);
     await screenshot(page, "glance-1400x1000");
     expect(await seriousViolations(page)).toEqual([]);
     expect(errors).toEqual([]);

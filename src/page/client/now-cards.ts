@@ -12,7 +12,7 @@ import {
   resetText,
   windowName,
 } from "./figure-status.js";
-import { amount, count, duration, pct, rate } from "./format.js";
+import { amount, count, duration, figure, pct, rate } from "./format.js";
 
 // "Now" as cards: a card per provider and, inside it, a part per model and app, with requests,
 // tokens and credits left as bars, each coloured by its own status, the reset countdown, the burn
@@ -148,10 +148,11 @@ function metric(
 /** "332 left of 14,400", or "332 left" without a limit. */
 export const leftOf = (m: MetricView, dimension: string) => {
   const fmt = dimension === "credits" ? amount : count;
-  return m.limit === null
-    ? `${fmt(m.remaining)} left`
-    : `${fmt(m.remaining)} left of ${fmt(m.limit)}`;
+  if (m.limit === null) return `${fmt(m.remaining)} left`;
+  // The unit once: "40 left of 100 credits".
+  return `${dimension === "credits" ? figureOrDash(m.remaining) : count(m.remaining)} left of ${fmt(m.limit)}`;
 };
+const figureOrDash = (n: number | null) => (n === null ? "—" : figure(n));
 
 /** The series' windows: one row each, worst first, each coloured by its own status. */
 function windowsPart(s: SeriesView, figures: Figure[], now: number) {

@@ -1,8 +1,7 @@
-import type { SeriesView, Status } from "./api.js";
+import type { MetricView, SeriesView, Status } from "./api.js";
 import { fillTable, h } from "./dom.js";
 import {
-  burnUnknown,
-  exhaustionText,
+  dimensionWord,
   type Figure,
   figuresOf,
   isReset,
@@ -10,7 +9,7 @@ import {
   windowName,
   worstFirst,
 } from "./figure-status.js";
-import { pct, rate } from "./format.js";
+import { duration, pct, rate } from "./format.js";
 import { badge, leftOf, resetSpan, seriesPart, word } from "./now-cards.js";
 
 // "Now" as one compact table: a row per series (a pool, once /headroom groups series in pools:
@@ -66,6 +65,30 @@ export const matches = (r: Row, f: Filters) =>
   (!f.status || r.status === f.status);
 
 const COLUMNS = 12;
+
+// The table's cells say in a word or two what the detail says in full (figure-status.ts).
+const SHORT: Record<string, string> = {
+  no_figures: "no figures",
+  no_reset_time: "unknown",
+  too_few_reports: "too few reports",
+  not_burning: "not used up",
+  resets_first: "not before the reset",
+  reset_since_report: "reset",
+};
+const shortUnknown = (v: MetricView, why: string | null, now: number) =>
+  isReset(v, now) ? "reset" : ((why ? SHORT[why] : undefined) ?? "unknown");
+
+function shortExhaustion(v: MetricView, hasReset: boolean, now: number): string {
+  if (hasReset && isReset(v, now)) return "reset";
+  if (v.exhaustion_eta_s !== null && v.exhaustion_eta_s !== undefined)
+    return v.exhaustion_eta_s <= 0 ? "exhausted" : `in ${duration(v.exhaustion_eta_s)}`;
+  if (v.remaining !== null && v.remaining <= 0) return "exhausted";
+  return shortUnknown(v, v.exhaustion_unknown, now);
+}
+
+/** The window's name; its length only when stated (the detail says "length not stated"). */
+const shortName = (f: Figure, now: number) =>
+  f.window === null ? dimensionWord(f.dimension) : windowName(f, now);
 const UNITS: Record<string, string> = { credits: "credits" };
 const unitOf = (dimension: string) =>
   UNITS[dimension] ?? (dimension.endsWith("tokens") ? "tokens" : dimension.replace(/_/g, " "));
@@ -103,7 +126,7 @@ function row(r: Row, open: boolean, now: number, onToggle: (key: string) => void
     h(
       "td",
       { "data-field": "window" },
-      f ? windowName(f, now) : "no figures (provider hints only)",
+      f ? shortName(f, now) : "no figures (provider hints only)",
       more > 0 ? h("span", { class: "muted" }, ` +${more}`) : null,
     ),
     h(
@@ -123,13 +146,13 @@ function row(r: Row, open: boolean, now: number, onToggle: (key: string) => void
       !v
         ? "—"
         : v.burn_per_s === null
-          ? burnUnknown(v, now).replace(/^burn /, "")
+          ? shortUnknown(v, v.burn_unknown, now)
           : rate(v.burn_per_s, unitOf(f.dimension)),
     ),
     h(
       "td",
       { class: "wide", "data-field": "exhaustion" },
-      !v ? "—" : exhaustionText(v, now, f.dimension !== "credits"),
+      !v ? "—" : shortExhaustion(v, f.dimension !== "credits", now),
     ),
     h("td", {}, toggle),
   ];
