@@ -216,7 +216,8 @@ export function createChart(
       })
       .filter(Boolean);
     const at = new Date(t * 1000).toISOString().replace("T", " ").slice(0, 16);
-    readout.textContent = `${at} UTC · ${drawn.reports[i] ?? 0} reports${
+    const n = drawn.reports[i] ?? 0;
+    readout.textContent = `${at} UTC · ${n} report${n === 1 ? "" : "s"}${
       figures.length > 0 ? ` · ${figures.join(" · ")}` : ""
     }`;
     readout.dataset.at = String(t * 1000);
