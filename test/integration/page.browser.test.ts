@@ -930,6 +930,27 @@ describe("the page, at a glance", () => {
     await first.getByRole("button").click();
     await page.locator("#now-table tr.detail").waitFor();
     expect(await widths()).toEqual([PHONE.width, PHONE.width]);
+    // The detail's windows lay out as in a card: no cell drawn over another.
+    const overlaps = await page
+      .locator("#now-table tr.detail table.windows tbody tr")
+      .evaluateAll((trs) =>
+        trs.flatMap((tr) => {
+          const boxes = [...tr.children].map((c) => c.getBoundingClientRect());
+          return boxes.flatMap((a, i) =>
+            boxes
+              .slice(i + 1)
+              .filter(
+                (b) =>
+                  a.left < b.right - 1 &&
+                  b.left < a.right - 1 &&
+                  a.top < b.bottom - 1 &&
+                  b.top < a.bottom - 1,
+              )
+              .map(() => tr.getAttribute("data-dimension")),
+          );
+        }),
+      );
+    expect(overlaps).toEqual([]);
     await showCards(page);
     expect((await cardOrder(page))[0]).toEqual(["zulu", "critical"]);
     expect(await widths()).toEqual([PHONE.width, PHONE.width]);
