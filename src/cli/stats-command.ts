@@ -4,7 +4,9 @@ import { parseSince } from "./arg-parsers.js";
 import { cliConfig, print, table } from "./context.js";
 
 // `headroom stats`: reports and provider hints per provider/model/app over a period, and the
-// current headroom, per window and as the contract's figures.
+// current headroom, per window and as the contract's figures, as the page shows it: a window past
+// its reset time with no report since is marked reset (its old figure kept, said as old), and
+// each series' windows stand beside its requests and tokens, worst first.
 
 interface VolumeRow {
   project_id: string;
@@ -27,6 +29,9 @@ interface HeadroomRow {
   tokens_remaining: string | null;
   tokens_limit: string | null;
   credits_remaining: string | null;
+  /** When the requests' and tokens' windows reset, from their report (UTC text), or null. */
+  requests_resets_at: string | null;
+  tokens_resets_at: string | null;
 }
 
 /** A window's newest figures in the period (report_windows_minute: its newest minute's). */
@@ -40,6 +45,19 @@ interface WindowRow {
   limit: number | null;
   remaining: number | null;
   seen: string;
+  /** When the window resets, as its newest report in the period said (UTC text), or null. */
+  resets_at: string | null;
+}
+
+/** A window's reset time, per series and window: the newest report's in the period. */
+interface ResetRow {
+  project_id: string;
+  provider: string;
+  model: string;
+  app: string;
+  dimension: string;
+  window: string;
+  resets_at: string | null;
 }
 
 const used = (remaining: number | null, limit: number | null) =>
@@ -69,10 +87,60 @@ const windowsSql = (db: string, where: string) => `SELECT project_id, provider, 
   )
   ORDER BY project_id, provider, model, app, dimension, \`window\``;
 
+// The reset time each window's newest report in the period stated (the rollups keep none). A
+// tuple keeps a null reset the newest report's.
+const resetsSql = (db: string, where: string) => `SELECT project_id, provider, model, app,
+    dimension, \`window\`, if(isNull(r.1), NULL, toString(r.1)) AS resets_at
+  FROM (
+    SELECT project_id, provider, model, app, w.dimension AS dimension,
+      ifNull(w.window, '') AS \`window\`, argMax(tuple(w.resets_at), timestamp) AS r
+    FROM ${db}.reports ARRAY JOIN windows AS w
+    WHERE timestamp >= now() - toIntervalSecond({seconds:UInt32}) ${where}
+    GROUP BY project_id, provider, model, app, dimension, \`window\`
+  )`;
+
 const pct = (remaining: string | null, limit: string | null) =>
   remaining === null || limit === null || Number(limit) === 0
     ? null
     : `${remaining}/${limit} (${Math.round((Number(remaining) / Number(limit)) * 100)}%)`;
+
+/** ClickHouse's "2026-01-31 12:00:05.000" (UTC) as Unix ms. */
+const utcMs = (text: string) => Date.parse(`${text.replace(" ", "T")}Z`);
+
+/** Past its reset time: the figures are the previous window's, with no report since. */
+export const hasReset = (resetsAt: string | null, now: number) =>
+  resetsAt !== null && utcMs(resetsAt) <= now;
+
+/** "RESET at 12:00:05, no report since (was 97.7% used)" for a reset window, else `figures`. */
+export function markReset(figures: string | null, resetsAt: string | null, now: number) {
+  if (!hasReset(resetsAt, now)) return figures;
+  const at = (resetsAt ?? "").slice(11, 19);
+  return `RESET at ${at}, no report since${figures === null ? "" : ` (was ${figures})`}`;
+}
+
+/** "in 7m38s", or "-" when no reset time was stated. */
+function resetsIn(resetsAt: string | null, now: number): string {
+  if (resetsAt === null) return "-";
+  const s = Math.max(0, Math.round((utcMs(resetsAt) - now) / 1000));
+  const m = Math.floor(s / 60);
+  return m > 0 ? `in ${m}m${s % 60}s` : `in ${s}s`;
+}
+
+const usedOf = (w: WindowRow) =>
+  w.limit === null || w.remaining === null || w.limit <= 0 ? -1 : (w.limit - w.remaining) / w.limit;
+
+/** A series' windows in a line, worst first, reset ones last: "requests 1d 332/14400 (97.7% used); …". */
+export function windowsLine(windows: WindowRow[], now: number): string {
+  if (windows.length === 0) return "-";
+  const rank = (w: WindowRow) => (hasReset(w.resets_at, now) ? -2 : usedOf(w));
+  return [...windows]
+    .sort((a, b) => rank(b) - rank(a))
+    .map(
+      (w) =>
+        `${w.dimension}${w.window ? ` ${w.window}` : ""} ${markReset(used(w.remaining, w.limit), w.resets_at, now) ?? "-"}`,
+    )
+    .join("; ");
+}
 
 export interface StatsOptions {
   project?: string;
@@ -104,7 +172,11 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
       await client.query({
         query: `SELECT project_id, provider, model, app, toString(last_seen) AS seen,
             requests_remaining, requests_limit, tokens_remaining, tokens_limit,
-            toString(credits_remaining) AS credits_remaining
+            toString(credits_remaining) AS credits_remaining,
+            if(isNull(reset_requests_ms), NULL,
+              toString(limits_at + toIntervalMillisecond(reset_requests_ms))) AS requests_resets_at,
+            if(isNull(reset_tokens_ms), NULL,
+              toString(limits_at + toIntervalMillisecond(reset_tokens_ms))) AS tokens_resets_at
           FROM ${db}.latest_limits_v
           WHERE last_seen >= now() - toIntervalSecond({seconds:UInt32}) ${where}
           ORDER BY project_id, provider, model, app`,
@@ -112,14 +184,39 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
         format: "JSONEachRow",
       })
     ).json<HeadroomRow>();
-    const windows = await (
+    const figures = await (
       await client.query({
         query: windowsSql(db, where),
         query_params: params,
         format: "JSONEachRow",
       })
-    ).json<WindowRow>();
-    print(values.json, { since: values.since, volume, headroom, windows }, () =>
+    ).json<Omit<WindowRow, "resets_at">>();
+    const resets = await (
+      await client.query({
+        query: resetsSql(db, where),
+        query_params: params,
+        format: "JSONEachRow",
+      })
+    ).json<ResetRow>();
+    const keyOf = (r: Omit<ResetRow, "resets_at">) =>
+      JSON.stringify([r.project_id, r.provider, r.model, r.app, r.dimension, r.window]);
+    const resetOf = new Map(resets.map((r) => [keyOf(r), r.resets_at]));
+    const now = Date.now();
+    const windows: (WindowRow & { reset: boolean })[] = figures.map((w) => {
+      const resets_at = resetOf.get(keyOf(w)) ?? null;
+      return { ...w, resets_at, reset: hasReset(resets_at, now) };
+    });
+    const seriesKey = (r: { project_id: string; provider: string; model: string; app: string }) =>
+      JSON.stringify([r.project_id, r.provider, r.model, r.app]);
+    const windowsOf = new Map<string, WindowRow[]>();
+    for (const w of windows)
+      windowsOf.set(seriesKey(w), [...(windowsOf.get(seriesKey(w)) ?? []), w]);
+    const series = headroom.map((r) => ({
+      ...r,
+      requests_reset: hasReset(r.requests_resets_at, now),
+      tokens_reset: hasReset(r.tokens_resets_at, now),
+    }));
+    print(values.json, { since: values.since, volume, headroom: series, windows }, () =>
       [
         `Reports in the last ${values.since}:`,
         volume.length === 0
@@ -141,7 +238,17 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
         windows.length === 0
           ? "  (none)"
           : table(
-              ["PROJECT", "PROVIDER", "MODEL", "APP", "DIMENSION", "WINDOW", "LEFT", "LAST SEEN"],
+              [
+                "PROJECT",
+                "PROVIDER",
+                "MODEL",
+                "APP",
+                "DIMENSION",
+                "WINDOW",
+                "LEFT",
+                "RESETS",
+                "LAST SEEN",
+              ],
               windows.map((r) => [
                 r.project_id,
                 r.provider,
@@ -149,12 +256,13 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
                 r.app,
                 r.dimension,
                 r.window || "-",
-                used(r.remaining, r.limit),
+                markReset(used(r.remaining, r.limit), r.resets_at, now),
+                r.reset ? "reset" : resetsIn(r.resets_at, now),
                 r.seen,
               ]),
             ),
         "",
-        "Current headroom (latest requests, tokens and credits figures):",
+        "Current headroom (latest requests, tokens and credits figures, and the windows):",
         headroom.length === 0
           ? "  (none)"
           : table(
@@ -166,16 +274,18 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
                 "REQUESTS LEFT",
                 "TOKENS LEFT",
                 "CREDITS LEFT",
+                "WINDOWS (WORST FIRST)",
                 "LAST SEEN",
               ],
-              headroom.map((r) => [
+              series.map((r) => [
                 r.project_id,
                 r.provider,
                 r.model || "-",
                 r.app,
-                pct(r.requests_remaining, r.requests_limit),
-                pct(r.tokens_remaining, r.tokens_limit),
+                markReset(pct(r.requests_remaining, r.requests_limit), r.requests_resets_at, now),
+                markReset(pct(r.tokens_remaining, r.tokens_limit), r.tokens_resets_at, now),
                 r.credits_remaining,
+                windowsLine(windowsOf.get(seriesKey(r)) ?? [], now),
                 r.seen,
               ]),
             ),

@@ -255,6 +255,63 @@ describe("the running stack, found through HEADROOM_DATA_DIR's stack.json", () =
     expect(of("")).toMatchObject({ reports: 1, hints: 1 });
   });
 
+  it("headroom stats marks a window past its reset as reset, and shows each series' windows beside its requests and tokens", async () => {
+    // A database of its own: the other tests count every report of theirs.
+    const resetDb = `${db}_reset`;
+    const at = Date.now() - 5 * 60_000;
+    const body = reportBodySchema.parse({
+      provider: "gemini",
+      model: "gemini-2.5-flash",
+      app: "bot",
+      timestamp: new Date(at).toISOString(),
+      limits: {
+        requests_limit: 1000,
+        requests_remaining: 0,
+        tokens_limit: 100_000,
+        tokens_remaining: 72_000,
+        // The requests' window reset 4 minutes ago; the tokens' resets in 55 minutes.
+        reset_requests_ms: 60_000,
+        reset_tokens_ms: 3_600_000,
+      },
+    });
+    const row = toRow(
+      toRecord(body, {
+        reportId: uuidv7({ msecs: at }),
+        projectId: project,
+        keyId: "key_test",
+        receivedAt: at,
+      }),
+    );
+    const ch = client as ClickHouseClient;
+    await migrate(ch, { db: resetDb, retentionDays: 30 });
+    await createReportSink(ch, resetDb).insert([row], `cli-reset-${id}`);
+    const env = { CLICKHOUSE_DATABASE: resetDb };
+    const json = await headroom(["stats", "--json", "--project", project], env);
+    expect(json.code, json.stderr).toBe(0);
+    const stats = JSON.parse(json.stdout) as {
+      headroom: { requests_reset: boolean; tokens_reset: boolean }[];
+      windows: { dimension: string; reset: boolean; resets_at: string | null }[];
+    };
+    expect(stats.headroom).toMatchObject([{ requests_reset: true, tokens_reset: false }]);
+    const of = (d: string) => stats.windows.find((w) => w.dimension === d);
+    expect(of("requests")).toMatchObject({ reset: true });
+    expect(of("tokens")).toMatchObject({ reset: false });
+    expect(of("tokens")?.resets_at).not.toBeNull();
+
+    const text = await headroom(["stats", "--project", project], env);
+    expect(text.code, text.stderr).toBe(0);
+    const resetAt = new Date(at + 60_000).toISOString().slice(11, 19);
+    // The window table: the old figure said as old, and "reset" where the countdown was.
+    expect(text.stdout).toContain(`RESET at ${resetAt}, no report since (was 0/1000 (100% used))`);
+    // The series table: its requests marked reset, its windows beside them, the reset one last.
+    const line = text.stdout.split("\n").find((l) => l.includes("tokens 72000/100000 (28% used);"));
+    expect(line, text.stdout).toBeDefined();
+    expect(line).toContain(`RESET at ${resetAt}, no report since (was 0/1000 (0%))`);
+    expect(line).toContain(
+      `; requests RESET at ${resetAt}, no report since (was 0/1000 (100% used))`,
+    );
+  });
+
   it("headroom keys and dlq use its Redis", async () => {
     const created = await headroom(["keys", "create", "--project", project, "--json"]);
     expect(created.code, created.stderr).toBe(0);

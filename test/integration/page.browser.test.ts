@@ -45,8 +45,9 @@ function report(p: {
       requests_remaining: p.requests,
       tokens_limit: 100_000,
       tokens_remaining: p.tokens,
-      reset_requests_ms: 60_000,
-      reset_tokens_ms: 30_000,
+      // Long enough that no window resets while the tests read it.
+      reset_requests_ms: 7_200_000,
+      reset_tokens_ms: 3_600_000,
     },
     credits: { credits_limit: 100, credits_remaining: 40, request_cost: p.cost ?? 0.5 },
   };
@@ -143,6 +144,32 @@ const rangeLabel = (page: Page, text: string) =>
 const card = (page: Page, provider: string) =>
   page.locator(`article.card[data-provider="${provider}"]`);
 
+/**
+ * The "Now" section shows a table by default; the cards are a click away. (A page without the
+ * choice shows cards: so the issue 46 tests fail on the page before it for what they check.)
+ */
+async function showCards(page: Page) {
+  await page.locator("#dashboard").waitFor();
+  if ((await page.locator("#views").count()) > 0)
+    await page
+      .locator("#views label")
+      .filter({ hasText: /^Cards$/ })
+      .click();
+  await page.locator("#cards").waitFor();
+}
+const showTable = (page: Page) =>
+  page
+    .locator("#views label")
+    .filter({ hasText: /^Table$/ })
+    .click();
+
+/** The table's rows of series (not their detail rows), in order. */
+const tableRows = (page: Page) => page.locator("#now-table tbody tr[data-key]");
+const tableOrder = (page: Page) =>
+  tableRows(page).evaluateAll((trs) =>
+    trs.map((tr) => [tr.getAttribute("data-provider"), tr.getAttribute("data-status")]),
+  );
+
 describe("the headroom page", () => {
   it("shows for each provider the figures /api/v1/headroom returns, with the key kept out of every URL", async () => {
     const urls: string[] = [];
@@ -151,6 +178,8 @@ describe("the headroom page", () => {
     pages.push(page);
     page.on("request", (r) => urls.push(r.url()));
     await page.goto(`${base}/#key=${encodeURIComponent(k.read)}`);
+    await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(3);
+    await showCards(page);
     await card(page, "openai").waitFor();
     await card(page, "anthropic").waitFor();
 
@@ -173,6 +202,8 @@ describe("the headroom page", () => {
         .toBe(series.status);
       for (const metric of ["requests", "tokens", "credits"]) {
         const figures = series[metric] as Record<string, number | null>;
+        // A window past its reset shows its old % as a detail (the issue 46 tests), not these.
+        if (figures.reset_since_report) continue;
         for (const field of ["remaining", "limit", "used_pct"]) {
           const shown = await part
             .locator(`[data-metric="${metric}"] [data-field="${field}"]`)
@@ -210,7 +241,9 @@ describe("the headroom page", () => {
       "dom.js",
       "format.js",
       "key.js",
+      "figure-status.js",
       "now-cards.js",
+      "now-table.js",
       "over-time.js",
       "tables.js",
       "vendor/uPlot.iife.min.js",
@@ -234,8 +267,10 @@ describe("the headroom page", () => {
     const span = async () =>
       Number(await chart.getAttribute("data-x-max")) -
       Number(await chart.getAttribute("data-x-min"));
-    expect(await span()).toBeGreaterThanOrEqual(24 * 3_600_000);
-    expect(await span()).toBeLessThan(26 * 3_600_000);
+    // The default fits the data: the oldest report is 3 hours old, so 6 hours.
+    await expect.poll(span, { timeout: 15_000 }).toBeGreaterThanOrEqual(6 * 3_600_000);
+    expect(await span()).toBeLessThan(7 * 3_600_000);
+    expect(await page.getByLabel("6 h").isChecked()).toBe(true);
 
     // The span of the last usage query the page sent.
     const asked: URL[] = [];
@@ -284,15 +319,15 @@ describe("the headroom page", () => {
     const page = await open(k.read);
     const rows = page.locator("#log tbody tr[data-id]");
     await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(6);
-    await page.getByLabel("Provider").selectOption("anthropic");
+    await page.locator("#log-provider").selectOption("anthropic");
     await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(3);
     expect(
       new Set(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-provider")))),
     ).toEqual(new Set(["anthropic"]));
-    await page.getByLabel("App").selectOption("chat");
+    await page.locator("#log-app").selectOption("chat");
     await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(1);
     expect(await rows.first().getAttribute("data-app")).toBe("chat");
-    await page.getByLabel("Provider").selectOption("");
+    await page.locator("#log-provider").selectOption("");
     await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(4);
   });
 
@@ -303,6 +338,8 @@ describe("the headroom page", () => {
     ]);
     await s.stored(mine.project, 1);
     const page = await open(mine.read);
+    await tableRows(page).first().waitFor();
+    await showCards(page);
     await expect
       .poll(() => card(page, "groq").getAttribute("data-status"), { timeout: 15_000 })
       .toBe("ok");
@@ -353,16 +390,23 @@ describe("the headroom page", () => {
     // And another key opens the page.
     await page.getByLabel("Read key").fill(k.read);
     await page.getByRole("button", { name: "Open" }).click();
-    await card(page, "openai").waitFor();
+    await tableRows(page).first().waitFor();
     expect(await page.locator("#signin").isVisible()).toBe(false);
   });
 
   it("has no serious or critical accessibility violation (axe-core), signed in or not", async () => {
     const page = await open(k.read);
-    await card(page, "openai").waitFor();
+    await tableRows(page).first().waitFor();
     await expect
       .poll(() => page.locator("#log tbody tr[data-id]").count(), { timeout: 15_000 })
       .toBe(6);
+    expect(await seriousViolations(page)).toEqual([]);
+    // With a series' detail open, and as cards.
+    await tableRows(page).first().getByRole("button").click();
+    await page.locator("#now-table tr.detail").waitFor();
+    expect(await seriousViolations(page)).toEqual([]);
+    await showCards(page);
+    await card(page, "openai").waitFor();
     expect(await seriousViolations(page)).toEqual([]);
     const signin = await open(null);
     await signin.locator("#key-input").waitFor();
@@ -477,6 +521,9 @@ describe("alert events", () => {
     expect(api.items.map((e) => e.level)).toEqual(["resolved", "critical", "warning"]);
 
     const page = await open(mine.read);
+    // The default range fits the reports (the last hour); the events are older.
+    await expect.poll(() => page.getByLabel("1 h").isChecked(), { timeout: 15_000 }).toBe(true);
+    await rangeLabel(page, "24 h").click();
     const rows = page.locator("#alerts tbody tr[data-id]");
     await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(3);
     expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-id")))).toEqual(
@@ -541,8 +588,21 @@ describe("the page, at a glance", () => {
         resetTokensMs: null,
       }),
       // Two warnings and a critical one, named to sort last: only the page's order lifts them.
-      limited({ provider: "yankee", model: "m1", requests: 250, at: t0 - 5_000 }),
-      limited({ provider: "yankee", model: "m2", requests: 280, at: t0 - 5_000 }),
+      // Their windows outlast the tests: a reset window counts for no status.
+      limited({
+        provider: "yankee",
+        model: "m1",
+        requests: 250,
+        at: t0 - 5_000,
+        resetMs: 3_600_000,
+      }),
+      limited({
+        provider: "yankee",
+        model: "m2",
+        requests: 280,
+        at: t0 - 5_000,
+        resetMs: 3_600_000,
+      }),
       // Burning: 150 requests and 1,000 tokens a minute; windows long enough to outlast the tests.
       ...[
         { requests: 200, tokens: 90_000, at: t0 - 60_000 },
@@ -585,21 +645,31 @@ describe("the page, at a glance", () => {
     await expect
       .poll(() => summary.textContent(), { timeout: 15_000 })
       .toBe("1 critical, 2 warnings, 10 ok, 1 stale");
-    await expect.poll(() => page.locator("article.card").count(), { timeout: 15_000 }).toBe(13);
-    const order = await cardOrder(page);
-    expect(order.slice(0, 2)).toEqual([
+    await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(14);
+    const order = await tableOrder(page);
+    expect(order.slice(0, 3)).toEqual([
       ["zulu", "critical"],
+      ["yankee", "warning"],
       ["yankee", "warning"],
     ]);
     expect(order.at(-1)).toEqual(["kilo", "stale"]);
     const rank = { critical: 0, warning: 1, reset: 2, ok: 3, stale: 4 } as Record<string, number>;
     const ranks = order.map(([, status]) => rank[status ?? ""] ?? -1);
     expect(ranks).toEqual([...ranks].sort((a, b) => a - b));
-    // The critical card's heading is on the first screen, without scrolling.
-    const box = await card(page, "zulu").locator("h3").boundingBox();
+    // The critical row is on the first screen, without scrolling.
+    const box = await tableRows(page).first().boundingBox();
     expect(box).not.toBeNull();
     expect((box?.y ?? Number.POSITIVE_INFINITY) + (box?.height ?? 0)).toBeLessThan(DESKTOP.height);
     await page.locator("#log tbody tr[data-id]").first().waitFor();
+    // The table fits the width: nothing scrolls sideways, not even a visually hidden header.
+    expect(
+      await page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]"),
+    ).toEqual([DESKTOP.width, DESKTOP.width]);
+    // Nor does the table inside its box: every column is on screen.
+    const [inner, outer] = await page
+      .locator("#now-table")
+      .evaluate((t) => [t.parentElement?.scrollWidth ?? 0, t.parentElement?.clientWidth ?? 0]);
+    expect(inner).toBeLessThanOrEqual(outer ?? 0);
     await screenshot(page, "glance-1400x1000");
     expect(await seriousViolations(page)).toEqual([]);
     expect(errors).toEqual([]);
@@ -607,6 +677,8 @@ describe("the page, at a glance", () => {
 
   it("gives every burn rate and cost its unit, to sensible precision", async () => {
     const page = await open(glance.read, { viewport: DESKTOP });
+    await tableRows(page).first().waitFor();
+    await showCards(page);
     const zulu = card(page, "zulu");
     const burn = (metric: string) =>
       zulu.locator(`[data-metric="${metric}"] [data-field="burn_per_s"]`).textContent();
@@ -623,7 +695,8 @@ describe("the page, at a glance", () => {
     for (const row of await spend.all()) {
       const cells = await row.locator("td").allTextContents();
       expect(cells[1]).toMatch(/^[\d,.]+ credits$/);
-      expect(cells[3]).toMatch(/^[\d,.]+ credits\/h$/);
+      // The burn now (no credit report burns in this project: two credit figures are equal).
+      expect(cells[3]).toMatch(/^([\d,.]+ credits\/h|not being used up|unknown: .+)$/);
     }
     const models = page.locator("#models tbody tr[data-provider]");
     await expect.poll(() => models.count(), { timeout: 15_000 }).toBeGreaterThan(0);
@@ -638,12 +711,14 @@ describe("the page, at a glance", () => {
 
   it("says in words what is unknown, and 'not exhausted before the reset' only when the figures show it", async () => {
     const page = await open(glance.read, { viewport: DESKTOP });
+    await tableRows(page).first().waitFor();
+    await showCards(page);
     const india = card(page, "india");
     // Said once for the series, not under each of its three bars.
     const burn = india.locator('[data-field="burn"]');
     await expect
       .poll(() => burn.textContent(), { timeout: 15_000 })
-      .toBe("Burn rate and time to exhaustion unknown: one recent report so far.");
+      .toBe("Burn rate and time to exhaustion unknown: too few reports since the window began.");
     expect(await india.getByText("unknown", { exact: false }).count()).toBe(1);
     expect(await india.locator('[data-metric="requests"] .details').textContent()).toBe(
       "no reset time reported",
@@ -725,6 +800,16 @@ describe("the page, at a glance", () => {
       route.fulfill({ json: { at, series }, headers: { "cache-control": "no-store" } }),
     );
     await page.goto(`${base}/#key=${encodeURIComponent(glance.read)}`);
+    await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(6);
+    expect((await tableOrder(page)).map(([, status]) => status)).toEqual([
+      "critical",
+      "warning",
+      "paused",
+      "reset",
+      "ok",
+      "stale",
+    ]);
+    await showCards(page);
     await expect.poll(() => page.locator("article.card").count(), { timeout: 15_000 }).toBe(6);
     expect((await cardOrder(page)).map(([, status]) => status)).toEqual([
       "critical",
@@ -737,14 +822,14 @@ describe("the page, at a glance", () => {
     expect(await page.locator("#summary").textContent()).toBe(
       "1 critical, 1 warning, 1 paused, 1 reset, 1 ok, 1 stale",
     );
-    expect(await card(page, "p-reset").locator("h3 .badge").textContent()).toBe("Reset");
-    expect(await card(page, "p-paused").locator("h3 .badge").textContent()).toBe("Paused");
+    expect(await card(page, "p-reset").locator(".series .badge").textContent()).toBe("Reset");
+    expect(await card(page, "p-paused").locator(".series .badge").textContent()).toBe("Paused");
     const ok = card(page, "p-ok");
     expect(await ok.locator('[data-metric="requests"] .details').textContent()).toBe(
       "no reset time reported",
     );
     expect(await ok.locator('[data-field="burn"]').textContent()).toBe(
-      "Burn rate and time to exhaustion unknown: one recent report so far.",
+      "Burn rate and time to exhaustion unknown: too few reports since the window began.",
     );
     expect(await page.locator("#cards").textContent()).not.toContain("not exhausted");
   });
@@ -805,7 +890,7 @@ describe("the page, at a glance", () => {
       expect(tick).toMatch(/^(\d{2}-\d{2}|\d{2}:\d{2}|\d{2}-\d{2} \d{2}:\d{2})$/);
     }
     expect(await page.locator("#range-label").textContent()).toMatch(
-      /^\d{4}-\d{2}-\d{2} \d{2}:\d{2} to \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC, hour windows$/,
+      /^\d{4}-\d{2}-\d{2} \d{2}:\d{2} to \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC, (minute|hour) windows$/,
     );
     await rangeLabel(page, "Custom").click();
     for (const id of ["#custom-from", "#custom-to"]) {
@@ -827,7 +912,7 @@ describe("the page, at a glance", () => {
   it("fits a phone's width (390 × 844): nothing scrolls sideways but inside its own box", async () => {
     const errors: string[] = [];
     const page = await open(glance.read, { viewport: PHONE }, errors);
-    await expect.poll(() => page.locator("article.card").count(), { timeout: 15_000 }).toBe(13);
+    await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(14);
     await expect.poll(() => page.locator("#chart-legend li").count(), { timeout: 15_000 }).toBe(13);
     await page.locator("#log tbody tr[data-id]").first().waitFor();
     const widths = () => page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]");
@@ -835,13 +920,51 @@ describe("the page, at a glance", () => {
     expect(await page.locator("#summary").textContent()).toBe(
       "1 critical, 2 warnings, 10 ok, 1 stale",
     );
+    expect((await tableOrder(page))[0]).toEqual(["zulu", "critical"]);
+    // One line of figures a series: its worst window, what is left, and a way to the rest.
+    const first = tableRows(page).first();
+    for (const field of ["status", "series", "window", "used_pct", "left"])
+      expect(await first.locator(`[data-field="${field}"]`).isVisible(), field).toBe(true);
+    for (const field of ["provider", "burn", "exhaustion"])
+      expect(await first.locator(`[data-field="${field}"]`).isVisible(), field).toBe(false);
+    await first.getByRole("button").click();
+    await page.locator("#now-table tr.detail").waitFor();
+    expect(await widths()).toEqual([PHONE.width, PHONE.width]);
+    // The detail's windows lay out as in a card: no cell drawn over another.
+    const overlaps = await page
+      .locator("#now-table tr.detail table.windows tbody tr")
+      .evaluateAll((trs) =>
+        trs.flatMap((tr) => {
+          const boxes = [...tr.children].map((c) => c.getBoundingClientRect());
+          return boxes.flatMap((a, i) =>
+            boxes
+              .slice(i + 1)
+              .filter(
+                (b) =>
+                  a.left < b.right - 1 &&
+                  b.left < a.right - 1 &&
+                  a.top < b.bottom - 1 &&
+                  b.top < a.bottom - 1,
+              )
+              .map(() => tr.getAttribute("data-dimension")),
+          );
+        }),
+      );
+    expect(overlaps).toEqual([]);
+    await showCards(page);
     expect((await cardOrder(page))[0]).toEqual(["zulu", "critical"]);
+    expect(await widths()).toEqual([PHONE.width, PHONE.width]);
+    await page
+      .locator("#views label")
+      .filter({ hasText: /^Table$/ })
+      .click();
     await rangeLabel(page, "Custom").click();
     await page.locator("#custom-from").waitFor();
     expect(await widths()).toEqual([PHONE.width, PHONE.width]);
     await rangeLabel(page, "24 h").click();
     await screenshot(page, "glance-390x844");
     // What a phone shows at once: the top, and the chart with its legend and range buttons.
+    await page.evaluate("window.scrollTo(0, 0)");
     await page.screenshot({ path: join(SCREENSHOTS, "glance-390x844-top.png") });
     await page.locator("#time-title").scrollIntoViewIfNeeded();
     await page.locator("#time-title").evaluate((el) => el.scrollIntoView());
@@ -859,5 +982,524 @@ describe("the page, at a glance", () => {
       message: string;
     };
     expect(wrong.message).toBe("the read key is not valid");
+  });
+});
+
+describe("the page for a team with fifty series (issue 46)", () => {
+  const DESKTOP = { width: 1400, height: 1000 };
+  const PHONE = { width: 390, height: 844 };
+  const s1 = 1_000;
+
+  /** A report with the contract's figures; `at` in ms; reset times in ms from `at`. */
+  function figures(p: {
+    provider: string;
+    model?: string;
+    app?: string;
+    at: number;
+    requests: [remaining: number, limit: number];
+    tokens?: [remaining: number, limit: number];
+    resetMs?: number;
+    credits?: [remaining: number, cost: number];
+  }) {
+    return {
+      app: p.app ?? "chat",
+      provider: p.provider,
+      model: p.model ?? "m1",
+      timestamp: new Date(p.at).toISOString(),
+      limits: {
+        requests_limit: p.requests[1],
+        requests_remaining: p.requests[0],
+        tokens_limit: p.tokens?.[1] ?? 100_000,
+        tokens_remaining: p.tokens?.[0] ?? 90_000,
+        reset_requests_ms: p.resetMs ?? 3_600_000,
+        reset_tokens_ms: p.resetMs ?? 3_600_000,
+      },
+      ...(p.credits
+        ? {
+            credits: {
+              credits_limit: 100,
+              credits_remaining: p.credits[0],
+              request_cost: p.credits[1],
+            },
+          }
+        : {}),
+    };
+  }
+
+  it("colours every figure by its own status: a critical series' 28 % tokens bar is not red (defect 1)", async () => {
+    const mine = await s.project();
+    const now = Date.now();
+    // Groq: 95 % of its requests used (critical), 28 % of its tokens.
+    await s.send(mine.report, [
+      figures({
+        provider: "groq",
+        at: now - 2 * s1,
+        requests: [50, 1000],
+        tokens: [72_000, 100_000],
+      }),
+    ]);
+    await s.stored(mine.project, 1);
+    const errors: string[] = [];
+    const page = await open(mine.read, { viewport: DESKTOP }, errors);
+    await showCards(page);
+    const groq = card(page, "groq");
+    await groq.waitFor();
+    expect(await groq.locator('[data-metric="requests"] .bar').getAttribute("class")).toContain(
+      "status-critical",
+    );
+    expect(await groq.locator('[data-metric="tokens"] .bar').getAttribute("class")).toContain(
+      "status-ok",
+    );
+    // Each window's row has its own status, and the status is said once a series.
+    expect(
+      await groq
+        .locator('table.windows tr[data-dimension="tokens"]')
+        .first()
+        .getAttribute("data-status"),
+    ).toBe("ok");
+    expect(await groq.getByText("Critical", { exact: true }).count()).toBe(1);
+    expect(await seriousViolations(page)).toEqual([]);
+    // The table's row shows its worst window, in its own status.
+    await showTable(page);
+    const row = tableRows(page).first();
+    await expect.poll(() => row.getAttribute("data-status"), { timeout: 15_000 }).toBe("critical");
+    expect(await row.getAttribute("data-figure-status")).toBe("critical");
+    expect(errors).toEqual([]);
+  });
+
+  it("draws a window past its reset as reset, its old % a detail, and says why its burn is unknown (defects 2 and 5)", async () => {
+    const mine = await s.project();
+    const now = Date.now();
+    await s.send(mine.report, [
+      // Gemini: 100 % used, a minute's window that reset a minute ago with no report since.
+      figures({
+        provider: "gemini",
+        at: now - 2 * 60_000,
+        requests: [0, 1000],
+        tokens: [0, 100_000],
+        resetMs: 60_000,
+      }),
+      // OpenAI: two reports in a window, then a reset (remaining rose): one report in the new one.
+      ...[
+        { at: now - 40 * s1, r: 500 },
+        { at: now - 30 * s1, r: 400 },
+        { at: now - 20 * s1, r: 990 },
+      ].map((f) =>
+        figures({ provider: "openai", at: f.at, requests: [f.r, 1000], tokens: [99_000, 100_000] }),
+      ),
+    ]);
+    await s.stored(mine.project, 4);
+    const page = await open(mine.read, { viewport: DESKTOP });
+    // As cards: OpenAI's window began again with its third report: no "one recent report so far".
+    await showCards(page);
+    const openai = card(page, "openai");
+    await openai.waitFor();
+    const text = (await openai.textContent()) ?? "";
+    expect(text).not.toContain("one recent report");
+    expect(text).toContain("too few reports since the window began");
+    // Gemini's windows read as reset, their old % a detail, never "100% used" beside "OK".
+    const requests = card(page, "gemini").locator('[data-metric="requests"]');
+    expect(await requests.locator(".line").textContent()).toMatch(
+      /^Requestsreset at \d{2}:\d{2}:\d{2} — no report since \(was 100% used\)$/,
+    );
+    expect(await requests.locator(".bar").getAttribute("class")).toContain("status-reset");
+    expect(await card(page, "gemini").textContent()).not.toMatch(/(?<!was )100% used/);
+    // In the table, the row and its detail say the same.
+    await showTable(page);
+    await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(2);
+    const gemini = page.locator('#now-table tr[data-provider="gemini"]');
+    expect(await gemini.locator('[data-field="used_pct"]').textContent()).toBe("reset");
+    expect(await gemini.locator('[data-field="resets_at"]').textContent()).toMatch(
+      /^reset at \d{2}:\d{2}:\d{2} — no report since$/,
+    );
+    await gemini.getByRole("button").click();
+    const detail = page.locator("#now-table tr.detail");
+    await detail.waitFor();
+    expect(await detail.locator('[data-metric="requests"] .line').textContent()).toMatch(
+      /^Requestsreset at \d{2}:\d{2}:\d{2} — no report since \(was 100% used\)$/,
+    );
+    expect(await detail.textContent()).not.toMatch(/(?<!was )100% used/);
+  });
+
+  it("gives each window what is left of its limit, and a length the reset does not contradict (defects 3 and 5)", async () => {
+    const at = new Date().toISOString();
+    const view = (o: Record<string, unknown>) => ({
+      limit: 14_400,
+      remaining: 332,
+      used_pct: 97.69,
+      resets_at: null,
+      resets_in_s: null,
+      resets_unknown: null,
+      reset_since_report: false,
+      burn_per_s: null,
+      burn: null,
+      burn_unit: "requests/s",
+      burn_unknown: "too_few_reports",
+      exhausted_at: null,
+      exhaustion_eta_s: null,
+      exhaustion_unknown: "too_few_reports",
+      ...o,
+    });
+    const inMs = (ms: number) => new Date(Date.now() + ms).toISOString();
+    const windows = [
+      {
+        dimension: "requests",
+        window: "1d",
+        reported_at: at,
+        ...view({ resets_at: inMs(3_600_000) }),
+      },
+      // Stated as a minute's window, but it resets in 7 min 38 s.
+      {
+        dimension: "tokens",
+        window: "1m",
+        reported_at: at,
+        ...view({ limit: 6_000, remaining: 5_000, used_pct: 16.67, resets_at: inMs(458_000) }),
+      },
+    ];
+    const series = [
+      {
+        provider: "groq",
+        model: "llama",
+        app: "chat",
+        status: "critical",
+        last_seen: at,
+        reported_at: at,
+        credits_reported_at: null,
+        requests: windows[0],
+        tokens: windows[1],
+        credits: view({ limit: null, remaining: null, used_pct: null }),
+        windows,
+      },
+    ];
+    const context = await (await browser()).newContext({ viewport: DESKTOP });
+    const page = await context.newPage();
+    pages.push(page);
+    await page.route("**/api/v1/headroom*", (route) =>
+      route.fulfill({ json: { at, series }, headers: { "cache-control": "no-store" } }),
+    );
+    await page.goto(`${base}/#key=${encodeURIComponent(k.read)}`);
+    // As cards: each window with what is left of its limit, its own status and a true length.
+    await showCards(page);
+    const shown = card(page, "groq").locator("table.windows tbody tr");
+    await expect.poll(() => shown.count(), { timeout: 15_000 }).toBe(2);
+    expect(await shown.nth(0).locator('[data-field="left"]').textContent()).toBe(
+      "332 left of 14,400",
+    );
+    expect(await shown.nth(0).getAttribute("data-status")).toBe("critical");
+    expect(await shown.nth(1).getAttribute("data-status")).toBe("ok");
+    expect(await shown.nth(1).locator("th").textContent()).toBe("Tokens length unknown");
+    expect(await shown.nth(1).locator('[data-field="resets_at"]').textContent()).toMatch(
+      /^resets in 7 min 3\d s$/,
+    );
+    // The table: its row has the worst window's "left of", and the detail the same windows.
+    await showTable(page);
+    const row = tableRows(page).first();
+    await row.waitFor();
+    expect(await row.locator('[data-field="left"]').textContent()).toBe("332 left of 14,400");
+    expect(await row.locator('[data-field="window"]').textContent()).toBe("Requests per day +1");
+    await row.getByRole("button").click();
+    const rows = page.locator("#now-table tr.detail table.windows tbody tr");
+    await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(2);
+    expect(await rows.nth(0).locator('[data-field="left"]').textContent()).toBe(
+      "332 left of 14,400",
+    );
+  });
+
+  /** Fifty series: 8 apps on OpenAI, the rest over three providers, statuses of every kind. */
+  function fifty() {
+    const at = new Date().toISOString();
+    const view = (used: number) => ({
+      limit: 1000,
+      remaining: 1000 - used * 10,
+      used_pct: used,
+      resets_at: new Date(Date.now() + 50_000).toISOString(),
+      resets_in_s: 50,
+      resets_unknown: null,
+      reset_since_report: false,
+      burn_per_s: 1.5,
+      burn: 1.5,
+      burn_unit: "requests/s",
+      burn_unknown: null,
+      exhausted_at: null,
+      exhaustion_eta_s: null,
+      exhaustion_unknown: "resets_first",
+    });
+    const providers = ["openai", "anthropic", "groq", "gemini"];
+    return Array.from({ length: 50 }, (_, i) => {
+      const provider = i < 8 ? "openai" : (providers[i % 4] ?? "openai");
+      const used = (i * 37) % 100;
+      const status = used >= 90 ? "critical" : used >= 70 ? "warning" : "ok";
+      const windows = [
+        { dimension: "requests", window: "1m", reported_at: at, ...view(used) },
+        { dimension: "tokens", window: "1m", reported_at: at, ...view(used / 2) },
+      ];
+      return {
+        provider,
+        model: `model-${i % 5}`,
+        app: `app-${String(i).padStart(2, "0")}`,
+        status,
+        last_seen: at,
+        reported_at: at,
+        credits_reported_at: null,
+        requests: windows[0],
+        tokens: windows[1],
+        credits: { ...view(0), limit: null, remaining: null, used_pct: null },
+        windows,
+      };
+    });
+  }
+
+  async function openFifty(viewport: { width: number; height: number }, errors: string[]) {
+    const context = await (await browser()).newContext({ viewport });
+    const page = await context.newPage();
+    pages.push(page);
+    page.on("console", (m) => {
+      if (m.type() === "error") errors.push(`${m.text()} ${m.location().url}`);
+    });
+    page.on("pageerror", (e) => errors.push(e.message));
+    const at = new Date().toISOString();
+    const series = fifty();
+    await page.route("**/api/v1/headroom*", (route) =>
+      route.fulfill({ json: { at, series }, headers: { "cache-control": "no-store" } }),
+    );
+    await page.goto(`${base}/#key=${encodeURIComponent(k.read)}`);
+    await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(50);
+    return page;
+  }
+
+  it("fits fifty series in two screens at 1400 × 1000, worst first, filterable, the openai card's eight apps side by side (defect 4)", async () => {
+    const errors: string[] = [];
+    const page = await openFifty(DESKTOP, errors);
+    const bottom = await page
+      .locator("#now-table")
+      .evaluate(
+        (t) => t.getBoundingClientRect().bottom + (t.ownerDocument.defaultView?.scrollY ?? 0),
+      );
+    console.log(
+      `page: the table of fifty series ends ${Math.round(bottom)} px down at 1400 × 1000`,
+    );
+    expect(bottom).toBeLessThanOrEqual(2 * DESKTOP.height);
+    // Worst first: the used % of the rows' worst windows never rises within a status.
+    const rows = await tableRows(page).evaluateAll((trs) =>
+      trs.map((tr) => [
+        tr.getAttribute("data-status"),
+        Number.parseFloat(tr.querySelector('[data-field="used_pct"]')?.textContent ?? ""),
+      ]),
+    );
+    expect(rows[0]?.[0]).toBe("critical");
+    for (let i = 1; i < rows.length; i++)
+      if (rows[i]?.[0] === rows[i - 1]?.[0])
+        expect(rows[i]?.[1] as number).toBeLessThanOrEqual(rows[i - 1]?.[1] as number);
+    // Filters: by provider, then by status too.
+    await page.locator("#now-provider").selectOption("openai");
+    await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(8 + 11);
+    await page.locator("#now-status").selectOption("critical");
+    const critical = fifty().filter(
+      (x) => x.provider === "openai" && x.status === "critical",
+    ).length;
+    await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(critical);
+    expect(await page.locator("#now-count").textContent()).toContain(`${critical} of 50 series`);
+    await page.locator("#now-status").selectOption("");
+    await page.locator("#now-provider").selectOption("");
+    await page.locator("#now-app").selectOption("app-07");
+    await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(1);
+    await page.locator("#now-app").selectOption("");
+    await screenshot(page, "fifty-1400x1000");
+    // As cards, a provider's many series sit side by side, not in one tall column.
+    await showCards(page);
+    const openai = card(page, "openai");
+    await openai.waitFor();
+    const lefts = await openai
+      .locator(".series")
+      .evaluateAll(
+        (parts) => new Set(parts.map((p) => Math.round(p.getBoundingClientRect().left))).size,
+      );
+    expect(lefts).toBeGreaterThanOrEqual(3);
+    expect((await openai.boundingBox())?.height ?? 0).toBeLessThan(2_200);
+    expect(await seriousViolations(page)).toEqual([]);
+    expect(errors).toEqual([]);
+  });
+
+  it("gives a phone one row a series with its worst window, nothing sideways (390 × 844)", async () => {
+    const errors: string[] = [];
+    const page = await openFifty(PHONE, errors);
+    expect(
+      await page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]"),
+    ).toEqual([PHONE.width, PHONE.width]);
+    const first = tableRows(page).first();
+    const box = await first.boundingBox();
+    // One row: a few lines at most, the figures of one window.
+    expect(box?.height ?? 0).toBeLessThan(90);
+    expect(await first.locator('[data-field="window"]').textContent()).toMatch(
+      /^Requests per minute/,
+    );
+    await page.screenshot({ path: join(SCREENSHOTS, "fifty-390x844-top.png") });
+    await screenshot(page, "fifty-390x844");
+    expect(await seriousViolations(page)).toEqual([]);
+    expect(errors).toEqual([]);
+  });
+
+  describe("over time", () => {
+    let mine: ProjectKeys;
+    let events: { id: string; at: number; used: number; level: string }[];
+    beforeAll(async () => {
+      mine = await s.project();
+      const now = Date.now();
+      await s.send(mine.report, [
+        ...[9, 6, 3].map((m, i) =>
+          figures({ provider: "groq", at: now - m * 60_000, requests: [800 - i * 300, 1000] }),
+        ),
+        figures({ provider: "anthropic", at: now - 5 * 60_000, requests: [700, 1000] }),
+      ]);
+      await s.stored(mine.project, 4);
+      // Five alerts within ten minutes, each at its own minute and level.
+      events = [
+        { at: now - 9 * 60_000, used: 72, level: "warning" },
+        { at: now - 7 * 60_000, used: 81, level: "warning" },
+        { at: now - 6 * 60_000, used: 93, level: "critical" },
+        { at: now - 4 * 60_000, used: 97, level: "critical" },
+        { at: now - 2 * 60_000, used: 40, level: "resolved" },
+      ].map((e, i) => ({ ...e, id: `evt_${(0x4600 + i).toString(16).padStart(32, "0")}` }));
+      await s.p.client.insert({
+        table: `${s.db}.alert_events`,
+        format: "JSONEachRow",
+        values: events.map((e) => ({
+          event_id: e.id,
+          rule_id: "alr_1",
+          project_id: mine.project,
+          provider: "groq",
+          model: "m1",
+          app: "chat",
+          metric: "requests",
+          dimension: "requests",
+          window: "1d",
+          level: e.level,
+          used_pct: e.used,
+          limit: 14_400,
+          remaining: Math.round(14_400 * (1 - e.used / 100)),
+          reset_ms: null,
+          burn_per_s: null,
+          exhaustion_eta_s: null,
+          warn_pct: 70,
+          critical_pct: 90,
+          report_id: "00000000-0000-7000-8000-000000000000",
+          at: new Date(e.at).toISOString().replace("T", " ").replace("Z", ""),
+        })),
+      });
+    });
+
+    it("defaults to the last hour when it holds every report, marks each alert at its time and level, and reads a point on hover (defect 6)", async () => {
+      const errors: string[] = [];
+      const page = await open(mine.read, { viewport: DESKTOP }, errors);
+      const chart = page.locator("#chart-used");
+      await expect
+        .poll(() => chart.getAttribute("data-window"), { timeout: 15_000 })
+        .toBe("minute");
+      expect(await page.getByLabel("1 h").isChecked()).toBe(true);
+      const from = Date.parse((await chart.getAttribute("data-from")) ?? "");
+      const to = Date.parse((await chart.getAttribute("data-to")) ?? "");
+      expect(to - from).toBe(3_600_000);
+
+      await expect
+        .poll(async () => JSON.parse((await chart.getAttribute("data-marks")) ?? "[]").length, {
+          timeout: 15_000,
+        })
+        .toBe(5);
+      const marks = JSON.parse((await chart.getAttribute("data-marks")) ?? "[]") as {
+        id: string;
+        level: string;
+        left: number;
+        top: number;
+      }[];
+      const over = await chart.locator(".u-over").boundingBox();
+      if (!over) throw new Error("the chart has no plotting area");
+      const xMin = Number(await chart.getAttribute("data-x-min"));
+      const xMax = Number(await chart.getAttribute("data-x-max"));
+      for (const e of events) {
+        const mark = marks.find((m) => m.id === e.id);
+        expect(mark?.level).toBe(e.level);
+        // At the event's own time (within a pixel) and its used % (of 0–100 over the height).
+        expect(
+          Math.abs((mark?.left ?? 0) - ((e.at - xMin) / (xMax - xMin)) * over.width),
+        ).toBeLessThan(1.5);
+        expect(Math.abs((mark?.top ?? 0) - (1 - e.used / 100) * over.height)).toBeLessThan(1.5);
+      }
+      // Five marks, five places: none collapses into another.
+      expect(new Set(marks.map((m) => `${Math.round(m.left)},${Math.round(m.top)}`)).size).toBe(5);
+
+      // The readout: the figures at the window under the pointer.
+      const readout = page.locator("#chart-readout");
+      await page.mouse.move(over.x + over.width - 2, over.y + over.height / 2);
+      await expect
+        .poll(() => readout.textContent(), { timeout: 15_000 })
+        .toMatch(/UTC · \d+ reports?/);
+      const groqAt = events[0]?.at ?? 0;
+      await page.mouse.move(
+        over.x +
+          ((Math.floor(groqAt / 60_000) * 60_000 + 30_000 - xMin) / (xMax - xMin)) * over.width,
+        over.y + over.height / 2,
+      );
+      await expect
+        .poll(() => readout.textContent(), { timeout: 15_000 })
+        .toContain("groq · m1: requests 20%");
+
+      // The alerts name their window: the dimension and its length.
+      const alerts = page.locator("#alerts tbody tr[data-id]");
+      await expect.poll(() => alerts.count(), { timeout: 15_000 }).toBe(5);
+      expect(await alerts.first().locator('[data-field="window"]').textContent()).toBe(
+        "Requests per day",
+      );
+      expect(await page.locator("#events-in-range li").first().textContent()).toContain(
+        "Requests per day 40% used",
+      );
+      expect(errors).toEqual([]);
+    });
+
+    it("gives a series the same colour whichever others are drawn (defect 6)", async () => {
+      const alone = await s.project();
+      await s.send(alone.report, [
+        figures({ provider: "groq", at: Date.now() - 60_000, requests: [800, 1000] }),
+      ]);
+      await s.stored(alone.project, 1);
+      const colourOf = async (read: string) => {
+        const page = await open(read, { viewport: DESKTOP });
+        const groq = page.locator("#chart-legend li").filter({ hasText: /^groq/ });
+        await groq.waitFor();
+        return groq.getAttribute("data-colour");
+      };
+      // Beside anthropic (sorted first) and alone: one colour.
+      expect(await colourOf(alone.read)).toBe(await colourOf(mine.read));
+    });
+  });
+
+  it("gives Spend's burn as the model of now's, the figure /headroom's credits give (defect 7)", async () => {
+    const mine = await s.project();
+    const now = Date.now();
+    // 10 credits spent in the last minute, after an hour and more without a report.
+    await s.send(mine.report, [
+      figures({ provider: "openai", at: now - 60 * s1, requests: [900, 1000], credits: [50, 0.5] }),
+      figures({ provider: "openai", at: now - 2 * s1, requests: [880, 1000], credits: [40, 10] }),
+    ]);
+    await s.stored(mine.project, 2);
+    const api = (await s.get("/api/v1/spend", mine.read)).json() as {
+      providers: {
+        provider: string;
+        credits_burn_per_hour: number | null;
+        burn_per_hour: number;
+      }[];
+    };
+    const now_ = api.providers[0]?.credits_burn_per_hour ?? 0;
+    expect(now_).toBeGreaterThan(0);
+    expect(Math.abs(now_ - (api.providers[0]?.burn_per_hour ?? 0))).toBeGreaterThan(1);
+    const page = await open(mine.read, { viewport: DESKTOP });
+    const burn = page.locator('#spend tbody tr[data-provider="openai"] td').nth(3);
+    await expect
+      .poll(() => burn.getAttribute("data-value"), { timeout: 15_000 })
+      .toBe(String(now_));
+    // The card's credits burn is the same figure, per second.
+    const headroom = (await s.get("/api/v1/headroom", mine.read)).json() as {
+      series: { credits: { burn_per_s: number } }[];
+    };
+    expect((headroom.series[0]?.credits.burn_per_s ?? 0) * 3600).toBeCloseTo(now_, 1);
   });
 });

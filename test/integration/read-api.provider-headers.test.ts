@@ -300,6 +300,11 @@ describe("the providers' own headers, through the real pipeline", () => {
       try {
         const page = await context.newPage();
         await page.goto(`${base}/#key=${encodeURIComponent(k.read)}`);
+        // The cards show every series' windows at once (the table, its worst window a row).
+        await page
+          .locator("#views label")
+          .filter({ hasText: /^Cards$/ })
+          .click();
         const rows = page.locator(
           '.series[data-provider="anthropic"] table.windows[data-field="windows"] tbody tr',
         );

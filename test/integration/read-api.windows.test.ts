@@ -171,6 +171,11 @@ describe("a series with several windows", () => {
       try {
         const page = await context.newPage();
         await page.goto(`${base}/#key=${encodeURIComponent(k.read)}`);
+        // The cards show every series' windows at once (the table, its worst window a row).
+        await page
+          .locator("#views label")
+          .filter({ hasText: /^Cards$/ })
+          .click();
         const rows = page.locator('table.windows[data-field="windows"] tbody tr');
         await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(3);
         const shown = await rows.evaluateAll((trs) =>

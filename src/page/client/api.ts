@@ -8,6 +8,7 @@ export type {
   MetricView,
   SeriesView,
   Status,
+  UnknownReason,
   WindowView,
 } from "./headroom-types.js";
 
@@ -59,6 +60,9 @@ export interface AlertEvent {
   model: string | null;
   app: string;
   metric: string;
+  /** The window that moved: its dimension and stated length (null: not stated, or an old event). */
+  dimension?: string;
+  window?: string | null;
   level: "warning" | "critical" | "resolved";
   used_pct: number;
   at: string;
@@ -76,9 +80,14 @@ export interface Spend {
     provider: string;
     cost: number;
     requests: number;
+    /** Cost over the range ÷ its hours: an average, not the burn now. */
     burn_per_hour: number;
     credits_remaining: number | null;
+    /** The credits' burn now, as /headroom's (the model of now), or null with its reason. */
+    credits_burn_per_hour: number | null;
+    credits_burn_unknown: string | null;
     hours_until_depleted: number | null;
+    hours_until_depleted_unknown: string | null;
   }[];
 }
 

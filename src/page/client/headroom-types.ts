@@ -9,13 +9,27 @@
  */
 export type Status = "ok" | "warning" | "critical" | "reset" | "stale" | (string & {});
 
+/** Why a figure of the model of now is null (src/alerts/now-model.ts' UNKNOWN_REASONS). */
+export type UnknownReason =
+  | "no_figures"
+  | "no_reset_time"
+  | "too_few_reports"
+  | "not_burning"
+  | "resets_first"
+  | "reset_since_report"
+  | (string & {});
+
 export interface MetricView {
   limit: number | null;
   remaining: number | null;
   used_pct: number | null;
   resets_at: string | null;
+  /** The window has reset since its last report: its figures are the previous window's. */
+  reset_since_report: boolean;
   burn_per_s: number | null;
+  burn_unknown: UnknownReason | null;
   exhaustion_eta_s: number | null;
+  exhaustion_unknown: UnknownReason | null;
 }
 
 /** One of a series' windows: a dimension over a length the provider states (null: it did not). */
@@ -23,7 +37,6 @@ export interface WindowView extends MetricView {
   dimension: string;
   window: string | null;
   reported_at: string;
-  reset_since_report: boolean;
 }
 
 export interface SeriesView {

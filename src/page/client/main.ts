@@ -5,13 +5,16 @@ import {
   KeyRefused,
   type Page,
   type Report,
+  type SeriesView,
   type Spend,
   type Usage,
 } from "./api.js";
 import { byId, h } from "./dom.js";
+import { rank } from "./figure-status.js";
 import { parseUtcMinute, utcMinute } from "./format.js";
 import { forgetKey, saveKey, takeKey } from "./key.js";
-import { renderCards, tickClocks } from "./now-cards.js";
+import { renderCards, summary, tickClocks, word } from "./now-cards.js";
+import { type Filters, renderTable } from "./now-table.js";
 import { createChart } from "./over-time.js";
 import { renderAlerts, renderLog, renderModels, renderSpend } from "./tables.js";
 
@@ -34,7 +37,12 @@ type Range = { kind: string; from: number; to: number };
 
 const state = {
   key: null as string | null,
-  range: { kind: "24h", from: 0, to: 0 } as Range,
+  /** "fit" until the first answer says which span holds the data (fitRange). */
+  range: { kind: "fit", from: 0, to: 0 } as Range,
+  view: "table" as "table" | "cards",
+  filters: { provider: "", model: "", app: "", status: "" } as Filters,
+  open: new Set<string>(),
+  series: [] as SeriesView[],
   log: { provider: "", app: "", cursors: [""] as string[], next: null as string | null },
   timers: [] as number[],
   firstFigures: false,
@@ -50,6 +58,14 @@ const el = {
   dashboard: byId("dashboard"),
   cards: byId("cards"),
   summary: byId("summary"),
+  views: byId("views"),
+  tableView: byId("now-table-view"),
+  nowTable: byId<HTMLTableElement>("now-table"),
+  nowCount: byId("now-count"),
+  nowProvider: byId<HTMLSelectElement>("now-provider"),
+  nowModel: byId<HTMLSelectElement>("now-model"),
+  nowApp: byId<HTMLSelectElement>("now-app"),
+  nowStatus: byId<HTMLSelectElement>("now-status"),
   ranges: byId("ranges"),
   custom: byId<HTMLFormElement>("custom-range"),
   customFrom: byId<HTMLInputElement>("custom-from"),
@@ -71,6 +87,7 @@ const chart = createChart(
     used: byId("chart-used"),
     counts: byId("chart-reports"),
     legend: byId("chart-legend"),
+    readout: byId("chart-readout"),
     usedEmpty: byId("chart-used-empty"),
     countsEmpty: byId("chart-reports-empty"),
     eventList: byId("events-in-range"),
@@ -129,23 +146,77 @@ function currentRange(): { from: string; to: string } {
   return { from: new Date(from).toISOString(), to: new Date(to).toISOString() };
 }
 
-function fillOptions(select: HTMLSelectElement, values: string[]) {
+function fillOptions(
+  select: HTMLSelectElement,
+  values: string[],
+  label: (v: string) => string = (v) => v,
+  order: (a: string, b: string) => number = (a, b) => a.localeCompare(b),
+) {
   const have = [...select.options].map((o) => o.value).slice(1);
-  const want = [...new Set(values)].sort();
+  const want = [...new Set(values)].sort(order);
   if (have.join("\n") === want.join("\n")) return;
   const chosen = select.value;
   select.replaceChildren(
     h("option", { value: "" }, "All"),
-    ...want.map((v) => h("option", { value: v }, v)),
+    ...want.map((v) => h("option", { value: v }, label(v))),
   );
-  select.value = want.includes(chosen) ? chosen : "";
+  // A chosen value no series has any more stays chosen: the filter says so, showing none.
+  if (chosen && !want.includes(chosen))
+    select.append(h("option", { value: chosen }, label(chosen)));
+  select.value = chosen;
+}
+
+/** The "Now" section from the latest answer: the summary, the filters, the table or the cards. */
+function renderNow() {
+  const series = state.series;
+  el.summary.textContent = summary(series);
+  fillOptions(
+    el.nowProvider,
+    series.map((s) => s.provider),
+  );
+  fillOptions(
+    el.nowModel,
+    series.map((s) => s.model ?? ""),
+    (v) => v || "(model not seen)",
+  );
+  fillOptions(
+    el.nowApp,
+    series.map((s) => s.app),
+  );
+  fillOptions(
+    el.nowStatus,
+    series.map((s) => s.status),
+    word,
+    (a, b) => rank(a) - rank(b) || a.localeCompare(b),
+  );
+  el.tableView.hidden = state.view !== "table";
+  el.cards.hidden = state.view !== "cards";
+  if (state.view === "table") {
+    renderTable(el.nowTable, el.nowCount, series, state.filters, state.open, (key) => {
+      if (!state.open.delete(key)) state.open.add(key);
+      renderNow();
+    });
+  } else {
+    const f = state.filters;
+    renderCards(
+      el.cards,
+      series.filter(
+        (s) =>
+          (!f.provider || s.provider === f.provider) &&
+          (!f.model || (s.model ?? "") === f.model) &&
+          (!f.app || s.app === f.app) &&
+          (!f.status || s.status === f.status),
+      ),
+    );
+  }
 }
 
 async function refreshHeadroom(key: string) {
   const headroom = await getJson<Headroom>(key, "headroom");
   if (state.key !== key) return;
   const series = headroom.series ?? [];
-  renderCards(el.cards, el.summary, series);
+  state.series = series;
+  renderNow();
   fillOptions(
     el.logProvider,
     series.map((s) => s.provider),
@@ -215,6 +286,37 @@ async function refreshLog(key: string) {
   el.logPage.textContent = `Page ${cursors.length}`;
 }
 
+/**
+ * The default range: the smallest of 1 h, 6 h, 24 h and 7 d that holds every report of the last
+ * 7 days (ten minutes of traffic is not a few dots at the right edge of a day); 24 h when there
+ * is none. A range picked before the answer comes stays picked.
+ */
+async function fitRange(key: string) {
+  const to = Math.ceil(Date.now() / MINUTE) * MINUTE;
+  const reports = async (span: number) => {
+    const usage = await getJson<Usage>(key, "usage", {
+      from: new Date(to - span).toISOString(),
+      to: new Date(to).toISOString(),
+    });
+    return usage.points.reduce((n, p) => n + p.reports, 0);
+  };
+  let kind = "24h";
+  try {
+    const all = await reports(SPANS["7d"] ?? 0);
+    if (all > 0) {
+      for (const k of ["1h", "6h", "24h", "7d"]) {
+        if ((await reports(SPANS[k] ?? 0)) >= all) {
+          kind = k;
+          break;
+        }
+      }
+    }
+  } catch (err) {
+    if (err instanceof KeyRefused) throw err;
+  }
+  if (state.key === key && state.range.kind === "fit") setRange({ kind, from: 0, to: 0 });
+}
+
 function markRange() {
   for (const radio of el.ranges.querySelectorAll<HTMLInputElement>("input[name=range]")) {
     radio.checked = radio.value === state.range.kind;
@@ -250,6 +352,21 @@ function scrollBoxes() {
 
 function wireControls() {
   scrollBoxes();
+  el.views.addEventListener("change", (e) => {
+    state.view = (e.target as HTMLInputElement).value === "cards" ? "cards" : "table";
+    renderNow();
+  });
+  const nowFilter = () => {
+    state.filters = {
+      provider: el.nowProvider.value,
+      model: el.nowModel.value,
+      app: el.nowApp.value,
+      status: el.nowStatus.value,
+    };
+    renderNow();
+  };
+  for (const select of [el.nowProvider, el.nowModel, el.nowApp, el.nowStatus])
+    select.addEventListener("change", nowFilter);
   el.keyForm.addEventListener("submit", (e) => {
     e.preventDefault();
     const key = el.keyInput.value.trim();
@@ -312,15 +429,18 @@ function start(key: string) {
   say("Loading…");
   markRange();
   void guarded("the headroom", () => refreshHeadroom(key));
-  void refreshRange(key);
-  void guarded("the log", () => refreshLog(key));
+  if (state.range.kind === "fit") void guarded("the range", () => fitRange(key));
+  else {
+    void refreshRange(key);
+    void guarded("the log", () => refreshLog(key));
+  }
   state.timers.push(
     setInterval(() => void guarded("the headroom", () => refreshHeadroom(key)), HEADROOM_EVERY_MS),
     setInterval(() => {
-      if (state.range.kind !== "custom") void refreshRange(key);
+      if (state.range.kind !== "custom" && state.range.kind !== "fit") void refreshRange(key);
       if (state.log.cursors.length === 1) void guarded("the log", () => refreshLog(key));
     }, RANGE_EVERY_MS),
-    setInterval(() => tickClocks(el.cards), 1_000),
+    setInterval(() => tickClocks(el.dashboard), 1_000),
   );
 }
 

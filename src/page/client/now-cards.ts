@@ -1,16 +1,26 @@
-import type { MetricView, SeriesView, Status, WindowView } from "./api.js";
+import type { MetricView, SeriesView, Status } from "./api.js";
 import { h } from "./dom.js";
-import { amount, count, duration, pct, rate, utc } from "./format.js";
+import {
+  burnUnknown,
+  exhaustionText,
+  type Figure,
+  type FigureStatus,
+  figuresOf,
+  isReset,
+  metricStatus,
+  rank,
+  resetText,
+  windowName,
+} from "./figure-status.js";
+import { amount, count, duration, figure, pct, rate } from "./format.js";
 
-// "Now": a summary line, then a card per provider and, inside it, a part per model and app, with
-// requests, tokens and credits left as bars coloured by status, the status in words, the reset
-// countdown, the burn rate, the time to exhaustion and the age of the figures; under them, each
-// window the provider states (dimension, length, % used, reset), worst first. Worst first, so
-// a critical series is the first thing seen. Countdowns and ages tick every second (tickClocks).
+// "Now" as cards: a card per provider and, inside it, a part per model and app, with requests,
+// tokens and credits left as bars, each coloured by its own status, the reset countdown, the burn
+// rate, the time to exhaustion and the age of the figures; under them, each window the provider
+// states (dimension, length, what is left of its limit, reset), worst first. A window that has
+// reset since its last report reads as reset, its old % a detail. The same part is the table's
+// detail row (now-table.ts). Countdowns and ages tick every second (tickClocks).
 
-/** Worst first. A status this page does not know yet sorts with "reset": worth a look, not alarm. */
-const RANK: Record<string, number> = { critical: 0, warning: 1, reset: 2, ok: 3, stale: 4 };
-const rank = (s: Status) => RANK[s] ?? 2;
 const WORDS: Record<string, string> = {
   ok: "OK",
   warning: "Warning",
@@ -18,13 +28,11 @@ const WORDS: Record<string, string> = {
   reset: "Reset",
   stale: "Stale",
 };
-const word = (s: Status) => WORDS[s] ?? `${s.charAt(0).toUpperCase()}${s.slice(1)}`;
+export const word = (s: Status) => WORDS[s] ?? `${s.charAt(0).toUpperCase()}${s.slice(1)}`;
 const UNITS = { requests: "requests", tokens: "tokens", credits: "credits" } as const;
 const METRICS = ["requests", "tokens", "credits"] as const;
-/** Why a burn rate is null: it takes two reports a second or more apart within a few minutes. */
-const NO_BURN = "one recent report so far";
 
-function badge(status: Status) {
+export function badge(status: Status) {
   return h("span", { class: `badge status-${status}`, "data-status": status }, word(status));
 }
 
@@ -38,64 +46,55 @@ export function summary(series: SeriesView[]): string {
     .join(", ");
 }
 
-/**
- * The time to exhaustion in words. "Not exhausted before the reset" only when the figures show
- * it: a burn, a reset time still ahead, and remaining / burn beyond it.
- */
-function exhaustion(m: MetricView, hasReset: boolean, now: number): string {
-  if (m.exhaustion_eta_s !== null) {
-    return m.exhaustion_eta_s <= 0 ? "exhausted" : `exhausted in ${duration(m.exhaustion_eta_s)}`;
-  }
-  if (m.remaining === null) return "time to exhaustion unknown: no remaining figure reported";
-  if (m.remaining <= 0) return "exhausted";
-  if (m.burn_per_s === null) return `time to exhaustion unknown: ${NO_BURN}`;
-  if (!(m.burn_per_s > 0)) return "not being used up";
-  const resets = m.resets_at === null ? Number.NaN : Date.parse(m.resets_at);
-  if (!hasReset || Number.isNaN(resets))
-    return "time to exhaustion unknown: no reset time reported";
-  if (resets <= now) return "time to exhaustion unknown: the window has reset since";
-  return m.remaining / m.burn_per_s > (resets - now) / 1000
-    ? "not exhausted before the reset"
-    : "time to exhaustion unknown";
-}
-
 const shown = (m: MetricView) => m.limit !== null || m.remaining !== null;
+
+/** A span whose text is the reset's, kept current by tickClocks. */
+export const resetSpan = (iso: string) => h("span", { "data-until": iso }, resetText(iso));
+
+/** "(was 100% used)": a reset window's old figure, as a detail. */
+const was = (m: MetricView) =>
+  m.used_pct === null
+    ? null
+    : h("span", { class: "was", "data-field": "was_used_pct" }, ` (was ${pct(m.used_pct)} used)`);
 
 function metric(
   series: SeriesView,
   name: (typeof METRICS)[number],
   label: string,
+  status: FigureStatus,
   sayBurn: boolean,
+  now: number,
 ) {
   const m = series[name];
   if (!shown(m)) return null;
   const fmt = name === "credits" ? amount : count;
-  const leftPct = m.used_pct === null ? null : Math.max(0, 100 - m.used_pct);
-  // The bars of a series take its status, which the API works out from the project's rules.
-  const status = series.status;
+  // Credits have no window: a balance, not a limit that resets.
+  const hasReset = name !== "credits";
+  const reset = hasReset && isReset(m, now);
+  const leftPct = reset || m.used_pct === null ? null : Math.max(0, 100 - m.used_pct);
   const fill = h("div");
   fill.style.width = `${leftPct ?? 0}%`;
   const value = (field: string, n: number | null, text: string) =>
     h("span", { "data-field": field, "data-value": n === null ? "" : String(n) }, text);
-  // Credits have no window: a balance, not a limit that resets.
-  const hasReset = name !== "credits";
   return h(
     "div",
-    { class: "metric", "data-metric": name },
+    { class: "metric", "data-metric": name, "data-status": status },
     h(
       "div",
       { class: "line" },
       h("strong", {}, label),
-      h(
-        "span",
-        {},
-        value("remaining", m.remaining, fmt(m.remaining)),
-        " left of ",
-        value("limit", m.limit, m.limit === null ? "an unreported limit" : fmt(m.limit)),
-        m.used_pct === null
-          ? null
-          : [" (", value("used_pct", m.used_pct, pct(m.used_pct)), " used)"],
-      ),
+      reset
+        ? h("span", {}, resetSpan(m.resets_at ?? ""), was(m))
+        : h(
+            "span",
+            {},
+            value("remaining", m.remaining, fmt(m.remaining)),
+            " left of ",
+            value("limit", m.limit, m.limit === null ? "an unreported limit" : fmt(m.limit)),
+            m.used_pct === null
+              ? null
+              : [" (", value("used_pct", m.used_pct, pct(m.used_pct)), " used)"],
+          ),
     ),
     h(
       "div",
@@ -105,95 +104,93 @@ function metric(
         "aria-label": `${label} left`,
         "aria-valuemin": 0,
         "aria-valuemax": 100,
-        "aria-valuenow": leftPct === null ? null : Math.round(leftPct),
-        "aria-valuetext": leftPct === null ? "unknown" : `${Math.round(leftPct)}% left`,
+        // A meter needs a value; its text says when there is none to give.
+        "aria-valuenow": leftPct === null ? 0 : Math.round(leftPct),
+        "aria-valuetext": reset
+          ? "window reset, no report since"
+          : leftPct === null
+            ? "unknown"
+            : `${Math.round(leftPct)}% left`,
       },
       fill,
     ),
-    h(
-      "div",
-      { class: "details" },
-      hasReset
-        ? m.resets_at
-          ? h("span", { "data-until": m.resets_at }, resetText(m.resets_at))
-          : h("span", { "data-field": "resets_at" }, "no reset time reported")
-        : null,
-      hasReset && sayBurn ? " · " : null,
-      sayBurn
-        ? [
-            h(
-              "span",
-              {
-                "data-field": "burn_per_s",
-                "data-value": m.burn_per_s === null ? "" : m.burn_per_s,
-              },
-              m.burn_per_s === null
-                ? "burn rate unknown"
-                : `burn ${rate(m.burn_per_s, UNITS[name])}`,
-            ),
-            " · ",
-            h("span", { "data-field": "exhaustion_eta_s" }, exhaustion(m, hasReset, Date.now())),
-          ]
-        : null,
-    ),
+    reset
+      ? null
+      : h(
+          "div",
+          { class: "details" },
+          hasReset
+            ? m.resets_at
+              ? resetSpan(m.resets_at)
+              : h("span", { "data-field": "resets_at" }, "no reset time reported")
+            : null,
+          hasReset && sayBurn ? " · " : null,
+          sayBurn
+            ? [
+                h(
+                  "span",
+                  {
+                    "data-field": "burn_per_s",
+                    "data-value": m.burn_per_s === null ? "" : m.burn_per_s,
+                  },
+                  m.burn_per_s === null
+                    ? burnUnknown(m, now)
+                    : `burn ${rate(m.burn_per_s, UNITS[name])}`,
+                ),
+                " · ",
+                h("span", { "data-field": "exhaustion_eta_s" }, exhaustionText(m, now, hasReset)),
+              ]
+            : null,
+        ),
   );
 }
 
-const DIMENSION_WORDS: Record<string, string> = {
-  requests: "Requests",
-  tokens: "Tokens",
-  input_tokens: "Input tokens",
-  output_tokens: "Output tokens",
-  credits: "Credits",
+/** "332 left of 14,400", or "332 left" without a limit. */
+export const leftOf = (m: MetricView, dimension: string) => {
+  const fmt = dimension === "credits" ? amount : count;
+  if (m.limit === null) return `${fmt(m.remaining)} left`;
+  // The unit once: "40 left of 100 credits".
+  return `${dimension === "credits" ? figureOrDash(m.remaining) : count(m.remaining)} left of ${fmt(m.limit)}`;
 };
-const dimensionWord = (d: string) => DIMENSION_WORDS[d] ?? d.replace(/_/g, " ");
-const LENGTH_WORDS: Record<string, string> = {
-  "1s": "per second",
-  "10s": "per 10 s",
-  "1m": "per minute",
-  "1h": "per hour",
-  "5h": "per 5 hours",
-  "1d": "per day",
-  "7d": "per 7 days",
-  "1mo": "per month",
-};
-const lengthWord = (w: string | null) =>
-  w === null ? "window not stated" : (LENGTH_WORDS[w] ?? `per ${w}`);
+const figureOrDash = (n: number | null) => (n === null ? "—" : figure(n));
 
-/** The series' windows: one row each, the most used first. */
-function windowsPart(s: SeriesView) {
-  const list = (s.windows ?? []).filter(shown);
+/** The series' windows: one row each, worst first, each coloured by its own status. */
+function windowsPart(s: SeriesView, figures: Figure[], now: number) {
+  const list = figures.filter((f) => f.window !== undefined);
   if (list.length === 0) return null;
-  const used = (w: WindowView) => (w.reset_since_report ? -1 : (w.used_pct ?? -1));
-  const rows = [...list]
-    .sort((a, b) => used(b) - used(a))
-    .map((w) =>
+  const rows = list.map((f) => {
+    const w = f.view;
+    const reset = isReset(w, now);
+    return h(
+      "tr",
+      {
+        class: `status-${f.status}`,
+        "data-dimension": f.dimension,
+        "data-window": f.window ?? "",
+        "data-used": w.used_pct === null ? "" : String(w.used_pct),
+        "data-status": f.status,
+      },
+      h("th", { scope: "row" }, windowName(f, now)),
       h(
-        "tr",
-        {
-          "data-dimension": w.dimension,
-          "data-window": w.window ?? "",
-          "data-used": w.used_pct === null ? "" : String(w.used_pct),
-        },
-        h("th", { scope: "row" }, dimensionWord(w.dimension)),
-        h("td", { "data-field": "window" }, lengthWord(w.window)),
-        h(
-          "td",
-          { "data-field": "used_pct" },
-          w.used_pct === null ? "–" : `${pct(w.used_pct)} used`,
-        ),
-        h(
-          "td",
-          { "data-field": "resets_at" },
-          w.resets_at === null
-            ? "no reset time"
-            : h("span", { "data-until": w.resets_at }, resetText(w.resets_at)),
-        ),
+        "td",
+        { "data-field": "used_pct" },
+        reset
+          ? h("span", { class: "reset-word" }, "reset")
+          : w.used_pct === null
+            ? "–"
+            : `${pct(w.used_pct)} used`,
+      ),
+      h("td", { "data-field": "left" }, reset ? was(w) : leftOf(w, f.dimension)),
+      h(
+        "td",
+        { "data-field": "resets_at" },
+        w.resets_at === null ? "no reset time" : resetSpan(w.resets_at),
       ),
     );
+  });
   return h(
     "table",
-    { class: "windows", "data-field": "windows" },
+    { class: "windows", "data-field": "windows", "aria-label": `Windows of ${seriesName(s)}` },
     h("caption", {}, "Windows"),
     h(
       "thead",
@@ -201,9 +198,9 @@ function windowsPart(s: SeriesView) {
       h(
         "tr",
         {},
-        h("th", { scope: "col" }, "Dimension"),
         h("th", { scope: "col" }, "Window"),
         h("th", { scope: "col" }, "Used"),
+        h("th", { scope: "col" }, "Left"),
         h("th", { scope: "col" }, "Resets"),
       ),
     ),
@@ -211,18 +208,24 @@ function windowsPart(s: SeriesView) {
   );
 }
 
-function seriesPart(s: SeriesView) {
+export const seriesName = (s: SeriesView) =>
+  `${s.provider} · ${s.model ?? "(model not seen)"} · ${s.app}`;
+
+/** One series: its bars, its windows and the age of its figures (a card's part, a detail row). */
+export function seriesPart(s: SeriesView, now = Date.now(), heading: "h4" | "h3" = "h4") {
   // A report with only the provider's headers (or error body) has figures in its windows alone.
   const newestWindow = (s.windows ?? []).reduce<string | null>(
     (at, w) => (at === null || w.reported_at > at ? w.reported_at : at),
     null,
   );
   const reported = s.reported_at ?? s.credits_reported_at ?? newestWindow;
+  const figures = figuresOf(s, now);
   // Said once for the series, not under every bar, when no figure of it has a burn yet.
   const metrics = METRICS.map((name) => s[name]).filter(shown);
   const noBurn =
     metrics.length > 0 &&
-    metrics.every((m) => m.burn_per_s === null && m.exhaustion_eta_s === null);
+    metrics.every((m) => m.burn_per_s === null && m.exhaustion_eta_s === null) &&
+    !metrics.some((m) => isReset(m, now));
   return h(
     "div",
     {
@@ -233,21 +236,28 @@ function seriesPart(s: SeriesView) {
       "data-status": s.status,
     },
     h(
-      "h4",
+      heading,
       {},
       s.model ?? "(model not seen)",
       h("span", { class: "muted" }, ` · app ${s.app}`),
       badge(s.status),
     ),
-    metric(s, "requests", "Requests", !noBurn),
-    metric(s, "tokens", "Tokens", !noBurn),
-    metric(s, "credits", "Credits", !noBurn),
-    windowsPart(s),
+    METRICS.map((name) =>
+      metric(
+        s,
+        name,
+        name.charAt(0).toUpperCase() + name.slice(1),
+        metricStatus(s, name, figures, now),
+        !noBurn,
+        now,
+      ),
+    ),
+    windowsPart(s, figures, now),
     noBurn
       ? h(
           "p",
           { class: "details", "data-field": "burn" },
-          `Burn rate and time to exhaustion unknown: ${NO_BURN}.`,
+          `Burn rate and time to exhaustion unknown: ${burnUnknown(metrics[0] ?? s.requests, now).replace(/^burn unknown: /, "")}.`,
         )
       : null,
     h(
@@ -267,16 +277,13 @@ function seriesPart(s: SeriesView) {
   );
 }
 
-const byRank = (a: SeriesView, b: SeriesView) =>
+export const byRank = (a: SeriesView, b: SeriesView) =>
   rank(a.status) - rank(b.status) ||
   (a.model ?? "").localeCompare(b.model ?? "") ||
   a.app.localeCompare(b.app);
 
-export function renderCards(
-  container: HTMLElement,
-  summaryLine: HTMLElement,
-  series: SeriesView[],
-) {
+export function renderCards(container: HTMLElement, series: SeriesView[]) {
+  const now = Date.now();
   const byProvider = new Map<string, SeriesView[]>();
   for (const s of series) byProvider.set(s.provider, [...(byProvider.get(s.provider) ?? []), s]);
   const cards = [...byProvider]
@@ -289,19 +296,28 @@ export function renderCards(
     )
     .map(({ provider, list }) => {
       const worst = list[0]?.status ?? "ok";
+      // The status in words is each series' badge; the card's border says its worst by colour.
       return h(
         "article",
         {
-          class: `card status-${worst}`,
+          class: `card status-${worst}${list.length > 1 ? " wide" : ""}`,
           "data-provider": provider,
           "data-status": worst,
           "aria-labelledby": `card-${provider}`,
         },
-        h("h3", { id: `card-${provider}` }, provider, badge(worst)),
-        list.map(seriesPart),
+        h(
+          "h3",
+          { id: `card-${provider}` },
+          provider,
+          list.length > 1 ? h("span", { class: "muted" }, ` · ${list.length} series`) : null,
+        ),
+        h(
+          "div",
+          { class: "parts" },
+          list.map((s) => seriesPart(s, now)),
+        ),
       );
     });
-  summaryLine.textContent = summary(series);
   container.replaceChildren(
     ...(cards.length > 0
       ? cards
@@ -309,12 +325,6 @@ export function renderCards(
   );
 }
 
-function resetText(iso: string) {
-  const s = secondsUntil(iso);
-  return s > 0 ? `resets in ${duration(s)}` : `window reset at ${utc(iso).slice(11)} UTC`;
-}
-
-const secondsUntil = (iso: string) => (Date.parse(iso) - Date.now()) / 1000;
 const secondsSince = (iso: string) => (Date.now() - Date.parse(iso)) / 1000;
 
 /** Brings every countdown and age on the page to the current second. */

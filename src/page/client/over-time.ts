@@ -1,15 +1,18 @@
 import type uPlot from "uplot";
 import type { AlertEvent, Usage, UsagePoint } from "./api.js";
 import { h } from "./dom.js";
+import { dimensionWord, windowName } from "./figure-status.js";
 import { axisTick, utc } from "./format.js";
 
 // "Over time": the used % of requests and tokens (highest per window) per provider and model,
-// with the range's alert events drawn as vertical lines on the same time axis, and the reports
-// per window below. Dragging across a chart asks for that range (the query changes, not the view).
+// with the range's alert events marked at their own time and used % (a shape per level, outlined,
+// so that no mark reads as a series), and the reports per window below. A series keeps its colour
+// from one load to the next: the colour is a hash of its name. Pointing at (or tapping) the chart
+// reads its figures at that window in a line under it. Dragging across a chart asks for that range (the query changes, not the view).
 // Every window of the range is on the axis: one without reports counts 0 and has no used %
 // (a gap), never the value of the window before it.
 
-// Distinct at a glance and on white; beyond them, hues spread by the golden angle.
+// Distinct at a glance and on white; a series takes one by a hash of its name.
 const PALETTE = [
   "#0b57d0",
   "#b3261e",
@@ -25,8 +28,32 @@ const PALETTE = [
   "#827717",
   "#e65100",
 ];
-const colour = (i: number) =>
-  PALETTE[i] ?? `hsl(${Math.round((i * 137.508) % 360)} 65% ${i % 2 ? 32 : 42}%)`;
+/** FNV-1a, 32 bits: the same name gives the same colour at every load, whatever else is drawn. */
+function hash(text: string): number {
+  let x = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) x = Math.imul(x ^ text.charCodeAt(i), 0x01000193);
+  return x >>> 0;
+}
+/** 13 named colours, then 48 hues at two lightnesses: a slot per hash, 109 in all. */
+const SLOTS = 13 + 96;
+const slotColour = (slot: number) =>
+  PALETTE[slot] ?? `hsl(${Math.round(((slot - 13) % 48) * 7.5)} 70% ${slot - 13 < 48 ? 36 : 46}%)`;
+
+/**
+ * Each drawn series' colour: its name's slot; two drawn series whose names share a slot (rare)
+ * are told apart by the later name (in order) taking the next free one.
+ */
+export function coloursOf(labels: string[]): Map<string, string> {
+  const taken = new Set<number>();
+  const colours = new Map<string, string>();
+  for (const label of [...labels].sort()) {
+    let slot = hash(label) % SLOTS;
+    for (let i = 0; i < SLOTS && taken.has(slot); i++) slot = (slot + 1) % SLOTS;
+    taken.add(slot);
+    colours.set(label, slotColour(slot));
+  }
+  return colours;
+}
 const LEVEL_COLOUR: Record<AlertEvent["level"], string> = {
   warning: "#d49b00",
   critical: "#b3261e",
@@ -114,38 +141,86 @@ export interface ChartElements {
   used: HTMLElement;
   counts: HTMLElement;
   legend: HTMLElement;
+  readout: HTMLElement;
   usedEmpty: HTMLElement;
   countsEmpty: HTMLElement;
   eventList: HTMLElement;
 }
 
 export function createChart(
-  { used, counts, legend, usedEmpty, countsEmpty, eventList }: ChartElements,
+  { used, counts, legend, readout, usedEmpty, countsEmpty, eventList }: ChartElements,
   onZoom: (from: number, to: number) => void,
 ): Chart {
   let usedPlot: uPlot | null = null;
   let countPlot: uPlot | null = null;
   let shape = "";
   let events: AlertEvent[] = [];
+  let drawn: ReturnType<typeof columns> = { x: [], series: [], reports: [] };
   let range = { from: 0, to: 0 };
 
   // The chart's box, whatever the viewport: a phone's is narrower than any fixed minimum.
   const width = () => Math.max(200, used.clientWidth || used.parentElement?.clientWidth || 800);
 
+  // Each event at its own time and its used %: a triangle (warning), a diamond (critical) or a
+  // circle (resolved), filled with its level's colour and outlined in black.
   const markEvents = (u: uPlot) => {
     const ctx = u.ctx;
+    const r = 6 * devicePixelRatio;
+    const marks: { id: string; level: string; left: number; top: number }[] = [];
     ctx.save();
-    ctx.lineWidth = 2 * devicePixelRatio;
+    ctx.lineWidth = 1.5 * devicePixelRatio;
+    ctx.strokeStyle = "#1b1f24";
     for (const e of events) {
-      const x = Math.round(u.valToPos(Date.parse(e.at) / 1000, "x", true));
-      if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
-      ctx.strokeStyle = LEVEL_COLOUR[e.level];
+      const x = u.valToPos(Date.parse(e.at) / 1000, "x", true);
+      const y = u.valToPos(Math.min(100, Math.max(0, e.used_pct)), "y", true);
+      if (x < u.bbox.left - 1 || x > u.bbox.left + u.bbox.width + 1) continue;
+      ctx.fillStyle = LEVEL_COLOUR[e.level];
       ctx.beginPath();
-      ctx.moveTo(x, u.bbox.top);
-      ctx.lineTo(x, u.bbox.top + u.bbox.height);
+      if (e.level === "warning") {
+        ctx.moveTo(x, y - r);
+        ctx.lineTo(x + r, y + r * 0.8);
+        ctx.lineTo(x - r, y + r * 0.8);
+      } else if (e.level === "critical") {
+        ctx.moveTo(x, y - r);
+        ctx.lineTo(x + r, y);
+        ctx.lineTo(x, y + r);
+        ctx.lineTo(x - r, y);
+      } else ctx.arc(x, y, r * 0.8, 0, 2 * Math.PI);
+      ctx.closePath();
+      ctx.fill();
       ctx.stroke();
+      // Where it is, in CSS pixels from the plotting area's corner (the tests read it).
+      marks.push({
+        id: e.id,
+        level: e.level,
+        left: u.valToPos(Date.parse(e.at) / 1000, "x"),
+        top: u.valToPos(Math.min(100, Math.max(0, e.used_pct)), "y"),
+      });
     }
     ctx.restore();
+    used.dataset.marks = JSON.stringify(marks);
+  };
+
+  // The figures at the window under the pointer, in words.
+  const read = (u: uPlot) => {
+    const i = u.cursor.idx;
+    const t = i === null || i === undefined ? undefined : drawn.x[i];
+    if (i === null || i === undefined || t === undefined) return;
+    const figures = drawn.series
+      .map((s) => {
+        const parts = [
+          s.requests[i] == null ? null : `requests ${s.requests[i]}%`,
+          s.tokens[i] == null ? null : `tokens ${s.tokens[i]}%`,
+        ].filter(Boolean);
+        return parts.length === 0 ? null : `${s.label}: ${parts.join(", ")}`;
+      })
+      .filter(Boolean);
+    const at = new Date(t * 1000).toISOString().replace("T", " ").slice(0, 16);
+    const n = drawn.reports[i] ?? 0;
+    readout.textContent = `${at} UTC · ${n} report${n === 1 ? "" : "s"}${
+      figures.length > 0 ? ` · ${figures.join(" · ")}` : ""
+    }`;
+    readout.dataset.at = String(t * 1000);
   };
 
   const zoom = (u: uPlot) => {
@@ -191,19 +266,25 @@ export function createChart(
     usedPlot?.destroy();
     countPlot?.destroy();
     const lines: uPlot.Series[] = [{ label: "Time (UTC)" }];
-    cols.series.forEach((s, i) => {
-      const stroke = colour(i);
+    const colours = coloursOf(cols.series.map((s) => s.label));
+    const colourOf = (label: string) => colours.get(label) ?? "#0b57d0";
+    cols.series.forEach((s) => {
+      const stroke = colourOf(s.label);
       // Points as well as lines: a window with a value between two gaps has no line to draw.
       const points = { show: true, size: 5, stroke, fill: stroke };
       lines.push({ label: `${s.label} requests %`, stroke, width: 2, points });
       lines.push({ label: `${s.label} tokens %`, stroke, width: 2, dash: [6, 4], points });
     });
     legend.replaceChildren(
-      ...cols.series.map((s, i) =>
+      ...cols.series.map((s) =>
         h(
           "li",
-          { "data-colour": colour(i) },
-          h("span", { class: "swatch", style: `background:${colour(i)}`, "aria-hidden": "true" }),
+          { "data-colour": colourOf(s.label) },
+          h("span", {
+            class: "swatch",
+            style: `background:${colourOf(s.label)}`,
+            "aria-hidden": "true",
+          }),
           s.label,
         ),
       ),
@@ -215,7 +296,7 @@ export function createChart(
         series: lines,
         scales: { ...base.scales, y: { range: [0, 100] } },
         axes: [timeAxis, { label: "used %" }],
-        hooks: { ...base.hooks, draw: [markEvents] },
+        hooks: { ...base.hooks, draw: [markEvents], setCursor: [read] },
       },
       [[], ...lines.slice(1).map(() => [])],
       used,
@@ -235,6 +316,7 @@ export function createChart(
           },
         ],
         axes: [timeAxis, { label: "reports" }],
+        hooks: { ...common(140).hooks, setCursor: [read] },
       },
       [[], []],
       counts,
@@ -250,6 +332,7 @@ export function createChart(
       range = { from: Date.parse(usage.from), to: Date.parse(usage.to) };
       events = evts;
       const cols = columns(usage);
+      drawn = cols;
       const next = cols.series.map((s) => s.label).join("\n");
       if (!usedPlot || next !== shape) build(cols);
       shape = next;
@@ -275,11 +358,22 @@ export function createChart(
                 "li",
                 {},
                 h("span", { class: `level-${e.level}` }, e.level),
-                ` ${utc(e.at)} UTC · ${e.provider} · ${e.model ?? "(no model)"} · ${e.app} · ${e.metric} ${e.used_pct}% used`,
+                ` ${utc(e.at)} UTC · ${e.provider} · ${e.model ?? "(no model)"} · ${e.app} · ${eventWindow(e)} ${e.used_pct}% used`,
               ),
             )
           : [h("li", { class: "empty" }, "No alert events in this range.")]),
       );
     },
   };
+}
+
+/** "Requests per day": the window an alert event is about (its metric, for an old event). */
+export function eventWindow(e: AlertEvent): string {
+  const name = windowName(
+    { dimension: e.dimension ?? e.metric, window: e.window ?? null, view: { resets_at: null } },
+    0,
+  );
+  return e.window === undefined || e.window === null
+    ? `${dimensionWord(e.dimension ?? e.metric)} (window length not stated)`
+    : name;
 }

@@ -1,6 +1,7 @@
 import type { AlertEvent, Report, Spend, Usage } from "./api.js";
 import { fillTable, h } from "./dom.js";
 import { amount, CREDITS, count, dash, duration, figure, pct, utc } from "./format.js";
+import { eventWindow } from "./over-time.js";
 
 // The page's tables: per model over the range (from the same usage answer as the chart), the
 // report log, the alert events and the spend per provider.
@@ -148,14 +149,28 @@ export function renderAlerts(table: HTMLTableElement, items: AlertEvent[]) {
       h("td", {}, e.provider),
       h("td", {}, e.model ?? "(any model)"),
       h("td", {}, e.app),
-      h("td", {}, e.metric),
+      h("td", { "data-field": "window" }, eventWindow(e)),
       num(pct(e.used_pct), e.used_pct),
     ),
   );
   fillTable(table, rows, "No alert events in this range.");
 }
 
+/** Why the burn now or the depletion is unknown, in words (the model of now's reasons). */
+const REASONS: Record<string, string> = {
+  no_figures: "unknown: no balance reported",
+  too_few_reports: "unknown: too few recent credit reports",
+  not_burning: "not being used up",
+  no_reset_time: "unknown",
+  resets_first: "not before the reset",
+  reset_since_report: "unknown: reset since its last report",
+};
+const reason = (why: string | null | undefined, fallback: string) =>
+  (why ? REASONS[why] : undefined) ?? fallback;
+
 export function renderSpend(table: HTMLTableElement, spend: Spend) {
+  // The burn is the credits' burn now, the figure the cards and the exporter give (the model of
+  // now), never the range's cost spread over its idle hours.
   const rows = spend.providers.map((p) =>
     h(
       "tr",
@@ -163,13 +178,18 @@ export function renderSpend(table: HTMLTableElement, spend: Spend) {
       h("td", {}, p.provider),
       num(amount(p.cost), p.cost),
       num(count(p.requests), p.requests),
-      num(`${figure(p.burn_per_hour)} ${CREDITS}/h`, p.burn_per_hour),
+      num(
+        p.credits_burn_per_hour === null || p.credits_burn_per_hour === undefined
+          ? reason(p.credits_burn_unknown, "unknown")
+          : `${figure(p.credits_burn_per_hour)} ${CREDITS}/h`,
+        p.credits_burn_per_hour,
+      ),
       num(amount(p.credits_remaining), p.credits_remaining),
       num(
         p.hours_until_depleted === null
           ? p.credits_remaining === null
             ? "unknown: no balance reported"
-            : "not being used up"
+            : reason(p.hours_until_depleted_unknown, "not being used up")
           : duration(p.hours_until_depleted * 3600),
         p.hours_until_depleted,
       ),
