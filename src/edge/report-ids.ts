@@ -111,14 +111,12 @@ export interface ReportIds {
 
 /** `pendingMs`: REPORT_ID_PENDING_MS, how long a claim waits for its job's write. */
 export function createReportIds(redis: RedisClient, prefix: string, pendingMs: number): ReportIds {
-  let defined = false;
-  const define = () => {
-    if (defined) return;
-    defined = true;
-    redis.defineCommand("headroomClaimIds", { lua: CLAIM });
-    redis.defineCommand("headroomSettleIds", { lua: SETTLE });
-    redis.defineCommand("headroomResolveId", { lua: RESOLVE, numberOfKeys: 1 });
-  };
+  // Defined now, before any request: defined at first use, under concurrent requests, an
+  // auto-pipeline begun before the definition made ioredis crash the edge ("results[i] is not
+  // iterable", ioredis#1931; seen by the bench's OTLP phase on a fresh edge).
+  redis.defineCommand("headroomClaimIds", { lua: CLAIM });
+  redis.defineCommand("headroomSettleIds", { lua: SETTLE });
+  redis.defineCommand("headroomResolveId", { lua: RESOLVE, numberOfKeys: 1 });
   // One hash tag per project: a batch's keys share a Cluster slot, so one script covers them.
   const keys = (projectId: string, ids: string[]) =>
     ids.map((id) => `${prefix}:ids:{${projectId}}:${id}`);
@@ -126,7 +124,6 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
   return {
     async claim(projectId: string, ids: string[], place: JobPlace): Promise<ClaimState[]> {
       if (ids.length === 0) return [];
-      define();
       const k = keys(projectId, ids);
       const out = await redis.headroomClaimIds(
         k.length,
@@ -149,7 +146,6 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
       seen: string,
       to: "stored" | JobPlace,
     ): Promise<boolean> {
-      define();
       const [key] = keys(projectId, [id]) as [string];
       const value = to === "stored" ? "s" : `p:${to.token}:${to.prefix}`;
       const ttl = to === "stored" ? STORED_MS : pendingMs + STORED_MS;
@@ -163,7 +159,6 @@ export function createReportIds(redis: RedisClient, prefix: string, pendingMs: n
       outcome: "stored" | "unknown" | "released",
     ): Promise<void> {
       if (ids.length === 0) return;
-      define();
       const k = keys(projectId, ids);
       await redis.headroomSettleIds(
         k.length,
