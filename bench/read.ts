@@ -315,6 +315,8 @@ await runCommand(log, async (cleanup) => {
           ],
         },
         cleanup,
+        // 2,000/s asked of an API that answers fewer waits for every late answer.
+        600,
       ),
       probeFreshness({
         edgeUrl: (edges[0] as { url: string }).url,
