@@ -18,7 +18,10 @@ app.post("/api/report", async () => ({ id: "x" }));
 if (process.argv[3]) {
   const answer = JSON.parse(readFileSync(process.argv[3], "utf8")) as CapturedAnswer;
   const body = Buffer.from(answer.bodyBase64, "base64");
-  app.get(answer.path, (_req, reply) => reply.headers(answer.headers).send(body));
+  // The route is the path without its query (advice's ?provider=…&model=…), as wrk asks it.
+  app.get(answer.path.split("?")[0] as string, (_req, reply) =>
+    reply.headers(answer.headers).send(body),
+  );
 }
 
 const address = await app.listen({ host: "127.0.0.1", port: Number(process.argv[2] ?? 0) });

@@ -11,6 +11,7 @@ import { BATCH_SIZE, runBatchPhase } from "./phase-batch.js";
 import { runDrainPhase } from "./phase-drain.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { runEdgePhase, warmUp } from "./phase-edge.js";
+import { OTLP_PROVIDER_SPANS, OTLP_SPANS, runOtlpPhase } from "./phase-otlp.js";
 import { machine } from "./proc-stats.js";
 import { writeLoadFiles } from "./report-bodies.js";
 import { sourceInfo } from "./source.js";
@@ -21,7 +22,7 @@ const FIXED_RATE_CONNECTIONS = 64;
 
 // One benchmark run: start the stack, measure the ceilings, then the edge(s) alone, the workers
 // draining their backlog, the whole pipeline saturated and at a fixed rate, and last the edge(s)
-// alone with batches (its reports dropped, so that no phase before it sees them).
+// alone with batches (its reports stored after it), and with OTLP exports (their reports dropped).
 
 export async function runBench(
   opts: BenchOptions,
@@ -47,6 +48,7 @@ export async function runBench(
     warm: await stack.createKeys("warm", opts.keys),
     // The edge is measured, not the burst limit: batches reach far past a plan's rate.
     batch: await stack.createKeys("batch", opts.keys, { burst: 1_000_000 }),
+    otlp: await stack.createKeys("otlp", opts.keys, { burst: 1_000_000 }),
   };
   const load = { connections: opts.connections, durationS: opts.durationS };
   // Bodies stamped at the start of each phase, for wrk and the fixed-rate client.
@@ -155,10 +157,24 @@ export async function runBench(
     `  ${edgeBatch.reportsPerSec} reports/s accepted${edgeBatch.stored ? ", all stored" : ", NOT all stored by the deadline"}`,
   );
 
+  log(
+    `edge alone, OTLP exports of ${OTLP_SPANS} spans (${OTLP_PROVIDER_SPANS} provider calls): ${opts.durationS} s saturated (queues paused, dropped)`,
+  );
+  const edgeOtlp = await runOtlpPhase(
+    stack,
+    edges,
+    { keys: keys.otlp, durationS: opts.durationS, warmupS: opts.warmupS },
+    cleanup,
+  );
+  log(
+    `  ${edgeOtlp.reportsPerSec} provider spans/s accepted, ${edgeOtlp.duplicates} answered as duplicates`,
+  );
+
   const phases: PhaseResults = {
     ceilings: { bareFastify, bullmq, clickhouse },
     edgeAlone,
     edgeBatch,
+    edgeOtlp,
     drain,
     saturation,
     fixedRate: { ...fixedRate, requestedRate: opts.rate },

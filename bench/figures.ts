@@ -1,4 +1,5 @@
 import { batchFigures } from "./batch-figures.js";
+import { otlpFigures } from "./otlp-figures.js";
 import { type Capacity, capacityOf } from "./capacity.js";
 import { atLeast, atMost, type Figure, figure, perUnitUs, TARGETS } from "./figure.js";
 import type { LoadResult } from "./load-spec.js";
@@ -193,6 +194,7 @@ export function buildFigures(
     }),
     ...cpuFigures("edge", E, e.cpuCores, e.load),
     ...batchFigures(r.edgeBatch, bareUs, cpuFigures),
+    ...(r.edgeOtlp ? otlpFigures(r.edgeOtlp, r.edgeBatch, bareUs, cpuFigures) : []),
 
     figure(
       "drain.rowsPerSec",

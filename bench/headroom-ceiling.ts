@@ -10,7 +10,8 @@ import { measureWarm, type WarmMeasure } from "./measure-warm.js";
 // /api/v1/headroom against its ceiling (issue 36): a bare Fastify route answering the same bytes
 // (one answer of the API, captured with its headers), both saturated by the same client (wrk, GET
 // over the read keys, the readers' Accept-Encoding) in the same run, each warmed up first. The
-// ratio of their CPU per answer is what the API adds to sending an answer.
+// ratio of their CPU per answer is what the API adds to sending an answer. `path` measures another
+// GET answer the same way (issue 44's /api/v1/advice?provider=…&model=…).
 
 export const HEADROOM_PATH = "/api/v1/headroom";
 
@@ -23,24 +24,29 @@ const PER_RESPONSE = new Set([
   "transfer-encoding",
 ]);
 
-function capture(url: string, key: string, acceptEncoding: string): Promise<CapturedAnswer> {
+function capture(
+  url: string,
+  path: string,
+  key: string,
+  acceptEncoding: string,
+): Promise<CapturedAnswer> {
   const headers: Record<string, string> = { authorization: `Bearer ${key}` };
   if (acceptEncoding !== "") headers["accept-encoding"] = acceptEncoding;
   return new Promise((resolve, reject) => {
-    const req = request(`${url}${HEADROOM_PATH}`, { headers }, (res) => {
+    const req = request(`${url}${path}`, { headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("error", reject);
       res.on("end", () => {
         if (res.statusCode !== 200) {
-          reject(new Error(`headroom capture: HTTP ${res.statusCode}`));
+          reject(new Error(`${path} capture: HTTP ${res.statusCode}`));
           return;
         }
         const kept = Object.entries(res.headers).filter(
           (e): e is [string, string] => typeof e[1] === "string" && !PER_RESPONSE.has(e[0]),
         );
         resolve({
-          path: HEADROOM_PATH,
+          path,
           headers: Object.fromEntries(kept),
           bodyBase64: Buffer.concat(chunks).toString("base64"),
         });
@@ -69,13 +75,18 @@ export async function measureHeadroomCeiling(
     durationS: number;
     warmupS: number;
     acceptEncoding: string;
+    /** The GET measured (HEADROOM_PATH unless told), and a name for its files. */
+    path?: string;
+    name?: string;
   },
   cleanup: Cleanup,
 ): Promise<HeadroomCeiling> {
-  const answer = await capture(opts.apiUrl, opts.keys[0] as string, opts.acceptEncoding);
-  const answerFile = join(opts.dir, "headroom-answer.json");
+  const path = opts.path ?? HEADROOM_PATH;
+  const name = opts.name ?? "headroom";
+  const answer = await capture(opts.apiUrl, path, opts.keys[0] as string, opts.acceptEncoding);
+  const answerFile = join(opts.dir, `${name}-answer.json`);
   writeFileSync(answerFile, JSON.stringify(answer));
-  const keysFile = join(opts.dir, "headroom.keys");
+  const keysFile = join(opts.dir, `${name}.keys`);
   writeFileSync(keysFile, `${opts.keys.join("\n")}\n`);
   const spec = (url: string): LoadSpec => ({
     urls: [url],
@@ -84,12 +95,12 @@ export async function measureHeadroomCeiling(
     connections: opts.connections,
     durationS: opts.durationS,
     mode: "saturate",
-    path: HEADROOM_PATH,
+    path,
     acceptEncoding: opts.acceptEncoding,
   });
   const api = await measureWarm(spec(opts.apiUrl), opts.warmupS, { api: opts.apiPid }, cleanup);
   const server = spawnChild({
-    name: "bare fastify (headroom bytes)",
+    name: `bare fastify (${name} bytes)`,
     entry: "bench/bare-server.ts",
     args: ["0", answerFile],
     cleanup,

@@ -3,7 +3,7 @@ import type { Cleanup } from "./cleanup.js";
 import type { LoadResult, SaturatingGenerator } from "./load-spec.js";
 import { settledEnqueued, withEdgeStatuses } from "./phase-edge.js";
 import { cpuMeter, peakRssBytes, resetPeakRss } from "./proc-stats.js";
-import { writeBatchFiles } from "./report-bodies.js";
+import { type LoadFiles, writeBatchFiles } from "./report-bodies.js";
 import { runLoad } from "./run-load.js";
 import { type EdgeProc, type Stack, waitStored } from "./stack.js";
 
@@ -51,6 +51,12 @@ export interface BatchPhaseOptions {
   generator?: SaturatingGenerator;
   /** Store the reports with the stack's workers after the load (`phase`: the keys' phase name). */
   store?: { phase: string; timeoutS: number };
+  /**
+   * Other requests than batches of BATCH_SIZE on BATCH_PATH (phase 2c's OTLP exports): their
+   * path, a fresh file of them (called once for the warm-up, once for the measured load), and
+   * the reports each makes.
+   */
+  requests?: { path: string; files: () => LoadFiles; reportsEach: number };
 }
 
 export async function runBatchPhase(
@@ -59,24 +65,26 @@ export async function runBatchPhase(
   opts: BatchPhaseOptions,
   cleanup: Cleanup,
 ): Promise<BatchPhase> {
-  const files = () =>
-    writeBatchFiles(stack.dir, "batch", opts.keys, { batches: BATCHES, size: BATCH_SIZE });
+  const files =
+    opts.requests?.files ??
+    (() => writeBatchFiles(stack.dir, "batch", opts.keys, { batches: BATCHES, size: BATCH_SIZE }));
+  const path = opts.requests?.path ?? BATCH_PATH;
   const spec = {
     urls: edges.map((e) => e.url),
     connections: Math.max(edges.length, opts.connections ?? BATCH_CONNECTIONS),
     mode: "saturate" as const,
-    path: BATCH_PATH,
+    path,
     generator: opts.generator,
   };
   await stack.pauseQueues();
   // The batch route's own code is cold until now.
   await runLoad({ ...spec, ...files(), durationS: opts.warmupS }, cleanup);
-  await settledEnqueued(edges, BATCH_PATH);
+  await settledEnqueued(edges, path);
   await stack.dropQueues();
   await stack.pauseQueues();
 
   const measured = files();
-  const before = await settledEnqueued(edges, BATCH_PATH);
+  const before = await settledEnqueued(edges, path);
   for (const e of edges) resetPeakRss(e.pid);
   const cpu = cpuMeter({
     ...Object.fromEntries(edges.map((e) => [e.name, e.pid])),
@@ -90,7 +98,7 @@ export async function runBatchPhase(
   });
   const load = await runLoad({ ...spec, ...measured, durationS: opts.durationS }, cleanup);
   const cpuCores = cpu.read().cores;
-  const after = await settledEnqueued(edges, BATCH_PATH);
+  const after = await settledEnqueued(edges, path);
   const edgePeakRssMb = Math.max(0, ...edges.map((e) => mb(peakRssBytes(e.pid))));
   const reports = after.reports - before.reports;
   let cpuSecondsToStored: Record<string, number> | null = null;
@@ -103,7 +111,7 @@ export async function runBatchPhase(
     await stack.dropQueues();
   }
   return {
-    batchSize: BATCH_SIZE,
+    batchSize: opts.requests?.reportsEach ?? BATCH_SIZE,
     load: withEdgeStatuses(load, before, after),
     reports,
     reportsPerSec: load.durationS > 0 ? Math.round(reports / load.durationS) : 0,

@@ -2,7 +2,10 @@ import { type Latency, latencyOf } from "./load-spec.js";
 
 // How fresh /api/v1/headroom is under load: every `intervalMs`, one report with a new
 // `requests_remaining` goes through the edge; the time from the edge's 200 until /headroom shows
-// that figure is one sample. A report not shown within `giveUpMs` counts as missed.
+// that figure is one sample. A report not shown within `giveUpMs` counts as missed. `reads:
+// "advice"` times /api/v1/advice for the probe's provider, model and app instead (issue 44): its
+// requests window's `remaining` is the figure; the probe's app and model are then its own, so
+// that two probes of one project run side by side.
 
 export interface FreshnessResult {
   probes: number;
@@ -22,7 +25,20 @@ export async function probeFreshness(opts: {
   durationS: number;
   intervalMs?: number;
   giveUpMs?: number;
+  reads?: "headroom" | "advice";
 }): Promise<FreshnessResult> {
+  const advice = opts.reads === "advice";
+  const app = advice ? "advice-probe" : "freshness-probe";
+  const readPath = advice
+    ? `/api/v1/advice?provider=openai&model=${app}&app=${app}`
+    : `/api/v1/headroom?app=${app}`;
+  const shows = (body: unknown, remaining: number) =>
+    advice
+      ? (body as { windows?: { dimension: string; remaining: number | null }[] }).windows?.some(
+          (w) => w.dimension === "requests" && w.remaining === remaining,
+        ) === true
+      : (body as { series?: { requests: { remaining: number } }[] }).series?.[0]?.requests
+          .remaining === remaining;
   const interval = opts.intervalMs ?? 500;
   const giveUp = opts.giveUpMs ?? 10_000;
   const end = performance.now() + opts.durationS * 1000;
@@ -37,8 +53,8 @@ export async function probeFreshness(opts: {
       headers: { authorization: `Bearer ${opts.reportKey}`, "content-type": "application/json" },
       body: JSON.stringify({
         provider: "openai",
-        model: "freshness-probe",
-        app: "freshness-probe",
+        model: app,
+        app,
         limits: {
           requests_limit: 1_000_000,
           requests_remaining: remaining,
@@ -59,11 +75,10 @@ export async function probeFreshness(opts: {
     const accepted = performance.now();
     let shown = false;
     while (performance.now() - accepted < giveUp) {
-      const read = await fetch(`${opts.apiUrl}/api/v1/headroom?app=freshness-probe`, {
+      const read = await fetch(`${opts.apiUrl}${readPath}`, {
         headers: { authorization: `Bearer ${opts.readKey}` },
       });
-      const body = (await read.json()) as { series?: { requests: { remaining: number } }[] };
-      if (body.series?.[0]?.requests.remaining === remaining) {
+      if (shows(await read.json(), remaining)) {
         samples.push(performance.now() - accepted);
         shown = true;
         break;

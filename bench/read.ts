@@ -12,7 +12,7 @@ import { measureHeadroomCeiling } from "./headroom-ceiling.js";
 import { commandLine } from "./options.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { cpuMeter, machine } from "./proc-stats.js";
-import { readFigures } from "./read-figures.js";
+import { adviceFigures, readFigures } from "./read-figures.js";
 import { probeFreshness } from "./read-freshness.js";
 import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
@@ -38,6 +38,10 @@ const { values } = parseArgs({
     duration: { type: "string", default: "15" },
     rate: { type: "string", default: "2000" },
     readers: { type: "string", default: "50" },
+    // Issue 44: a third run, these clients asking /api/v1/advice at this rate in all (open loop)
+    // while ingest runs at --rate; 0 readers skips it.
+    "advice-readers": { type: "string", default: "200" },
+    "advice-rate": { type: "string", default: "2000" },
     // CPU profile of the read API (node --cpu-prof) in <out>/profiles/api.
     profile: { type: "boolean", default: false },
     // What the readers accept, as a browser asks; "" for uncompressed answers.
@@ -72,6 +76,11 @@ if (values.client !== "node" && !(values.client === "wrk" && values.model === "c
   process.stderr.write("--client: node, or wrk with --model closed, please\n");
   process.exit(2);
 }
+const advice = { readers: Number(values["advice-readers"]), rate: Number(values["advice-rate"]) };
+if (!Number.isInteger(advice.readers) || advice.readers < 0 || !(advice.rate > 0)) {
+  process.stderr.write("--advice-readers: a whole number (0: none); --advice-rate: above 0\n");
+  process.exit(2);
+}
 const touchEveryMs = Number(values["touch-every-ms"]);
 if (!Number.isInteger(touchEveryMs) || touchEveryMs < 0) {
   process.stderr.write("--touch-every-ms: a whole number of ms (0: none), please\n");
@@ -89,6 +98,8 @@ const READ_TARGETS = [
   { name: "headroom", path: "/api/v1/headroom", everyMs: 2_000 },
   { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model", everyMs: 6_000 },
 ];
+// A series every seeded project has (read-seed.ts: openai × small × chat among its 16).
+const ADVICE_PATH = "/api/v1/advice?provider=openai&model=small&app=chat";
 
 const log = (msg: string) =>
   process.stderr.write(`[bench:read ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -117,6 +128,7 @@ await runCommand(log, async (cleanup) => {
   const ingestKeys = {
     alone: await stack.createKeys("ra", opts.projects),
     readers: await stack.createKeys("rb", opts.projects),
+    advice: await stack.createKeys("rc", opts.projects),
   };
   const edges = await stack.startEdges(1);
   await stack.startWorkers(1);
@@ -160,7 +172,7 @@ await runCommand(log, async (cleanup) => {
   const refillS = Math.round((performance.now() - refillStarted) / 100) / 10;
   log(`hot headroom refilled from ClickHouse for ${opts.projects} projects in ${refillS} s`);
 
-  const ingest = (phase: "ra" | "rb", keys: string[]) =>
+  const ingest = (phase: "ra" | "rb" | "rc", keys: string[]) =>
     runEndToEndPhase(
       stack,
       edges,
@@ -270,6 +282,71 @@ await runCommand(log, async (cleanup) => {
   log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
   log(`  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`);
 
+  // Issue 44: advice asked by many clients at a fixed rate in all, while ingest runs; and how soon
+  // an advice answer reflects a report (the freshness probe, on advice).
+  let adviceRun: {
+    reads: Awaited<ReturnType<typeof runReadersProcess>>;
+    freshness: Awaited<ReturnType<typeof probeFreshness>>;
+    ingest: { sustainedPerSec: number; storedPerSec: number; lagMs: unknown };
+    cpuCores: Record<string, number>;
+  } | null = null;
+  if (advice.readers > 0) {
+    log(
+      `ingest with ${advice.readers} advice clients at ${advice.rate}/s in all: ${opts.rate}/s for ${opts.durationS} s`,
+    );
+    const adviceProbe = {
+      report: (
+        await keyStore.create("bench-rc-probe", { plan: "unlimited", defaultPlan: "unlimited" })
+      ).key,
+      read: (await keyStore.create("bench-rc-probe", { defaultPlan: "unlimited", scope: "read" }))
+        .key,
+    };
+    const adviceCpu = meter();
+    const [ingested, adviceReads, adviceFreshness] = await Promise.all([
+      ingest("rc", ingestKeys.advice),
+      runReadersProcess(
+        {
+          ...readersSpec,
+          readers: advice.readers,
+          // Open loop, each client on one key: readers × (1000 / everyMs) = the rate in all.
+          model: "dashboards",
+          targets: [
+            { name: "advice", path: ADVICE_PATH, everyMs: (advice.readers * 1000) / advice.rate },
+          ],
+        },
+        cleanup,
+        // 2,000/s asked of an API that answers fewer waits for every late answer.
+        600,
+      ),
+      probeFreshness({
+        edgeUrl: (edges[0] as { url: string }).url,
+        apiUrl,
+        reportKey: adviceProbe.report,
+        readKey: adviceProbe.read,
+        durationS: opts.durationS,
+        reads: "advice",
+      }),
+      touch(),
+    ]);
+    adviceRun = {
+      reads: adviceReads,
+      freshness: adviceFreshness,
+      ingest: {
+        sustainedPerSec: ingested.sustainedPerSec,
+        storedPerSec: ingested.storedPerSec,
+        lagMs: ingested.lagMs,
+      },
+      cpuCores: adviceCpu.read().cores,
+    };
+    const a = adviceReads.byEndpoint.advice;
+    log(
+      `  advice: ${a?.perSec} req/s, p50 ${a?.latencyMs.p50} ms, p99 ${a?.latencyMs.p99} ms, statuses ${JSON.stringify(a?.statuses)}; ingest sustained ${ingested.sustainedPerSec}/s`,
+    );
+    log(
+      `  freshness (edge 200 → advice shows it): ${adviceFreshness.probes} probes, p50 ${adviceFreshness.latencyMs.p50} ms, max ${adviceFreshness.latencyMs.max} ms, missed ${adviceFreshness.missed}`,
+    );
+  }
+
   // Ingest has stopped: the API and a bare route sending the same bytes, each alone.
   log(`/api/v1/headroom against a bare route sending its bytes: wrk, ${opts.readers} connections`);
   const headroomCeiling = await measureHeadroomCeiling(
@@ -285,7 +362,34 @@ await runCommand(log, async (cleanup) => {
     },
     cleanup,
   );
-  const figures = readFigures(headroomCeiling, reads, opts.rate);
+  let adviceCeiling: Awaited<ReturnType<typeof measureHeadroomCeiling>> | null = null;
+  if (adviceRun) {
+    log(`/api/v1/advice against a bare route sending its bytes: wrk, ${opts.readers} connections`);
+    adviceCeiling = await measureHeadroomCeiling(
+      {
+        apiUrl,
+        apiPid: api.pid,
+        keys: readKeys,
+        dir: stack.dir,
+        connections: opts.readers,
+        durationS: opts.durationS,
+        warmupS: 3,
+        acceptEncoding: values["accept-encoding"] as string,
+        path: ADVICE_PATH,
+        name: "advice",
+      },
+      cleanup,
+    );
+  }
+  const figures = [
+    ...readFigures(headroomCeiling, reads, opts.rate),
+    ...(adviceRun && adviceCeiling
+      ? adviceFigures(adviceCeiling, adviceRun.reads, adviceRun.freshness, {
+          ingest: opts.rate,
+          advice: advice.rate,
+        })
+      : []),
+  ];
   const command = commandLine("bench:read", process.argv.slice(2));
 
   const results = {
@@ -297,6 +401,8 @@ await runCommand(log, async (cleanup) => {
       client: values.client,
       acceptEncoding: values["accept-encoding"],
       touchEveryMs,
+      adviceReaders: advice.readers,
+      adviceRate: advice.rate,
     },
     settings: {
       ...stack.settings,
@@ -324,6 +430,7 @@ await runCommand(log, async (cleanup) => {
     // Cores used on average (the API, this process with the readers, the stack, the machine).
     cpuCores: { ingestAlone: aloneCores, withReaders: readersCores },
     headroomCeiling,
+    advice: adviceRun ? { ...adviceRun, ceiling: adviceCeiling } : null,
     figures,
     summary: summarize(figures),
   };

@@ -101,6 +101,13 @@ export function renderMarkdown(r: BenchResults): string {
   const notes = [
     statuses("edge alone, non-200", r.edgeAlone.load.statuses, r.edgeAlone.load.errors),
     statuses("edge alone in batches, non-200", r.edgeBatch.load.statuses, r.edgeBatch.load.errors),
+    r.edgeOtlp
+      ? statuses(
+          "edge alone with OTLP exports, non-200",
+          r.edgeOtlp.load.statuses,
+          r.edgeOtlp.load.errors,
+        )
+      : null,
     statuses("end to end saturated, non-200", r.saturation.load.statuses, r.saturation.load.errors),
     statuses("end to end fixed rate, non-200", r.fixedRate.load.statuses, r.fixedRate.load.errors),
   ].filter((l): l is string => l !== null);

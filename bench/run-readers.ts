@@ -19,6 +19,8 @@ import { assertWrk, parseWrkOutput, splitConnections, wrkArgs } from "./wrk.js";
 export async function runReadersProcess(
   spec: ReadersSpec,
   cleanup: Cleanup,
+  /** Seconds after the run for the last answers: open loop past the API's rate queues them. */
+  graceS = 60,
 ): Promise<ReadLoadResult> {
   const child = spawnChild({
     name: "readers",
@@ -26,7 +28,7 @@ export async function runReadersProcess(
     args: [JSON.stringify(spec)],
     cleanup,
   });
-  const outcome = await finishWithin(child, (spec.durationS + 60) * 1000, "readers");
+  const outcome = await finishWithin(child, (spec.durationS + graceS) * 1000, "readers");
   const line = lastJsonLine(child.stdout());
   if (outcome.code !== 0 || line === undefined) {
     throw new Error(`readers failed (code ${outcome.code}):\n${child.tail()}`);

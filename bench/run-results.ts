@@ -5,6 +5,7 @@ import type { BatchPhase } from "./phase-batch.js";
 import type { DrainPhase } from "./phase-drain.js";
 import type { EndToEndPhase } from "./phase-e2e.js";
 import type { EdgePhase } from "./phase-edge.js";
+import type { OtlpPhase } from "./phase-otlp.js";
 import type { Machine } from "./proc-stats.js";
 import type { SourceInfo } from "./source.js";
 
@@ -24,6 +25,8 @@ export interface PhaseResults {
   ceilings: { bareFastify: BareCeiling; bullmq: EnqueueCeiling; clickhouse: InsertCeiling };
   edgeAlone: EdgePhase;
   edgeBatch: BatchPhase;
+  /** Phase 2c, OTLP exports (issue 47); absent from runs before it. */
+  edgeOtlp?: OtlpPhase;
   drain: DrainPhase;
   saturation: EndToEndPhase;
   fixedRate: EndToEndPhase & { requestedRate: number };

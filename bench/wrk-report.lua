@@ -5,6 +5,9 @@
 -- percentiles (µs), answers by status, and the CPU wrk itself used (from /proc/self/stat).
 --   wrk -t1 -c64 -d15s -s bench/wrk-report.lua http://127.0.0.1:3000 -- BODIES KEYS TALLY [PATH]
 -- BODIES "GET" sends GET PATH with each key in turn instead, and Accept-Encoding: the 5th argument.
+-- BODIES ending in ".otlp-parts" (bench/otlp-bodies.ts) sends OTLP/HTTP protobuf exports to PATH:
+-- templates cut at each span's trace id marker, joined in every request by 8 bytes of its own
+-- (the file's salt and a counter), so that no span's ids are sent twice.
 -- TALLY "1" counts answers by status in response(): wrk then parses every answer's headers and
 -- body into Lua, which costs CPU (bench/README.md has the measurement); "0" leaves response()
 -- out, and wrk counts answers >= 400 in summary.errors.status only.
@@ -19,6 +22,10 @@ end
 local requests = {}
 local count = 0
 local at = 0
+-- The OTLP mode: per template, its request head (with Content-Length) and its body's parts.
+local otlp = nil
+local salt = ""
+local sent = 0
 statuses = {}
 
 function init(args)
@@ -28,7 +35,31 @@ function init(args)
   for line in io.lines(keys_file) do
     if #line > 0 then keys[#keys + 1] = line end
   end
-  if bodies_file == "GET" then
+  if bodies_file:sub(-11) == ".otlp-parts" then
+    otlp = {}
+    local f = assert(io.open(bodies_file, "rb"))
+    salt = f:read(4)
+    f:read("*l")
+    while true do
+      local n = f:read("*l")
+      if not n or #n == 0 then break end
+      local parts, size = {}, 0
+      for i = 1, tonumber(n) do
+        local len = tonumber(f:read("*l"))
+        parts[i] = len > 0 and f:read(len) or ""
+        size = size + len
+      end
+      size = size + 8 * (#parts - 1)
+      local key = keys[(count % #keys) + 1]
+      local full = wrk.format("POST", path, {
+        ["Content-Type"] = "application/x-protobuf",
+        ["Authorization"] = "Bearer " .. key,
+      }, string.rep("x", size))
+      count = count + 1
+      otlp[count] = { head = full:sub(1, #full - size), parts = parts }
+    end
+    f:close()
+  elseif bodies_file == "GET" then
     -- The read bench (bench/read-wrk.ts): GET PATH with each key in turn, and Accept-Encoding.
     for _, key in ipairs(keys) do
       count = count + 1
@@ -54,9 +85,20 @@ function init(args)
   if tally ~= "1" then response = nil end
 end
 
+local function be32(n)
+  return string.char(bit.band(bit.rshift(n, 24), 255), bit.band(bit.rshift(n, 16), 255),
+    bit.band(bit.rshift(n, 8), 255), bit.band(n, 255))
+end
+
 function request()
   at = at + 1
   if at > count then at = 1 end
+  if otlp then
+    -- The salt, then this thread's request number: new ids for every span of every request.
+    sent = sent + 1
+    local t = otlp[at]
+    return t.head .. table.concat(t.parts, salt .. be32(id * 16777216 + sent))
+  end
   return requests[at]
 end
 

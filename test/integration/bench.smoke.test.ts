@@ -39,6 +39,11 @@ const REQUIRED = [
   "batch.accepted",
   "batch.cpuPerReport",
   "batch.rss",
+  // Issue 47's OTLP phase (2c), beside the batches.
+  "otlp.accepted",
+  "otlp.cpuPerSpan",
+  "otlp.duplicates",
+  "target47.otlpEdgeCpu",
   "drain.rowsPerSec",
   "sat.sustained",
   "sat.accepted",
@@ -120,12 +125,15 @@ describe("npm run bench -- --quick", () => {
       "ceiling.clickhouse",
       "edge.accepted",
       "batch.accepted",
+      "otlp.accepted",
     ]) {
       // The phases' answers (statuses, errors) say why a stage accepted nothing.
-      const loads = { edge: r.edgeAlone.load, batch: r.edgeBatch.load };
+      const loads = { edge: r.edgeAlone.load, batch: r.edgeBatch.load, otlp: r.edgeOtlp?.load };
       expect(value(id), `${id}: ${JSON.stringify(loads)}`).toBeGreaterThan(0);
     }
     expect(value("drain.complete")).toBe(1);
+    // Every export's spans had new ids: the normal path, not the exporter-retry one.
+    expect(value("otlp.duplicates")).toBe(0);
     // Phase 2b's batches were carried until stored, and their capacity table has every process.
     expect(value("target36.batchStored")).toBe(1);
     expect(r.batchCapacity?.components.map((row) => row.component)).toEqual([

@@ -87,6 +87,20 @@ const phases: PhaseResults = {
     cpuSecondsToStored: { edge: 2.4, redis: 1, "worker 1": 1.5, clickhouse: 1.1, machine: 8 },
     stored: true,
   },
+  edgeOtlp: {
+    batchSize: 50,
+    spansPerExport: 100,
+    bodyBytes: 43_631,
+    duplicates: 0,
+    load: load(100),
+    reports: 50_000,
+    reportsPerSec: 5_000,
+    jobs: 100,
+    edgePeakRssMb: 130,
+    cpuCores: { edge: 0.06, redis: 0.05 },
+    cpuSecondsToStored: null,
+    stored: null,
+  },
   drain: {
     rows: 150_000,
     seconds: 1.2,
@@ -185,6 +199,28 @@ describe("bench figures", () => {
       ratio: 0.134,
       met: true,
     });
+  });
+
+  it("shows issue 47's OTLP row: edge CPU per provider span ÷ bare, and ÷ a batched report (≤ 1.5×)", () => {
+    const byId = new Map(buildFigures(phases).map((f) => [f.id, f]));
+    // 0.06 cores at 5,000 provider spans/s = 12 µs; bare 50 µs; a batched report 8 µs.
+    expect(byId.get("otlp.cpuPerSpan")).toMatchObject({ value: 12, ratio: 0.24 });
+    expect(byId.get("target47.otlpEdgeCpu")).toMatchObject({ value: 12, ratio: 1.5, met: true });
+    expect(byId.get("otlp.duplicates")).toMatchObject({ value: 0, met: true });
+    const slow = buildFigures({
+      ...phases,
+      edgeOtlp: {
+        ...(phases.edgeOtlp as NonNullable<PhaseResults["edgeOtlp"]>),
+        cpuCores: { edge: 0.061 },
+      },
+    });
+    expect(slow.find((f) => f.id === "target47.otlpEdgeCpu")).toMatchObject({
+      value: 12.2,
+      met: false,
+    });
+    // A run before the phase (no edgeOtlp) has none of its rows.
+    const { edgeOtlp: _, ...before } = phases;
+    expect(buildFigures(before).some((f) => f.id.startsWith("otlp."))).toBe(false);
   });
 
   it("shows issue 36's pipeline targets against bare Fastify per request", () => {
