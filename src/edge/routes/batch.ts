@@ -1,15 +1,14 @@
 import type { FastifyPluginAsync } from "fastify";
 import type { AuthDeps } from "../../http/authenticate.js";
-import { createAuthenticate } from "../../http/authenticate.js";
 import { HttpError } from "../../http/errors.js";
 import { refuseOtherMethods } from "../../http/post-only.js";
-import { requireScope } from "../../http/scope.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { type ItemResult, resultsJson, validateBatch } from "../batch-items.js";
 import type { BodiesInFlight } from "../bytes-in-flight.js";
 import { charsetRefusal } from "../content-charset.js";
 import type { Limits } from "../limits.js";
 import type { BatchFormat } from "../parse-batch.js";
+import { reportBodyHooks } from "../report-hooks.js";
 import { type TakeReportsDeps, takeReports } from "../take-reports.js";
 
 // POST /api/reports: many reports in one request, each validated, limited and answered on its
@@ -45,8 +44,7 @@ interface RawBody {
 }
 
 export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps) => {
-  const { bodyLimit, maxReports, retentionDays, poolSecret, bodies } = deps;
-  const authenticate = createAuthenticate(deps);
+  const { bodyLimit, maxReports, retentionDays, poolSecret } = deps;
 
   // This plugin's own parsers: raw bytes, parsed in the handler once the key is known. Any
   // other type (or none) gets this route's 415, which names both types, not the edge's.
@@ -78,17 +76,7 @@ export const batchRoutes: FastifyPluginAsync<BatchRouteDeps> = async (app, deps)
     method: "POST",
     url: BATCH_PATH,
     bodyLimit,
-    onRequest: async (req, reply) => {
-      reply.header("x-request-id", req.id);
-      const project = await authenticate(req);
-      // Before any limit: a read key spends nothing and stores nothing.
-      requireScope(project, "report");
-      req.project = project;
-    },
-    preParsing: async (req, reply) => {
-      // The declared size (413 over the limit), held for the project until the answer.
-      bodies.hold(req, reply, (req.project as KeyLookup).projectId, bodyLimit);
-    },
+    ...reportBodyHooks(deps, bodyLimit),
     handler: async (req, reply) => {
       const project = req.project as KeyLookup;
       const raw = req.body as RawBody | undefined;

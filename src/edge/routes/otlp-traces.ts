@@ -1,10 +1,8 @@
 import type { FastifyPluginAsync, FastifyReply } from "fastify";
 import type { AuthDeps } from "../../http/authenticate.js";
-import { createAuthenticate } from "../../http/authenticate.js";
 import { keepsConnection, toHttpError } from "../../http/error-handler.js";
 import { HttpError } from "../../http/errors.js";
 import { refuseOtherMethods } from "../../http/post-only.js";
-import { requireScope } from "../../http/scope.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { decodeContent, decodeTraces, type OtlpEncoding } from "../../otlp/decode-traces.js";
 import { ExportTraceServiceResponse, RpcStatus } from "../../otlp/otlp-schema.js";
@@ -14,6 +12,7 @@ import { type ItemResult, type Taken, validateItem } from "../batch-items.js";
 import type { BodiesInFlight } from "../bytes-in-flight.js";
 import type { Limits } from "../limits.js";
 import type { EdgeMetrics, OtlpSpanOutcome } from "../metrics.js";
+import { reportBodyHooks } from "../report-hooks.js";
 import { type TakeReportsDeps, takeReports } from "../take-reports.js";
 
 // POST /v1/traces: an OTLP/HTTP trace export (what an OpenTelemetry exporter sends to
@@ -78,8 +77,7 @@ const encodingOf = (contentType: string | undefined): OtlpEncoding | undefined =
   MEDIA[(contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? ""];
 
 export const otlpTracesRoutes: FastifyPluginAsync<OtlpRouteDeps> = async (app, deps) => {
-  const { bodyLimit, maxReports, retentionDays, poolSecret, bodies, metrics } = deps;
-  const authenticate = createAuthenticate(deps);
+  const { bodyLimit, maxReports, retentionDays, poolSecret, metrics } = deps;
 
   // Errors in the request's encoding; a request of neither type (a 415, a GET) gets the edge's
   // JSON error body. Otherwise as the edge's error handler answers (src/http/error-handler.ts).
@@ -118,17 +116,7 @@ export const otlpTracesRoutes: FastifyPluginAsync<OtlpRouteDeps> = async (app, d
     method: "POST",
     url: OTLP_TRACES_PATH,
     bodyLimit,
-    onRequest: async (req, reply) => {
-      reply.header("x-request-id", req.id);
-      const project = await authenticate(req);
-      // Before any limit: a read key spends nothing and stores nothing.
-      requireScope(project, "report");
-      req.project = project;
-    },
-    preParsing: async (req, reply) => {
-      // The declared size (413 over the limit), held for the project until the answer.
-      bodies.hold(req, reply, (req.project as KeyLookup).projectId, bodyLimit);
-    },
+    ...reportBodyHooks(deps, bodyLimit),
     handler: async (req, reply) => {
       const project = req.project as KeyLookup;
       // An empty body is an empty export in protobuf (every field is optional), no JSON at all.
