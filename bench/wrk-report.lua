@@ -39,6 +39,9 @@ function init(args)
     otlp = {}
     local f = assert(io.open(bodies_file, "rb"))
     salt = f:read(4)
+    -- One wrk a edge reads the same file: the edge's port in the salt keeps their ids apart.
+    local port = tonumber(wrk.port) or 0
+    salt = salt:sub(1, 2) .. string.char(bit.band(bit.rshift(port, 8), 255), bit.band(port, 255))
     f:read("*l")
     while true do
       local n = f:read("*l")
