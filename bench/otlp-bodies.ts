@@ -14,8 +14,8 @@ import type { LoadFiles } from "./report-bodies.js";
 // fresh 8 bytes there in every request, so that each export's spans have ids never sent before:
 // the edge takes a report id from a span's ids, and an export sent again is the exporter-retry
 // path (duplicates, no enqueue), not the normal one. The file is binary: 4 random bytes (the
-// salt of the phase's ids: 4 bytes of salt, the last 2 replaced by the edge's port in wrk, 4 of the request's number) and a newline, then per template, a line
-// with its number of parts, then each part as a line with its length and its bytes; the request
+// salt of the phase's ids, whose last 2 each wrk replaces by its edge's port; the 4 after it are
+// the request's number) and a newline, then per template, a line with its number of parts, then each part as a line with its length and its bytes; the request
 // is the parts joined by the request's 8 bytes.
 
 export const OTLP_PATH = "/v1/traces";
