@@ -87,13 +87,15 @@ export function fakeKeyStore(now: () => number = Date.now): KeyStore & { rotatio
       const k = keys.get(keyId);
       if (!k || k.revoked) return null;
       store.rotations += 1;
-      k.rotatedAt = iso();
+      // One moment for both times, as the real store: two reads of the clock may differ by a ms.
+      const at = now();
+      k.rotatedAt = new Date(at).toISOString();
       return {
         ...k,
         key: generateKey(k.scope),
         rotatedAt: k.rotatedAt,
         lastUsedAt: null,
-        oldExpiresAt: new Date(now() + expiresInS * 1000).toISOString(),
+        oldExpiresAt: new Date(at + expiresInS * 1000).toISOString(),
       };
     },
     async setPlan(projectId, plan, overrides: Partial<Plan> = {}) {
