@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   GEMINI_PAID_TIER_429,
   GROQ_DOCS_EXAMPLE,
@@ -337,9 +337,14 @@ describe("the providers' own headers, through the real pipeline", () => {
           path: join(SHOTS, `provider-windows-${viewport.width}.png`),
           fullPage: true,
         });
-        await page
-          .locator('.series[data-provider="anthropic"]')
-          .screenshot({ path: join(SHOTS, `anthropic-card-${viewport.width}.png`) });
+        // The page redraws its cards on each refresh: a card replaced mid-shot is taken again.
+        await vi.waitFor(
+          () =>
+            page
+              .locator('.series[data-provider="anthropic"]')
+              .screenshot({ path: join(SHOTS, `anthropic-card-${viewport.width}.png`) }),
+          { timeout: 15_000, interval: 200 },
+        );
         const widths = await page.evaluate(
           "[document.documentElement.scrollWidth, window.innerWidth]",
         );
