@@ -1,6 +1,6 @@
 import { Cluster, type ClusterOptions, type Redis, type RedisOptions } from "ioredis";
 import { REDIS_ACK_TIMEOUT_MAX_MS } from "../config.js";
-import { ReadyGuardedRedis } from "./ready-guard.js";
+import { COMMAND_TIMED_OUT, ReadyGuardedRedis } from "./ready-guard.js";
 import { RevivingRedis } from "./reviving-client.js";
 import type { RedisTopology } from "./topology.js";
 
@@ -130,7 +130,7 @@ export function duplicateWith(redis: RedisClient, options: RedisOptions): RedisC
 
 /** True for ioredis's error when a command outlived commandTimeout. */
 export const isCommandTimeout = (err: unknown) =>
-  err instanceof Error && err.message === "Command timed out";
+  err instanceof Error && err.message === COMMAND_TIMED_OUT;
 
 /** Every primary: one node, or each primary of a Cluster (memory checks look at all of them). */
 export function primaries(redis: RedisClient): Redis[] {

@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from "ioredis";
+import { type Command, Redis, type RedisOptions } from "ioredis";
 
 // A connection whose handshake never ends: ioredis's connectTimeout stops at the TCP connect, and
 // nothing bounds the ready check (INFO, and AUTH / SELECT / CLIENT SETNAME before it) that
@@ -11,11 +11,16 @@ import { Redis, type RedisOptions } from "ioredis";
 // are made the same way. A Redis still loading its data set answers the check, and is asked
 // again on the new connection.
 
+/** ioredis's error for a command unanswered within commandTimeout. */
+export const COMMAND_TIMED_OUT = "Command timed out";
+
 /** A healthy handshake takes milliseconds; a loaded machine, well under this. */
 export const READY_TIMEOUT_MS = 5_000;
 
 export class ReadyGuardedRedis extends Redis {
   #timer: NodeJS.Timeout | null = null;
+  /** Counts the connections made ready: which one a command was sent on. */
+  #connection = 0;
 
   constructor(urlOrOptions: string | RedisOptions, options: RedisOptions = {}) {
     if (typeof urlOrOptions === "string") super(urlOrOptions, options);
@@ -28,7 +33,34 @@ export class ReadyGuardedRedis extends Redis {
       }, READY_TIMEOUT_MS);
       this.#timer.unref();
     });
+    this.on("ready", () => this.#connection++);
     for (const settled of ["ready", "close", "end"]) this.on(settled, () => this.#clear());
+  }
+
+  // A command unanswered within commandTimeout (the edge's clients, a watchdog's probe) says the
+  // same of its connection: it may be silently dead, and every command after it would wait as
+  // long. It is dropped at once and made again, so the next request fails fast (or succeeds)
+  // instead of waiting for a periodic check to notice. Only a command sent on the connection that
+  // is ready now, a whole timeout ago: one sent again on a new connection (ioredis resends what
+  // was unanswered) keeps the timer of its first sending, and must not drop the new one.
+  override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
+    const sent = super.sendCommand(command, stream);
+    const timeoutMs = this.options.commandTimeout;
+    if (typeof timeoutMs === "number" && this.status === "ready") {
+      const on = this.#connection;
+      const at = performance.now();
+      command.promise.catch((err: unknown) => {
+        if (
+          err instanceof Error &&
+          err.message === COMMAND_TIMED_OUT &&
+          this.status === "ready" &&
+          this.#connection === on &&
+          performance.now() - at >= timeoutMs
+        )
+          this.disconnect(true);
+      });
+    }
+    return sent;
   }
 
   #clear(): void {

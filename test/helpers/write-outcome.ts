@@ -68,6 +68,18 @@ export const matchProject = (project: string) => (args: string[]) =>
  * for the case's project) picks out; then resends as advised. Returns what was cut, or null when
  * the send had fewer such commands, with the first answers and the last (after the resends).
  */
+/**
+ * Until the edge says it is ready: its connections answer again after an earlier case's cut (on
+ * a loaded machine that can take a while), so a case starts on connections that work.
+ */
+export async function untilEdgeReady(edge: Edge): Promise<void> {
+  await eventually(
+    async () =>
+      expect((await edge.app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(200),
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
+}
+
 export async function runCase(
   { edge, p, proxy }: WriteOutcomeStack,
   kind: Kind,
@@ -85,6 +97,7 @@ export async function runCase(
       ...(kind === "batch with ids" ? { id: randomUUID() } : {}),
     }),
   );
+  await untilEdgeReady(edge);
   proxy.arm(match(projectId), nth, mode);
   const first = await post(edge, key, kind, body);
   const { cut } = proxy.disarm();

@@ -22,6 +22,7 @@ import {
   resendAdvised,
   runCase,
   storedPerView,
+  untilEdgeReady,
   type WriteOutcomeStack,
 } from "../helpers/write-outcome.js";
 
@@ -97,6 +98,7 @@ describe("REDIS_ACK_REPLICAS=1, the connection cut at the WAIT for the replica",
     const body = Array.from({ length: 3 }, (_, i) =>
       clientReport({ app: `r${i}`, id: randomUUID() }),
     );
+    await untilEdgeReady(edge);
     const pid = replica.process.pid as number;
     process.kill(pid, "SIGSTOP");
     try {
@@ -105,8 +107,8 @@ describe("REDIS_ACK_REPLICAS=1, the connection cut at the WAIT for the replica",
       expect(proxy.disarm().cut).toMatch(/^WAIT 1\b/i);
       expect(first.every(resendAdvised), JSON.stringify(first)).toBe(true);
       // The queue's connection is back (it refuses commands until then), so the resend's
-      // question reaches Redis.
-      await eventually(() => edge.queue.getJobCounts("wait"), { timeoutMs: 10_000 });
+      // question reaches Redis. Waiting for it is not the claim: a loaded machine may take long.
+      await eventually(() => edge.queue.getJobCounts("wait"), { timeoutMs: 30_000 });
       const paused = await post(edge, key, "batch with ids", body);
       expect(paused.every(resendAdvised), `while paused: ${JSON.stringify(paused)}`).toBe(true);
     } finally {

@@ -33,6 +33,20 @@ const RECOVER_MS = 4 * (PRODUCER_COMMAND_TIMEOUT_MS + 1_000 + 2_000 + 2_000 + 10
 
 const cleanups: (() => Promise<void>)[] = [];
 
+/** Answers counted by when their request started, relative to the fault: a failure says what came. */
+function phases(outcomes: Outcome[], at: Record<string, number>): string {
+  const marks = Object.entries(at).sort((a, b) => a[1] - b[1]);
+  const counts = new Map<string, number>();
+  for (const o of outcomes) {
+    const phase = marks.filter(([, t]) => o.start > t).at(-1)?.[0] ?? "before";
+    const what = o.status !== undefined ? String(o.status) : `error ${o.error}`;
+    const k = `${phase}: ${what}`;
+    counts.set(k, (counts.get(k) ?? 0) + 1);
+  }
+  const late = outcomes.filter((o) => o.end - o.start > 5_000).length;
+  return `answers by phase ${JSON.stringify(Object.fromEntries(counts))}, ${late} took over 5 s`;
+}
+
 afterAll(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
@@ -186,8 +200,12 @@ it("Redis restarted behind connections that never learn it: nothing hangs, all r
   // every request sent after the restart is already answered 200.
   await eventually(
     () => {
-      expect(load.outcomes.some((o) => o.start > freezeStart && o.status === 503)).toBe(true);
-      expect(load.ok().filter((o) => o.start > freezeDone).length).toBeGreaterThan(300);
+      const why = phases(load.outcomes, { freezeStart, freezeDone });
+      expect(
+        load.outcomes.some((o) => o.start > freezeStart && o.status === 503),
+        `a 503 after the freeze; ${why}`,
+      ).toBe(true);
+      expect(load.ok().filter((o) => o.start > freezeDone).length, why).toBeGreaterThan(300);
     },
     { timeoutMs: RECOVER_MS, intervalMs: 200 },
   );
