@@ -315,7 +315,7 @@ describe("pools on the headroom page", () => {
     );
     for (const m of part.members) {
       expect(m.key).toMatch(/^key_/);
-      expect(m.text).toMatch(new RegExp(`^${m.app}${m.key}seen \\d+ s ago$`));
+      expect(m.text).toMatch(new RegExp(`^${m.app}${m.key}seen \\d[\\d a-z]* ago$`));
     }
     // The organisation's id is nowhere on the page (only its keyed hash's short id).
     expect(await page.content()).not.toContain(ORG);
@@ -373,6 +373,8 @@ describe("pools on the headroom page", () => {
       })
       .toBe(3);
     expect(await page.locator("#now-count").textContent()).toBe("6 series, worst first");
+    // The cards drawn before are hidden, not left under the table.
+    expect(await page.locator("#cards").isVisible()).toBe(false);
     await choose(page, "grouping", "By pool");
     await expect
       .poll(async () => (await rows(page)).filter((r) => r.provider === "openai"), {
