@@ -242,6 +242,7 @@ describe("the headroom page", () => {
       "format.js",
       "key.js",
       "figure-status.js",
+      "now-units.js",
       "now-cards.js",
       "now-table.js",
       "over-time.js",
@@ -1298,7 +1299,8 @@ describe("the page for a team with fifty series (issue 46)", () => {
       (x) => x.provider === "openai" && x.status === "critical",
     ).length;
     await expect.poll(() => tableRows(page).count(), { timeout: 15_000 }).toBe(critical);
-    expect(await page.locator("#now-count").textContent()).toContain(`${critical} of 50 series`);
+    // Grouped by pool, the default: an answer without pools is a pool of one app per series.
+    expect(await page.locator("#now-count").textContent()).toContain(`${critical} of 50 pools`);
     await page.locator("#now-status").selectOption("");
     await page.locator("#now-provider").selectOption("");
     await page.locator("#now-app").selectOption("app-07");

@@ -4,8 +4,10 @@
 // own schema.
 
 export type {
+  Figures,
   Headroom,
   MetricView,
+  PoolView,
   SeriesView,
   Status,
   UnknownReason,

@@ -1,4 +1,4 @@
-import type { MetricView, SeriesView, Status, UnknownReason } from "./api.js";
+import type { Figures, MetricView, Status, UnknownReason } from "./api.js";
 import { duration, utc } from "./format.js";
 
 // Each figure's own status, and what the page says about a window in words. No DOM.
@@ -42,7 +42,7 @@ export interface Figure {
 }
 
 /** What a series is watched through: its windows, else (a copy kept before windows) its metrics. */
-function watched(s: SeriesView): Omit<Figure, "status">[] {
+function watched(s: Figures): Omit<Figure, "status">[] {
   const windows = (s.windows ?? []).filter((w) => w.limit !== null || w.remaining !== null);
   if (windows.length > 0)
     return windows.map((w) => ({ view: w, dimension: w.dimension, window: w.window }));
@@ -63,7 +63,7 @@ export function ownStatus(view: MetricView, series: Status, now: number): Figure
 }
 
 /** The series' figures with their own statuses, the worst first. */
-export function figuresOf(s: SeriesView, now: number): Figure[] {
+export function figuresOf(s: Figures, now: number): Figure[] {
   const list: Figure[] = watched(s).map((f) => ({
     ...f,
     status: ownStatus(f.view, s.status, now),
@@ -100,7 +100,7 @@ export const worstFirst = (a: Figure, b: Figure) =>
 
 /** The status of one of the contract's metrics (a bar): the window it is, else its own. */
 export function metricStatus(
-  s: SeriesView,
+  s: Figures,
   metric: "requests" | "tokens" | "credits",
   figures: Figure[],
   now: number,

@@ -39,10 +39,10 @@ export interface WindowView extends MetricView {
   reported_at: string;
 }
 
-export interface SeriesView {
+/** A series' or a pool's figures: what a card's part and a table's row draw. */
+export interface Figures {
   provider: string;
   model: string | null;
-  app: string;
   status: Status;
   last_seen: string;
   reported_at: string | null;
@@ -53,8 +53,12 @@ export interface SeriesView {
   windows: WindowView[];
 }
 
+export interface SeriesView extends Figures {
+  app: string;
+}
+
 /** One pool (docs/pools.md): the series that draw on one provider limit, with one figure. */
-export interface PoolView extends Omit<SeriesView, "app"> {
+export interface PoolView extends Figures {
   pool: string;
   kind: "account" | "label" | "app" | (string & {});
   label: string | null;

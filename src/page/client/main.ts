@@ -5,7 +5,6 @@ import {
   KeyRefused,
   type Page,
   type Report,
-  type SeriesView,
   type Spend,
   type Usage,
 } from "./api.js";
@@ -14,7 +13,8 @@ import { rank } from "./figure-status.js";
 import { parseUtcMinute, utcMinute } from "./format.js";
 import { forgetKey, saveKey, takeKey } from "./key.js";
 import { renderCards, summary, tickClocks, word } from "./now-cards.js";
-import { type Filters, renderTable } from "./now-table.js";
+import { type Filters, matches, renderTable } from "./now-table.js";
+import { type Grouping, unitsOf } from "./now-units.js";
 import { createChart } from "./over-time.js";
 import { renderAlerts, renderLog, renderModels, renderSpend } from "./tables.js";
 
@@ -40,9 +40,11 @@ const state = {
   /** "fit" until the first answer says which span holds the data (fitRange). */
   range: { kind: "fit", from: 0, to: 0 } as Range,
   view: "table" as "table" | "cards",
+  /** By pool (one figure per provider limit, docs/pools.md) unless a team asks by app. */
+  grouping: "pool" as Grouping,
   filters: { provider: "", model: "", app: "", status: "" } as Filters,
   open: new Set<string>(),
-  series: [] as SeriesView[],
+  headroom: { at: "" } as Headroom,
   log: { provider: "", app: "", cursors: [""] as string[], next: null as string | null },
   timers: [] as number[],
   firstFigures: false,
@@ -59,6 +61,9 @@ const el = {
   cards: byId("cards"),
   summary: byId("summary"),
   views: byId("views"),
+  grouping: byId("grouping"),
+  appColumn: byId("now-app-col"),
+  seriesColumn: byId("now-series-col"),
   tableView: byId("now-table-view"),
   nowTable: byId<HTMLTableElement>("now-table"),
   nowCount: byId("now-count"),
@@ -168,31 +173,34 @@ function fillOptions(
 
 /** The "Now" section from the latest answer: the summary, the filters, the table or the cards. */
 function renderNow() {
-  const series = state.series;
-  el.summary.textContent = summary(series);
+  const grouping = state.grouping;
+  const units = unitsOf(state.headroom, grouping);
+  el.summary.textContent = summary(units);
   fillOptions(
     el.nowProvider,
-    series.map((s) => s.provider),
+    units.map((s) => s.provider),
   );
   fillOptions(
     el.nowModel,
-    series.map((s) => s.model ?? ""),
+    units.map((s) => s.model ?? ""),
     (v) => v || "(model not seen)",
   );
   fillOptions(
     el.nowApp,
-    series.map((s) => s.app),
+    units.flatMap((s) => s.apps),
   );
   fillOptions(
     el.nowStatus,
-    series.map((s) => s.status),
+    units.map((s) => s.status),
     word,
     (a, b) => rank(a) - rank(b) || a.localeCompare(b),
   );
+  el.appColumn.textContent = grouping === "pool" ? "Apps" : "App";
+  el.seriesColumn.textContent = grouping === "pool" ? "Pool" : "Series";
   el.tableView.hidden = state.view !== "table";
   el.cards.hidden = state.view !== "cards";
   if (state.view === "table") {
-    renderTable(el.nowTable, el.nowCount, series, state.filters, state.open, (key) => {
+    renderTable(el.nowTable, el.nowCount, units, grouping, state.filters, state.open, (key) => {
       if (!state.open.delete(key)) state.open.add(key);
       renderNow();
     });
@@ -200,13 +208,8 @@ function renderNow() {
     const f = state.filters;
     renderCards(
       el.cards,
-      series.filter(
-        (s) =>
-          (!f.provider || s.provider === f.provider) &&
-          (!f.model || (s.model ?? "") === f.model) &&
-          (!f.app || s.app === f.app) &&
-          (!f.status || s.status === f.status),
-      ),
+      units.filter((u) => matches(u, f)),
+      grouping,
     );
   }
 }
@@ -215,7 +218,7 @@ async function refreshHeadroom(key: string) {
   const headroom = await getJson<Headroom>(key, "headroom");
   if (state.key !== key) return;
   const series = headroom.series ?? [];
-  state.series = series;
+  state.headroom = headroom;
   renderNow();
   fillOptions(
     el.logProvider,
@@ -354,6 +357,10 @@ function wireControls() {
   scrollBoxes();
   el.views.addEventListener("change", (e) => {
     state.view = (e.target as HTMLInputElement).value === "cards" ? "cards" : "table";
+    renderNow();
+  });
+  el.grouping.addEventListener("change", (e) => {
+    state.grouping = (e.target as HTMLInputElement).value === "app" ? "app" : "pool";
     renderNow();
   });
   const nowFilter = () => {

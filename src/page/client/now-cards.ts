@@ -1,4 +1,4 @@
-import type { MetricView, SeriesView, Status } from "./api.js";
+import type { Figures, MetricView, Status } from "./api.js";
 import { h } from "./dom.js";
 import {
   burnUnknown,
@@ -13,8 +13,10 @@ import {
   windowName,
 } from "./figure-status.js";
 import { amount, count, duration, figure, pct, rate } from "./format.js";
+import { type Grouping, noun, poolWords, type Unit, unitName } from "./now-units.js";
 
-// "Now" as cards: a card per provider and, inside it, a part per model and app, with requests,
+// "Now" as cards: a card per provider and, inside it, a part per pool (its member apps listed in
+// it; a pool of one app is a part like a series') or, by app, per series, with requests,
 // tokens and credits left as bars, each coloured by its own status, the reset countdown, the burn
 // rate, the time to exhaustion and the age of the figures; under them, each window the provider
 // states (dimension, length, what is left of its limit, reset), worst first. A window that has
@@ -36,8 +38,8 @@ export function badge(status: Status) {
   return h("span", { class: `badge status-${status}`, "data-status": status }, word(status));
 }
 
-/** "1 critical, 2 warnings, 9 ok": how many series are in each status, worst first. */
-export function summary(series: SeriesView[]): string {
+/** "1 critical, 2 warnings, 9 ok": how many pools (or series) are in each status, worst first. */
+export function summary(series: Figures[]): string {
   const counts = new Map<Status, number>();
   for (const s of series) counts.set(s.status, (counts.get(s.status) ?? 0) + 1);
   return [...counts]
@@ -58,7 +60,7 @@ const was = (m: MetricView) =>
     : h("span", { class: "was", "data-field": "was_used_pct" }, ` (was ${pct(m.used_pct)} used)`);
 
 function metric(
-  series: SeriesView,
+  series: Figures,
   name: (typeof METRICS)[number],
   label: string,
   status: FigureStatus,
@@ -155,7 +157,7 @@ export const leftOf = (m: MetricView, dimension: string) => {
 const figureOrDash = (n: number | null) => (n === null ? "—" : figure(n));
 
 /** The series' windows: one row each, worst first, each coloured by its own status. */
-function windowsPart(s: SeriesView, figures: Figure[], now: number) {
+function windowsPart(s: Unit, figures: Figure[], now: number) {
   const list = figures.filter((f) => f.window !== undefined);
   if (list.length === 0) return null;
   const rows = list.map((f) => {
@@ -190,7 +192,7 @@ function windowsPart(s: SeriesView, figures: Figure[], now: number) {
   });
   return h(
     "table",
-    { class: "windows", "data-field": "windows", "aria-label": `Windows of ${seriesName(s)}` },
+    { class: "windows", "data-field": "windows", "aria-label": `Windows of ${unitName(s)}` },
     h("caption", {}, "Windows"),
     h(
       "thead",
@@ -208,11 +210,73 @@ function windowsPart(s: SeriesView, figures: Figure[], now: number) {
   );
 }
 
-export const seriesName = (s: SeriesView) =>
-  `${s.provider} · ${s.model ?? "(model not seen)"} · ${s.app}`;
+/** A series' (or a pool of one app's) name after its model; a pool's is on the next line. */
+const partWords = (u: Unit) =>
+  !u.isPool || !u.pool || u.pool.kind === "app" ? ` · app ${u.apps.join(", ")}` : null;
 
-/** One series: its bars, its windows and the age of its figures (a card's part, a detail row). */
-export function seriesPart(s: SeriesView, now = Date.now(), heading: "h4" | "h3" = "h4") {
+const KIND_TITLES: Record<string, string> = {
+  account: "Their provider named one account in its answers (kept as a keyed hash only)",
+  label: "Their reports carry this pool label",
+};
+
+/** A pool's name, then its members: each app, its newest report's key id, when it last reported. */
+function membersPart(u: Unit) {
+  if (!u.isPool || !u.pool || u.pool.kind === "app") return null;
+  const n = u.pool.members.length;
+  const name = `${n} ${n === 1 ? "app" : "apps"} · ${poolWords(u.pool)}`;
+  return [
+    h(
+      "p",
+      {
+        class: "details pool-name",
+        "data-field": "pool-name",
+        title: `${poolWords(u.pool)}: ${KIND_TITLES[u.pool.kind] ?? u.pool.kind} (pool id ${u.pool.id})`,
+      },
+      name,
+    ),
+    h(
+      "ul",
+      { class: "members", "data-field": "members", "aria-label": `Apps in ${unitName(u)}` },
+      u.pool.members.map((m) =>
+        h(
+          "li",
+          { "data-app": m.app, "data-key-id": m.key_id ?? "" },
+          h("span", { class: "member-app", title: m.app }, m.app),
+          h(
+            "span",
+            { class: "member-key", title: m.key_id ? `key ${m.key_id}` : "key not recorded" },
+            m.key_id ?? "key not recorded",
+          ),
+          h(
+            "span",
+            { class: "member-seen" },
+            "seen ",
+            h("span", { "data-since": m.last_seen }, duration(secondsSince(m.last_seen))),
+            " ago",
+          ),
+        ),
+      ),
+    ),
+  ];
+}
+
+/** By app: the pool a series shares with other apps, named with them. */
+function sharedPart(u: Unit) {
+  if (u.isPool || !u.pool) return null;
+  const others = u.pool.members.map((m) => m.app).filter((a) => !u.apps.includes(a));
+  const text = `shares its limit with ${others.join(", ")} · ${poolWords(u.pool)}`;
+  return h(
+    "p",
+    { class: "details shared", "data-field": "pool", "data-pool": u.pool.id, title: text },
+    text,
+  );
+}
+
+/**
+ * One series or pool: its bars, its windows, a pool's members and the age of its figures (a
+ * card's part, a detail row).
+ */
+export function seriesPart(s: Unit, now = Date.now(), heading: "h4" | "h3" = "h4") {
   // A report with only the provider's headers (or error body) has figures in its windows alone.
   const newestWindow = (s.windows ?? []).reduce<string | null>(
     (at, w) => (at === null || w.reported_at > at ? w.reported_at : at),
@@ -232,16 +296,27 @@ export function seriesPart(s: SeriesView, now = Date.now(), heading: "h4" | "h3"
       class: "series",
       "data-provider": s.provider,
       "data-model": s.model ?? "",
-      "data-app": s.app,
+      // One app: the series', or a pool of one; a pool of several names them in data-apps.
+      "data-app": s.apps.length === 1 ? s.apps[0] : null,
+      "data-apps": s.apps.join(","),
+      "data-pool": s.isPool ? (s.pool?.id ?? "") : null,
+      "data-kind": s.isPool ? (s.pool?.kind ?? "app") : null,
       "data-status": s.status,
     },
     h(
       heading,
-      {},
-      s.model ?? "(model not seen)",
-      h("span", { class: "muted" }, ` · app ${s.app}`),
+      { class: "part-name" },
+      // Long names are cut to the part's width; the whole name is the title.
+      h(
+        "span",
+        { class: "name", title: unitName(s) },
+        s.model ?? "(model not seen)",
+        partWords(s) ? h("span", { class: "muted" }, partWords(s)) : null,
+      ),
       badge(s.status),
     ),
+    membersPart(s),
+    sharedPart(s),
     METRICS.map((name) =>
       metric(
         s,
@@ -277,14 +352,15 @@ export function seriesPart(s: SeriesView, now = Date.now(), heading: "h4" | "h3"
   );
 }
 
-export const byRank = (a: SeriesView, b: SeriesView) =>
+export const byRank = (a: Unit, b: Unit) =>
   rank(a.status) - rank(b.status) ||
   (a.model ?? "").localeCompare(b.model ?? "") ||
-  a.app.localeCompare(b.app);
+  a.apps.join(",").localeCompare(b.apps.join(",")) ||
+  a.key.localeCompare(b.key);
 
-export function renderCards(container: HTMLElement, series: SeriesView[]) {
+export function renderCards(container: HTMLElement, series: Unit[], grouping: Grouping) {
   const now = Date.now();
-  const byProvider = new Map<string, SeriesView[]>();
+  const byProvider = new Map<string, Unit[]>();
   for (const s of series) byProvider.set(s.provider, [...(byProvider.get(s.provider) ?? []), s]);
   const cards = [...byProvider]
     .map(([provider, list]) => ({ provider, list: list.sort(byRank) }))
@@ -309,7 +385,9 @@ export function renderCards(container: HTMLElement, series: SeriesView[]) {
           "h3",
           { id: `card-${provider}` },
           provider,
-          list.length > 1 ? h("span", { class: "muted" }, ` · ${list.length} series`) : null,
+          list.length > 1
+            ? h("span", { class: "muted" }, ` · ${list.length} ${noun(grouping, list.length)}`)
+            : null,
         ),
         h(
           "div",

@@ -1,4 +1,4 @@
-import type { MetricView, SeriesView, Status } from "./api.js";
+import type { MetricView, Status } from "./api.js";
 import { fillTable, h } from "./dom.js";
 import {
   dimensionWord,
@@ -11,14 +11,15 @@ import {
 } from "./figure-status.js";
 import { duration, pct, rate } from "./format.js";
 import { badge, leftOf, resetSpan, seriesPart, word } from "./now-cards.js";
+import { appsWords, type Grouping, noun, type Unit, unitName } from "./now-units.js";
 
-// "Now" as one compact table: a row per series (a pool, once /headroom groups series in pools:
-// a row stands for whatever the answer lists, with its apps) showing its worst window, worst
-// first; the series' other windows and its bars on demand, in a detail row under it. Filtered by
-// provider, model, app and status. On a phone the row keeps its status, name, window, use and
-// what is left; the rest is in the detail.
+// "Now" as one compact table: a row per pool (its member apps named) or, by app, per series,
+// showing its worst window, worst first; its other windows, its bars and a pool's members on
+// demand, in a detail row under it. Filtered by provider, model, app (a pool with that member)
+// and status. On a phone the row keeps its status, name, window, use and what is left; the rest
+// is in the detail.
 
-/** A row: a series today; a pool, with its member apps, when the answer gives pools. */
+/** A row: a pool, with its member apps, or one app's series. */
 export interface Row {
   key: string;
   provider: string;
@@ -27,19 +28,19 @@ export interface Row {
   status: Status;
   /** The figures, worst first: the row shows the first. */
   figures: Figure[];
-  series: SeriesView;
+  unit: Unit;
 }
 
-export function rowsOf(series: SeriesView[], now: number): Row[] {
-  return series
-    .map((s) => ({
-      key: JSON.stringify([s.provider, s.model, s.app]),
-      provider: s.provider,
-      model: s.model,
-      apps: [s.app],
-      status: s.status,
-      figures: figuresOf(s, now),
-      series: s,
+export function rowsOf(units: Unit[], now: number): Row[] {
+  return units
+    .map((u) => ({
+      key: u.key,
+      provider: u.provider,
+      model: u.model,
+      apps: u.apps,
+      status: u.status,
+      figures: figuresOf(u, now),
+      unit: u,
     }))
     .sort(
       (a, b) =>
@@ -58,7 +59,7 @@ export interface Filters {
   status: string;
 }
 
-export const matches = (r: Row, f: Filters) =>
+export const matches = (r: Pick<Row, "provider" | "model" | "apps" | "status">, f: Filters) =>
   (!f.provider || r.provider === f.provider) &&
   (!f.model || (r.model ?? "") === f.model) &&
   (!f.app || r.apps.includes(f.app)) &&
@@ -93,6 +94,8 @@ const UNITS: Record<string, string> = { credits: "credits" };
 const unitOf = (dimension: string) =>
   UNITS[dimension] ?? (dimension.endsWith("tokens") ? "tokens" : dimension.replace(/_/g, " "));
 
+const cut = (text: string) => h("span", { class: "cut", title: text }, text);
+
 function row(r: Row, open: boolean, now: number, onToggle: (key: string) => void) {
   const f = r.figures[0];
   const v = f?.view;
@@ -106,7 +109,7 @@ function row(r: Row, open: boolean, now: number, onToggle: (key: string) => void
       class: "toggle",
       "aria-expanded": open ? "true" : "false",
       "aria-controls": open ? detailId : null,
-      "aria-label": `Details of ${r.provider} ${r.model ?? "(model not seen)"} ${r.apps.join(", ")}`,
+      "aria-label": `Details of ${unitName(r.unit)}`,
     },
     // One word whatever the state (aria-expanded says it): the name a voice command uses.
     "Details",
@@ -114,15 +117,13 @@ function row(r: Row, open: boolean, now: number, onToggle: (key: string) => void
   toggle.addEventListener("click", () => onToggle(r.key));
   const cells = [
     h("td", { "data-field": "status" }, badge(r.status)),
-    h("td", { class: "wide", "data-field": "provider" }, r.provider),
-    h("td", { class: "wide", "data-field": "model" }, r.model ?? "(model not seen)"),
-    h("td", { class: "wide", "data-field": "app" }, r.apps.join(", ")),
-    // On a phone, one cell names the series.
-    h(
-      "th",
-      { scope: "row", class: "narrow", "data-field": "series" },
-      `${r.provider} · ${r.model ?? "(model not seen)"} · ${r.apps.join(", ")}`,
-    ),
+    // Names can be long (a model up to 256 characters, a pool's many apps): cut to the column,
+    // each whole in its title.
+    h("td", { class: "wide", "data-field": "provider" }, cut(r.provider)),
+    h("td", { class: "wide", "data-field": "model" }, cut(r.model ?? "(model not seen)")),
+    h("td", { class: "wide", "data-field": "app" }, cut(appsWords(r.unit))),
+    // On a phone, one cell names the series or pool.
+    h("th", { scope: "row", class: "narrow", "data-field": "series" }, cut(unitName(r.unit))),
     h(
       "td",
       { "data-field": "window" },
@@ -164,6 +165,8 @@ function row(r: Row, open: boolean, now: number, onToggle: (key: string) => void
       "data-provider": r.provider,
       "data-model": r.model ?? "",
       "data-app": r.apps.join(","),
+      "data-pool": r.unit.isPool ? (r.unit.pool?.id ?? "") : null,
+      "data-members": r.apps.length,
       "data-status": r.status,
       "data-figure-status": f?.status ?? "none",
     },
@@ -175,7 +178,7 @@ function row(r: Row, open: boolean, now: number, onToggle: (key: string) => void
     h(
       "tr",
       { class: "detail", id: detailId, "data-detail": r.key },
-      h("td", { colspan: COLUMNS }, seriesPart(r.series, now)),
+      h("td", { colspan: COLUMNS }, seriesPart(r.unit, now)),
     ),
   ];
 }
@@ -184,25 +187,27 @@ function row(r: Row, open: boolean, now: number, onToggle: (key: string) => void
 export function renderTable(
   table: HTMLTableElement,
   count: HTMLElement,
-  series: SeriesView[],
+  units: Unit[],
+  grouping: Grouping,
   filters: Filters,
   open: Set<string>,
   onToggle: (key: string) => void,
 ) {
   const now = Date.now();
-  const all = rowsOf(series, now);
+  const all = rowsOf(units, now);
   const shown = all.filter((r) => matches(r, filters));
   fillTable(
     table,
     shown.flatMap((r) => row(r, open.has(r.key), now, onToggle)),
     all.length === 0
       ? "No reports yet: send one to the edge and it shows here."
-      : "No series match these filters.",
+      : `No ${noun(grouping, 2)} match these filters.`,
   );
+  const what = noun(grouping, all.length);
   count.textContent =
     shown.length === all.length
-      ? `${all.length} series, worst first`
-      : `${shown.length} of ${all.length} series (${filtersText(filters)}), worst first`;
+      ? `${all.length} ${what}, worst first`
+      : `${shown.length} of ${all.length} ${what} (${filtersText(filters)}), worst first`;
 }
 
 const filtersText = (f: Filters) =>
