@@ -3,6 +3,7 @@ import { SCOPES, type Scope } from "../keys/key-format.js";
 import { packageVersion } from "../lib/repo-root.js";
 import { WINDOW_LENGTHS, type WindowLength } from "../providers/window.js";
 import * as parse from "./arg-parsers.js";
+import { addDeclarations } from "./declarations-program.js";
 import { UsageError } from "./errors.js";
 
 // The `headroom` command line: every command, its arguments and options, and its help. Parsing
@@ -72,6 +73,7 @@ export function buildProgram(output?: OutputConfiguration): Command {
     );
   addDlq(program);
   addAlerts(program);
+  addDeclarations(program);
 
   program
     .command("backup")
