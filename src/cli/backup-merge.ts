@@ -100,7 +100,9 @@ export async function mergeRedis(
       for (const [field, value] of Object.entries(entry.value)) {
         const kept = await redis.hsetnx(entry.key, field, value);
         if (kept === 0 && (await redis.hget(entry.key, field)) !== value) {
-          skipped.push(`declared ${field} of project ${project}: set here; the backup's not restored`);
+          skipped.push(
+            `declared ${field} of project ${project}: set here; the backup's not restored`,
+          );
         }
       }
       written += 1;

@@ -78,7 +78,7 @@ export function buildProgram(output?: OutputConfiguration): Command {
   program
     .command("backup")
     .description(
-      "write projects, keys (hashes), plans, alert rules, webhook secrets and the audit log to FILE (JSON)",
+      "write projects, keys (hashes), plans, alert rules, webhook secrets, declared limits and pools, and the audit log to FILE (JSON)",
     )
     .argument("<file>", "where to write it; keep it off this host: it holds secrets")
     .action(async (file: string) => (await import("./backup-command.js")).backupCommand(file));
@@ -91,7 +91,7 @@ export function buildProgram(output?: OutputConfiguration): Command {
     .argument("<file>", "a file written by `headroom backup`")
     .option(
       "--merge",
-      "into a Redis in use: add what it lacks; revocations, rule removals and plan changes made since the backup stand",
+      "into a Redis in use: add what it lacks; revocations, rule removals, plan changes and declarations made since the backup stand",
     )
     .action(async (file: string, opts: { merge?: boolean }) =>
       (await import("./backup-command.js")).restoreCommand(file, opts),
