@@ -32,17 +32,20 @@ interface Pool {
   tokens: { remaining: number | null };
 }
 
-const pools = async (provider: string) => {
-  const res = await s.get(`/api/v1/headroom?group=pool&provider=${provider}`, keys.read);
+const pools = async (provider: string, read = keys.read) => {
+  const res = await s.get(`/api/v1/headroom?group=pool&provider=${provider}`, read);
   expect(res.statusCode, res.body).toBe(200);
   return (res.json() as { pools: Pool[] }).pools;
 };
 
-const putPools = async (body: unknown) => {
+const manageKey = async (project: string) =>
+  (await s.edge.keyStore.create(project, { defaultPlan: "unlimited", scope: "manage" })).key;
+
+const putPools = async (body: unknown, project = keys.project, key = manage) => {
   const res = await s.api.app.inject({
     method: "PUT",
-    url: `/api/v1/projects/${keys.project}/pools`,
-    headers: { authorization: `Bearer ${manage}`, "content-type": "application/json" },
+    url: `/api/v1/projects/${project}/pools`,
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     payload: JSON.stringify(body),
   });
   expect(res.statusCode, res.body).toBe(200);
@@ -59,9 +62,7 @@ const poolColumn = async (id: string) =>
 beforeAll(async () => {
   s = await startReadStack({ CONTROL_LISTEN: "api" });
   keys = await s.project();
-  manage = (
-    await s.edge.keyStore.create(keys.project, { defaultPlan: "unlimited", scope: "manage" })
-  ).key;
+  manage = await manageKey(keys.project);
   await putPools({
     pools: [{ provider: "openai", label: "openai-prod", apps: ["chat", "agent", "batch"] }],
   });
@@ -150,17 +151,22 @@ describe("a declared pool", () => {
   });
 
   it("a changed declaration places the next reports, within the worker's check of changes", async () => {
-    await putPools({
-      pools: [
-        { provider: "openai", label: "openai-prod", apps: ["chat", "agent", "batch", "rag"] },
-      ],
+    // A project of its own: its first declaration is the one the worker holds when it changes.
+    const c = await s.project();
+    const key = await manageKey(c.project);
+    const openaiProd = (apps: string[]) => ({
+      pools: [{ provider: "openai", label: "openai-prod", apps }],
     });
+    await putPools(openaiProd(["chat"]), c.project, key);
+    await s.send(c.report, [report("chat", 3_000, 9_000), report("rag", 2_000, 9_100)]);
+    await s.stored(c.project, 2);
+    await putPools(openaiProd(["chat", "rag"]), c.project, key);
     // Reports of rag until one lands in the pool: the worker checks for changes once a second.
     let ago = 900;
     await eventually(
       async () => {
         ago -= 1;
-        const [id] = await s.send(keys.report, [report("rag", ago, 9_400)]);
+        const [id] = await s.send(c.report, [report("rag", ago, 9_400)]);
         await eventually(async () => expect(await poolColumn(id as string)).not.toBeUndefined(), {
           timeoutMs: 20_000,
         });
@@ -169,8 +175,10 @@ describe("a declared pool", () => {
       { timeoutMs: 30_000, intervalMs: 200 },
     );
     await eventually(async () => {
-      const declared = (await pools("openai")).find((p) => p.label === "openai-prod");
-      expect(declared?.members.map((m) => m.app).sort()).toEqual(["agent", "chat", "rag"]);
+      const found = await pools("openai", c.read);
+      expect(found.map((p) => [p.label, p.members.map((m) => m.app).sort()])).toEqual([
+        ["openai-prod", ["chat", "rag"]],
+      ]);
     });
   }, 60_000);
 });
