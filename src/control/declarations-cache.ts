@@ -14,7 +14,7 @@ export interface DeclarationsCacheOptions {
   /** A project's declarations are read again at least this often (ms). */
   ttlMs?: number;
   maxProjects?: number;
-  /** Bytes of stored JSON held, at most (one project's largest set is under 200 KB). */
+  /** Bytes of stored JSON held, at most (one project's largest set is about 135 KB). */
   maxBytes?: number;
   now?: () => number;
 }
@@ -25,11 +25,6 @@ export const DECLARATIONS_CACHE_DEFAULTS = {
   maxProjects: 10_000,
   maxBytes: 16 * 1024 * 1024,
 } as const;
-
-const EMPTY: ProjectDeclarations = Object.freeze({
-  limits: Object.freeze([]) as unknown as ProjectDeclarations["limits"],
-  pools: Object.freeze([]) as unknown as ProjectDeclarations["pools"],
-});
 
 /** What one entry costs beyond its JSON: a map slot, its key and a small object. */
 const ENTRY_OVERHEAD = 200;
@@ -108,10 +103,8 @@ export function createCachedDeclarations(
       promise: store.load(project).then(
         ({ declarations, bytes: size }) => {
           loading.delete(project);
-          const empty = declarations.limits.length === 0 && declarations.pools.length === 0;
-          const value = empty ? EMPTY : declarations;
-          if (!state.stale) keep(project, value, size);
-          return value;
+          if (!state.stale) keep(project, declarations, size);
+          return declarations;
         },
         (err: unknown) => {
           loading.delete(project);

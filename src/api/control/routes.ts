@@ -36,7 +36,7 @@ export interface ControlRoutesDeps {
 
 export const MANAGEMENT = ["admin", "manage"] as const;
 
-/** The body limit of PUT …/limits and …/pools: their largest valid bodies are under 128 KiB. */
+/** PUT …/limits and …/pools: their largest valid bodies, pretty-printed, are under 128 KiB. */
 export const DECLARATIONS_BODY_LIMIT = 256 * 1024;
 
 const principal = (req: FastifyRequest): Principal => ({
