@@ -1,12 +1,13 @@
 import { alertKeys } from "../alerts/keys.js";
+import { declarationKeys } from "../control/declarations-store.js";
 import { KEY_STORE_PREFIX, OVERRIDES } from "../keys/key-store.js";
 import type { RedisClient } from "../redis/connections.js";
 import { type Backup, writeEntry } from "./backup.js";
 
 // A backup merged into a Redis that is in use: what the backup has and this Redis lacks is
 // added, but nothing is loosened. A key revoked here stays revoked, a rule removed here (its
-// tombstone) is not brought back, and a project whose plan was set here after the backup was
-// taken keeps it. Every entry left out is said.
+// tombstone) is not brought back, a project whose plan was set here after the backup was
+// taken keeps it, and so do declared limits or pools set here. Every entry left out is said.
 
 type Entry = Backup["keys"][number];
 
@@ -29,6 +30,7 @@ export async function mergeRedis(
   const keyPrefix = `${KEY_STORE_PREFIX}:key:`;
   const projectPrefix = `${KEY_STORE_PREFIX}:project:`;
   const ruleHashPrefix = alerts.rules("");
+  const declaredPrefix = declarationKeys(queuePrefix).of("");
   const takenAt = Date.parse(backup.created_at);
   const skipped: string[] = [];
 
@@ -89,6 +91,20 @@ export async function mergeRedis(
         }
       }
       await write({ ...entry, value: kept });
+      written += 1;
+      continue;
+    }
+    if (entry.type === "hash" && entry.key.startsWith(declaredPrefix)) {
+      // A project's declared limits (or pools) set here are the later word: kept whole.
+      const project = entry.key.slice(declaredPrefix.length);
+      for (const [field, value] of Object.entries(entry.value)) {
+        const kept = await redis.hsetnx(entry.key, field, value);
+        if (kept === 0 && (await redis.hget(entry.key, field)) !== value) {
+          skipped.push(
+            `declared ${field} of project ${project}: set here; the backup's not restored`,
+          );
+        }
+      }
       written += 1;
       continue;
     }

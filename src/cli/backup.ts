@@ -1,10 +1,11 @@
 import { z } from "zod";
 import { alertKeys } from "../alerts/keys.js";
+import { declarationKeys } from "../control/declarations-store.js";
 import { KEY_STORE_PREFIX } from "../keys/key-store.js";
 import { primaries, type RedisClient } from "../redis/connections.js";
 
 // What only Redis holds and no pipeline can rebuild: projects, their keys' hashes and plans, alert
-// rules and their webhook signing secrets, and the control plane's audit log. (Queued reports are in flight, quota counters and rule
+// rules and their webhook signing secrets, declared limits and pools, and the control plane's audit log. (Queued reports are in flight, quota counters and rule
 // state restart from zero, and what is stored is in ClickHouse.) A backup is a JSON document of
 // those keys, written whole and restored whole (into an empty Redis; see backup-merge.ts for one
 // in use).
@@ -53,6 +54,7 @@ export function backupPatterns(queuePrefix: string): string[] {
     alerts.ruleIndex,
     alerts.secrets,
     alerts.removedRules,
+    declarationKeys(literal(queuePrefix)).of("*"),
   ];
 }
 

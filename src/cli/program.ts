@@ -3,6 +3,7 @@ import { SCOPES, type Scope } from "../keys/key-format.js";
 import { packageVersion } from "../lib/repo-root.js";
 import { WINDOW_LENGTHS, type WindowLength } from "../providers/window.js";
 import * as parse from "./arg-parsers.js";
+import { addDeclarations } from "./declarations-program.js";
 import { UsageError } from "./errors.js";
 
 // The `headroom` command line: every command, its arguments and options, and its help. Parsing
@@ -72,11 +73,12 @@ export function buildProgram(output?: OutputConfiguration): Command {
     );
   addDlq(program);
   addAlerts(program);
+  addDeclarations(program);
 
   program
     .command("backup")
     .description(
-      "write projects, keys (hashes), plans, alert rules, webhook secrets and the audit log to FILE (JSON)",
+      "write projects, keys (hashes), plans, alert rules, webhook secrets, declared limits and pools, and the audit log to FILE (JSON)",
     )
     .argument("<file>", "where to write it; keep it off this host: it holds secrets")
     .action(async (file: string) => (await import("./backup-command.js")).backupCommand(file));
@@ -89,7 +91,7 @@ export function buildProgram(output?: OutputConfiguration): Command {
     .argument("<file>", "a file written by `headroom backup`")
     .option(
       "--merge",
-      "into a Redis in use: add what it lacks; revocations, rule removals and plan changes made since the backup stand",
+      "into a Redis in use: add what it lacks; revocations, rule removals, plan changes and declarations made since the backup stand",
     )
     .action(async (file: string, opts: { merge?: boolean }) =>
       (await import("./backup-command.js")).restoreCommand(file, opts),

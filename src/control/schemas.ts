@@ -1,10 +1,30 @@
 import { z } from "zod";
 import { ruleMetricSchema, ruleSchema } from "../alerts/rule.js";
+import {
+  type DeclaredLimit,
+  type DeclaredPool,
+  declaredLimitSchema,
+  declaredPoolSchema,
+} from "../providers/declared-limit.js";
 import { WINDOW_LENGTHS } from "../providers/window.js";
+import { HttpError } from "../http/errors.js";
 import { auditView } from "./audit.js";
 
 // The control plane's shapes, one zod schema each: the HTTP routes validate bodies with them, the
 // service's answers are typed from them, and the OpenAPI document is generated from them.
+
+/** A body checked against its schema: its data, or the contract's 400 with every issue. */
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const parsed = schema.safeParse(body ?? {});
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((i) => ({
+    path: i.path.join(".") || "body",
+    message: i.message,
+  }));
+  throw new HttpError("invalid_body", issues.map((i) => `${i.path}: ${i.message}`).join("; "), {
+    issues,
+  });
+}
 
 const projectId = z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "1-64 of letters, digits, . _ -");
 
@@ -127,6 +147,84 @@ export const auditPage = z.object({
   items: z.array(auditView),
   next_cursor: z.string().nullable(),
 });
+
+/** A project's declared limits, at most; its pools, at most; apps across its pools, at most. */
+export const MAX_DECLARED_LIMITS = 200;
+export const MAX_DECLARED_POOLS = 100;
+export const MAX_DECLARED_POOL_APPS = 1_000;
+
+/** What makes two declared limits the same one: both would state one window. */
+export const declaredLimitKey = (l: DeclaredLimit) =>
+  JSON.stringify([l.provider, l.model, l.pool ?? null, l.dimension, l.window]);
+
+/** The whole set of a project's declared limits (PUT replaces it; [] clears it). */
+export const declaredLimitsBody = z
+  .strictObject({ limits: z.array(declaredLimitSchema).max(MAX_DECLARED_LIMITS) })
+  .superRefine(({ limits }, ctx) => {
+    const seen = new Map<string, number>();
+    limits.forEach((l, i) => {
+      const key = declaredLimitKey(l);
+      const first = seen.get(key);
+      if (first === undefined) seen.set(key, i);
+      else {
+        ctx.addIssue({
+          code: "custom",
+          path: ["limits", i],
+          message: `the same provider, model, pool, dimension and window as limits.${first}`,
+        });
+      }
+    });
+  });
+
+/** The whole set of a project's declared pools (PUT replaces it; [] clears it). */
+export const declaredPoolsBody = z
+  .strictObject({ pools: z.array(declaredPoolSchema).max(MAX_DECLARED_POOLS) })
+  .superRefine(({ pools }, ctx) => {
+    // provider → app → the pool that has it; provider → label → the pool's index.
+    const apps = new Map<string, Map<string, number>>();
+    const labels = new Map<string, number>();
+    let members = 0;
+    pools.forEach((pool, i) => {
+      const label = JSON.stringify([pool.provider, pool.label]);
+      const sameLabel = labels.get(label);
+      if (sameLabel !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["pools", i, "label"],
+          message: `pools.${sameLabel} is ${pool.provider}'s pool ${pool.label} already`,
+        });
+      } else labels.set(label, i);
+      const ofProvider = apps.get(pool.provider) ?? new Map<string, number>();
+      apps.set(pool.provider, ofProvider);
+      pool.apps.forEach((app, j) => {
+        const other = ofProvider.get(app);
+        if (other === undefined) ofProvider.set(app, i);
+        else {
+          ctx.addIssue({
+            code: "custom",
+            path: ["pools", i, "apps", j],
+            message:
+              other === i
+                ? `${app} is listed twice`
+                : `${app} is in ${pool.provider}'s pool pools.${other} already: an app draws on one pool of a provider`,
+          });
+        }
+      });
+      members += pool.apps.length;
+    });
+    if (members > MAX_DECLARED_POOL_APPS) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["pools"],
+        message: `${members} apps across the pools: at most ${MAX_DECLARED_POOL_APPS}`,
+      });
+    }
+  });
+
+export const declaredLimitsView = z.object({ limits: z.array(declaredLimitSchema) });
+export const declaredPoolsView = z.object({ pools: z.array(declaredPoolSchema) });
+export type DeclaredLimitsView = { limits: DeclaredLimit[] };
+export type DeclaredPoolsView = { pools: DeclaredPool[] };
 
 export type KeyView = z.infer<typeof keyView>;
 export type ProjectView = z.infer<typeof projectView>;

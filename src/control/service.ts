@@ -29,6 +29,8 @@ import {
   createAuditLog,
   tenantView,
 } from "./audit.js";
+import { type DeclarationsActions, declarationsActions } from "./declarations-actions.js";
+import { createDeclarationsStore, type DeclarationsStore } from "./declarations-store.js";
 import {
   type createdKey,
   type createdRule,
@@ -113,7 +115,7 @@ const webhookOrigin = (url: string) => (URL.canParse(url) ? `${new URL(url).orig
 const auditedRule = (r: AlertRule) => ({ ...r, webhook: webhookOrigin(r.webhook) });
 
 /** Every management action, for the CLI and the control plane's routes (createControl). */
-export interface Control {
+export interface Control extends DeclarationsActions<Principal> {
   keys: KeyStore;
   rules: RuleStore;
   audit: AuditLog;
@@ -171,13 +173,21 @@ export function createControl(
   opts: {
     now?: () => number;
     /** The stores, when not those of `redis` (unit tests give their own). */
-    stores?: { keys: KeyStore; rules: RuleStore; audit: AuditLog };
+    stores?: {
+      keys: KeyStore;
+      rules: RuleStore;
+      audit: AuditLog;
+      declarations?: DeclarationsStore;
+    };
   } = {},
 ): Control {
   const stores = opts.stores;
   if (!stores && redis === null) throw new Error("createControl: a Redis, or stores");
   const keys = stores?.keys ?? createKeyStore(redis as RedisClient, undefined, { now: opts.now });
   const rules = stores?.rules ?? createRuleStore(redis as RedisClient, config.QUEUE_PREFIX);
+  const declarations =
+    stores?.declarations ??
+    (redis === null ? null : createDeclarationsStore(redis, config.QUEUE_PREFIX));
   // One policy, so the cap on webhook look-ups in flight (webhook-dns.ts) is this plane's.
   const destinations = createDestinationPolicy({
     allow: config.ALERTS_WEBHOOK_ALLOW,
@@ -320,10 +330,23 @@ export function createControl(
     });
   }
 
+  const declared = declarationsActions<Principal>({
+    get store() {
+      if (!declarations) throw new Error("createControl: no declarations store");
+      return declarations;
+    },
+    async mayManage(p, project) {
+      requireProject(p, project);
+      await existingProject(project);
+    },
+    audit: write,
+  });
+
   return {
     keys,
     rules,
     audit,
+    ...declared,
 
     async createProject(
       p: Principal,

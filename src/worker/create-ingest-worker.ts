@@ -9,7 +9,9 @@ import { createRuleStore } from "../alerts/rule-store.js";
 import { describeError } from "../clickhouse/classify-error.js";
 import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
+import { createDeclarationsReader } from "../control/declarations-cache.js";
 import { createHotStore } from "../headroom/hot-store.js";
+import type { DeclarationsReader } from "../providers/declared-limit.js";
 import { isJobData } from "../queue/job-rows.js";
 import {
   createReportsQueue,
@@ -22,6 +24,7 @@ import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 import { createDeadLetterWriter } from "./dead-letter-writer.js";
+import { createPoolPlacement } from "./declared-pools.js";
 import { expireFailedJobs } from "./failed-job-retention.js";
 import { createHotHeadroomHook } from "./hot-headroom-hook.js";
 import { createIngestProcessor, type IngestProcessor } from "./ingest-processor.js";
@@ -64,6 +67,8 @@ export interface IngestWorkerDeps {
   rowShapes?: RowShapes;
   /** How the hot headroom derives a row's windows: src/providers' unless a test's. */
   deriveWindows?: DeriveWindows;
+  /** Projects' declarations (their pools place rows): this Redis's, cached, unless given. */
+  declarations?: DeclarationsReader;
 }
 
 const MANIFEST_SWEEP_MS = 60_000;
@@ -136,6 +141,10 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
       shapes.columns,
     ),
     rowShapes: shapes,
+    // Declared pools (docs/pools.md, step 3), read under the base prefix like the alert rules.
+    placeRows: createPoolPlacement(
+      deps.declarations ?? createDeclarationsReader(deps.redis, config.QUEUE_PREFIX),
+    ),
     manifests,
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,

@@ -9,6 +9,7 @@ import { type ReportRow, receivedAtMsOf } from "../report/report-schema.js";
 import { ROW_SHAPES, type RowShapes } from "../report/row-shapes.js";
 import { createBatcher } from "./batcher.js";
 import { DataError } from "./bisecting-insert.js";
+import type { PlaceRows } from "./declared-pools.js";
 import { createInsertSlots } from "./insert-slots.js";
 import { createManifestDelivery, type Entry as ManifestEntry } from "./manifest-delivery.js";
 import type { Manifest, ManifestStore } from "./manifest-store.js";
@@ -56,6 +57,11 @@ export interface IngestOptions {
   onStored?: (manifest: Manifest) => Promise<void>;
   /** Row shapes this release reads; each job's rows are mapped to the current one. */
   rowShapes?: RowShapes;
+  /**
+   * A job's rows as they are to be stored (declared pools, declared-pools.ts), before they join a
+   * batch: a failure fails the job, to be retried.
+   */
+  placeRows?: PlaceRows;
   /** How long a batch waits for replicas (REDIS_ACK_REPLICAS) before an error is logged. */
   replicaWaitWarnMs?: number;
 }
@@ -160,7 +166,20 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
           return reject(err as Error);
         }
         const replay = job.data.replay === true;
-        batcher.add({ job, id: String(job.id), lockToken, rows, replay, resolve, reject });
+        const add = (placed: ReportRow[]) => {
+          if (closing) return reject(new ShutdownAbort("shutting down"));
+          batcher.add({
+            job,
+            id: String(job.id),
+            lockToken,
+            rows: placed,
+            replay,
+            resolve,
+            reject,
+          });
+        };
+        if (opts.placeRows) opts.placeRows(rows).then(add, reject);
+        else add(rows);
       });
     },
 

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRuleStore } from "../../src/alerts/rule-store.js";
 import { loadConfig } from "../../src/config.js";
+import { createDeclarationsStore } from "../../src/control/declarations-store.js";
 import { createEdge, type Edge } from "../../src/edge/create-edge.js";
 import { hashKey } from "../../src/keys/key-format.js";
 import { KEY_STORE_PREFIX } from "../../src/keys/key-store.js";
@@ -98,6 +99,21 @@ describe("headroom backup and restore", () => {
       critical_pct: 90,
       webhook: "https://hooks.example/acme",
     });
+    const limits = [
+      {
+        provider: "bedrock",
+        model: "anthropic.claude-3-haiku",
+        pool: null,
+        dimension: "requests" as const,
+        window: "1m" as const,
+        limit: 60,
+      },
+    ];
+    await createDeclarationsStore(redisAt(before.url), QUEUE_PREFIX).replace(
+      "acme",
+      "limits",
+      limits,
+    );
     expect(await post(old, key)).toBe(200);
 
     const backedUp = await headroom(["backup", file], before.url);
@@ -131,6 +147,8 @@ describe("headroom backup and restore", () => {
     const rules = createRuleStore(redisAt(after.url), QUEUE_PREFIX);
     expect(await rules.get(rule.id)).toEqual(rule);
     expect(await rules.secret(rule.id)).toBe(secret);
+    const declared = await createDeclarationsStore(redisAt(after.url), QUEUE_PREFIX).load("acme");
+    expect(declared.declarations).toEqual({ limits, pools: [] });
   });
 
   it("refuses a file that is not a backup, and says why", async () => {
@@ -153,6 +171,10 @@ describe("headroom backup and restore", () => {
       critical_pct: 90,
       webhook: "https://hooks.example/globex",
     });
+    const declarations = createDeclarationsStore(redis, QUEUE_PREFIX);
+    const pool = (label: string) => [{ provider: "openai", label, apps: ["chat"] }];
+    await declarations.replace("globex", "pools", pool("old"));
+    await declarations.replace("initech", "pools", pool("lost"));
     const taken = join(dir, "live.json");
     const backedUp = await headroom(["backup", taken], before.url);
     expect(backedUp.code, backedUp.stderr).toBe(0);
@@ -163,6 +185,8 @@ describe("headroom backup and restore", () => {
     expect(await rules.remove(rule.id)).toBe(true);
     await live.keyStore.setPlan("globex", "free");
     await redis.del(`${KEY_STORE_PREFIX}:key:${hashKey(lost.key)}`);
+    await declarations.replace("globex", "pools", pool("new"));
+    await declarations.replace("initech", "pools", []);
     expect(await post(live, revoked.key)).toBe(401);
     expect(await post(live, lost.key)).toBe(401);
 
@@ -178,6 +202,7 @@ describe("headroom backup and restore", () => {
     expect(merged.stdout).toContain(`skipped key ${revoked.keyId}: revoked here`);
     expect(merged.stdout).toContain(`skipped alert rule ${rule.id}: removed at`);
     expect(merged.stdout).toContain("skipped plan of project globex: free set here at");
+    expect(merged.stdout).toContain("skipped declared pools of project globex: set here");
 
     // What it lacked is back; what was taken away stays away.
     expect(await post(live, lost.key)).toBe(200);
@@ -190,5 +215,8 @@ describe("headroom backup and restore", () => {
     expect(await rules.secret(rule.id)).toBeNull();
     expect((await rules.list("globex")).map((r) => r.id)).not.toContain(rule.id);
     expect(await live.keyStore.getProject("globex")).toMatchObject({ plan: "free", overrides: {} });
+    // Declarations set here stand; a project's missing here come back (as a lost key does).
+    expect((await declarations.load("globex")).declarations.pools).toEqual(pool("new"));
+    expect((await declarations.load("initech")).declarations.pools).toEqual(pool("lost"));
   });
 });

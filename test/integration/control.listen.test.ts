@@ -54,7 +54,7 @@ describe("CONTROL_LISTEN", () => {
     const doc = (await s.call("GET", "/api/v1/openapi.json")).json();
     expect(doc).toEqual(JSON.parse(JSON.stringify(buildApiOpenApi({ control: true }))));
     const control = routesOf(buildControlOpenApi());
-    expect(control).toHaveLength(15);
+    expect(control).toHaveLength(19);
     for (const route of control) {
       const [method, url] = route.split(" ") as [string, string];
       expect(s.api.app.hasRoute({ method: method as "GET", url }), route).toBe(true);

@@ -216,6 +216,41 @@ const ENDPOINTS_OF_BOTH: Endpoint[] = [
       url: `/api/v1/alert-rules/${await freshRule()}/test`,
     }),
   },
+  ...(["limits", "pools"] as const).flatMap((what): Endpoint[] => [
+    {
+      name: `GET /api/v1/projects/{project}/${what}`,
+      allowed: MANAGERS,
+      prepare: async () => ({
+        plane: "api",
+        method: "GET",
+        url: `/api/v1/projects/${project}/${what}`,
+      }),
+    },
+    {
+      name: `PUT /api/v1/projects/{project}/${what}`,
+      allowed: MANAGERS,
+      // A set other than the one there: an allowed call changes it (and a refused one must not).
+      prepare: async () => ({
+        plane: "api",
+        method: "PUT",
+        url: `/api/v1/projects/${project}/${what}`,
+        body:
+          what === "limits"
+            ? {
+                limits: [
+                  {
+                    provider: "bedrock",
+                    model: "m",
+                    dimension: "requests",
+                    window: "1m",
+                    limit: ++fresh,
+                  },
+                ],
+              }
+            : { pools: [{ provider: "openai", label: `p${++fresh}`, apps: ["chat"] }] },
+      }),
+    },
+  ]),
   {
     name: "GET /api/v1/audit",
     allowed: ["manage", "admin", "other"],

@@ -29,6 +29,12 @@ const COMMANDS = [
   ["keys", "list"],
   ["keys", "revoke"],
   ["keys", "set-plan"],
+  ["limits"],
+  ["limits", "set"],
+  ["limits", "list"],
+  ["pools"],
+  ["pools", "set"],
+  ["pools", "list"],
   ["dlq"],
   ["dlq", "list"],
   ["dlq", "show"],
@@ -113,6 +119,13 @@ describe("usage errors exit 2", () => {
     [["clickhouse", "serve", "--port", "99999"], /--port <n>.*'99999' is invalid/],
     [["clickhouse", "serve", "--fault-error-rate", "2"], /--fault-error-rate/],
     [["clickhouse", "start"], /unknown command 'start'/],
+    [["limits", "set", "--project", "p"], /give --file, one or more --limit, or --none/],
+    [["limits", "set", "--project", "p", "--none", "--file", "f.json"], /one of them/],
+    [["limits", "set", "--project", "p", "--limit", "bedrock/m:requests:1m=-1"], /--limit/],
+    [["limits", "set", "--project", "p", "--limit", "bedrock/m:calls:1m=60"], /dimension/],
+    [["limits", "list"], /required option '--project <id>'/],
+    [["pools", "set", "--project", "p", "--pool", "openai=chat"], /--pool/],
+    [["pools", "set", "--project", "p"], /give --file, one or more --pool, or --none/],
   ])("headroom %j", async (argv, message) => {
     const r = await cli(...argv);
     expect(r.code).toBe(2);

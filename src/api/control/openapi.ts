@@ -6,6 +6,10 @@ import {
   createdRule,
   createKeyBody,
   createProjectBody,
+  declaredLimitsBody,
+  declaredLimitsView,
+  declaredPoolsBody,
+  declaredPoolsView,
   keyList,
   projectList,
   projectView,
@@ -247,6 +251,42 @@ export function controlPaths() {
         params: ["rule_id"],
         answer: testSent,
         post: true,
+      }),
+    },
+    "/api/v1/projects/{project}/limits": {
+      get: op({
+        id: "getDeclaredLimits",
+        summary: "The limits the project declares for providers that state none",
+        who: MANAGE,
+        params: ["project"],
+        answer: declaredLimitsView,
+      }),
+      put: op({
+        id: "setDeclaredLimits",
+        summary:
+          "Replace the project's declared limits (at most 200; one per provider, model, pool, dimension and window)",
+        who: MANAGE,
+        params: ["project"],
+        body: declaredLimitsBody,
+        answer: declaredLimitsView,
+      }),
+    },
+    "/api/v1/projects/{project}/pools": {
+      get: op({
+        id: "getDeclaredPools",
+        summary: "The pools the project declares: the apps that share a provider's limit",
+        who: MANAGE,
+        params: ["project"],
+        answer: declaredPoolsView,
+      }),
+      put: op({
+        id: "setDeclaredPools",
+        summary:
+          "Replace the project's declared pools (at most 100, 1,000 apps in all; an app in one pool of a provider)",
+        who: MANAGE,
+        params: ["project"],
+        body: declaredPoolsBody,
+        answer: declaredPoolsView,
       }),
     },
     "/api/v1/audit": {

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import type { z } from "zod";
 import { AUDIT_ID } from "../../control/audit.js";
 import {
   auditQuery,
   createKeyBody,
   createProjectBody,
+  parseBody,
   rotateKeyBody,
   ruleBody,
   setPlanBody,
@@ -36,17 +36,8 @@ export interface ControlRoutesDeps {
 
 export const MANAGEMENT = ["admin", "manage"] as const;
 
-function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
-  const parsed = schema.safeParse(body ?? {});
-  if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.map((i) => ({
-    path: i.path.join(".") || "body",
-    message: i.message,
-  }));
-  throw new HttpError("invalid_body", issues.map((i) => `${i.path}: ${i.message}`).join("; "), {
-    issues,
-  });
-}
+/** PUT …/limits and …/pools: their largest valid bodies, pretty-printed, are under 128 KiB. */
+export const DECLARATIONS_BODY_LIMIT = 256 * 1024;
 
 const principal = (req: FastifyRequest): Principal => ({
   kind: "key",
@@ -159,6 +150,22 @@ const plugin: FastifyPluginAsync<ControlRoutesDeps> = async (app, deps) => {
       status: 200,
       body: await control.testRule(principal(req), req.params.rule_id),
     })),
+  );
+
+  // A project's declarations, replaced whole; the service checks the body (for the CLI too).
+  // Their largest valid bodies (200 limits, 1,000 pooled apps) are over BODY_LIMIT_BYTES' default.
+  const declared = { bodyLimit: DECLARATIONS_BODY_LIMIT };
+  app.get<{ Params: Params }>("/api/v1/projects/:project/limits", (req) =>
+    control.getLimits(principal(req), req.params.project),
+  );
+  app.put<{ Params: Params }>("/api/v1/projects/:project/limits", declared, (req) =>
+    control.setLimits(principal(req), req.params.project, req.body ?? {}),
+  );
+  app.get<{ Params: Params }>("/api/v1/projects/:project/pools", (req) =>
+    control.getPools(principal(req), req.params.project),
+  );
+  app.put<{ Params: Params }>("/api/v1/projects/:project/pools", declared, (req) =>
+    control.setPools(principal(req), req.params.project, req.body ?? {}),
   );
 
   app.get("/api/v1/audit", async (req) => {
