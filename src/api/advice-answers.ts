@@ -11,8 +11,10 @@ export const ADVICE_ANSWERS_TOTAL = 4_096;
 export interface AdviceAnswer {
   body: Buffer;
   etag: string;
-  /** What it was made from: the answer holds while this is the project's current one. */
+  /** What it was made from: the answer holds while this is the project's current one, */
   from: object;
+  /** and within the second it was made in (Unix s). */
+  second: number;
 }
 
 export interface AdviceAnswers {

@@ -12,11 +12,11 @@ import {
 // A project's pool views for advice, made once and judged for many asks (docs/pools.md). What a
 // verdict reads of a view — room, a window reset since its report, a pool gone stale, how used
 // it is — changes only when a window's reset time passes or a pool's newest report grows stale,
-// so the views made at `at` hold, for advice, until the first of those moments or the end of the
-// second (`until`; the second bounds how old an answer's `at` may be). Within that span an
-// answer made from them equals one made from fresh views at its own moment (advice.ts's
+// so the views made at `at` hold, for advice, until the first of those moments. Within that span
+// an answer made from them equals one made from fresh views at its own moment (advice.ts's
 // `advise`): only retry_after_ms counts from the moment, and it is computed for each answer.
-// Pools are indexed by provider and model, and ranked for alternatives once. Pure.
+// Burn rates are not read by advice: the views may be made without points. Pools are indexed by
+// provider and model, and ranked for alternatives, once. Pure.
 
 /** What deciding "go" for a pool needs, whatever is asked; null: never go (stale, no figures). */
 interface Floor {
@@ -66,7 +66,7 @@ export function adviceMoment(
   now: number,
   staleAfterMs: number,
 ): AdviceMoment {
-  let until = Math.floor(now / 1000) * 1000 + 1000;
+  let until = Number.POSITIVE_INFINITY;
   let through = Number.POSITIVE_INFINITY;
   const byModel = new Map<string, AdvisedPool[]>();
   const ranked: { pool: AdvisedPool; floor: Floor | null; used: number }[] = [];

@@ -1,5 +1,4 @@
 import { createHash } from "node:crypto";
-import { HISTORY_WINDOW_MS } from "../../alerts/burn-rate.js";
 import type { AdviceAsk } from "../../headroom/advice.js";
 import {
   type AdviceMoment,
@@ -28,9 +27,9 @@ import {
 // has it; at most one read at a time and one per `minReadGapMs` per project.
 //
 // What is made from a held copy is kept while it holds: its pools (once per copy), their views
-// (advice-moment.ts: until the second ends or a window's state changes) and the answers sent
-// (advice-answers.ts: per ask, as bytes with their ETag). An answer kept is the one made first in
-// its span, so its `at` is at most a second old and its retry_after_ms counts from that `at`.
+// (advice-moment.ts: until a window's state changes) and the answers sent (advice-answers.ts: per
+// ask and second, as bytes with their ETag). An answer kept is the first made in its second, so
+// its `at` is less than a second old, and its retry_after_ms counts from that `at`.
 
 export interface AdviceMemoryOptions {
   /** Projects held at most (the least recently asked dropped first). */
@@ -185,12 +184,15 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
   /** The views of the held copy's pools at `now`: those kept while they hold. */
   function momentOf(project: string, h: Held, now: number): AdviceMoment {
     if (h.moment && holdsAt(h.moment, now)) return h.moment;
-    h.pools ??= sortedPools(h.series);
+    // Without their points: advice reads no burn rate (advice-moment.ts).
+    h.pools ??= sortedPools(h.series).map((g) => ({
+      ...g,
+      series: { ...g.series, p: {}, wp: {} },
+    }));
     // No rules: a verdict is room against the ask, not a threshold; stale is the read API's.
-    const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
     h.moment = adviceMoment(
       h.pools.map((g) => ({
-        view: poolView(g, [], since, now, deps.staleAfterMs),
+        view: poolView(g, [], now, now, deps.staleAfterMs),
         lastSeen: g.series.ls,
       })),
       now,
@@ -207,14 +209,15 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
       const now = clock();
       const moment = momentOf(id, h, now);
       const key = askKey(ask);
+      const second = Math.floor(now / 1000);
       const kept = answers.get(id, key);
-      if (kept && kept.from === moment) return kept;
+      if (kept && kept.from === moment && kept.second === second) return kept;
       const body = Buffer.from(
         JSON.stringify({ at: new Date(now).toISOString(), ...adviseAt(moment, ask, now) }),
       );
       // The project is in the tag: equal bytes of two projects are two answers.
       const etag = `"${createHash("sha1").update(id).update("\0").update(body).digest("base64url")}"`;
-      const answer = { body, etag, from: moment };
+      const answer = { body, etag, from: moment, second };
       answers.set(id, key, answer);
       return answer;
     },
