@@ -54,8 +54,11 @@ interface Held {
 }
 
 export interface AdviceMemory {
-  /** The advice for the key's project at its moment, as sent: body and ETag. */
-  answer(project: KeyLookup, ask: AdviceAsk): Promise<AdviceAnswer>;
+  /**
+   * The advice for the key's project at its moment, as sent: body and ETag; at once from a held
+   * copy, after reading it for a project not held.
+   */
+  answer(project: KeyLookup, ask: AdviceAsk): AdviceAnswer | Promise<AdviceAnswer>;
   /** Projects held (for tests and metrics). */
   size(): number;
   /** Stops reading copies again (timers, the versions' listener). */
@@ -166,14 +169,10 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
     if (h && clock() - h.askedAt < opts.prefetchForMs && !current(project, h)) refresh(project);
   });
 
-  async function heldCopy(project: string, now: number): Promise<Held> {
+  /** The project's held copy, made the most recently asked (the first dropped is the least). */
+  function asked(project: string, now: number): Held | undefined {
     const h = held.get(project);
-    if (!h) {
-      const fresh = { ...(await read(project)), askedAt: now };
-      keep(project, fresh);
-      return fresh;
-    }
-    // Most recently asked last: the first dropped is the least recently asked.
+    if (!h) return undefined;
     held.delete(project);
     held.set(project, h);
     h.askedAt = now;
@@ -202,24 +201,35 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
     return h.moment;
   }
 
+  /** The answer from a held copy: the one kept for this ask and second, else made. */
+  function answerFrom(project: string, h: Held, ask: AdviceAsk): AdviceAnswer {
+    const now = clock();
+    const moment = momentOf(project, h, now);
+    const key = askKey(ask);
+    const second = Math.floor(now / 1000);
+    const kept = answers.get(project, key);
+    if (kept && kept.from === moment && kept.second === second) return kept;
+    const body = Buffer.from(
+      JSON.stringify({ at: new Date(now).toISOString(), ...adviseAt(moment, ask, now) }),
+    );
+    // The project is in the tag: equal bytes of two projects are two answers.
+    const etag = `"${createHash("sha1").update(project).update("\0").update(body).digest("base64url")}"`;
+    const answer = { body, etag, from: moment, second };
+    answers.set(project, key, answer);
+    return answer;
+  }
+
   return {
-    async answer(project, ask) {
+    answer(project, ask) {
       const id = project.projectId;
-      const h = await heldCopy(id, clock());
-      const now = clock();
-      const moment = momentOf(id, h, now);
-      const key = askKey(ask);
-      const second = Math.floor(now / 1000);
-      const kept = answers.get(id, key);
-      if (kept && kept.from === moment && kept.second === second) return kept;
-      const body = Buffer.from(
-        JSON.stringify({ at: new Date(now).toISOString(), ...adviseAt(moment, ask, now) }),
-      );
-      // The project is in the tag: equal bytes of two projects are two answers.
-      const etag = `"${createHash("sha1").update(id).update("\0").update(body).digest("base64url")}"`;
-      const answer = { body, etag, from: moment, second };
-      answers.set(id, key, answer);
-      return answer;
+      const h = asked(id, clock());
+      if (h) return answerFrom(id, h, ask);
+      // The project's first ask: its copy is read first.
+      return read(id).then((fresh) => {
+        const h = held.get(id) ?? { ...fresh, askedAt: clock() };
+        if (h !== held.get(id)) keep(id, h);
+        return answerFrom(id, h, ask);
+      });
     },
     size: () => held.size,
     close() {

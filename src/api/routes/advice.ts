@@ -1,6 +1,7 @@
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { parseQuery } from "../params.js";
+import type { AdviceAnswer } from "../advice-answers.js";
 import type { AdviceMemory } from "../queries/advice.js";
 import { adviceQuery } from "../schemas/advice.js";
 
@@ -17,14 +18,20 @@ export const ADVICE_MAX_AGE_S = 1;
 const CACHE_CONTROL = `private, max-age=${ADVICE_MAX_AGE_S}`;
 
 export const adviceRoutes: FastifyPluginAsync<{ memory: AdviceMemory }> = async (app, deps) => {
-  app.get("/api/v1/advice", async (req, reply) => {
-    const q = parseQuery(adviceQuery, req.query);
-    const { body, etag } = await deps.memory.answer(req.project as KeyLookup, q);
+  const send = (req: FastifyRequest, reply: FastifyReply, { body, etag }: AdviceAnswer): void => {
     reply
       .header("cache-control", CACHE_CONTROL)
       .header("etag", etag)
       .header("vary", "authorization");
-    if (req.headers["if-none-match"] === etag) return reply.code(304).send();
-    return reply.type("application/json; charset=utf-8").send(body);
+    if (req.headers["if-none-match"] === etag) reply.code(304).send();
+    else reply.type("application/json; charset=utf-8").send(body);
+  };
+  // Not async: an answer from a held copy is sent without a promise (sent, the handler returns
+  // nothing; Fastify sends nothing more).
+  app.get("/api/v1/advice", (req, reply) => {
+    const q = parseQuery(adviceQuery, req.query);
+    const answer = deps.memory.answer(req.project as KeyLookup, q);
+    if (answer instanceof Promise) return answer.then((a) => send(req, reply, a));
+    send(req, reply, answer);
   });
 };
