@@ -1,7 +1,8 @@
 // Advice answers as sent (body and ETag), kept per project and ask while the views they were
 // made from hold (queries/advice.ts): many clients asking the same thing within a second cost one
-// answer. Bounded per project and in all, least recently asked dropped first, so that one
-// tenant's many distinct asks (every `tokens` value, made-up models) push out only its own.
+// answer. Bounded per project and in all, the least recently asked project's oldest answer
+// dropped first, so that one tenant's many distinct asks (every `tokens` value, made-up models)
+// push out only its own.
 
 /** Answers a project keeps at most. */
 export const ADVICE_ANSWERS_PER_PROJECT = 64;
@@ -35,11 +36,16 @@ export function createAdviceAnswers(
   // Both in order of use, least recent first.
   const projects = new Map<string, Map<string, AdviceAnswer>>();
   let count = 0;
+  /** The project used last: already last in `projects`. */
+  let last: string | undefined;
 
   const dropOldest = (project: string, kept: Map<string, AdviceAnswer>) => {
     kept.delete(kept.keys().next().value as string);
     count--;
-    if (kept.size === 0) projects.delete(project);
+    if (kept.size === 0) {
+      projects.delete(project);
+      if (last === project) last = undefined;
+    }
   };
 
   return {
@@ -47,10 +53,13 @@ export function createAdviceAnswers(
       const kept = projects.get(project);
       const answer = kept?.get(ask);
       if (!kept || !answer) return undefined;
-      projects.delete(project);
-      projects.set(project, kept);
-      kept.delete(ask);
-      kept.set(ask, answer);
+      // Projects in order of use; a project's answers in order of making (each is made again
+      // every second it is asked in, so that is nearly the order of use, without a move per hit).
+      if (project !== last) {
+        projects.delete(project);
+        projects.set(project, kept);
+        last = project;
+      }
       return answer;
     },
     set(project, ask, answer) {
@@ -72,12 +81,14 @@ export function createAdviceAnswers(
       kept.set(ask, answer);
       count++;
       projects.set(project, kept);
+      last = project;
     },
     drop(project) {
       const kept = projects.get(project);
       if (!kept) return;
       count -= kept.size;
       projects.delete(project);
+      if (last === project) last = undefined;
     },
     size(project) {
       return project === undefined ? count : (projects.get(project)?.size ?? 0);

@@ -103,8 +103,12 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
     return { version: null, series: await projectSeries(deps, project, readAt), readAt };
   }
 
+  /** The project asked last: already last in `held`. */
+  let lastAsked: string | undefined;
+
   function keep(project: string, h: Held): void {
     held.delete(project);
+    lastAsked = project;
     if (held.size >= opts.maxProjects) {
       const oldest = held.keys().next().value as string;
       held.delete(oldest);
@@ -173,8 +177,11 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
   function asked(project: string, now: number): Held | undefined {
     const h = held.get(project);
     if (!h) return undefined;
-    held.delete(project);
-    held.set(project, h);
+    if (project !== lastAsked) {
+      held.delete(project);
+      held.set(project, h);
+      lastAsked = project;
+    }
     h.askedAt = now;
     if (!current(project, h)) refresh(project);
     return h;
