@@ -220,6 +220,16 @@ describe("GET /api/v1/usage?group_by=pool", () => {
     expect(lines.filter((l) => l.includes(",label,openai-shared,"))).toHaveLength(2);
   });
 
+  it("answers the polled last 24 h by pool as it answers the range", async () => {
+    const ranged = await usage(keys.read, "group_by=pool&model=gpt-4o");
+    const res = await s.get("/api/v1/usage?window=minute&group_by=pool&model=gpt-4o", keys.read);
+    expect(res.statusCode, res.body).toBe(200);
+    const polled = (res.json() as { points: Point[] }).points.filter(
+      (p) => Date.parse(p.bucket) >= M1 && Date.parse(p.bucket) <= M2,
+    );
+    expect(polled).toEqual(ranged.points);
+  });
+
   it("keeps the default answer unchanged: no pool fields without group_by=pool", async () => {
     const u = await usage(keys.read, "model=gpt-4o");
     expect(u.group_by).toEqual([]);
