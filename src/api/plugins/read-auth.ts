@@ -17,6 +17,9 @@ export interface ReadAuthDeps extends AuthDeps {
 
 const plugin: FastifyPluginAsync<ReadAuthDeps> = async (app, deps) => {
   const authenticate = createAuthenticate({ ...deps, keyName: "read key" });
+  // Declared once on every request (the read and advice scopes share it): setting it per request
+  // keeps the request object's shape.
+  if (!app.hasRequestDecorator("project")) app.decorateRequest("project", undefined);
   const scopes = deps.scopes ?? "read";
   const admit = (req: FastifyRequest, lookup: KeyLookup): undefined | Promise<void> => {
     requireScope(lookup, scopes);
