@@ -42,6 +42,8 @@ const { values } = parseArgs({
     // while ingest runs at --rate; 0 readers skips it.
     "advice-readers": { type: "string", default: "200" },
     "advice-rate": { type: "string", default: "2000" },
+    // "advice": the advice run and its ceiling only (no ingest alone, no /headroom readers).
+    only: { type: "string", default: "" },
     // CPU profile of the read API (node --cpu-prof) in <out>/profiles/api.
     profile: { type: "boolean", default: false },
     // What the readers accept, as a browser asks; "" for uncompressed answers.
@@ -79,6 +81,15 @@ if (values.client !== "node" && !(values.client === "wrk" && values.model === "c
 const advice = { readers: Number(values["advice-readers"]), rate: Number(values["advice-rate"]) };
 if (!Number.isInteger(advice.readers) || advice.readers < 0 || !(advice.rate > 0)) {
   process.stderr.write("--advice-readers: a whole number (0: none); --advice-rate: above 0\n");
+  process.exit(2);
+}
+const adviceOnly = values.only === "advice";
+if (values.only !== "" && !adviceOnly) {
+  process.stderr.write("--only: advice (or not given), please\n");
+  process.exit(2);
+}
+if (adviceOnly && advice.readers === 0) {
+  process.stderr.write("--only advice needs --advice-readers above 0\n");
   process.exit(2);
 }
 const touchEveryMs = Number(values["touch-every-ms"]);
@@ -199,8 +210,6 @@ await runCommand(log, async (cleanup) => {
       ...stack.redisPids(),
     });
 
-  log(`ingest alone: ${opts.rate}/s for ${opts.durationS} s`);
-  const aloneCpu = meter();
   // The touches run in both runs: ingest with readers is compared with the same load without.
   const touch = () =>
     touchEveryMs > 0
@@ -210,37 +219,6 @@ await runCommand(log, async (cleanup) => {
           everyMs: touchEveryMs,
         })
       : Promise.resolve({ inserts: 0, rows: 0, failed: 0 });
-  const [alone] = await Promise.all([ingest("ra", ingestKeys.alone), touch()]);
-  const aloneCores = aloneCpu.read().cores;
-  log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
-
-  log(
-    `ingest with ${opts.readers} readers (${values.model}): ${opts.rate}/s for ${opts.durationS} s`,
-  );
-  // The freshness probe's project is one of the phase's (`bench-rb-…`), so that its reports are
-  // counted among the phase's stored rows, as the edge counts them among those it enqueued.
-  const probe = {
-    report: (
-      await keyStore.create("bench-rb-probe", { plan: "unlimited", defaultPlan: "unlimited" })
-    ).key,
-    read: (await keyStore.create("bench-rb-probe", { defaultPlan: "unlimited", scope: "read" }))
-      .key,
-  };
-  // Dashboards that poll find their answers cached: one cold request per project and endpoint
-  // first (timed apart), as a steady state of polling has them.
-  const warmStarted = performance.now();
-  await Promise.all(
-    readKeys.flatMap((key) =>
-      READ_TARGETS.map(async (t) => {
-        const res = await fetch(`${apiUrl}${t.path}`, {
-          headers: { authorization: `Bearer ${key}` },
-        });
-        await res.arrayBuffer();
-      }),
-    ),
-  );
-  const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
-  log(`  cold: one request per project and endpoint answered in ${coldS} s`);
   const readersSpec: ReadersSpec = {
     url: apiUrl,
     keys: readKeys,
@@ -251,36 +229,79 @@ await runCommand(log, async (cleanup) => {
     decodeEvery: opts.decodeEvery,
     model: values.model as "closed" | "dashboards",
   };
-  const readersCpu = meter();
-  const [withReaders, reads, freshness, touched] = await Promise.all([
-    ingest("rb", ingestKeys.readers),
-    values.client === "wrk"
-      ? runWrkReaders(readersSpec, stack.dir, cleanup)
-      : runReadersProcess(readersSpec, cleanup),
-    probeFreshness({
-      edgeUrl: (edges[0] as { url: string }).url,
-      apiUrl,
-      reportKey: probe.report,
-      readKey: probe.read,
-      durationS: opts.durationS,
-    }),
-    touch(),
-  ]);
-  const readersCores = readersCpu.read().cores;
-  log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
-  log(
-    `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
-  );
-  for (const [name, r] of Object.entries(reads.byEndpoint)) {
-    log(
-      `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
-    );
-  }
-  log(
-    `  readers' projects touched: ${touched.rows} reports in ${touched.inserts} inserts, ${touched.failed} failed`,
-  );
-  log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
-  log(`  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`);
+  // The /headroom and /usage runs (ingest alone, then beside readers); `--only advice` skips them.
+  const runs = adviceOnly
+    ? null
+    : await (async () => {
+        log(`ingest alone: ${opts.rate}/s for ${opts.durationS} s`);
+        const aloneCpu = meter();
+        const [alone] = await Promise.all([ingest("ra", ingestKeys.alone), touch()]);
+        const aloneCores = aloneCpu.read().cores;
+        log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
+
+        log(
+          `ingest with ${opts.readers} readers (${values.model}): ${opts.rate}/s for ${opts.durationS} s`,
+        );
+        // The freshness probe's project is one of the phase's (`bench-rb-…`), so that its reports are
+        // counted among the phase's stored rows, as the edge counts them among those it enqueued.
+        const probe = {
+          report: (
+            await keyStore.create("bench-rb-probe", { plan: "unlimited", defaultPlan: "unlimited" })
+          ).key,
+          read: (
+            await keyStore.create("bench-rb-probe", { defaultPlan: "unlimited", scope: "read" })
+          ).key,
+        };
+        // Dashboards that poll find their answers cached: one cold request per project and endpoint
+        // first (timed apart), as a steady state of polling has them.
+        const warmStarted = performance.now();
+        await Promise.all(
+          readKeys.flatMap((key) =>
+            READ_TARGETS.map(async (t) => {
+              const res = await fetch(`${apiUrl}${t.path}`, {
+                headers: { authorization: `Bearer ${key}` },
+              });
+              await res.arrayBuffer();
+            }),
+          ),
+        );
+        const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
+        log(`  cold: one request per project and endpoint answered in ${coldS} s`);
+        const readersCpu = meter();
+        const [withReaders, reads, freshness, touched] = await Promise.all([
+          ingest("rb", ingestKeys.readers),
+          values.client === "wrk"
+            ? runWrkReaders(readersSpec, stack.dir, cleanup)
+            : runReadersProcess(readersSpec, cleanup),
+          probeFreshness({
+            edgeUrl: (edges[0] as { url: string }).url,
+            apiUrl,
+            reportKey: probe.report,
+            readKey: probe.read,
+            durationS: opts.durationS,
+          }),
+          touch(),
+        ]);
+        const readersCores = readersCpu.read().cores;
+        log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
+        log(
+          `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
+        );
+        for (const [name, r] of Object.entries(reads.byEndpoint)) {
+          log(
+            `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
+          );
+        }
+        log(
+          `  readers' projects touched: ${touched.rows} reports in ${touched.inserts} inserts, ${touched.failed} failed`,
+        );
+        log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
+        log(
+          `  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`,
+        );
+
+        return { alone, aloneCores, withReaders, reads, freshness, touched, readersCores, coldS };
+      })();
 
   // Issue 44: advice asked by many clients at a fixed rate in all, while ingest runs; and how soon
   // an advice answer reflects a report (the freshness probe, on advice).
@@ -348,20 +369,26 @@ await runCommand(log, async (cleanup) => {
   }
 
   // Ingest has stopped: the API and a bare route sending the same bytes, each alone.
-  log(`/api/v1/headroom against a bare route sending its bytes: wrk, ${opts.readers} connections`);
-  const headroomCeiling = await measureHeadroomCeiling(
-    {
-      apiUrl,
-      apiPid: api.pid,
-      keys: readKeys,
-      dir: stack.dir,
-      connections: opts.readers,
-      durationS: opts.durationS,
-      warmupS: 3,
-      acceptEncoding: values["accept-encoding"] as string,
-    },
-    cleanup,
-  );
+  const headroomCeiling = runs
+    ? await (async () => {
+        log(
+          `/api/v1/headroom against a bare route sending its bytes: wrk, ${opts.readers} connections`,
+        );
+        return measureHeadroomCeiling(
+          {
+            apiUrl,
+            apiPid: api.pid,
+            keys: readKeys,
+            dir: stack.dir,
+            connections: opts.readers,
+            durationS: opts.durationS,
+            warmupS: 3,
+            acceptEncoding: values["accept-encoding"] as string,
+          },
+          cleanup,
+        );
+      })()
+    : null;
   let adviceCeiling: Awaited<ReturnType<typeof measureHeadroomCeiling>> | null = null;
   if (adviceRun) {
     log(`/api/v1/advice against a bare route sending its bytes: wrk, ${opts.readers} connections`);
@@ -382,7 +409,7 @@ await runCommand(log, async (cleanup) => {
     );
   }
   const figures = [
-    ...readFigures(headroomCeiling, reads, opts.rate),
+    ...(runs && headroomCeiling ? readFigures(headroomCeiling, runs.reads, opts.rate) : []),
     ...(adviceRun && adviceCeiling
       ? adviceFigures(adviceCeiling, adviceRun.reads, adviceRun.freshness, {
           ingest: opts.rate,
@@ -403,6 +430,7 @@ await runCommand(log, async (cleanup) => {
       touchEveryMs,
       adviceReaders: advice.readers,
       adviceRate: advice.rate,
+      only: values.only || null,
     },
     settings: {
       ...stack.settings,
@@ -413,22 +441,22 @@ await runCommand(log, async (cleanup) => {
     },
     seed,
     hotRefillS: refillS,
-    coldS,
-    ingestAlone: {
-      sustainedPerSec: alone.sustainedPerSec,
-      storedPerSec: alone.storedPerSec,
-      lagMs: alone.lagMs,
+    coldS: runs?.coldS ?? null,
+    ingestAlone: runs && {
+      sustainedPerSec: runs.alone.sustainedPerSec,
+      storedPerSec: runs.alone.storedPerSec,
+      lagMs: runs.alone.lagMs,
     },
-    ingestWithReaders: {
-      sustainedPerSec: withReaders.sustainedPerSec,
-      storedPerSec: withReaders.storedPerSec,
-      lagMs: withReaders.lagMs,
+    ingestWithReaders: runs && {
+      sustainedPerSec: runs.withReaders.sustainedPerSec,
+      storedPerSec: runs.withReaders.storedPerSec,
+      lagMs: runs.withReaders.lagMs,
     },
-    reads,
-    freshness,
-    touched,
+    reads: runs?.reads ?? null,
+    freshness: runs?.freshness ?? null,
+    touched: runs?.touched ?? null,
     // Cores used on average (the API, this process with the readers, the stack, the machine).
-    cpuCores: { ingestAlone: aloneCores, withReaders: readersCores },
+    cpuCores: runs && { ingestAlone: runs.aloneCores, withReaders: runs.readersCores },
     headroomCeiling,
     advice: adviceRun ? { ...adviceRun, ceiling: adviceCeiling } : null,
     figures,

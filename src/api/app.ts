@@ -63,6 +63,10 @@ export interface ApiDeps {
 const ADVICE_MAX_PROJECTS = 10_000;
 /** Without pushed versions, advice reads a project's copy again when it is older than this. */
 const ADVICE_MAX_AGE_MS = 500;
+/** Advice reads a project's copy again at most this often (a report shows within it, and a read). */
+const ADVICE_READ_GAP_MS = 250;
+/** A pushed version reads the copy again at once for a project advice was asked of this lately. */
+const ADVICE_PREFETCH_MS = 60_000;
 
 export function buildApiApp(deps: ApiDeps): FastifyInstance {
   const { config, store, now } = deps;
@@ -126,8 +130,14 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       deriveWindows: deps.deriveWindows,
       now,
     },
-    { maxProjects: ADVICE_MAX_PROJECTS, maxAgeMs: ADVICE_MAX_AGE_MS },
+    {
+      maxProjects: ADVICE_MAX_PROJECTS,
+      maxAgeMs: ADVICE_MAX_AGE_MS,
+      minReadGapMs: ADVICE_READ_GAP_MS,
+      prefetchForMs: ADVICE_PREFETCH_MS,
+    },
   );
+  app.addHook("onClose", async () => advice.close());
   app.register(async (v1) => {
     v1.register(readAuth, {
       lookupKey: deps.lookupKey,

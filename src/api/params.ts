@@ -59,15 +59,18 @@ export const time = single(
   .transform((t) => Date.parse(t))
   .refine((t) => t >= EARLIEST && t < LATEST, "expected a time from 2000 to 2099");
 
-/** `group_by=provider,model` or repeated: each of provider, model, app at most once. */
-export const groupBy = z
-  .union([z.string(), z.array(z.string())])
-  .transform((v) => (Array.isArray(v) ? v : [v]).flatMap((s) => s.split(",")).map((s) => s.trim()))
-  .pipe(
-    z.array(z.enum(SERIES_FIELDS, { error: (i) => `unknown group_by field "${String(i.input)}"` })),
-  )
-  .refine((fields) => new Set(fields).size === fields.length, "a field is named twice")
-  .optional();
+/** `group_by=provider,model` or repeated: each of `fields` (provider, model, app) at most once. */
+export const groupByOf = <const T extends readonly [string, ...string[]]>(fields: T) =>
+  z
+    .union([z.string(), z.array(z.string())])
+    .transform((v) =>
+      (Array.isArray(v) ? v : [v]).flatMap((s) => s.split(",")).map((s) => s.trim()),
+    )
+    .pipe(z.array(z.enum(fields, { error: (i) => `unknown group_by field "${String(i.input)}"` })))
+    .refine((f) => new Set(f).size === f.length, "a field is named twice")
+    .optional();
+
+export const groupBy = groupByOf(SERIES_FIELDS);
 
 export const limit = (max: number, fallback: number) =>
   single(

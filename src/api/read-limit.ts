@@ -18,7 +18,8 @@ export interface ReadLimitOptions {
   now?: () => number;
 }
 
-export type ReadLimit = (lookup: KeyLookup) => Promise<void>;
+/** Passes at once (undefined) with a token in hand; else a promise, rejected when refused. */
+export type ReadLimit = (lookup: KeyLookup) => undefined | Promise<void>;
 
 /** Tokens taken at once, as a share of the per-second rate (at least one). */
 export const READ_TAKE_SHARE = 0.25;
@@ -33,8 +34,7 @@ export function createReadLimit({ take, ratePerS, burst, now }: ReadLimitOptions
     holdMs: READ_HOLD_MS,
     now,
   });
-  return async (lookup) => {
-    if (allowance.takeInHand(lookup.keyId, limit)) return;
+  const takeOne = async (lookup: KeyLookup) => {
     let refusal: Awaited<ReturnType<typeof allowance.take>>;
     try {
       refusal = await allowance.take(lookup.keyId, limit);
@@ -48,4 +48,5 @@ export function createReadLimit({ take, ratePerS, burst, now }: ReadLimitOptions
       headers: limitHeaders(ratePerS, state),
     });
   };
+  return (lookup) => (allowance.takeInHand(lookup.keyId, limit) ? undefined : takeOne(lookup));
 }

@@ -327,6 +327,65 @@ function reportPools(ctx: MigrationContext): string[] {
   ];
 }
 
+/** The pool rollups (POOL_ROLLUPS), by `bucket` of time as the reports' rollups. */
+export const POOL_ROLLUPS = [
+  {
+    name: "report_pools_minute",
+    bucketType: "DateTime('UTC')",
+    bucket: "toStartOfMinute(timestamp)",
+  },
+  { name: "report_pools_daily", bucketType: "Date", bucket: "toDate(timestamp)" },
+];
+
+/**
+ * A report's pool key as src/report/pool-key.ts makes it (poolKeyOf): 'a:' and the account's hash
+ * when its provider named one, else 'l:' and the client's label, else '' (its app alone).
+ */
+const POOL_KEY =
+  "multiIf(ifNull(account, '') != '', concat('a:', assumeNotNull(account)), ifNull(pool, '') != '', concat('l:', assumeNotNull(pool)), '')";
+
+/** What a pool rollup holds of `source`'s reports. */
+function poolRollupSelect(bucketExpr: string, source: string): string {
+  return `SELECT project_id, provider, model, app, ${bucketExpr} AS bucket,
+      argMaxState(${POOL_KEY}, (timestamp, report_id)) AS pool_key
+    FROM ${source}
+    GROUP BY project_id, provider, model, app, bucket`;
+}
+
+/**
+ * Which pool each series drew on, per bucket (issue 44: /usage grouped by pool): the pool key of
+ * its newest report in the bucket, so a series that moved to another pool counts in its old one
+ * before and in its new one after, as the reports said. /usage joins it to the rollups. A report
+ * inserted twice, or a backfill that overlaps the view, changes no argMax. The backfill reads the
+ * reports stored before (those before migration 11 have no account or label: their app's pool).
+ */
+function poolRollups(ctx: MigrationContext): string[] {
+  return POOL_ROLLUPS.flatMap(({ name, bucketType, bucket }) => [
+    `CREATE TABLE IF NOT EXISTS ${stored(ctx, name)}${onCluster(ctx)} (
+      project_id LowCardinality(String),
+      provider LowCardinality(String),
+      model LowCardinality(String),
+      app LowCardinality(String),
+      bucket ${bucketType},
+      pool_key AggregateFunction(argMax, String, Tuple(DateTime64(3, 'UTC'), UUID))
+    ) ENGINE = ${engine(ctx, "AggregatingMergeTree", name)}
+    PARTITION BY toYYYYMM(bucket)
+    ORDER BY (project_id, provider, model, app, bucket)
+    TTL toDateTime(bucket) + INTERVAL ${ctx.retentionDays} DAY
+    SETTINGS ${dedup(ctx)}`,
+    ...distributedFront(ctx, name),
+    `CREATE MATERIALIZED VIEW IF NOT EXISTS ${ctx.db}.${name}_mv${onCluster(ctx)} TO ${stored(ctx, name)} AS
+    ${poolRollupSelect(bucket, stored(ctx, "reports"))}`,
+  ]);
+}
+
+function poolRollupsBackfill(ctx: MigrationContext): string[] {
+  return POOL_ROLLUPS.map(
+    ({ name, bucket }) =>
+      `INSERT INTO ${stored(ctx, name)} ${poolRollupSelect(bucket, stored(ctx, "reports"))}`,
+  );
+}
+
 export const MIGRATIONS: Migration[] = [
   {
     // model is '' when the client could not see it (the contract never allows '' as a model);
@@ -506,6 +565,12 @@ export const MIGRATIONS: Migration[] = [
     version: 11,
     name: "report_pools",
     statements: (ctx) => reportPools(ctx),
+  },
+  {
+    version: 12,
+    name: "pool_rollups",
+    statements: (ctx) => poolRollups(ctx),
+    backfill: (ctx) => poolRollupsBackfill(ctx),
   },
 ];
 

@@ -25,6 +25,8 @@ export const RETENTION_TABLES: RetentionTable[] = [
   { name: "reports_daily", column: "bucket", dropParts: true },
   { name: "report_windows_minute", column: "bucket", dropParts: true },
   { name: "report_windows_daily", column: "bucket", dropParts: true },
+  { name: "report_pools_minute", column: "bucket", dropParts: true },
+  { name: "report_pools_daily", column: "bucket", dropParts: true },
   { name: "alert_events", column: "at", dropParts: true },
   { name: "latest_limits", column: "last_seen", dropParts: false },
 ];

@@ -60,15 +60,30 @@ export interface Judgement {
   windows: JudgedWindow[];
 }
 
+/** What a window of `dimension` counts of an ask: requests, tokens, or nothing (credits). */
+export function askedOf(dimension: string): "requests" | "tokens" | null {
+  if (dimension === "requests") return "requests";
+  if (dimension === "tokens" || dimension.endsWith("_tokens")) return "tokens";
+  return null;
+}
+
 /**
  * What a window of `dimension` is asked for: requests count requests, token windows tokens (a
  * call spends one of each at least); other dimensions (credits) are not judged.
  */
 function neededBy(dimension: string, ask: Pick<AdviceAsk, "requests" | "tokens">): number {
-  if (dimension === "requests") return Math.max(ask.requests, 1);
-  if (dimension === "tokens" || dimension.endsWith("_tokens")) return Math.max(ask.tokens, 1);
-  return 0;
+  const asked = askedOf(dimension);
+  return asked === null ? 0 : Math.max(ask[asked], 1);
 }
+
+/** The windows a pool is judged by: its windows, or for a copy kept before windows, its metrics. */
+export const judgedWindows = (pool: AdvisedPool) =>
+  pool.windows.length > 0
+    ? pool.windows
+    : [
+        { ...pool.requests, dimension: "requests", window: null },
+        { ...pool.tokens, dimension: "tokens", window: null },
+      ];
 
 /** A pool's windows (or, for a copy kept before windows, its requests and tokens) judged. */
 export function judgePool(
@@ -76,15 +91,8 @@ export function judgePool(
   ask: Pick<AdviceAsk, "requests" | "tokens">,
   now: number,
 ): Judgement {
-  const source =
-    pool.windows.length > 0
-      ? pool.windows
-      : [
-          { ...pool.requests, dimension: "requests", window: null },
-          { ...pool.tokens, dimension: "tokens", window: null },
-        ];
   const windows: JudgedWindow[] = [];
-  for (const w of source) {
+  for (const w of judgedWindows(pool)) {
     const needed = neededBy(w.dimension, ask);
     // A window of another dimension is not judged; one reset since its report has room.
     const room =
@@ -141,7 +149,7 @@ export function judgePool(
 }
 
 /** The most used % of a pool's judged windows (0 when none states one). */
-const usedPct = (pool: AdvisedPool) =>
+export const usedPct = (pool: AdvisedPool) =>
   Math.max(
     0,
     ...(pool.windows.length > 0 ? pool.windows : [pool.requests, pool.tokens])
@@ -170,6 +178,24 @@ export const MAX_ALTERNATIVES = 5;
  */
 export function advise(pools: AdvisedPool[], ask: AdviceAsk, now: number) {
   const asked = poolsAsked(pools, ask);
+  const alternatives = pools
+    .filter((p) => !asked.includes(p) && judgePool(p, ask, now).verdict === "go")
+    .map((p) => ({ p, same: p.provider === ask.provider ? 0 : 1, used: usedPct(p) }))
+    .sort((a, b) => a.same - b.same || a.used - b.used || (a.p.pool < b.p.pool ? -1 : 1))
+    .slice(0, MAX_ALTERNATIVES)
+    .map(({ p }) => p);
+  return adviceOf(asked, alternatives, ask, now);
+}
+
+export type Advice = ReturnType<typeof adviceOf>;
+
+/** The answer from the pools asked and the alternatives chosen (best first). */
+export function adviceOf(
+  asked: AdvisedPool[],
+  alternatives: AdvisedPool[],
+  ask: AdviceAsk,
+  now: number,
+) {
   const rank = (j: Judgement) =>
     j.verdict === "wait" ? 2e15 + (j.retry_after_ms ?? 0) : j.verdict === "unknown" ? 1e15 : 0;
   let pool: AdvisedPool | null = null;
@@ -187,18 +213,6 @@ export function advise(pools: AdvisedPool[], ask: AdviceAsk, now: number) {
       judgement = j;
     }
   }
-  const alternatives = pools
-    .filter((p) => !asked.includes(p) && judgePool(p, ask, now).verdict === "go")
-    .map((p) => ({ p, same: p.provider === ask.provider ? 0 : 1, used: usedPct(p) }))
-    .sort((a, b) => a.same - b.same || a.used - b.used || (a.p.pool < b.p.pool ? -1 : 1))
-    .slice(0, MAX_ALTERNATIVES)
-    .map(({ p, used }) => ({
-      provider: p.provider,
-      model: p.model,
-      pool: p.pool,
-      label: p.label,
-      used_pct: used,
-    }));
   return {
     ...judgement,
     pool:
@@ -210,6 +224,12 @@ export function advise(pools: AdvisedPool[], ask: AdviceAsk, now: number) {
             label: pool.label,
             members: pool.members.map((m) => m.app),
           },
-    alternatives,
+    alternatives: alternatives.map((p) => ({
+      provider: p.provider,
+      model: p.model,
+      pool: p.pool,
+      label: p.label,
+      used_pct: usedPct(p),
+    })),
   };
 }

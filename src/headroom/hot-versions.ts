@@ -21,6 +21,11 @@ export interface HotVersions {
   track(project: string): void;
   /** A snapshot's version, kept when newer than the one kept (null: none to keep). */
   read(project: string, version: string | null): void;
+  /**
+   * Calls `listener` when a push moves a tracked project's version (advice reads its copy again
+   * then, before it is asked); returns what stops it.
+   */
+  onMoved(listener: (project: string) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -34,6 +39,7 @@ export async function createHotVersions(
   opts: { maxProjects: number; onError?: (err: Error) => void },
 ): Promise<HotVersions> {
   const versions = new Map<string, string | typeof PENDING>();
+  const listeners = new Set<(project: string) => void>();
   let live = false;
   let closing = false;
 
@@ -47,9 +53,11 @@ export async function createHotVersions(
     }
     if (pushed === null || typeof pushed !== "object") return;
     for (const [project, version] of Object.entries(pushed)) {
-      if (!versions.has(project)) continue;
+      const kept = versions.get(project);
+      if (kept === undefined || kept === version) continue;
       if (typeof version === "string") versions.set(project, version);
       else versions.delete(project);
+      for (const listener of listeners) listener(project);
     }
   });
   // Pushes made while the connection was down are lost: forget every version until subscribed
@@ -85,8 +93,13 @@ export async function createHotVersions(
       const kept = versions.get(project);
       if (kept === PENDING || Number(version) > Number(kept)) versions.set(project, version);
     },
+    onMoved(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     async close() {
       closing = true;
+      listeners.clear();
       live = false;
       versions.clear();
       subscriber.disconnect();

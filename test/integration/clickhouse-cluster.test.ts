@@ -163,6 +163,16 @@ describe("cluster DDL on the embedded engine", () => {
         replica_name: "r1",
       },
       {
+        table: "report_pools_daily_local",
+        zookeeper_path: path("report_pools_daily_local"),
+        replica_name: "r1",
+      },
+      {
+        table: "report_pools_minute_local",
+        zookeeper_path: path("report_pools_minute_local"),
+        replica_name: "r1",
+      },
+      {
         table: "report_windows_daily_local",
         zookeeper_path: path("report_windows_daily_local"),
         replica_name: "r1",
@@ -202,6 +212,8 @@ describe("cluster DDL on the embedded engine", () => {
     expect(tables).toEqual([
       { name: "alert_events", engine_full: over("alert_events", "cityHash64(event_id)") },
       { name: "latest_limits", engine_full: over("latest_limits") },
+      { name: "report_pools_daily", engine_full: over("report_pools_daily") },
+      { name: "report_pools_minute", engine_full: over("report_pools_minute") },
       {
         name: "report_windows_daily",
         engine_full: over("report_windows_daily", "cityHash64(project_id)"),

@@ -110,6 +110,8 @@ describe("cluster DDL: storage tables", () => {
       "alert_events_local",
       "report_windows_minute_local",
       "report_windows_daily_local",
+      "report_pools_minute_local",
+      "report_pools_daily_local",
     ]);
     for (const { m } of storage.slice(1)) {
       const [name, engine, engineArgs = ""] = [m[1], m[2], m[3]];
@@ -192,6 +194,8 @@ describe("cluster DDL: Distributed tables", () => {
       // rederive-windows inserts a day of them made again through the front.
       report_windows_minute: "cityHash64(project_id)",
       report_windows_daily: "cityHash64(project_id)",
+      report_pools_minute: null,
+      report_pools_daily: null,
     });
   });
 
@@ -210,6 +214,8 @@ describe("cluster DDL: views", () => {
       "latest_limits_mv",
       "report_windows_minute_mv",
       "report_windows_daily_mv",
+      "report_pools_minute_mv",
+      "report_pools_daily_mv",
     ]);
     for (const { s, m } of mvs) {
       const target = m[2] ?? "";

@@ -35,6 +35,7 @@ const FROZEN_MIGRATIONS: Record<number, string> = {
   9: "efe48e60a6c64bde0d5dee558af0ce51f15e1ccda5438ca5c9cdc896c51f9d41",
   10: "ec77a6714fb3727291c681e9302f858046822fb9b903af043934c1d927544a6e",
   11: "804b3da989823b96f5a51193bec3ae51ca9f0550468ac6eb7d0959a71f9b350c",
+  12: "7e306411b6721e77b328b656f5d7bf36e55aedc627f4151aae5c58d13cec06cf",
 };
 
 const FROZEN_SHAPES: Record<number, string> = {

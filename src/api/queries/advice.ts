@@ -1,43 +1,96 @@
-import { HISTORY_WINDOW_MS } from "../../alerts/burn-rate.js";
-import { type AdviceAsk, type AdvisedPool, advise } from "../../headroom/advice.js";
+import { createHash } from "node:crypto";
+import type { AdviceAsk } from "../../headroom/advice.js";
+import {
+  type AdviceMoment,
+  adviceMoment,
+  adviseAt,
+  holdsAt,
+} from "../../headroom/advice-moment.js";
 import type { HotSeries } from "../../headroom/hot-series.js";
+import type { PoolGroup } from "../../headroom/pool-view.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { type HeadroomDeps, orUnavailable, poolViews, projectSeries } from "./headroom.js";
+import { type AdviceAnswer, type AdviceAnswers, createAdviceAnswers } from "../advice-answers.js";
+import {
+  type HeadroomDeps,
+  orUnavailable,
+  poolView,
+  projectSeries,
+  sortedPools,
+} from "./headroom.js";
 
 // GET /api/v1/advice from memory (docs/pools.md): each project's hot copy is held in this
-// process, as the workers last wrote it, and an answer is computed from it for its own moment —
-// no ClickHouse and no Redis round trip on the answer's path. A project's first answer reads the
-// copy (one round trip, or a refill); after that, when the workers' pushed version says the copy
-// moved on (hot-versions.ts; without pushes, when the held copy is older than `maxAgeMs`), the
-// answer is given from what is held and the copy is read again beside it, once at a time, so
-// the next answer has it: an answer is one read behind a report at most.
+// process, as the workers last wrote it, and answers are made from it — no ClickHouse and no
+// Redis round trip on the answer's path. A project's first answer reads the copy (one round
+// trip, or a refill). After that the copy is read again beside the answers when the workers'
+// pushed version says it moved on (hot-versions.ts; without pushes, when it is older than
+// `maxAgeMs`): at once when the push comes, for a project asked lately, so that the next answer
+// has it; at most one read at a time and one per `minReadGapMs` per project.
+//
+// What is made from a held copy is kept while it holds: its pools (once per copy), their views
+// (advice-moment.ts: until a window's state changes) and the answers sent (advice-answers.ts: per
+// ask and second, as bytes with their ETag). An answer kept is the first made in its second, so
+// its `at` is less than a second old, and its retry_after_ms counts from that `at`.
 
 export interface AdviceMemoryOptions {
   /** Projects held at most (the least recently asked dropped first). */
   maxProjects: number;
   /** Without pushed versions, a held copy older than this is read again. */
   maxAgeMs: number;
+  /** A project's copy is read again at most this often. */
+  minReadGapMs: number;
+  /** A push reads the copy again for a project asked within this long. */
+  prefetchForMs: number;
+  /** The answers kept (per project and in all: advice-answers.ts's bounds unless a test's). */
+  answers?: AdviceAnswers;
 }
 
 interface Held {
   version: string | null;
   series: Map<string, HotSeries>;
   readAt: number;
-  reading?: Promise<void>;
+  askedAt: number;
+  pools?: PoolGroup[];
+  moment?: AdviceMoment;
 }
 
 export interface AdviceMemory {
-  /** The advice for the key's project, at `now`. */
-  advise(project: KeyLookup, ask: AdviceAsk): Promise<ReturnType<typeof advise> & { at: string }>;
+  /**
+   * The advice for the key's project at its moment, as sent: body and ETag; at once from a held
+   * copy, after reading it for a project not held.
+   */
+  answer(project: KeyLookup, ask: AdviceAsk): AdviceAnswer | Promise<AdviceAnswer>;
   /** Projects held (for tests and metrics). */
   size(): number;
+  /** Stops reading copies again (timers, the versions' listener). */
+  close(): void;
 }
+
+/**
+ * An ask as a key: what changes the answer, no more. `requests` and `tokens` count as at least 1
+ * (advice.ts's neededBy), so 0 and 1 are one ask.
+ */
+export const askKey = (a: AdviceAsk) =>
+  JSON.stringify([
+    a.provider,
+    a.model,
+    a.app ?? null,
+    a.pool ?? null,
+    Math.max(a.requests, 1),
+    Math.max(a.tokens, 1),
+  ]);
 
 export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions): AdviceMemory {
   const held = new Map<string, Held>();
+  const answers = opts.answers ?? createAdviceAnswers();
   const clock = deps.now ?? Date.now;
+  // Reading a project's copy again: when the last read started, whether one is in flight, whether
+  // the copy moved on meanwhile, and the timer of one waiting for its gap.
+  const reads = new Map<
+    string,
+    { startedAt: number; inFlight: boolean; again: boolean; timer?: NodeJS.Timeout }
+  >();
 
-  async function read(project: string): Promise<Held> {
+  async function read(project: string): Promise<Omit<Held, "askedAt">> {
     const readAt = clock();
     if (deps.hot) {
       deps.versions?.track(project);
@@ -50,49 +103,146 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
     return { version: null, series: await projectSeries(deps, project, readAt), readAt };
   }
 
+  /** The project asked last: already last in `held`. */
+  let lastAsked: string | undefined;
+
   function keep(project: string, h: Held): void {
     held.delete(project);
-    if (held.size >= opts.maxProjects) held.delete(held.keys().next().value as string);
+    lastAsked = project;
+    if (held.size >= opts.maxProjects) {
+      const oldest = held.keys().next().value as string;
+      held.delete(oldest);
+      answers.drop(oldest);
+      clearTimeout(reads.get(oldest)?.timer);
+      reads.delete(oldest);
+    }
     held.set(project, h);
+    answers.drop(project);
   }
 
-  async function seriesOf(project: string): Promise<Map<string, HotSeries>> {
-    const h = held.get(project);
-    if (!h) {
-      const fresh = await read(project);
-      keep(project, fresh);
-      return fresh.series;
-    }
-    // Most recently asked last: the first dropped is the least recently asked.
-    held.delete(project);
-    held.set(project, h);
+  const current = (project: string, h: Held) => {
     const pushed = deps.versions?.current(project);
-    const current =
-      h.version !== null && pushed !== undefined
-        ? pushed === h.version
-        : clock() - h.readAt < opts.maxAgeMs;
-    if (!current && !h.reading) {
-      h.reading = read(project)
-        .then((fresh) => {
-          if (held.has(project)) keep(project, fresh);
-        })
-        .catch(() => {})
-        .finally(() => {
-          h.reading = undefined;
-        });
+    return h.version !== null && pushed !== undefined
+      ? pushed === h.version
+      : clock() - h.readAt < opts.maxAgeMs;
+  };
+
+  /** Reads the project's copy again, now or once its gap has passed; one read at a time. */
+  function refresh(project: string): void {
+    if (!held.has(project)) return;
+    let r = reads.get(project);
+    if (!r) {
+      r = { startedAt: Number.NEGATIVE_INFINITY, inFlight: false, again: false };
+      reads.set(project, r);
     }
-    return h.series;
+    if (r.inFlight) {
+      r.again = true;
+      return;
+    }
+    if (r.timer) return;
+    const wait = r.startedAt + opts.minReadGapMs - clock();
+    if (wait > 0) {
+      const state = r;
+      state.timer = setTimeout(() => {
+        state.timer = undefined;
+        const h = held.get(project);
+        if (h && !current(project, h)) refresh(project);
+      }, wait);
+      state.timer.unref();
+      return;
+    }
+    const state = r;
+    state.startedAt = clock();
+    state.inFlight = true;
+    state.again = false;
+    read(project)
+      .then((fresh) => {
+        const before = held.get(project);
+        if (before) keep(project, { ...fresh, askedAt: before.askedAt });
+      })
+      .catch(() => {})
+      .finally(() => {
+        state.inFlight = false;
+        const h = held.get(project);
+        if (state.again && h && !current(project, h)) refresh(project);
+      });
+  }
+
+  const stopListening = deps.versions?.onMoved((project) => {
+    const h = held.get(project);
+    if (h && clock() - h.askedAt < opts.prefetchForMs && !current(project, h)) refresh(project);
+  });
+
+  /** The project's held copy, made the most recently asked (the first dropped is the least). */
+  function asked(project: string, now: number): Held | undefined {
+    const h = held.get(project);
+    if (!h) return undefined;
+    if (project !== lastAsked) {
+      held.delete(project);
+      held.set(project, h);
+      lastAsked = project;
+    }
+    h.askedAt = now;
+    if (!current(project, h)) refresh(project);
+    return h;
+  }
+
+  /** The views of the held copy's pools at `now`: those kept while they hold. */
+  function momentOf(project: string, h: Held, now: number): AdviceMoment {
+    if (h.moment && holdsAt(h.moment, now)) return h.moment;
+    // Without their points: advice reads no burn rate (advice-moment.ts).
+    h.pools ??= sortedPools(h.series).map((g) => ({
+      ...g,
+      series: { ...g.series, p: {}, wp: {} },
+    }));
+    // No rules: a verdict is room against the ask, not a threshold; stale is the read API's.
+    h.moment = adviceMoment(
+      h.pools.map((g) => ({
+        view: poolView(g, [], now, now, deps.staleAfterMs),
+        lastSeen: g.series.ls,
+      })),
+      now,
+      deps.staleAfterMs,
+    );
+    answers.drop(project);
+    return h.moment;
+  }
+
+  /** The answer from a held copy: the one kept for this ask and second, else made. */
+  function answerFrom(project: string, h: Held, ask: AdviceAsk): AdviceAnswer {
+    const now = clock();
+    const moment = momentOf(project, h, now);
+    const key = askKey(ask);
+    const second = Math.floor(now / 1000);
+    const kept = answers.get(project, key);
+    if (kept && kept.from === moment && kept.second === second) return kept;
+    const body = Buffer.from(
+      JSON.stringify({ at: new Date(now).toISOString(), ...adviseAt(moment, ask, now) }),
+    );
+    // The project is in the tag: equal bytes of two projects are two answers.
+    const etag = `"${createHash("sha1").update(project).update("\0").update(body).digest("base64url")}"`;
+    const answer = { body, etag, from: moment, second };
+    answers.set(project, key, answer);
+    return answer;
   }
 
   return {
-    async advise(project, ask) {
-      const series = await seriesOf(project.projectId);
-      const now = clock();
-      const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
-      // No rules: a verdict is room against the ask, not a threshold; stale is the read API's.
-      const pools = poolViews(series, {}, [], since, now, deps.staleAfterMs) as AdvisedPool[];
-      return { at: new Date(now).toISOString(), ...advise(pools, ask, now) };
+    answer(project, ask) {
+      const id = project.projectId;
+      const h = asked(id, clock());
+      if (h) return answerFrom(id, h, ask);
+      // The project's first ask: its copy is read first.
+      return read(id).then((fresh) => {
+        const h = held.get(id) ?? { ...fresh, askedAt: clock() };
+        if (h !== held.get(id)) keep(id, h);
+        return answerFrom(id, h, ask);
+      });
     },
     size: () => held.size,
+    close() {
+      stopListening?.();
+      for (const r of reads.values()) clearTimeout(r.timer);
+      reads.clear();
+    },
   };
 }

@@ -361,6 +361,11 @@ export function poolViews(
   now: number,
   staleAfterMs: number,
 ) {
+  return sortedPools(series, filters).map((p) => poolView(p, rules, since, now, staleAfterMs));
+}
+
+/** The project's pools that `filters` keep, in the answer's order: provider, model, first member. */
+export function sortedPools(series: Map<string, HotSeries>, filters: SeriesFilters = {}) {
   const pools = poolsOf(series).filter(
     (p) =>
       (!filters.provider || filters.provider.includes(p.provider)) &&
@@ -373,5 +378,5 @@ export function poolViews(
       bytes(a.model, b.model) ||
       bytes((a.members[0] as { app: string }).app, (b.members[0] as { app: string }).app),
   );
-  return pools.map((p) => poolView(p, rules, since, now, staleAfterMs));
+  return pools;
 }

@@ -2,11 +2,12 @@ import type { z } from "zod";
 import { PROVIDER_HINTS_SUM } from "../../clickhouse/provider-hints.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { KNOWN_DIMENSIONS, MAX_WINDOWS } from "../../providers/window.js";
+import { poolId, poolLabelOf } from "../../report/pool-key.js";
 import { type EncodedAnswer, encodeJson } from "../encoded-answer.js";
-import { filterSql, invalidQuery, type SeriesField } from "../params.js";
+import { filterSql, invalidQuery } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
-import type { usagePoint, usageQuery, usageResponse } from "../schemas/usage.js";
+import type { UsageGroup, usagePoint, usageQuery, usageResponse } from "../schemas/usage.js";
 import {
   alignRange,
   chDate,
@@ -42,6 +43,10 @@ interface UsageRow {
   bucket: string;
   provider?: string;
   model?: string;
+  /** The pool's key (pool-key.ts; 'app:' and the app for an app alone): never answered as is. */
+  pool?: string;
+  /** The apps of the pool's rows in the bucket, sorted. */
+  members?: string[];
   app?: string;
   reports: string;
   hints: string;
@@ -77,11 +82,43 @@ const BUCKET: Record<Window, string> = {
   day: "bucket",
 };
 
-function rollupSql(db: string, window: Window, groups: SeriesField[], filters: string) {
+/** The groups' columns, in ClickHouse's order: ORDER BY them is the answer's order. */
+const names = (groups: UsageGroup[]) => groups.map((g) => `${g}, `).join("");
+
+/**
+ * The groups as selected over series rows joined to their pools (poolJoin): a pool is its key,
+ * or its app's for a series that named none (pool-view.ts's placement, per bucket).
+ */
+const selected = (groups: UsageGroup[]) =>
+  groups
+    .map((g) =>
+      g === "pool" ? "if(pool_key = '', concat('app:', app), pool_key) AS pool, " : `${g}, `,
+    )
+    .join("");
+
+/**
+ * Each series row's pool in its bucket (migration 12's pool rollups: the pool of its newest
+ * report there), joined by series and bucket; '' when none is stored (an app alone).
+ */
+function poolJoin(db: string, window: Window, filters: string) {
+  const table = window === "day" ? `${db}.report_pools_daily` : `${db}.report_pools_minute`;
+  const paramType = window === "day" ? "Date" : "DateTime";
+  return `
+  LEFT JOIN (
+    SELECT provider, model, app, ${BUCKET[window]} AS b, argMaxMerge(pool_key) AS pool_key
+    FROM ${table}
+    WHERE project_id = {project:String}
+      AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
+    GROUP BY provider, model, app, b
+  ) AS pk USING (provider, model, app, b)`;
+}
+
+function rollupSql(db: string, window: Window, groups: UsageGroup[], filters: string) {
   const table = window === "day" ? `${db}.reports_daily` : `${db}.reports_minute`;
   const paramType = window === "day" ? "Date" : "DateTime";
-  const outer = groups.map((g) => `${g}, `).join("");
-  return `SELECT ${outer}toString(b) AS bucket,
+  const pools = groups.includes("pool");
+  const outer = names(groups);
+  return `SELECT ${selected(groups)}toString(b) AS bucket,${pools ? "\n    arraySort(groupUniqArray(app)) AS members," : ""}
     sum(reports) AS reports, sum(hints) AS hints,
     ${WORST("rr_min", "r_pct", "rl_max", "min")} AS rr_min,
     ${WORST("tr_min", "t_pct", "tl_max", "min")} AS tr_min,
@@ -102,7 +139,7 @@ function rollupSql(db: string, window: Window, groups: SeriesField[], filters: s
     WHERE project_id = {project:String}
       AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
     GROUP BY provider, model, app, b
-  ) AS s
+  ) AS s${pools ? poolJoin(db, window, filters) : ""}
   GROUP BY ${outer}b
   ORDER BY ${outer}b
   LIMIT {limit:UInt32}`;
@@ -116,14 +153,15 @@ function rollupSql(db: string, window: Window, groups: SeriesField[], filters: s
  * A series has at most MAX_WINDOWS windows per point, as a report has (dimension names are the
  * tenant's to choose): the contract's dimensions first, then the most used.
  */
-function worstByDimensionSql(db: string, window: Window, groups: SeriesField[], filters: string) {
+function worstByDimensionSql(db: string, window: Window, groups: UsageGroup[], filters: string) {
   const table = window === "day" ? `${db}.report_windows_daily` : `${db}.report_windows_minute`;
   const paramType = window === "day" ? "Date" : "DateTime";
-  const outer = groups.map((g) => `${g}, `).join("");
+  const pools = groups.includes("pool");
+  const outer = names(groups);
   return `SELECT ${outer}toString(b) AS bucket,
     CAST(arraySort(groupArray((dimension, used_pct))), 'Map(String, Float64)') AS dims
   FROM (
-    SELECT ${outer}b, dimension, max(pct) AS used_pct
+    SELECT ${selected(groups)}b, dimension, max(pct) AS used_pct
     FROM (
       SELECT provider, model, app, ${BUCKET[window]} AS b, dimension,
         ${PCT("max(limit_max)", "min(remaining_min)")} AS pct
@@ -134,7 +172,7 @@ function worstByDimensionSql(db: string, window: Window, groups: SeriesField[], 
       HAVING pct IS NOT NULL
       ORDER BY dimension IN (${KNOWN_DIMENSIONS.map((d) => `'${d}'`).join(", ")}) DESC, pct DESC, dimension, \`window\`
       LIMIT ${MAX_WINDOWS} BY provider, model, app, b
-    )
+    ) AS w${pools ? poolJoin(db, window, filters) : ""}
     GROUP BY ${outer}b, dimension
   )
   GROUP BY ${outer}b`;
@@ -145,8 +183,8 @@ function worstByDimensionSql(db: string, window: Window, groups: SeriesField[], 
  * per dimension (`dims`) joined in ClickHouse, so that a point comes as one row (a separate query
  * of a row per dimension, merged here, made /usage's refreshes the read API's main cost).
  */
-export function usageSql(db: string, window: Window, groups: SeriesField[], filters: string) {
-  const outer = groups.map((g) => `${g}, `).join("");
+export function usageSql(db: string, window: Window, groups: UsageGroup[], filters: string) {
+  const outer = names(groups);
   return `SELECT u.*, d.dims AS dims
   FROM (${rollupSql(db, window, groups, filters)}) AS u
   LEFT JOIN (${worstByDimensionSql(db, window, groups, filters)}) AS d
@@ -161,7 +199,10 @@ type UsagePoint = z.infer<typeof usagePoint>;
 interface Plan {
   window: Window;
   aligned: Range;
-  groups: SeriesField[];
+  /** What the answer says it is grouped by (as asked, in the columns' order). */
+  asked: UsageGroup[];
+  /** What the SQL groups by: a pool is one provider's and model's, so those come with it. */
+  groups: UsageGroup[];
   sql: string;
   params: Record<string, string[]>;
 }
@@ -170,8 +211,11 @@ function plan(deps: UsageDeps, q: z.output<typeof usageQuery>): Plan {
   const range = resolveRange(q, (deps.now ?? Date.now)());
   const window = q.window ?? defaultWindow(range);
   const aligned = alignRange(range, window);
-  const groups = SERIES_ORDER.filter((f) => q.group_by?.includes(f));
-  return { window, aligned, groups, ...filterSql(q) };
+  const asked = GROUP_ORDER.filter((f) => q.group_by?.includes(f));
+  const groups = asked.includes("pool")
+    ? GROUP_ORDER.filter((f) => f !== "app" || asked.includes("app"))
+    : asked;
+  return { window, aligned, asked, groups, ...filterSql(q) };
 }
 
 /** A range's rows, each with its worst % used per dimension (`dims`), in one query. */
@@ -207,7 +251,7 @@ function head(p: Plan) {
     from: new Date(p.aligned.from).toISOString(),
     to: new Date(p.aligned.to).toISOString(),
     window: p.window,
-    group_by: p.groups,
+    group_by: p.asked,
   };
 }
 
@@ -230,12 +274,24 @@ function usedPctMax(r: UsageRow, dims: Record<string, number>): number | null {
   return all.length === 0 ? null : Math.max(...all);
 }
 
+/** A pool row's pool, as /headroom names it (pool-view.ts): the key itself is never answered. */
+function poolOf(r: UsageRow & { pool: string }) {
+  const kind = r.pool.startsWith("a:") ? "account" : r.pool.startsWith("l:") ? "label" : "app";
+  return {
+    pool: poolId(r.provider ?? "", r.model ?? "", r.pool),
+    kind,
+    label: poolLabelOf(r.pool),
+    members: r.members ?? [],
+  } as const;
+}
+
 function toPoint(r: UsageRow): UsagePoint {
   const dims = dimsOf(r);
   return {
     bucket: isoOf(r.bucket),
     ...(r.provider === undefined ? {} : { provider: r.provider }),
     ...(r.model === undefined ? {} : { model: r.model === "" ? null : r.model }),
+    ...(r.pool === undefined ? {} : poolOf(r as UsageRow & { pool: string })),
     ...(r.app === undefined ? {} : { app: r.app }),
     reports: Number(r.reports),
     provider_hints: Number(r.hints),
@@ -269,7 +325,7 @@ export async function readUsage(
 /** A shared answer to "the last 24 h", as bytes, with what its next refresh keeps. */
 export interface RollingAnswer {
   encoded: EncodedAnswer;
-  groups: SeriesField[];
+  groups: UsageGroup[];
   /** The start of its range, Unix ms. */
   from: number;
   window: Window;
@@ -329,7 +385,7 @@ export async function refreshUsage(
     // A whole range is thousands of points: other requests are answered between slices.
     if (i > 0 && i % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
     const point = toPoint(r);
-    const key = JSON.stringify([r.provider ?? "", r.model ?? "", r.app ?? ""]);
+    const key = JSON.stringify([r.provider ?? "", r.model ?? "", r.pool ?? "", r.app ?? ""]);
     // One string per group, however many points it has.
     let group = groupsSeen.get(key);
     if (group === undefined) {
@@ -367,4 +423,5 @@ export async function refreshUsage(
 /** Answers by the rows they came from: a dashboard's poll costs no re-encoding. */
 const answers = new WeakMap<object, z.infer<typeof usageResponse>>();
 
-const SERIES_ORDER: SeriesField[] = ["provider", "model", "app"];
+/** The groups in the columns' (and ClickHouse's ORDER BY) order. */
+const GROUP_ORDER: UsageGroup[] = ["provider", "model", "pool", "app"];

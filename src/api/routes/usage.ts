@@ -12,8 +12,11 @@ import { pointsJson } from "../usage-rolling.js";
 // READ_MAX_POINTS points is refused with a 400 that says how to narrow it, never cut short.
 // The SQL, the row mapping and the answers' caches: queries/usage.ts.
 
-/** Fields a CSV answer leaves out: a nested object has no column. */
-const NOT_IN_CSV = new Set(["used_pct_by_dimension"]);
+/** Fields a CSV answer leaves out: a nested object or a list has no column. */
+const NOT_IN_CSV = new Set(["used_pct_by_dimension", "members"]);
+/** A point's fields that say what it is of, not its figures. */
+const OF = new Set(["bucket", "provider", "model", "pool", "kind", "label", "members", "app"]);
+const FIGURES = Object.keys(usagePoint.shape).filter((k) => !OF.has(k) && !NOT_IN_CSV.has(k));
 
 /** CSV when asked for by `format=csv` or by `Accept: text/csv` (and not `format=json`). */
 export function wantsCsv(req: FastifyRequest, format: string | undefined): boolean {
@@ -32,12 +35,13 @@ export const usageRoutes: FastifyPluginAsync<UsageDeps> = async (app, deps) => {
     const project = req.project as KeyLookup;
     const { format: _, ...asked } = q;
     const csv = wantsCsv(req, q.format);
+    // A pool's points name it by id, kind and label (its members are left out: a list).
     const columns = (groups: string[]) => [
       "bucket",
-      ...groups,
-      ...Object.keys(usagePoint.shape)
-        .slice(4)
-        .filter((k) => !NOT_IN_CSV.has(k)),
+      ...(groups.includes("pool")
+        ? ["provider", "model", "pool", "kind", "label", ...groups.filter((g) => g === "app")]
+        : groups),
+      ...FIGURES,
     ];
     if (deps.answers && q.from === undefined && q.to === undefined) {
       const shared = await deps.answers.get<RollingAnswer>(

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { groupBy, seriesFilters, single, time } from "../params.js";
+import { POOL_KINDS } from "../../headroom/pool-view.js";
+import { groupByOf, seriesFilters, single, time } from "../params.js";
 import { WINDOWS } from "../time-range.js";
 
 // GET /api/v1/usage: what it is asked and what it answers (the route: routes/usage.ts, the SQL
@@ -7,11 +8,18 @@ import { WINDOWS } from "../time-range.js";
 
 export const FORMATS = ["json", "csv"] as const;
 
+/**
+ * What /usage groups by: a series' fields, or `pool` (docs/pools.md), whose points name the pool
+ * with its provider and model (and, with `app` too, each member apart).
+ */
+export const USAGE_GROUPS = ["provider", "model", "pool", "app"] as const;
+export type UsageGroup = (typeof USAGE_GROUPS)[number];
+
 export const usageQuery = z.strictObject({
   from: time.optional(),
   to: time.optional(),
   window: single(z.enum(WINDOWS, { error: "expected minute, hour or day" })).optional(),
-  group_by: groupBy,
+  group_by: groupByOf(USAGE_GROUPS),
   format: single(z.enum(FORMATS, { error: "expected json or csv" })).optional(),
   ...seriesFilters,
 });
@@ -20,6 +28,11 @@ export const usagePoint = z.object({
   bucket: z.string(),
   provider: z.string().optional(),
   model: z.string().nullable().optional(),
+  /** With group_by=pool: the pool's id (as /headroom's), kind, label and the apps that reported into it in the bucket. */
+  pool: z.string().optional(),
+  kind: z.enum(POOL_KINDS).optional(),
+  label: z.string().nullable().optional(),
+  members: z.array(z.string()).optional(),
   app: z.string().optional(),
   reports: z.number(),
   provider_hints: z.number(),
