@@ -3,7 +3,7 @@ import { type WindowNow, windowNow } from "../alerts/now-model.js";
 import { type AlertRule, type Metric, metricOfDimension } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
 import { clampTime, isoOrNull, isResetDelay } from "../lib/time-bounds.js";
-import type { WindowLength } from "../providers/window.js";
+import type { WindowFiguresSource, WindowLength } from "../providers/window.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
 // recent points: what /api/v1/headroom answers. Pure. Each window is read through the model of
@@ -38,6 +38,8 @@ export interface LatestFigures {
 export interface LatestWindow {
   dimension: string;
   window: WindowLength | null;
+  /** Where the figures come from (window.ts); absent: stated. */
+  source?: WindowFiguresSource;
   limit: number | null;
   remaining: number | null;
   /** When the newest report carrying this window was sent (its timestamp), Unix ms. */
@@ -52,6 +54,7 @@ export interface LatestWindow {
 export interface WindowView extends WindowNow {
   dimension: string;
   window: WindowLength | null;
+  source: WindowFiguresSource;
   reported_at: string;
 }
 
@@ -108,6 +111,7 @@ function windowView(w: LatestWindow, now: number): WindowView {
   return {
     dimension: w.dimension,
     window: w.window,
+    source: w.source ?? "stated",
     reported_at: isoAlways(w.reportedAt),
     ...windowNow(metricOfDimension(w.dimension), fig, w.points, now),
   };

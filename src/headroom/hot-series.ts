@@ -8,7 +8,14 @@ import {
 import type { Metric } from "../alerts/rule.js";
 import { timestampReader } from "../alerts/usage.js";
 import { deriveWindows } from "../providers/derive-windows.js";
-import { KNOWN_DIMENSIONS, MAX_WINDOWS, WINDOW_LENGTHS, type Window } from "../providers/window.js";
+import {
+  KNOWN_DIMENSIONS,
+  MAX_WINDOWS,
+  WINDOW_LENGTHS,
+  WINDOW_SOURCES,
+  type Window,
+  type WindowFiguresSource,
+} from "../providers/window.js";
 import { poolKeyOf } from "../report/pool-key.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 import type { LatestFigures, LatestWindow, RecentPoints } from "./headroom-view.js";
@@ -50,8 +57,13 @@ export interface HotSeries {
 /** [report timestamp (ms), report id, pool key, key id] of a series' newest report. */
 export type HotPool = [number, string, string, string];
 
-/** A window's newest figures: report timestamp (ms), report id (ties), limit, remaining, resets_at. */
-export type HotWindow = [number, string, string | null, string | null, number | null];
+/**
+ * A window's newest figures: report timestamp (ms), report id (ties), limit, remaining, resets_at,
+ * and where they come from when not `stated` (absent in a copy kept before sources: stated).
+ */
+export type HotWindow =
+  | [number, string, string | null, string | null, number | null]
+  | [number, string, string | null, string | null, number | null, WindowFiguresSource];
 
 /**
  * Windows a series keeps (src/providers/window.ts's MAX_WINDOWS, which a report carries at most);
@@ -217,7 +229,9 @@ function seriesOfBatch(g: Gathering): HotSeries {
   }
   for (const [key, { t, id, win, points }] of g.w) {
     s.w ??= {};
-    s.w[key] = [t, id, text(win.limit), text(win.remaining), win.resets_at];
+    const fig: HotWindow = [t, id, text(win.limit), text(win.remaining), win.resets_at];
+    if (win.source !== undefined && win.source !== "stated") fig.push(win.source);
+    s.w[key] = fig;
     if (points.length === 0) continue;
     s.wp ??= {};
     s.wp[key] = thinPoints(orderedPoints(points)).map(([pt, v]): [number, string] => [
@@ -376,14 +390,19 @@ export function compareWindows(
   );
 }
 
+/** A stored source: one of WINDOW_SOURCES, else (absent, or a copy gone wrong) stated. */
+const sourceOf = (v: unknown): WindowFiguresSource =>
+  WINDOW_SOURCES.includes(v as WindowFiguresSource) ? (v as WindowFiguresSource) : "stated";
+
 /** A stored series' windows, with their points since `since`. */
 function hotWindows(s: HotSeries, since: number): LatestWindow[] {
   const out: LatestWindow[] = [];
   for (const [key, fig] of Object.entries(s.w ?? {})) {
     if (!Array.isArray(fig)) continue;
-    const [t, , limit, remaining, resetsAt] = fig;
+    const [t, , limit, remaining, resetsAt, source] = fig;
     out.push({
       ...parseWindowKey(key),
+      source: sourceOf(source),
       limit: num(limit),
       remaining: num(remaining),
       reportedAt: t,

@@ -238,6 +238,7 @@ describe("a raw report shows its windows and the provider's error", () => {
         {
           dimension: "output_tokens",
           window: "1m",
+          source: "stated",
           limit: 8000,
           remaining: 95,
           used_pct: 98.81,

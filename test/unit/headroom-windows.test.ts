@@ -245,3 +245,55 @@ describe("alerts per window", () => {
     ]);
   });
 });
+
+describe("where each window's figures come from", () => {
+  // A derive that marks the day window learned (as a limit error's quota is: issue 45), the
+  // minute window as parsers make it (no source: stated).
+  const learnedDay = (s: Parameters<typeof groqLikeWindows>[0]): DerivedWindows => {
+    const d = groqLikeWindows(s);
+    return {
+      ...d,
+      windows: d.windows.map((w) =>
+        w.dimension === "requests" && w.window === "1d" ? { ...w, source: "learned" } : w,
+      ),
+    };
+  };
+
+  it("keeps each window's source in the hot copy and says it in every view", () => {
+    const now = T0 + 20_000;
+    const s = only(hotUpdates(GROQ, learnedDay));
+    const { latest, recent } = hotFigures(s.field, s.s, now - 300_000);
+    const v = seriesView(latest, recent, [], { now, staleAfterMs: 900_000 });
+    expect(v.windows.map((w) => [w.dimension, w.window, w.source])).toEqual([
+      ["requests", "1d", "learned"],
+      ["tokens", "1m", "stated"],
+      ["tokens", "1d", "stated"],
+    ]);
+    // The answer's schema requires it, and refuses a source it does not know.
+    expect(headroomResponse.safeParse({ at: "x", series: [v] }).success).toBe(true);
+    const odd = { ...v, windows: [{ ...v.windows[0], source: "guessed" }] };
+    expect(headroomResponse.safeParse({ at: "x", series: [odd] }).success).toBe(false);
+    // The exporter: one info sample per window, labelled with its source.
+    const family = headroomFamilies({
+      at: now,
+      series: [v],
+      counters: new Map(),
+      countersSince: T0,
+      maxSeries: 10,
+    }).find((f) => f.name === "headroom_window_source");
+    expect(family?.samples.map((x) => [x.labels.window, x.labels.source, x.value])).toEqual([
+      ["1d", "learned", 1],
+      ["1m", "stated", 1],
+      ["1d", "stated", 1],
+    ]);
+  });
+
+  it("reads a window kept before sources, or a source it does not know, as stated", () => {
+    const s = only(hotUpdates(GROQ, learnedDay));
+    const w = s.s.w ?? {};
+    for (const key of Object.keys(w)) w[key] = (w[key] as unknown[]).slice(0, 5) as never;
+    w["requests@1d"] = [T0, "x", "1000", "5", null, "guessed" as never];
+    const { latest } = hotFigures(s.field, s.s, T0);
+    expect(latest.windows?.map((x) => x.source)).toEqual(["stated", "stated", "stated"]);
+  });
+});

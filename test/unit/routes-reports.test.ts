@@ -67,6 +67,7 @@ describe("GET /api/v1/reports", () => {
           {
             dimension: "requests",
             window: null,
+            source: "stated",
             limit: 500,
             remaining: 499,
             used_pct: 0.2,

@@ -109,6 +109,7 @@ function windowsOf(r: ReportRow): z.infer<typeof reportItem>["windows"] {
     return {
       dimension,
       window: r.w_window[i] ?? null,
+      source: "stated",
       limit,
       remaining,
       used_pct:

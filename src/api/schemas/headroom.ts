@@ -2,7 +2,7 @@ import { z } from "zod";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
 import { STATUSES } from "../../headroom/headroom-view.js";
 import { POOL_KINDS } from "../../headroom/pool-view.js";
-import { WINDOW_LENGTHS } from "../../providers/window.js";
+import { WINDOW_LENGTHS, WINDOW_SOURCES } from "../../providers/window.js";
 import { seriesFilters, single } from "../params.js";
 
 // GET /api/v1/headroom: what it is asked and what it answers (the route: routes/headroom.ts,
@@ -36,6 +36,8 @@ const metricView = z.object({
 export const windowView = metricView.extend({
   dimension: z.string(),
   window: z.enum(WINDOW_LENGTHS).nullable(),
+  /** Where the figures come from (docs/providers.md): a counted remaining is a floor of what was used. */
+  source: z.enum(WINDOW_SOURCES),
   reported_at: z.string(),
 });
 

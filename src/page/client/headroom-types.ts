@@ -36,6 +36,8 @@ export interface MetricView {
 export interface WindowView extends MetricView {
   dimension: string;
   window: string | null;
+  /** Where the figures come from: stated, learned, declared or counted (docs/providers.md). */
+  source: "stated" | "learned" | "declared" | "counted" | (string & {});
   reported_at: string;
 }
 
