@@ -3,6 +3,7 @@ import { type WindowNow, windowNow } from "../alerts/now-model.js";
 import { type AlertRule, type Metric, metricOfDimension } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
 import { clampTime, isoOrNull, isResetDelay } from "../lib/time-bounds.js";
+import { type PoolMark, withPoolMark } from "./exhaustion.js";
 import type { WindowFiguresSource, WindowLength } from "../providers/window.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
@@ -33,6 +34,10 @@ export interface LatestFigures {
   apps?: string[];
   /** The series' windows, each with its own newest figures and recent points (none: a copy kept before windows). */
   windows?: LatestWindow[];
+  /** The newest rate limit that named no window: the pool is exhausted (exhaustion.ts). */
+  exhausted?: PoolMark;
+  /** The newest time of a report that was no rate limit (null: none kept). */
+  okAt?: number | null;
 }
 
 export interface LatestWindow {
@@ -154,7 +159,12 @@ export function seriesView(
     tokens: metricView("tokens", latest.tokens, latest.limitsAt, points.tokens, now),
     credits: metricView("credits", latest.credits, latest.creditsAt, points.credits, now),
   };
-  const windows = (latest.windows ?? []).map((w) => windowView(w, now));
+  const windows = withPoolMark(
+    latest.windows ?? [],
+    latest.exhausted,
+    latest.okAt ?? null,
+    now,
+  ).map((w) => windowView(w, now));
   // The worst window's status; a copy kept before windows were (none yet) reads the metrics.
   const watched =
     windows.length > 0
@@ -168,7 +178,8 @@ export function seriesView(
   if (!(now - latest.lastSeen <= opts.staleAfterMs)) status = "stale";
   else {
     for (const { view, metric, window } of watched) {
-      const pct = view.used_pct;
+      // A window at 0 remaining is used up, whether or not its limit is known (a 429's).
+      const pct = view.used_pct ?? (view.remaining !== null && view.remaining <= 0 ? 100 : null);
       if (pct === null || view.reset_since_report) continue;
       const th = thresholdsFor(rules, latest, metric, window);
       const level = levelFor("ok", pct, { ...th, hysteresisPct: 0, cooldownMs: 0 });

@@ -3,7 +3,7 @@ import {
   type DeriveWindows,
   parseWindowKey,
   windowKey,
-  windowsOfRow,
+  windowSourceOf,
 } from "../alerts/row-windows.js";
 import type { Metric } from "../alerts/rule.js";
 import { timestampReader } from "../alerts/usage.js";
@@ -17,6 +17,7 @@ import {
   type WindowFiguresSource,
 } from "../providers/window.js";
 import { poolKeyOf } from "../report/pool-key.js";
+import { isRateLimited, poolExhaustedBy } from "../report/rate-limit.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 import type { LatestFigures, LatestWindow, RecentPoints } from "./headroom-view.js";
 
@@ -52,7 +53,17 @@ export interface HotSeries {
    * '' for the app alone) and key id. The newest report decides: a series is in one pool at once.
    */
   g?: HotPool;
+  /**
+   * The newest rate limit that named no window (report/rate-limit.ts): its report's timestamp,
+   * id (ties) and the retry time it stated (null: none). The pool is exhausted until then.
+   */
+  x?: HotExhausted;
+  /** The newest timestamp of a report that was no rate limit: a mark older than it is over. */
+  o?: number;
 }
+
+/** [report timestamp (ms), report id, retry time (ms) or null] of a pool-wide rate limit. */
+export type HotExhausted = [number, string, number | null];
 
 /** [report timestamp (ms), report id, pool key, key id] of a series' newest report. */
 export type HotPool = [number, string, string, string];
@@ -167,8 +178,8 @@ const ERROR_AT = REPORT_COLUMNS.indexOf("error" as ReportColumn);
 const saidSomething = (row: ReportRow) =>
   (HEADERS_AT >= 0 && row[HEADERS_AT] != null) || (ERROR_AT >= 0 && row[ERROR_AT] != null);
 
-function addWindows(g: Gathering, row: ReportRow, t: number, id: string, derive: DeriveWindows) {
-  for (const win of windowsOfRow(row, derive, t)) {
+function addWindows(g: Gathering, windows: Window[], t: number, id: string) {
+  for (const win of windows) {
     const key = keyOf(win);
     const kept = g.w.get(key);
     if (!kept) {
@@ -192,9 +203,18 @@ function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows):
   if (!s.g || newer(t, id, s.g[0], s.g[1])) s.g = [t, id, poolKeyOf(row), String(row[KEY_ID])];
   const limits = anyIn(row, HAS_LIMITS_AT);
   const credits = anyIn(row, HAS_CREDITS_AT);
+  let limited = false;
   if (limits || credits || saidSomething(row)) {
-    addWindows(g, row, t, String(row[ID]), derive);
+    const source = windowSourceOf(row, t);
+    const { windows } = derive(source);
+    addWindows(g, windows, t, id);
+    if (ERROR_AT >= 0 && row[ERROR_AT] != null && isRateLimited(source)) {
+      limited = true;
+      const pool = poolExhaustedBy(source, windows);
+      if (pool && (!s.x || newer(t, id, s.x[0], s.x[1]))) s.x = [t, id, pool.until];
+    }
   }
+  if (!limited) s.o = Math.max(s.o ?? t, t);
   if (limits || credits) {
     const id = String(row[ID]);
     if (limits && newer(t, id, s.la, s.li)) {
@@ -368,6 +388,16 @@ export function hotFigures(
       tokens: { limit: num(l[2]), remaining: num(l[3]), resetMs: num(l[5]) },
       credits: { limit: num(c[0]), remaining: num(c[1]) },
       windows: hotWindows(s, since),
+      ...(Array.isArray(s.x) && typeof s.x[0] === "number"
+        ? {
+            exhausted: {
+              at: s.x[0],
+              reportId: String(s.x[1]),
+              until: typeof s.x[2] === "number" ? s.x[2] : null,
+            },
+          }
+        : {}),
+      okAt: typeof s.o === "number" ? s.o : null,
     },
     recent: { requests: recent("requests"), tokens: recent("tokens"), credits: recent("credits") },
   };

@@ -112,6 +112,11 @@ local function merge(old, new)
   if type(new.g) == 'table' and (type(s.g) ~= 'table' or newer(new.g[1], new.g[2], s.g[1], s.g[2])) then
     s.g = new.g
   end
+  -- A pool-wide rate limit: the newest report's; the newest report that was no rate limit.
+  if type(new.x) == 'table' and (type(s.x) ~= 'table' or newer(new.x[1], new.x[2], s.x[1], s.x[2])) then
+    s.x = new.x
+  end
+  if type(new.o) == 'number' and (type(s.o) ~= 'number' or new.o > s.o) then s.o = new.o end
   if type(s.p) ~= 'table' then s.p = {} end
   for _, m in ipairs({'requests', 'tokens', 'credits'}) do
     local a, b = s.p[m], new.p and new.p[m]

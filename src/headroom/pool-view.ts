@@ -79,6 +79,8 @@ export function mergeSeries(members: HotSeries[]): HotSeries {
       out.ci = s.ci ?? "";
       if (s.c) out.c = s.c;
     }
+    if (Array.isArray(s.x) && (!out.x || newer(s.x[0], s.x[1], out.x[0], out.x[1]))) out.x = s.x;
+    if (typeof s.o === "number") out.o = Math.max(out.o ?? s.o, s.o);
     for (const [key, fig] of Object.entries(s.w ?? {})) {
       if (!Array.isArray(fig)) continue;
       out.w ??= {};

@@ -1,4 +1,4 @@
-import { windowKey, windowsOfRow } from "../../src/alerts/row-windows.js";
+import { windowKey, windowSourceOf, windowsOfRow } from "../../src/alerts/row-windows.js";
 import { projectOf, seriesOf, timestampMsOf } from "../../src/alerts/usage.js";
 import {
   CREDIT_COLUMNS,
@@ -8,6 +8,7 @@ import {
   seriesField,
   thinPoints,
 } from "../../src/headroom/hot-series.js";
+import { isRateLimited, poolExhaustedBy } from "../../src/report/rate-limit.js";
 import {
   REPORT_COLUMNS,
   type ReportColumn,
@@ -47,6 +48,13 @@ function addRow(into: HotSeries | undefined, row: ReportRow): HotSeries {
   }
   const limits = HAS_LIMITS.some((c) => row[at(c)] !== null);
   const credits = HAS_CREDITS.some((c) => row[at(c)] !== null);
+  // A rate limit (an error body that says one) that names no window marks the pool; any other
+  // report is the newest that was not limited.
+  const source = windowSourceOf(row, t);
+  if (source.error !== null && isRateLimited(source)) {
+    const mark = poolExhaustedBy(source, windowsOfRow(row));
+    if (mark && (!s.x || newer(t, id, s.x[0], s.x[1]))) s.x = [t, id, mark.until];
+  } else s.o = Math.max(s.o ?? t, t);
   if (limits || credits) {
     for (const w of windowsOfRow(row)) {
       const key = windowKey(w);

@@ -14,6 +14,7 @@ import {
 } from "../../src/headroom/hot-series.js";
 import type { DerivedWindows } from "../../src/providers/window.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
+import { BEDROCK_THROTTLING } from "../fixtures/providers/documented.js";
 import { groqLikeWindows } from "../helpers/groq-windows.js";
 
 // The read side per window: a series' windows in the hot copy (newest figures per window, a
@@ -295,5 +296,79 @@ describe("where each window's figures come from", () => {
     w["requests@1d"] = [T0, "x", "1000", "5", null, "guessed" as never];
     const { latest } = hotFigures(s.field, s.s, T0);
     expect(latest.windows?.map((x) => x.source)).toEqual(["stated", "stated", "stated"]);
+  });
+});
+
+describe("a rate limit that names no window (issue 45)", () => {
+  // Bedrock's calls state nothing; its ThrottlingException names no window: the pool as a whole.
+  const bedrock = (i: number, error: unknown = null, model: string | null = "claude-haiku") =>
+    toRow(
+      toRecord(
+        {
+          provider: "bedrock",
+          app: "chat",
+          model,
+          timestamp: T0 + i * 1_000,
+          limits: {
+            requests_limit: null,
+            requests_remaining: null,
+            tokens_limit: null,
+            tokens_remaining: null,
+            reset_requests_ms: null,
+            reset_tokens_ms: null,
+          },
+          credits: null,
+        } as Parameters<typeof toRecord>[0],
+        {
+          reportId: uuidv7({ msecs: T0 + i * 1_000 }),
+          projectId: "p",
+          keyId: "k",
+          receivedAt: T0 + i * 1_000,
+        },
+        error === null ? undefined : { headers: null, error: JSON.stringify(error) },
+      ),
+    );
+  const rows = [bedrock(0), bedrock(5, BEDROCK_THROTTLING), bedrock(20)];
+  const view = (upTo: number, now: number) => {
+    const { field, s } = only(hotUpdates(rows.slice(0, upTo)));
+    const { latest, recent } = hotFigures(field, s, now - 300_000);
+    return seriesView(latest, recent, [], { now, staleAfterMs: 900_000 });
+  };
+
+  it("shows the pool's requests used up (critical) until a later report that was not limited", () => {
+    const during = view(2, T0 + 10_000);
+    expect(during.status).toBe("critical");
+    expect(during.windows.map((w) => [w.dimension, w.window, w.remaining, w.source])).toEqual([
+      ["requests", null, 0, "stated"],
+    ]);
+    expect(view(1, T0 + 10_000)).toMatchObject({ status: "ok", windows: [] });
+    expect(view(3, T0 + 25_000)).toMatchObject({ status: "ok", windows: [] });
+  });
+
+  it("fires the requests rule critical, and resolves it at the next report that was not limited", () => {
+    const rule: AlertRule = {
+      id: "alr_req",
+      project: "p",
+      provider: null,
+      model: null,
+      app: null,
+      metric: "requests",
+      window: null,
+      warn_pct: 70,
+      critical_pct: 90,
+      hysteresis_pct: 5,
+      cooldown_s: 600,
+      webhook: "http://127.0.0.1:1/hook",
+      created_at: "2030-01-01T00:00:00.000Z",
+    };
+    const events = groupSeries([rule], rows).flatMap(
+      (g) => evaluateSeries(g.rule, g.series, g.samples, null, g.window).events,
+    );
+    expect(events.map((e) => [e.window, e.level, e.used_pct, e.limit, e.remaining])).toEqual([
+      [null, "critical", 100, 0, 0],
+      [null, "resolved", 0, 0, 0],
+    ]);
+    // A provider hint (no model) says nothing of the pool.
+    expect(groupSeries([rule], [bedrock(30, null, null)])).toEqual([]);
   });
 });

@@ -38,16 +38,21 @@ function statusOf(error: unknown): { status: Json; path: string } | null {
   return { status: body, path: prefix };
 }
 
-function parseGemini(error: unknown, at: number): ParseResult {
-  const windows: Window[] = [];
-  const warnings: WindowWarning[] = [];
-  const found = statusOf(error);
-  if (found === null || !Array.isArray(found.status.details)) return { windows, warnings };
-  const details: unknown[] = found.status.details;
-  const typeOf = (d: unknown) => (isObject(d) && typeof d["@type"] === "string" ? d["@type"] : "");
+const typeOf = (d: unknown) => (isObject(d) && typeof d["@type"] === "string" ? d["@type"] : "");
 
-  let resets_at: number | null = null;
-  details.forEach((d, i) => {
+/**
+ * When a google.rpc.Status body says to retry (its RetryInfo.retryDelay, from `at`), Unix ms; null
+ * when it says nothing usable (a warning names what could not be read).
+ */
+export function googleRetryAt(
+  error: unknown,
+  at: number,
+  warnings: WindowWarning[] = [],
+): number | null {
+  const found = statusOf(error);
+  if (found === null || !Array.isArray(found.status.details)) return null;
+  let retryAt: number | null = null;
+  found.status.details.forEach((d: unknown, i: number) => {
     if (!typeOf(d).endsWith("google.rpc.RetryInfo") || !isObject(d)) return;
     const delay = d.retryDelay;
     const ms = typeof delay === "string" ? durationMs(delay.trim()) : null;
@@ -58,9 +63,19 @@ function parseGemini(error: unknown, at: number): ParseResult {
     }
     // Bounded as every reset is (reset-time.ts): a delay past a year is null with a warning.
     const reset = resetAfter(ms, at);
-    if (reset.ok) resets_at = reset.resets_at;
+    if (reset.ok) retryAt = reset.resets_at;
     else warnings.push({ path, message: reset.message });
   });
+  return retryAt;
+}
+
+function parseGemini(error: unknown, at: number): ParseResult {
+  const windows: Window[] = [];
+  const warnings: WindowWarning[] = [];
+  const found = statusOf(error);
+  if (found === null || !Array.isArray(found.status.details)) return { windows, warnings };
+  const details: unknown[] = found.status.details;
+  const resets_at = googleRetryAt(error, at, warnings);
 
   details.forEach((d, i) => {
     if (!typeOf(d).endsWith("google.rpc.QuotaFailure") || !isObject(d)) return;
