@@ -3,8 +3,8 @@ import { type WindowNow, windowNow } from "../alerts/now-model.js";
 import { type AlertRule, type Metric, metricOfDimension } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
 import { clampTime, isoOrNull, isResetDelay } from "../lib/time-bounds.js";
-import { type PoolMark, withPoolMark } from "./exhaustion.js";
 import type { WindowFiguresSource, WindowLength } from "../providers/window.js";
+import { type PoolMark, withPoolMark } from "./exhaustion.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
 // recent points: what /api/v1/headroom answers. Pure. Each window is read through the model of
@@ -53,6 +53,8 @@ export interface LatestWindow {
   resetsAt: number | null;
   /** Recent [Unix ms, remaining], oldest first. */
   points: Point[];
+  /** The newest limit learned for it (a 429's quota), and where: its report's time and id. */
+  learned?: { limit: number; at: number; reportId: string };
 }
 
 /** A window at the answer's `at`: which one, when it was reported, and the model of now. */
@@ -60,6 +62,8 @@ export interface WindowView extends WindowNow {
   dimension: string;
   window: WindowLength | null;
   source: WindowFiguresSource;
+  /** Where its limit was learned (a limit error's report), when it was; else null. */
+  learned_from: { report_id: string; at: string } | null;
   reported_at: string;
 }
 
@@ -107,8 +111,10 @@ function metricView(
 }
 
 function windowView(w: LatestWindow, now: number): WindowView {
+  // A limit the provider does not state now is the one it stated in a 429 (learned), if any.
+  const learned = w.limit === null || w.source === "learned" ? (w.learned ?? null) : null;
   const fig = {
-    limit: w.limit,
+    limit: w.limit ?? learned?.limit ?? null,
     remaining: w.remaining,
     reportedAt: w.reportedAt,
     resetsAt: w.resetsAt,
@@ -116,7 +122,8 @@ function windowView(w: LatestWindow, now: number): WindowView {
   return {
     dimension: w.dimension,
     window: w.window,
-    source: w.source ?? "stated",
+    source: learned ? "learned" : (w.source ?? "stated"),
+    learned_from: learned ? { report_id: learned.reportId, at: isoAlways(learned.at) } : null,
     reported_at: isoAlways(w.reportedAt),
     ...windowNow(metricOfDimension(w.dimension), fig, w.points, now),
   };

@@ -60,7 +60,16 @@ export interface HotSeries {
   x?: HotExhausted;
   /** The newest timestamp of a report that was no rate limit: a mark older than it is over. */
   o?: number;
+  /**
+   * Per window key, the newest limit learned from a limit error's body (a Gemini 429's quota
+   * value): [report timestamp, report id, limit]. Kept past the window's own figures, until a
+   * later one changes it.
+   */
+  lw?: Record<string, HotLearned>;
 }
+
+/** [report timestamp (ms), report id, limit as text] of a learned limit. */
+export type HotLearned = [number, string, string];
 
 /** [report timestamp (ms), report id, retry time (ms) or null] of a pool-wide rate limit. */
 export type HotExhausted = [number, string, number | null];
@@ -181,6 +190,7 @@ const saidSomething = (row: ReportRow) =>
 function addWindows(g: Gathering, windows: Window[], t: number, id: string) {
   for (const win of windows) {
     const key = keyOf(win);
+    if (win.source === "learned" && win.limit !== null) learn(g.s, key, t, id, win.limit);
     const kept = g.w.get(key);
     if (!kept) {
       if (g.w.size >= MAX_WINDOWS_PER_SERIES) continue;
@@ -236,6 +246,15 @@ function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows):
     if (list) list.push([t, v]);
     else g.p[metric] = [[t, v]];
   }
+}
+
+/** A limit learned at (t, id): kept when newer than the one kept, within the windows' bound. */
+function learn(s: HotSeries, key: string, t: number, id: string, limit: number): void {
+  s.lw ??= {};
+  const kept = s.lw[key];
+  if (kept ? !newer(t, id, kept[0], kept[1]) : Object.keys(s.lw).length >= MAX_WINDOWS_PER_SERIES)
+    return;
+  s.lw[key] = [t, id, String(limit)];
 }
 
 /** Gathers a series' rows; what it adds to the hot copy once every row is in. */
@@ -424,12 +443,21 @@ export function compareWindows(
 const sourceOf = (v: unknown): WindowFiguresSource =>
   WINDOW_SOURCES.includes(v as WindowFiguresSource) ? (v as WindowFiguresSource) : "stated";
 
-/** A stored series' windows, with their points since `since`. */
+/** A stored learned limit, or undefined when it is none (a copy gone wrong). */
+function learnedOf(fig: unknown): LatestWindow["learned"] {
+  if (!Array.isArray(fig) || typeof fig[0] !== "number") return undefined;
+  const limit = Number(fig[2]);
+  return Number.isFinite(limit) ? { limit, at: fig[0], reportId: String(fig[1]) } : undefined;
+}
+
+/** A stored series' windows, with their points since `since` and the limits learned for them. */
 function hotWindows(s: HotSeries, since: number): LatestWindow[] {
   const out: LatestWindow[] = [];
+  const learned = s.lw ?? {};
   for (const [key, fig] of Object.entries(s.w ?? {})) {
     if (!Array.isArray(fig)) continue;
     const [t, , limit, remaining, resetsAt, source] = fig;
+    const l = learnedOf(learned[key]);
     out.push({
       ...parseWindowKey(key),
       source: sourceOf(source),
@@ -438,6 +466,22 @@ function hotWindows(s: HotSeries, since: number): LatestWindow[] {
       reportedAt: t,
       resetsAt: typeof resetsAt === "number" ? resetsAt : null,
       points: points(s.wp?.[key]).filter(([pt]) => pt >= since),
+      ...(l ? { learned: l } : {}),
+    });
+  }
+  // A limit learned for a window the copy keeps no figures of: the limit alone.
+  for (const [key, fig] of Object.entries(learned)) {
+    const l = learnedOf(fig);
+    if (!l || s.w?.[key]) continue;
+    out.push({
+      ...parseWindowKey(key),
+      source: "learned",
+      limit: l.limit,
+      remaining: null,
+      reportedAt: l.at,
+      resetsAt: null,
+      points: [],
+      learned: l,
     });
   }
   return out.sort(compareWindows);

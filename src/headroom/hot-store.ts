@@ -117,6 +117,21 @@ local function merge(old, new)
     s.x = new.x
   end
   if type(new.o) == 'number' and (type(s.o) ~= 'number' or new.o > s.o) then s.o = new.o end
+  -- Learned limits: the newest per window, as many windows as a series keeps.
+  if type(new.lw) == 'table' then
+    if type(s.lw) ~= 'table' then s.lw = {} end
+    local n = 0
+    for _ in pairs(s.lw) do n = n + 1 end
+    for key, fig in pairs(new.lw) do
+      local kept = s.lw[key]
+      if kept then
+        if newer(fig[1], fig[2], kept[1], kept[2]) then s.lw[key] = fig end
+      elseif n < ${MAX_WINDOWS_PER_SERIES} then
+        s.lw[key] = fig
+        n = n + 1
+      end
+    end
+  end
   if type(s.p) ~= 'table' then s.p = {} end
   for _, m in ipairs({'requests', 'tokens', 'credits'}) do
     local a, b = s.p[m], new.p and new.p[m]

@@ -1,7 +1,7 @@
-import { summariseError } from "./error-summary.js";
 import { googleRetryAt } from "../providers/parsers/gemini.js";
 import { parseResetTime, resetAfter } from "../providers/reset-time.js";
 import type { Window, WindowSource } from "../providers/window.js";
+import { summariseError } from "./error-summary.js";
 
 // A report whose error is a rate limit (a 429 in the body, Gemini's and Vertex's
 // RESOURCE_EXHAUSTED, Bedrock's ThrottlingException: error-summary.ts says which) says that what

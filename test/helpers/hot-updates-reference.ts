@@ -58,11 +58,25 @@ function addRow(into: HotSeries | undefined, row: ReportRow): HotSeries {
   if (limits || credits) {
     for (const w of windowsOfRow(row)) {
       const key = windowKey(w);
+      // A limit learned from a 429: the newest per window.
+      if (w.source === "learned" && w.limit !== null) {
+        s.lw ??= {};
+        const learned = s.lw[key];
+        if (
+          learned
+            ? newer(t, id, learned[0], learned[1])
+            : Object.keys(s.lw).length < MAX_WINDOWS_PER_SERIES
+        )
+          s.lw[key] = [t, id, String(w.limit)];
+      }
       s.w ??= {};
       const kept = s.w[key];
       if (!kept && Object.keys(s.w).length >= MAX_WINDOWS_PER_SERIES) continue;
       if (!kept || newer(t, id, kept[0], kept[1])) {
-        s.w[key] = [t, id, text(w.limit), text(w.remaining), w.resets_at];
+        s.w[key] =
+          w.source && w.source !== "stated"
+            ? [t, id, text(w.limit), text(w.remaining), w.resets_at, w.source]
+            : [t, id, text(w.limit), text(w.remaining), w.resets_at];
       }
       if (w.remaining === null) continue;
       const wp = s.wp ?? {};

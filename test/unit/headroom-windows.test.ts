@@ -12,9 +12,10 @@ import {
   hotUpdates,
   MAX_WINDOWS_PER_SERIES,
 } from "../../src/headroom/hot-series.js";
+import { mergeSeries } from "../../src/headroom/pool-view.js";
 import type { DerivedWindows } from "../../src/providers/window.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
-import { BEDROCK_THROTTLING } from "../fixtures/providers/documented.js";
+import { BEDROCK_THROTTLING, GEMINI_FREE_TIER_DAY_429 } from "../fixtures/providers/documented.js";
 import { groqLikeWindows } from "../helpers/groq-windows.js";
 
 // The read side per window: a series' windows in the hot copy (newest figures per window, a
@@ -299,35 +300,99 @@ describe("where each window's figures come from", () => {
   });
 });
 
+/** A report of `provider` stating nothing in its limits, with an error body (or none). */
+function said(
+  provider: string,
+  model: string | null,
+  i: number,
+  error: unknown = null,
+  app = "chat",
+): ReportRow {
+  return toRow(
+    toRecord(
+      {
+        provider,
+        app,
+        model,
+        timestamp: T0 + i * 1_000,
+        limits: {
+          requests_limit: null,
+          requests_remaining: null,
+          tokens_limit: null,
+          tokens_remaining: null,
+          reset_requests_ms: null,
+          reset_tokens_ms: null,
+        },
+        credits: null,
+      } as Parameters<typeof toRecord>[0],
+      {
+        reportId: uuidv7({ msecs: T0 + i * 1_000 }),
+        projectId: "p",
+        keyId: "k",
+        receivedAt: T0 + i * 1_000,
+      },
+      error === null ? undefined : { headers: null, error: JSON.stringify(error) },
+    ),
+  );
+}
+
+describe("a limit learned from a 429 (issue 45)", () => {
+  const quota = (value?: string) => {
+    const body = structuredClone(GEMINI_FREE_TIER_DAY_429);
+    const v = body.error.details[0]?.violations?.[0] as { quotaValue?: string };
+    if (value === undefined) delete v.quotaValue;
+    else v.quotaValue = value;
+    return body;
+  };
+  const dayWindow = (rows: ReportRow[], now: number) => {
+    const { field, s } = only(hotUpdates(rows));
+    const { latest, recent } = hotFigures(field, s, now - 300_000);
+    return seriesView(latest, recent, [], { now, staleAfterMs: 900_000 }).windows.find(
+      (w) => w.window === "1d",
+    );
+  };
+
+  it("is remembered, with where it was learned, until a later statement changes it", () => {
+    const first = said("gemini", "gemini-2.5-flash", 0, quota("250"));
+    const firstId = String(first[0]);
+    // The 429 itself: 250, used up until its retryDelay (22 s).
+    expect(dayWindow([first], T0 + 1_000)).toMatchObject({
+      limit: 250,
+      remaining: 0,
+      used_pct: 100,
+      source: "learned",
+      learned_from: { report_id: firstId, at: new Date(T0).toISOString() },
+    });
+    // A later 429 of the window that states no quota keeps the limit learned before.
+    const later = said("gemini", "gemini-2.5-flash", 60, quota());
+    expect(dayWindow([first, later], T0 + 61_000)).toMatchObject({
+      limit: 250,
+      remaining: 0,
+      source: "learned",
+      learned_from: { report_id: firstId },
+    });
+    // A later quota changes it.
+    const raised = said("gemini", "gemini-2.5-flash", 120, quota("1000"));
+    expect(dayWindow([raised, first, later], T0 + 121_000)).toMatchObject({
+      limit: 1000,
+      learned_from: { report_id: String(raised[0]) },
+    });
+  });
+
+  it("is the pool's, whichever member learned it", () => {
+    const a = said("gemini", "gemini-2.5-flash", 0, quota("250"), "a");
+    const b = said("gemini", "gemini-2.5-flash", 5, quota(), "b");
+    const members = [...(hotUpdates([a, b]).get("p") ?? new Map<string, HotSeries>()).values()];
+    const pool = mergeSeries(members);
+    expect(pool.lw).toEqual({ "requests@1d": [T0, String(a[0]), "250"] });
+    expect(pool.w?.["requests@1d"]?.[1]).toBe(String(b[0]));
+  });
+});
+
 describe("a rate limit that names no window (issue 45)", () => {
   // Bedrock's calls state nothing; its ThrottlingException names no window: the pool as a whole.
   const bedrock = (i: number, error: unknown = null, model: string | null = "claude-haiku") =>
-    toRow(
-      toRecord(
-        {
-          provider: "bedrock",
-          app: "chat",
-          model,
-          timestamp: T0 + i * 1_000,
-          limits: {
-            requests_limit: null,
-            requests_remaining: null,
-            tokens_limit: null,
-            tokens_remaining: null,
-            reset_requests_ms: null,
-            reset_tokens_ms: null,
-          },
-          credits: null,
-        } as Parameters<typeof toRecord>[0],
-        {
-          reportId: uuidv7({ msecs: T0 + i * 1_000 }),
-          projectId: "p",
-          keyId: "k",
-          receivedAt: T0 + i * 1_000,
-        },
-        error === null ? undefined : { headers: null, error: JSON.stringify(error) },
-      ),
-    );
+    said("bedrock", model, i, error);
   const rows = [bedrock(0), bedrock(5, BEDROCK_THROTTLING), bedrock(20)];
   const view = (upTo: number, now: number) => {
     const { field, s } = only(hotUpdates(rows.slice(0, upTo)));

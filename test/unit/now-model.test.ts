@@ -291,6 +291,7 @@ describe("every view agrees with the reference model of now", () => {
                   dimension: m,
                   window: null,
                   source: "stated",
+                  learned_from: null,
                   reported_at: new Date(r.t).toISOString(),
                   ...nowReference(m, fig, pointsOf(`${m}_remaining`), at),
                 });
@@ -307,6 +308,7 @@ describe("every view agrees with the reference model of now", () => {
                   dimension: "credits",
                   window: null,
                   source: "stated",
+                  learned_from: null,
                   reported_at: new Date(c.t).toISOString(),
                   ...nowReference("credits", fig, pointsOf("credits_remaining"), at),
                 });

@@ -5,7 +5,6 @@ import {
   fromRow,
   LIMIT_FIELDS,
   REPORT_COLUMNS,
-  USAGE_COLUMNS,
   type ReportBody,
   type ReportRow,
   receivedAtMsOf,
@@ -14,6 +13,7 @@ import {
   reportRecordSchema,
   toRecord,
   toRow,
+  USAGE_COLUMNS,
 } from "../../src/report/report-schema.js";
 import { reports } from "../helpers/report-arbitraries.js";
 

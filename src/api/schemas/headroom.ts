@@ -38,6 +38,8 @@ export const windowView = metricView.extend({
   window: z.enum(WINDOW_LENGTHS).nullable(),
   /** Where the figures come from (docs/providers.md): a counted remaining is a floor of what was used. */
   source: z.enum(WINDOW_SOURCES),
+  /** Where its limit was learned: the limit error's report and its time; null when not learned. */
+  learned_from: z.object({ report_id: z.string(), at: z.string() }).nullable(),
   reported_at: z.string(),
 });
 

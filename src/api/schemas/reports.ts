@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { creditsSchema, eachKey, limitsSchema } from "../../report/report-schema.js";
 import { WINDOW_SOURCES } from "../../providers/window.js";
+import { creditsSchema, eachKey, limitsSchema } from "../../report/report-schema.js";
 import { cursorParam } from "../cursor.js";
 import { limit, seriesFilters, time } from "../params.js";
 

@@ -38,6 +38,8 @@ export interface WindowView extends MetricView {
   window: string | null;
   /** Where the figures come from: stated, learned, declared or counted (docs/providers.md). */
   source: "stated" | "learned" | "declared" | "counted" | (string & {});
+  /** Where its limit was learned (a 429's report and time), or null. */
+  learned_from: { report_id: string; at: string } | null;
   reported_at: string;
 }
 

@@ -9,8 +9,9 @@ import type { Window, WindowLength, WindowWarning } from "../window.js";
 //       {"quotaMetric": "…/generate_content_paid_tier_input_token_count",
 //        "quotaId": "GenerateContentPaidTierInputTokensPerModelPerMinute", "quotaValue": "3000000"}]},
 //     {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}]}}
-// Each violation is a window at 0 remaining: dimension and length from the quotaId, limit from
-// quotaValue when sent, reset = answer time + retryDelay (a protobuf duration).
+// Each violation is a window at 0 remaining: dimension and length from the quotaId (the dimension
+// from the quotaMetric when the id names none), limit from quotaValue when sent (`learned`: the
+// read side remembers it past the 429), reset = answer time + retryDelay (a protobuf duration).
 
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json =>
@@ -21,6 +22,13 @@ const DIMENSIONS: [RegExp, string][] = [
   [/OutputTokens?/i, "output_tokens"],
   [/Tokens?/i, "tokens"],
   [/Requests?/i, "requests"],
+];
+/** The quota metric's last word names a dimension: …_input_token_count, …_requests. */
+const METRIC_DIMENSIONS: [RegExp, string][] = [
+  [/input_token/i, "input_tokens"],
+  [/output_token/i, "output_tokens"],
+  [/token/i, "tokens"],
+  [/request/i, "requests"],
 ];
 const LENGTHS: [RegExp, WindowLength][] = [
   [/PerSecond/i, "1s"],
@@ -87,7 +95,12 @@ function parseGemini(error: unknown, at: number): ParseResult {
         warnings.push({ path: `${path}.quotaId`, message: "no quotaId" });
         return;
       }
-      const dimension = DIMENSIONS.find(([re]) => re.test(quotaId))?.[1];
+      // The id names the dimension; the metric ("…/generate_content_free_tier_input_token_count")
+      // when the id does not.
+      const metric = isObject(v) && typeof v.quotaMetric === "string" ? v.quotaMetric : "";
+      const dimension =
+        DIMENSIONS.find(([re]) => re.test(quotaId))?.[1] ??
+        METRIC_DIMENSIONS.find(([re]) => re.test(metric))?.[1];
       if (dimension === undefined) {
         warnings.push({
           path: `${path}.quotaId`,
@@ -108,15 +121,22 @@ function parseGemini(error: unknown, at: number): ParseResult {
         if (Number.isFinite(n)) limit = n;
         else warnings.push({ path: `${path}.quotaValue`, message: "not a number" });
       }
-      if (!windows.some((w) => w.dimension === dimension && w.window === window))
-        windows.push({ dimension, window, limit, remaining: 0, resets_at });
+      if (windows.some((w) => w.dimension === dimension && w.window === window)) return;
+      // The quota's value is the window's limit, learned from the 429: remembered past it.
+      const win: Window = { dimension, window, limit, remaining: 0, resets_at };
+      if (limit !== null) win.source = "learned";
+      windows.push(win);
     });
   });
   return { windows, warnings };
 }
 
+/** Whether a window Gemini's parser stored is learned: its limit is a 429's quota value. */
+export const geminiLearned = (w: { limit: number | null }) => w.limit !== null;
+
 export const geminiParser: ProviderParser = {
   name: "gemini",
-  version: 1,
+  // 2: a window with a quota value is `learned`; the metric names a dimension the id does not.
+  version: 2,
   parse: (source) => parseGemini(source.error, source.at),
 };
