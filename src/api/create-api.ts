@@ -13,6 +13,7 @@ import { createKeyStore, type KeyStore } from "../keys/key-store.js";
 import { createAuthFailureLimits } from "../limits/auth-failures.js";
 import { createControlWriteLimits } from "../limits/control-writes.js";
 import { redisTokenBucket } from "../limits/token-bucket.js";
+import type { DeclarationsReader } from "../providers/declared-limit.js";
 import {
   closeRedis,
   createProducerRedis,
@@ -47,7 +48,13 @@ export interface Api {
 export async function createApi(
   config: Config,
   logger: FastifyBaseLogger,
-  opts: { clickhouse?: ClickHouseClient; now?: () => number; deriveWindows?: DeriveWindows } = {},
+  opts: {
+    clickhouse?: ClickHouseClient;
+    now?: () => number;
+    deriveWindows?: DeriveWindows;
+    /** The projects' declared limits; absent: none declared (the control plane's store plugs in here). */
+    declarations?: DeclarationsReader;
+  } = {},
 ): Promise<Api> {
   const redis = createProducerRedis(redisTopology(config));
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
@@ -149,6 +156,7 @@ export async function createApi(
     hotVersions,
     rulesFor: async (project) => (await rules.rulesFor([project])).get(project) ?? [],
     deriveWindows: opts.deriveWindows,
+    declarations: opts.declarations,
     now: opts.now,
     ...(config.CONTROL_LISTEN === "api" ? { control } : {}),
   });

@@ -1,5 +1,4 @@
-import type { Point } from "../alerts/burn-rate.js";
-import type { WindowFiguresSource, WindowLength } from "../providers/window.js";
+import type { LatestWindow } from "./latest-window.js";
 
 // A rate limit that named no window (src/report/rate-limit.ts: Bedrock's ThrottlingException,
 // Vertex's bare RESOURCE_EXHAUSTED) exhausts the model's pool as a whole: every window of it reads
@@ -16,25 +15,16 @@ export interface PoolMark {
   until: number | null;
 }
 
-/** A window's newest figures, as headroom-view.ts's LatestWindow has them. */
-export interface MarkedWindow {
-  dimension: string;
-  window: WindowLength | null;
-  source?: WindowFiguresSource;
-  limit: number | null;
-  remaining: number | null;
-  reportedAt: number;
-  resetsAt: number | null;
-  points: Point[];
-}
+/** A window's newest figures (latest-window.ts). */
+export type MarkedWindow = LatestWindow;
 
 /** The windows as they read at `now`, the pool's mark applied. */
-export function withPoolMark<W extends MarkedWindow>(
-  windows: W[],
+export function withPoolMark(
+  windows: LatestWindow[],
   mark: PoolMark | undefined,
   okAt: number | null,
   now: number,
-): (W | MarkedWindow)[] {
+): LatestWindow[] {
   // A later report that was not limited says the pool has room again.
   if (!mark || (okAt !== null && okAt > mark.at) || now < mark.at) return windows;
   const marked = (w: Pick<MarkedWindow, "resetsAt">): number | null | undefined => {
@@ -61,6 +51,13 @@ export function withPoolMark<W extends MarkedWindow>(
     if (w.reportedAt > mark.at) return w;
     const end = marked(w);
     if (end === undefined) return w;
-    return { ...w, remaining: 0, reportedAt: mark.at, resetsAt: end, points: [] };
+    // A counted remaining gives way to the provider's own 0: the figures are the limit's now.
+    const source =
+      w.source === "counted"
+        ? w.learned
+          ? ("learned" as const)
+          : ("declared" as const)
+        : w.source;
+    return { ...w, source, remaining: 0, reportedAt: mark.at, resetsAt: end, points: [] };
   });
 }

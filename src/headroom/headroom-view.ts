@@ -4,7 +4,10 @@ import { type AlertRule, type Metric, metricOfDimension } from "../alerts/rule.j
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
 import { clampTime, isoOrNull, isResetDelay } from "../lib/time-bounds.js";
 import type { WindowFiguresSource, WindowLength } from "../providers/window.js";
+import type { HotCounts, ResetKind } from "./counted-windows.js";
 import { type PoolMark, withPoolMark } from "./exhaustion.js";
+import type { LatestWindow } from "./latest-window.js";
+import { composeWindows, type WindowContext } from "./window-figures.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
 // recent points: what /api/v1/headroom answers. Pure. Each window is read through the model of
@@ -38,24 +41,11 @@ export interface LatestFigures {
   exhausted?: PoolMark;
   /** The newest time of a report that was no rate limit (null: none kept). */
   okAt?: number | null;
+  /** What its reports that state no remaining say was used (counted-windows.ts). */
+  counts?: HotCounts;
 }
 
-export interface LatestWindow {
-  dimension: string;
-  window: WindowLength | null;
-  /** Where the figures come from (window.ts); absent: stated. */
-  source?: WindowFiguresSource;
-  limit: number | null;
-  remaining: number | null;
-  /** When the newest report carrying this window was sent (its timestamp), Unix ms. */
-  reportedAt: number;
-  /** Absolute, Unix ms; null when the provider did not say. */
-  resetsAt: number | null;
-  /** Recent [Unix ms, remaining], oldest first. */
-  points: Point[];
-  /** The newest limit learned for it (a 429's quota), and where: its report's time and id. */
-  learned?: { limit: number; at: number; reportId: string };
-}
+export type { LatestWindow } from "./latest-window.js";
 
 /** A window at the answer's `at`: which one, when it was reported, and the model of now. */
 export interface WindowView extends WindowNow {
@@ -64,6 +54,8 @@ export interface WindowView extends WindowNow {
   source: WindowFiguresSource;
   /** Where its limit was learned (a limit error's report), when it was; else null. */
   learned_from: { report_id: string; at: string } | null;
+  /** How a counted window resets (counted-windows.ts); null for the others (`resets_at` says). */
+  resets: ResetKind | null;
   reported_at: string;
 }
 
@@ -111,10 +103,8 @@ function metricView(
 }
 
 function windowView(w: LatestWindow, now: number): WindowView {
-  // A limit the provider does not state now is the one it stated in a 429 (learned), if any.
-  const learned = w.limit === null || w.source === "learned" ? (w.learned ?? null) : null;
   const fig = {
-    limit: w.limit ?? learned?.limit ?? null,
+    limit: w.limit,
     remaining: w.remaining,
     reportedAt: w.reportedAt,
     resetsAt: w.resetsAt,
@@ -122,8 +112,9 @@ function windowView(w: LatestWindow, now: number): WindowView {
   return {
     dimension: w.dimension,
     window: w.window,
-    source: learned ? "learned" : (w.source ?? "stated"),
-    learned_from: learned ? { report_id: learned.reportId, at: isoAlways(learned.at) } : null,
+    source: w.source ?? "stated",
+    learned_from: w.learned ? { report_id: w.learned.reportId, at: isoAlways(w.learned.at) } : null,
+    resets: w.resets ?? null,
     reported_at: isoAlways(w.reportedAt),
     ...windowNow(metricOfDimension(w.dimension), fig, w.points, now),
   };
@@ -158,7 +149,12 @@ export function seriesView(
   latest: LatestFigures,
   points: RecentPoints,
   rules: AlertRule[],
-  opts: { now: number; staleAfterMs: number },
+  opts: {
+    now: number;
+    staleAfterMs: number;
+    /** The project's declared limits that apply to this series (or pool). */
+    declared?: WindowContext["declared"];
+  },
 ): SeriesView & { windows: WindowView[] } {
   const { now } = opts;
   const metrics = {
@@ -166,12 +162,15 @@ export function seriesView(
     tokens: metricView("tokens", latest.tokens, latest.limitsAt, points.tokens, now),
     credits: metricView("credits", latest.credits, latest.creditsAt, points.credits, now),
   };
-  const windows = withPoolMark(
-    latest.windows ?? [],
-    latest.exhausted,
-    latest.okAt ?? null,
+  const composed = composeWindows(latest.windows ?? [], {
+    provider: latest.provider,
+    declared: opts.declared ?? [],
+    counts: latest.counts,
     now,
-  ).map((w) => windowView(w, now));
+  });
+  const windows = withPoolMark(composed, latest.exhausted, latest.okAt ?? null, now).map((w) =>
+    windowView(w, now),
+  );
   // The worst window's status; a copy kept before windows were (none yet) reads the metrics.
   const watched =
     windows.length > 0

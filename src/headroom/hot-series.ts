@@ -18,7 +18,13 @@ import {
 } from "../providers/window.js";
 import { poolKeyOf } from "../report/pool-key.js";
 import { isRateLimited, poolExhaustedBy } from "../report/rate-limit.js";
-import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
+import {
+  REPORT_COLUMNS,
+  type ReportColumn,
+  type ReportRow,
+  USAGE_COLUMNS,
+} from "../report/report-schema.js";
+import { countReport, type HotCounts } from "./counted-windows.js";
 import type { LatestFigures, LatestWindow, RecentPoints } from "./headroom-view.js";
 
 // The hot headroom of one series as kept in Redis (hot-store.ts merges these): the latest
@@ -66,6 +72,12 @@ export interface HotSeries {
    * later one changes it.
    */
   lw?: Record<string, HotLearned>;
+  /**
+   * What the reports that state no remaining say was used, in buckets of fixed periods
+   * (counted-windows.ts): counted against a learned or declared limit. Added up by the merge
+   * script once per batch.
+   */
+  k?: HotCounts;
 }
 
 /** [report timestamp (ms), report id, limit as text] of a learned limit. */
@@ -181,6 +193,14 @@ function keyOf(win: Window): string {
   return key;
 }
 
+const USAGE_AT = USAGE_COLUMNS.map(at);
+/** A usage count of a row, or null (none sent, or a row of a shape before usage). */
+const usageOf = (row: ReportRow, i: number | undefined) => {
+  const v = i === undefined || i < 0 ? null : row[i];
+  const n = v === null || v === undefined ? Number.NaN : Number(v);
+  return Number.isFinite(n) && n >= 0 ? n : null;
+};
+
 const HEADERS_AT = REPORT_COLUMNS.indexOf("headers" as ReportColumn);
 const ERROR_AT = REPORT_COLUMNS.indexOf("error" as ReportColumn);
 /** Whether a row carries what windows are derived from (part B's headers and error, when present). */
@@ -214,10 +234,12 @@ function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows):
   const limits = anyIn(row, HAS_LIMITS_AT);
   const credits = anyIn(row, HAS_CREDITS_AT);
   let limited = false;
+  let statesRemaining = false;
   if (limits || credits || saidSomething(row)) {
     const source = windowSourceOf(row, t);
     const { windows } = derive(source);
     addWindows(g, windows, t, id);
+    statesRemaining = windows.some((w) => w.remaining !== null);
     if (ERROR_AT >= 0 && row[ERROR_AT] != null && isRateLimited(source)) {
       limited = true;
       const pool = poolExhaustedBy(source, windows);
@@ -225,6 +247,17 @@ function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows):
     }
   }
   if (!limited) s.o = Math.max(s.o ?? t, t);
+  // A call whose provider states no remaining is counted (a limited one was refused; a provider
+  // hint, no model and no figure, is no call).
+  if (!limited && !statesRemaining && (row[MODEL] !== null || limits || credits)) {
+    s.k ??= {};
+    countReport(s.k, {
+      t,
+      requests: 1,
+      input_tokens: usageOf(row, USAGE_AT[0]),
+      output_tokens: usageOf(row, USAGE_AT[1]),
+    });
+  }
   if (limits || credits) {
     const id = String(row[ID]);
     if (limits && newer(t, id, s.la, s.li)) {
@@ -417,6 +450,7 @@ export function hotFigures(
           }
         : {}),
       okAt: typeof s.o === "number" ? s.o : null,
+      ...(s.k && typeof s.k === "object" ? { counts: s.k } : {}),
     },
     recent: { requests: recent("requests"), tokens: recent("tokens"), credits: recent("credits") },
   };

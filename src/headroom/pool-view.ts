@@ -1,5 +1,6 @@
 import type { Metric } from "../alerts/rule.js";
 import { poolId } from "../report/pool-key.js";
+import { addCounts } from "./counted-windows.js";
 import {
   type HotSeries,
   type HotWindow,
@@ -81,6 +82,8 @@ export function mergeSeries(members: HotSeries[]): HotSeries {
     }
     if (Array.isArray(s.x) && (!out.x || newer(s.x[0], s.x[1], out.x[0], out.x[1]))) out.x = s.x;
     if (typeof s.o === "number") out.o = Math.max(out.o ?? s.o, s.o);
+    // Members are apps of their own: their counted reports add up.
+    if (s.k && typeof s.k === "object") out.k = addCounts(out.k ?? {}, s.k);
     for (const [key, fig] of Object.entries(s.lw ?? {})) {
       if (!Array.isArray(fig)) continue;
       out.lw ??= {};

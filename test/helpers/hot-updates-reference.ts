@@ -1,5 +1,6 @@
 import { windowKey, windowSourceOf, windowsOfRow } from "../../src/alerts/row-windows.js";
 import { projectOf, seriesOf, timestampMsOf } from "../../src/alerts/usage.js";
+import { countReport } from "../../src/headroom/counted-windows.js";
 import {
   CREDIT_COLUMNS,
   type HotSeries,
@@ -51,10 +52,28 @@ function addRow(into: HotSeries | undefined, row: ReportRow): HotSeries {
   // A rate limit (an error body that says one) that names no window marks the pool; any other
   // report is the newest that was not limited.
   const source = windowSourceOf(row, t);
-  if (source.error !== null && isRateLimited(source)) {
+  const said = source.headers !== null || source.error !== null;
+  const limited = source.error !== null && isRateLimited(source);
+  if (limited) {
     const mark = poolExhaustedBy(source, windowsOfRow(row));
     if (mark && (!s.x || newer(t, id, s.x[0], s.x[1]))) s.x = [t, id, mark.until];
   } else s.o = Math.max(s.o ?? t, t);
+  // Counted: a call that was not limited and states no remaining (no hint).
+  const statesRemaining =
+    (limits || credits || said) && windowsOfRow(row).some((w) => w.remaining !== null);
+  if (!limited && !statesRemaining && (row[at("model")] !== null || limits || credits)) {
+    const usage = (c: string) => {
+      const v = row[REPORT_COLUMNS.indexOf(c as ReportColumn)];
+      return v === null || v === undefined ? null : Number(v);
+    };
+    s.k ??= {};
+    countReport(s.k, {
+      t,
+      requests: 1,
+      input_tokens: usage("usage_input_tokens"),
+      output_tokens: usage("usage_output_tokens"),
+    });
+  }
   if (limits || credits) {
     for (const w of windowsOfRow(row)) {
       const key = windowKey(w);

@@ -292,6 +292,7 @@ describe("every view agrees with the reference model of now", () => {
                   window: null,
                   source: "stated",
                   learned_from: null,
+                  resets: null,
                   reported_at: new Date(r.t).toISOString(),
                   ...nowReference(m, fig, pointsOf(`${m}_remaining`), at),
                 });
@@ -309,6 +310,7 @@ describe("every view agrees with the reference model of now", () => {
                   window: null,
                   source: "stated",
                   learned_from: null,
+                  resets: null,
                   reported_at: new Date(c.t).toISOString(),
                   ...nowReference("credits", fig, pointsOf("credits_remaining"), at),
                 });

@@ -2,7 +2,13 @@ import { HISTORY_WINDOW_MS } from "../../alerts/burn-rate.js";
 import { type AdviceAsk, type AdvisedPool, advise } from "../../headroom/advice.js";
 import type { HotSeries } from "../../headroom/hot-series.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import { type HeadroomDeps, orUnavailable, poolViews, projectSeries } from "./headroom.js";
+import {
+  declarationsOf,
+  type HeadroomDeps,
+  orUnavailable,
+  poolViews,
+  projectSeries,
+} from "./headroom.js";
 
 // GET /api/v1/advice from memory (docs/pools.md): each project's hot copy is held in this
 // process, as the workers last wrote it, and an answer is computed from it for its own moment —
@@ -86,11 +92,22 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
 
   return {
     async advise(project, ask) {
-      const series = await seriesOf(project.projectId);
+      const [series, declarations] = await Promise.all([
+        seriesOf(project.projectId),
+        declarationsOf(deps, project.projectId),
+      ]);
       const now = clock();
       const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
       // No rules: a verdict is room against the ask, not a threshold; stale is the read API's.
-      const pools = poolViews(series, {}, [], since, now, deps.staleAfterMs) as AdvisedPool[];
+      const pools = poolViews(
+        series,
+        {},
+        [],
+        since,
+        now,
+        deps.staleAfterMs,
+        declarations,
+      ) as AdvisedPool[];
       return { at: new Date(now).toISOString(), ...advise(pools, ask, now) };
     },
     size: () => held.size,

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
+import { RESET_KINDS } from "../../headroom/counted-windows.js";
 import { STATUSES } from "../../headroom/headroom-view.js";
 import { POOL_KINDS } from "../../headroom/pool-view.js";
 import { WINDOW_LENGTHS, WINDOW_SOURCES } from "../../providers/window.js";
@@ -40,6 +41,8 @@ export const windowView = metricView.extend({
   source: z.enum(WINDOW_SOURCES),
   /** Where its limit was learned: the limit error's report and its time; null when not learned. */
   learned_from: z.object({ report_id: z.string(), at: z.string() }).nullable(),
+  /** How a counted window resets (docs/providers.md); null for the others. */
+  resets: z.enum(RESET_KINDS).nullable(),
   reported_at: z.string(),
 });
 

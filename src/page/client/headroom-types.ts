@@ -40,6 +40,8 @@ export interface WindowView extends MetricView {
   source: "stated" | "learned" | "declared" | "counted" | (string & {});
   /** Where its limit was learned (a 429's report and time), or null. */
   learned_from: { report_id: string; at: string } | null;
+  /** How a counted window resets: utc_minute, utc_day, pacific_day, rolling, …; null otherwise. */
+  resets?: string | null;
   reported_at: string;
 }
 
