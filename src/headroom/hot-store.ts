@@ -49,16 +49,17 @@ export function hotKeys(prefix: string) {
 // KEYS: the batch's counted-token key, then per project its series hash, seen set, ready key.
 // ARGV: now, TTL (ms), cap, prune limit, points kept, min gap, history window, refill ('1': also
 // set ready), the versions channel, how long a batch's token is kept ('' for a write without
-// one: counted), then per project its id, a count n and n × (field, JSON, score). Returns the number of series
+// one: its counts are not added), then per project its id, a count n and n × (field, JSON, score). Returns the number of series
 // refused by the cap. Publishes {project: version} on the channel (hot-versions.ts); null for a
 // project whose copy is not whole.
 const MERGE = `
 local now, ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local keep, gap, window, refill = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
 local channel, versions = ARGV[9], {}
--- Counts are added once per batch: its token claimed here (KEYS[1]), never on a refill.
-local count = not refill
-if count and ARGV[10] ~= '' then
+-- Counts are added once per batch: its token claimed here (KEYS[1]); never without a token, nor
+-- on a refill.
+local count = false
+if not refill and ARGV[10] ~= '' then
   count = redis.call('SET', KEYS[1], '1', 'NX', 'PX', tonumber(ARGV[10])) and true or false
 end
 local kept_ms = {m = ${KEEP_MS.m}, h = ${KEEP_MS.h}, d = ${KEEP_MS.d}, p = ${KEEP_MS.p}, M = ${KEEP_MS.M}}
@@ -287,7 +288,8 @@ export interface HotStoreOptions {
 export interface HotStore {
   /**
    * Rows ClickHouse acknowledged, per project and series. Returns the series refused. With the
-   * batch's `token` (its manifest's), its counts are added once however often it is written.
+   * batch's `token` (its manifest's), its counts are added once however often it is written;
+   * without one, none are.
    */
   write(updates: Map<string, Map<string, HotSeries>>, token?: string): Promise<number>;
   /** A project's whole copy, from ClickHouse; marks it ready. Over the cap, the newest stay. */
