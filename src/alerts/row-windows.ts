@@ -1,5 +1,6 @@
 import { deriveWindows } from "../providers/derive-windows.js";
 import type { DerivedWindows, Window, WindowLength, WindowSource } from "../providers/window.js";
+import { isRateLimited, type PoolExhausted, poolExhaustedBy } from "../report/rate-limit.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 
 // A stored row's windows (src/providers/window.ts), as every reader of rows derives them: the hot
@@ -85,28 +86,49 @@ export function windowsOfRow(
   return derive(windowSourceOf(row, at)).windows;
 }
 
-const remembered = new WeakMap<DeriveWindows, WeakMap<ReportRow, Window[]>>();
+/** What a row says of its limits: its windows, and whether it was a rate limit (rate-limit.ts). */
+export interface RowReading {
+  windows: Window[];
+  /** Its error body says a rate limit was hit. */
+  limited: boolean;
+  /** The limit named none of its windows: the pool is exhausted. */
+  pool: PoolExhausted | null;
+}
 
-/**
- * windowsOfRow, remembered per row (and derive function) while the row lives: the alerts read a
- * row once per rule that watches it, and derive it once.
- */
-export function rememberedWindowsOfRow(
+/** A row's windows through `derive`, and the rate limit its error body states. */
+export function readingOfRow(
   row: ReportRow,
   derive: DeriveWindows = deriveWindows,
   at?: number,
-): Window[] {
+): RowReading {
+  const source = windowSourceOf(row, at);
+  const { windows } = derive(source);
+  const limited = source.error !== null && isRateLimited(source);
+  return { windows, limited, pool: limited ? poolExhaustedBy(source, windows) : null };
+}
+
+const remembered = new WeakMap<DeriveWindows, WeakMap<ReportRow, RowReading>>();
+
+/**
+ * readingOfRow, remembered per row (and derive function) while the row lives: the alerts read a
+ * row once per rule that watches it, and derive it once.
+ */
+export function rememberedReadingOfRow(
+  row: ReportRow,
+  derive: DeriveWindows = deriveWindows,
+  at?: number,
+): RowReading {
   let byRow = remembered.get(derive);
   if (!byRow) {
     byRow = new WeakMap();
     remembered.set(derive, byRow);
   }
-  let windows = byRow.get(row);
-  if (!windows) {
-    windows = windowsOfRow(row, derive, at);
-    byRow.set(row, windows);
+  let reading = byRow.get(row);
+  if (!reading) {
+    reading = readingOfRow(row, derive, at);
+    byRow.set(row, reading);
   }
-  return windows;
+  return reading;
 }
 
 /** A window's key within its series: its dimension and length ('' when unknown). */

@@ -2,7 +2,7 @@ import { isResetDelay } from "../lib/time-bounds.js";
 import type { WindowLength } from "../providers/window.js";
 import { poolId, poolKeyOf, poolLabelOf } from "../report/pool-key.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
-import { type DeriveWindows, rememberedWindowsOfRow } from "./row-windows.js";
+import { type DeriveWindows, rememberedReadingOfRow } from "./row-windows.js";
 import type { AlertRule, Metric } from "./rule.js";
 
 // What a rule reads from a stored row (positional, REPORT_COLUMNS order): the series it belongs
@@ -186,8 +186,14 @@ export interface WindowSample extends Sample {
 
 /**
  * The rule's samples in this row: one per window of its metric's dimension (only windows of the
- * rule's length when it names one) that carries a limit and a remaining. The reset stays relative
- * to the report's timestamp, as the contract's fields are.
+ * rule's length when it names one) that carries a limit and a remaining, or that is at 0 remaining
+ * (a 429's: used up, whether or not its limit is known: limit 0 in its event). The reset stays
+ * relative to the report's timestamp, as the contract's fields are.
+ *
+ * A rate limit that names no window (report/rate-limit.ts: the pool as a whole) is a sample of
+ * the requests of unknown length, used up until its retry delay; a later report of the model
+ * that states nothing at all and was not limited is one too, with room again, so the alert it
+ * raised resolves.
  */
 export function windowSamplesOf(
   row: ReportRow,
@@ -198,10 +204,11 @@ export function windowSamplesOf(
   let t: number | undefined;
   const at = timestampMsOf(row);
   // Remembered per row: each rule watching the row asks again.
-  for (const w of rememberedWindowsOfRow(row, derive, at)) {
+  const reading = rememberedReadingOfRow(row, derive, at);
+  for (const w of reading.windows) {
     if (w.dimension !== rule.metric) continue;
     if (rule.window != null && w.window !== rule.window) continue;
-    const figures = usableFigures(w.limit, w.remaining);
+    const figures = usableFigures(w.limit, w.remaining) ?? usedUp(w.limit, w.remaining);
     if (figures === null) continue;
     t ??= receivedMsOf(row);
     if (!Number.isFinite(t)) return [];
@@ -213,5 +220,31 @@ export function windowSamplesOf(
       window: w.window,
     });
   }
+  if (rule.metric !== "requests" || rule.window != null) return out;
+  const poolWide =
+    reading.pool !== null && !reading.windows.some((w) => w.dimension === "requests");
+  const roomAgain = !reading.limited && reading.windows.length === 0 && row[I.model] !== null;
+  if (!poolWide && !roomAgain) return out;
+  t ??= receivedMsOf(row);
+  if (!Number.isFinite(t)) return [];
+  const until = reading.pool?.until ?? null;
+  out.push({
+    t,
+    reportId: String(row[I.id]),
+    limit: 0,
+    remaining: 0,
+    pct: poolWide ? 100 : 0,
+    resetMs: poolWide && until !== null ? resetDelay(until - at) : null,
+    window: null,
+  });
   return out;
+}
+
+/** A window at 0 remaining or below, its limit unknown (a 429's): used up, 100 %. */
+function usedUp(
+  limit: number | null,
+  remaining: number | null,
+): { limit: number; remaining: number; pct: number } | null {
+  if (remaining === null || !Number.isFinite(remaining) || remaining > 0) return null;
+  return { limit: limit !== null && Number.isFinite(limit) ? limit : 0, remaining, pct: 100 };
 }

@@ -8,6 +8,7 @@ import type { AuthFailureLimits } from "../http/authenticate.js";
 import { errorHandler } from "../http/error-handler.js";
 import { type ServerConfig, serverOptions } from "../http/server-options.js";
 import type { LookupKey } from "../keys/key-cache.js";
+import type { DeclarationsReader } from "../providers/declared-limit.js";
 import { type ControlRoutesDeps, controlRoutes } from "./control/routes.js";
 import { buildApiOpenApi, buildControlOpenApi } from "./openapi.js";
 import { readAuth } from "./plugins/read-auth.js";
@@ -54,6 +55,8 @@ export interface ApiDeps {
   control?: ControlRoutesDeps;
   /** How a refill of the hot copy derives windows: src/providers' unless a test's. */
   deriveWindows?: DeriveWindows;
+  /** The projects' declared limits (src/providers/declared-limit.ts); absent: none declared. */
+  declarations?: DeclarationsReader;
   /** Where the built page is (dist/page by default). */
   pageDir?: string;
   now?: () => number;
@@ -93,6 +96,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       answers: deps.headroomAnswers,
       versions: deps.hotVersions,
       deriveWindows: deps.deriveWindows,
+      declarations: deps.declarations,
       now,
     };
     v1.register(headroomRoutes, headroom);
@@ -115,6 +119,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       maxSeries: config.READ_METRICS_MAX_SERIES,
       hot: deps.hot,
       deriveWindows: deps.deriveWindows,
+      declarations: deps.declarations,
       now,
     });
   });
@@ -128,6 +133,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       hot: deps.hot,
       versions: deps.hotVersions,
       deriveWindows: deps.deriveWindows,
+      declarations: deps.declarations,
       now,
     },
     {

@@ -5,6 +5,7 @@ import { createRuleCache } from "../alerts/rule-cache.js";
 import { createRuleStore } from "../alerts/rule-store.js";
 import { createClickHouse } from "../clickhouse/client.js";
 import type { Config } from "../config.js";
+import { createDeclarationsReader } from "../control/declarations-cache.js";
 import { createControl } from "../control/service.js";
 import { createHotStore, hotKeys } from "../headroom/hot-store.js";
 import { createHotVersions, type HotVersions } from "../headroom/hot-versions.js";
@@ -13,6 +14,7 @@ import { createKeyStore, type KeyStore } from "../keys/key-store.js";
 import { createAuthFailureLimits } from "../limits/auth-failures.js";
 import { createControlWriteLimits } from "../limits/control-writes.js";
 import { redisTokenBucket } from "../limits/token-bucket.js";
+import type { DeclarationsReader } from "../providers/declared-limit.js";
 import {
   closeRedis,
   createProducerRedis,
@@ -47,7 +49,13 @@ export interface Api {
 export async function createApi(
   config: Config,
   logger: FastifyBaseLogger,
-  opts: { clickhouse?: ClickHouseClient; now?: () => number; deriveWindows?: DeriveWindows } = {},
+  opts: {
+    clickhouse?: ClickHouseClient;
+    now?: () => number;
+    deriveWindows?: DeriveWindows;
+    /** The projects' declared limits and pools; absent: read from Redis (control/declarations-cache.ts). */
+    declarations?: DeclarationsReader;
+  } = {},
 ): Promise<Api> {
   const redis = createProducerRedis(redisTopology(config));
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis connection error"));
@@ -149,6 +157,7 @@ export async function createApi(
     hotVersions,
     rulesFor: async (project) => (await rules.rulesFor([project])).get(project) ?? [],
     deriveWindows: opts.deriveWindows,
+    declarations: opts.declarations ?? createDeclarationsReader(redis, config.QUEUE_PREFIX),
     now: opts.now,
     ...(config.CONTROL_LISTEN === "api" ? { control } : {}),
   });

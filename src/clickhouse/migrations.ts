@@ -2,7 +2,12 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import { dedupWindow, distributedFront, engine, onCluster, stored } from "./cluster-ddl.js";
 import { type Migration, runMigrations } from "./migrate.js";
 import type { MigrationContext } from "./migration-context.js";
-import { IS_PROVIDER_HINT, PROVIDER_HINTS_COLUMN } from "./provider-hints.js";
+import {
+  IS_PROVIDER_HINT,
+  IS_PROVIDER_HINT_2,
+  PROVIDER_HINTS_COLUMN,
+  PROVIDER_HINTS_COLUMN_2,
+} from "./provider-hints.js";
 
 export type { Migration } from "./migrate.js";
 export { type MigrationContext, migrationContext } from "./migration-context.js";
@@ -386,6 +391,61 @@ function poolRollupsBackfill(ctx: MigrationContext): string[] {
   );
 }
 
+/**
+ * What a call used (issue 45): the `usage` a client may send beside `limits` (input, output and
+ * cached tokens), null on every report stored before and on every report without it; the windows
+ * counted against a learned or declared limit spend it. A report that sent usage has a figure:
+ * the rollups count provider hints by the second definition (provider-hints.ts) in a column of
+ * their own, from now on in their views and, by the backfill, for the reports stored before.
+ */
+function reportUsage(ctx: MigrationContext): string[] {
+  const columns = ["usage_input_tokens", "usage_output_tokens", "usage_cached_tokens"]
+    .map((c) => `ADD COLUMN IF NOT EXISTS ${c} Nullable(Int64)`)
+    .join(",\n      ");
+  const hints = `ADD COLUMN IF NOT EXISTS ${PROVIDER_HINTS_COLUMN_2} SimpleAggregateFunction(sum, UInt64)`;
+  return [
+    `ALTER TABLE ${stored(ctx, "reports")}${onCluster(ctx)}\n      ${columns}`,
+    ...(ctx.cluster ? [`ALTER TABLE ${ctx.db}.reports${onCluster(ctx)}\n      ${columns}`] : []),
+    // A view keeps the columns it was made with: reports_v is made again to show the new ones.
+    `CREATE OR REPLACE VIEW ${ctx.db}.reports_v${onCluster(ctx)} AS SELECT * FROM ${ctx.db}.reports FINAL`,
+    ...ROLLUPS.flatMap(({ name, bucket }) => [
+      `ALTER TABLE ${stored(ctx, name)}${onCluster(ctx)} ${hints}`,
+      ...(ctx.cluster ? [`ALTER TABLE ${ctx.db}.${name}${onCluster(ctx)} ${hints}`] : []),
+      `ALTER TABLE ${ctx.db}.${name}_mv${onCluster(ctx)} MODIFY QUERY
+    SELECT project_id, app, provider, model, ${bucket} AS bucket,
+      count() AS reports,
+      countIf(NOT ${HAS_LIMITS}) AS hints,
+      countIf(${IS_HINT}) AS provider_hints,
+      countIf(${IS_PROVIDER_HINT}) AS ${PROVIDER_HINTS_COLUMN},
+      countIf(${IS_PROVIDER_HINT_2}) AS ${PROVIDER_HINTS_COLUMN_2},
+      min(requests_remaining) AS requests_remaining_min,
+      min(tokens_remaining) AS tokens_remaining_min,
+      max(requests_limit) AS requests_limit_max,
+      max(tokens_limit) AS tokens_limit_max,
+      sum(ifNull(request_cost, toDecimal128(0, 12))) AS cost_sum,
+      argMaxIfState(credits_remaining, timestamp, credits_remaining IS NOT NULL) AS credits_remaining_last
+    FROM ${stored(ctx, "reports")}
+    GROUP BY project_id, app, provider, model, bucket`,
+    ]),
+  ];
+}
+
+/** The reports stored before, counted in rows that add nothing else (as migration 10's backfill). */
+function reportUsageBackfill(ctx: MigrationContext): string[] {
+  return ROLLUPS.map(
+    ({
+      name,
+      bucket,
+    }) => `INSERT INTO ${stored(ctx, name)} (project_id, app, provider, model, bucket, reports, hints,
+      provider_hints, ${PROVIDER_HINTS_COLUMN}, ${PROVIDER_HINTS_COLUMN_2}, cost_sum, credits_remaining_last)
+    SELECT project_id, app, provider, model, ${bucket} AS bucket, 0, 0, 0, 0, count(),
+      toDecimal128(0, 12), argMaxIfState(credits_remaining, timestamp, 0)
+    FROM ${stored(ctx, "reports")} FINAL
+    WHERE ${IS_PROVIDER_HINT_2}
+    GROUP BY project_id, app, provider, model, bucket`,
+  );
+}
+
 export const MIGRATIONS: Migration[] = [
   {
     // model is '' when the client could not see it (the contract never allows '' as a model);
@@ -571,6 +631,12 @@ export const MIGRATIONS: Migration[] = [
     name: "pool_rollups",
     statements: (ctx) => poolRollups(ctx),
     backfill: (ctx) => poolRollupsBackfill(ctx),
+  },
+  {
+    version: 13,
+    name: "report_usage",
+    statements: (ctx) => reportUsage(ctx),
+    backfill: (ctx) => reportUsageBackfill(ctx),
   },
 ];
 

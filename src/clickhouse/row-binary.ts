@@ -324,6 +324,9 @@ export const REPORT_COLUMN_WRITERS: Readonly<Record<string, Write>> = {
   error: writeNullableString,
   account: writeNullableString,
   pool: writeNullableString,
+  usage_input_tokens: writeNullableInt64,
+  usage_output_tokens: writeNullableInt64,
+  usage_cached_tokens: writeNullableInt64,
 };
 
 /** The windows columns, in WINDOW_COLUMNS's order. */

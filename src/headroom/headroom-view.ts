@@ -3,7 +3,11 @@ import { type WindowNow, windowNow } from "../alerts/now-model.js";
 import { type AlertRule, type Metric, metricOfDimension } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
 import { clampTime, isoOrNull, isResetDelay } from "../lib/time-bounds.js";
-import type { WindowLength } from "../providers/window.js";
+import type { WindowFiguresSource, WindowLength } from "../providers/window.js";
+import type { HotCounts, ResetKind } from "./counted-windows.js";
+import { type PoolMark, withPoolMark } from "./exhaustion.js";
+import type { LatestWindow } from "./latest-window.js";
+import { composeWindows, type WindowContext } from "./window-figures.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
 // recent points: what /api/v1/headroom answers. Pure. Each window is read through the model of
@@ -33,25 +37,25 @@ export interface LatestFigures {
   apps?: string[];
   /** The series' windows, each with its own newest figures and recent points (none: a copy kept before windows). */
   windows?: LatestWindow[];
+  /** The newest rate limit that named no window: the pool is exhausted (exhaustion.ts). */
+  exhausted?: PoolMark;
+  /** The newest time of a report that was no rate limit (null: none kept). */
+  okAt?: number | null;
+  /** What its reports that state no remaining say was used (counted-windows.ts). */
+  counts?: HotCounts;
 }
 
-export interface LatestWindow {
-  dimension: string;
-  window: WindowLength | null;
-  limit: number | null;
-  remaining: number | null;
-  /** When the newest report carrying this window was sent (its timestamp), Unix ms. */
-  reportedAt: number;
-  /** Absolute, Unix ms; null when the provider did not say. */
-  resetsAt: number | null;
-  /** Recent [Unix ms, remaining], oldest first. */
-  points: Point[];
-}
+export type { LatestWindow } from "./latest-window.js";
 
 /** A window at the answer's `at`: which one, when it was reported, and the model of now. */
 export interface WindowView extends WindowNow {
   dimension: string;
   window: WindowLength | null;
+  source: WindowFiguresSource;
+  /** Where its limit was learned (a limit error's report), when it was; else null. */
+  learned_from: { report_id: string; at: string } | null;
+  /** How a counted window resets (counted-windows.ts); null for the others (`resets_at` says). */
+  resets: ResetKind | null;
   reported_at: string;
 }
 
@@ -108,6 +112,9 @@ function windowView(w: LatestWindow, now: number): WindowView {
   return {
     dimension: w.dimension,
     window: w.window,
+    source: w.source ?? "stated",
+    learned_from: w.learned ? { report_id: w.learned.reportId, at: isoAlways(w.learned.at) } : null,
+    resets: w.resets ?? null,
     reported_at: isoAlways(w.reportedAt),
     ...windowNow(metricOfDimension(w.dimension), fig, w.points, now),
   };
@@ -142,7 +149,12 @@ export function seriesView(
   latest: LatestFigures,
   points: RecentPoints,
   rules: AlertRule[],
-  opts: { now: number; staleAfterMs: number },
+  opts: {
+    now: number;
+    staleAfterMs: number;
+    /** The project's declared limits that apply to this series (or pool). */
+    declared?: WindowContext["declared"];
+  },
 ): SeriesView & { windows: WindowView[] } {
   const { now } = opts;
   const metrics = {
@@ -150,7 +162,15 @@ export function seriesView(
     tokens: metricView("tokens", latest.tokens, latest.limitsAt, points.tokens, now),
     credits: metricView("credits", latest.credits, latest.creditsAt, points.credits, now),
   };
-  const windows = (latest.windows ?? []).map((w) => windowView(w, now));
+  const composed = composeWindows(latest.windows ?? [], {
+    provider: latest.provider,
+    declared: opts.declared ?? [],
+    counts: latest.counts,
+    now,
+  });
+  const windows = withPoolMark(composed, latest.exhausted, latest.okAt ?? null, now).map((w) =>
+    windowView(w, now),
+  );
   // The worst window's status; a copy kept before windows were (none yet) reads the metrics.
   const watched =
     windows.length > 0
@@ -164,7 +184,8 @@ export function seriesView(
   if (!(now - latest.lastSeen <= opts.staleAfterMs)) status = "stale";
   else {
     for (const { view, metric, window } of watched) {
-      const pct = view.used_pct;
+      // A window at 0 remaining is used up, whether or not its limit is known (a 429's).
+      const pct = view.used_pct ?? (view.remaining !== null && view.remaining <= 0 ? 100 : null);
       if (pct === null || view.reset_since_report) continue;
       const th = thresholdsFor(rules, latest, metric, window);
       const level = levelFor("ok", pct, { ...th, hysteresisPct: 0, cooldownMs: 0 });

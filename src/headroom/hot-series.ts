@@ -3,14 +3,28 @@ import {
   type DeriveWindows,
   parseWindowKey,
   windowKey,
-  windowsOfRow,
+  windowSourceOf,
 } from "../alerts/row-windows.js";
 import type { Metric } from "../alerts/rule.js";
 import { timestampReader } from "../alerts/usage.js";
 import { deriveWindows } from "../providers/derive-windows.js";
-import { KNOWN_DIMENSIONS, MAX_WINDOWS, WINDOW_LENGTHS, type Window } from "../providers/window.js";
+import {
+  KNOWN_DIMENSIONS,
+  MAX_WINDOWS,
+  WINDOW_LENGTHS,
+  WINDOW_SOURCES,
+  type Window,
+  type WindowFiguresSource,
+} from "../providers/window.js";
 import { poolKeyOf } from "../report/pool-key.js";
-import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
+import { isRateLimited, poolExhaustedBy } from "../report/rate-limit.js";
+import {
+  REPORT_COLUMNS,
+  type ReportColumn,
+  type ReportRow,
+  USAGE_COLUMNS,
+} from "../report/report-schema.js";
+import { countReport, type HotCounts } from "./counted-windows.js";
 import type { LatestFigures, LatestWindow, RecentPoints } from "./headroom-view.js";
 
 // The hot headroom of one series as kept in Redis (hot-store.ts merges these): the latest
@@ -45,13 +59,43 @@ export interface HotSeries {
    * '' for the app alone) and key id. The newest report decides: a series is in one pool at once.
    */
   g?: HotPool;
+  /**
+   * The newest rate limit that named no window (report/rate-limit.ts): its report's timestamp,
+   * id (ties) and the retry time it stated (null: none). The pool is exhausted until then.
+   */
+  x?: HotExhausted;
+  /** The newest timestamp of a report that was no rate limit: a mark older than it is over. */
+  o?: number;
+  /**
+   * Per window key, the newest limit learned from a limit error's body (a Gemini 429's quota
+   * value): [report timestamp, report id, limit]. Kept past the window's own figures, until a
+   * later one changes it.
+   */
+  lw?: Record<string, HotLearned>;
+  /**
+   * What the reports that state no remaining say was used, in buckets of fixed periods
+   * (counted-windows.ts): counted against a learned or declared limit. Added up by the merge
+   * script once per batch.
+   */
+  k?: HotCounts;
 }
+
+/** [report timestamp (ms), report id, limit as text] of a learned limit. */
+export type HotLearned = [number, string, string];
+
+/** [report timestamp (ms), report id, retry time (ms) or null] of a pool-wide rate limit. */
+export type HotExhausted = [number, string, number | null];
 
 /** [report timestamp (ms), report id, pool key, key id] of a series' newest report. */
 export type HotPool = [number, string, string, string];
 
-/** A window's newest figures: report timestamp (ms), report id (ties), limit, remaining, resets_at. */
-export type HotWindow = [number, string, string | null, string | null, number | null];
+/**
+ * A window's newest figures: report timestamp (ms), report id (ties), limit, remaining, resets_at,
+ * and where they come from when not `stated` (absent in a copy kept before sources: stated).
+ */
+export type HotWindow =
+  | [number, string, string | null, string | null, number | null]
+  | [number, string, string | null, string | null, number | null, WindowFiguresSource];
 
 /**
  * Windows a series keeps (src/providers/window.ts's MAX_WINDOWS, which a report carries at most);
@@ -149,15 +193,24 @@ function keyOf(win: Window): string {
   return key;
 }
 
+const USAGE_AT = USAGE_COLUMNS.map(at);
+/** A usage count of a row, or null (none sent, or a row of a shape before usage). */
+const usageOf = (row: ReportRow, i: number | undefined) => {
+  const v = i === undefined || i < 0 ? null : row[i];
+  const n = v === null || v === undefined ? Number.NaN : Number(v);
+  return Number.isFinite(n) && n >= 0 ? n : null;
+};
+
 const HEADERS_AT = REPORT_COLUMNS.indexOf("headers" as ReportColumn);
 const ERROR_AT = REPORT_COLUMNS.indexOf("error" as ReportColumn);
 /** Whether a row carries what windows are derived from (part B's headers and error, when present). */
 const saidSomething = (row: ReportRow) =>
   (HEADERS_AT >= 0 && row[HEADERS_AT] != null) || (ERROR_AT >= 0 && row[ERROR_AT] != null);
 
-function addWindows(g: Gathering, row: ReportRow, t: number, id: string, derive: DeriveWindows) {
-  for (const win of windowsOfRow(row, derive, t)) {
+function addWindows(g: Gathering, windows: Window[], t: number, id: string) {
+  for (const win of windows) {
     const key = keyOf(win);
+    if (win.source === "learned" && win.limit !== null) learn(g.s, key, t, id, win.limit);
     const kept = g.w.get(key);
     if (!kept) {
       if (g.w.size >= MAX_WINDOWS_PER_SERIES) continue;
@@ -180,8 +233,30 @@ function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows):
   if (!s.g || newer(t, id, s.g[0], s.g[1])) s.g = [t, id, poolKeyOf(row), String(row[KEY_ID])];
   const limits = anyIn(row, HAS_LIMITS_AT);
   const credits = anyIn(row, HAS_CREDITS_AT);
+  let limited = false;
+  let statesRemaining = false;
   if (limits || credits || saidSomething(row)) {
-    addWindows(g, row, t, String(row[ID]), derive);
+    const source = windowSourceOf(row, t);
+    const { windows } = derive(source);
+    addWindows(g, windows, t, id);
+    statesRemaining = windows.some((w) => w.remaining !== null);
+    if (ERROR_AT >= 0 && row[ERROR_AT] != null && isRateLimited(source)) {
+      limited = true;
+      const pool = poolExhaustedBy(source, windows);
+      if (pool && (!s.x || newer(t, id, s.x[0], s.x[1]))) s.x = [t, id, pool.until];
+    }
+  }
+  if (!limited) s.o = Math.max(s.o ?? t, t);
+  // A call whose provider states no remaining is counted (a limited one was refused; a provider
+  // hint, no model and no figure, is no call).
+  if (!limited && !statesRemaining && (row[MODEL] !== null || limits || credits)) {
+    s.k ??= {};
+    countReport(s.k, {
+      t,
+      requests: 1,
+      input_tokens: usageOf(row, USAGE_AT[0]),
+      output_tokens: usageOf(row, USAGE_AT[1]),
+    });
   }
   if (limits || credits) {
     const id = String(row[ID]);
@@ -206,6 +281,15 @@ function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows):
   }
 }
 
+/** A limit learned at (t, id): kept when newer than the one kept, within the windows' bound. */
+function learn(s: HotSeries, key: string, t: number, id: string, limit: number): void {
+  s.lw ??= {};
+  const kept = s.lw[key];
+  if (kept ? !newer(t, id, kept[0], kept[1]) : Object.keys(s.lw).length >= MAX_WINDOWS_PER_SERIES)
+    return;
+  s.lw[key] = [t, id, String(limit)];
+}
+
 /** Gathers a series' rows; what it adds to the hot copy once every row is in. */
 function seriesOfBatch(g: Gathering): HotSeries {
   const { s, limitsRow, creditsRow } = g;
@@ -217,7 +301,9 @@ function seriesOfBatch(g: Gathering): HotSeries {
   }
   for (const [key, { t, id, win, points }] of g.w) {
     s.w ??= {};
-    s.w[key] = [t, id, text(win.limit), text(win.remaining), win.resets_at];
+    const fig: HotWindow = [t, id, text(win.limit), text(win.remaining), win.resets_at];
+    if (win.source !== undefined && win.source !== "stated") fig.push(win.source);
+    s.w[key] = fig;
     if (points.length === 0) continue;
     s.wp ??= {};
     s.wp[key] = thinPoints(orderedPoints(points)).map(([pt, v]): [number, string] => [
@@ -354,6 +440,17 @@ export function hotFigures(
       tokens: { limit: num(l[2]), remaining: num(l[3]), resetMs: num(l[5]) },
       credits: { limit: num(c[0]), remaining: num(c[1]) },
       windows: hotWindows(s, since),
+      ...(Array.isArray(s.x) && typeof s.x[0] === "number"
+        ? {
+            exhausted: {
+              at: s.x[0],
+              reportId: String(s.x[1]),
+              until: typeof s.x[2] === "number" ? s.x[2] : null,
+            },
+          }
+        : {}),
+      okAt: typeof s.o === "number" ? s.o : null,
+      ...(s.k && typeof s.k === "object" ? { counts: s.k } : {}),
     },
     recent: { requests: recent("requests"), tokens: recent("tokens"), credits: recent("credits") },
   };
@@ -376,19 +473,49 @@ export function compareWindows(
   );
 }
 
-/** A stored series' windows, with their points since `since`. */
+/** A stored source: one of WINDOW_SOURCES, else (absent, or a copy gone wrong) stated. */
+const sourceOf = (v: unknown): WindowFiguresSource =>
+  WINDOW_SOURCES.includes(v as WindowFiguresSource) ? (v as WindowFiguresSource) : "stated";
+
+/** A stored learned limit, or undefined when it is none (a copy gone wrong). */
+function learnedOf(fig: unknown): LatestWindow["learned"] {
+  if (!Array.isArray(fig) || typeof fig[0] !== "number") return undefined;
+  const limit = Number(fig[2]);
+  return Number.isFinite(limit) ? { limit, at: fig[0], reportId: String(fig[1]) } : undefined;
+}
+
+/** A stored series' windows, with their points since `since` and the limits learned for them. */
 function hotWindows(s: HotSeries, since: number): LatestWindow[] {
   const out: LatestWindow[] = [];
+  const learned = s.lw ?? {};
   for (const [key, fig] of Object.entries(s.w ?? {})) {
     if (!Array.isArray(fig)) continue;
-    const [t, , limit, remaining, resetsAt] = fig;
+    const [t, , limit, remaining, resetsAt, source] = fig;
+    const l = learnedOf(learned[key]);
     out.push({
       ...parseWindowKey(key),
+      source: sourceOf(source),
       limit: num(limit),
       remaining: num(remaining),
       reportedAt: t,
       resetsAt: typeof resetsAt === "number" ? resetsAt : null,
       points: points(s.wp?.[key]).filter(([pt]) => pt >= since),
+      ...(l ? { learned: l } : {}),
+    });
+  }
+  // A limit learned for a window the copy keeps no figures of: the limit alone.
+  for (const [key, fig] of Object.entries(learned)) {
+    const l = learnedOf(fig);
+    if (!l || s.w?.[key]) continue;
+    out.push({
+      ...parseWindowKey(key),
+      source: "learned",
+      limit: l.limit,
+      remaining: null,
+      reportedAt: l.at,
+      resetsAt: null,
+      points: [],
+      learned: l,
     });
   }
   return out.sort(compareWindows);

@@ -1,6 +1,7 @@
 import type { Result } from "ioredis";
 import { HISTORY_WINDOW_MS } from "../alerts/burn-rate.js";
 import type { RedisClient } from "../redis/connections.js";
+import { KEEP_MS } from "./counted-windows.js";
 import { type HotSeries, MAX_WINDOWS_PER_SERIES, MIN_GAP_MS } from "./hot-series.js";
 
 // The hot headroom in Redis: per project a hash of series → HotSeries JSON, written by the ingest
@@ -21,6 +22,11 @@ import { type HotSeries, MAX_WINDOWS_PER_SERIES, MIN_GAP_MS } from "./hot-series
 export const HOT_POINTS = 16;
 /** Expired series dropped per project per call: bounded work; the rest go at later calls. */
 const PRUNE_PER_CALL = 100;
+/**
+ * How long a batch's counted token is kept: past any redelivery of it (a batch is delivered again
+ * within its manifest's life, minutes), and past the Pacific day the longest fixed count spans.
+ */
+export const COUNTED_TOKEN_MS = 48 * 3_600_000;
 
 export function hotKeys(prefix: string) {
   return {
@@ -35,18 +41,28 @@ export function hotKeys(prefix: string) {
      * a number each write moves on (readers keep an answer until it does).
      */
     ready: (project: string) => `${prefix}:hot-headroom-ready:${project}`,
+    /** Set once a batch's counts were added (the token of its manifest): a repeat adds none. */
+    counted: (token: string) => `${prefix}:hot-headroom-counted:${token}`,
   };
 }
 
-// KEYS: per project its series hash, seen set, ready key. ARGV: now, TTL (ms), cap, prune limit,
-// points kept, min gap, history window, refill ('1': also set ready), the versions channel, then
-// per project its id, a count n and n × (field, JSON, score). Returns the number of series
+// KEYS: the batch's counted-token key, then per project its series hash, seen set, ready key.
+// ARGV: now, TTL (ms), cap, prune limit, points kept, min gap, history window, refill ('1': also
+// set ready), the versions channel, how long a batch's token is kept ('' for a write without
+// one: its counts are not added), then per project its id, a count n and n × (field, JSON, score). Returns the number of series
 // refused by the cap. Publishes {project: version} on the channel (hot-versions.ts); null for a
 // project whose copy is not whole.
 const MERGE = `
 local now, ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local keep, gap, window, refill = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
 local channel, versions = ARGV[9], {}
+-- Counts are added once per batch: its token claimed here (KEYS[1]); never without a token, nor
+-- on a refill.
+local count = false
+if not refill and ARGV[10] ~= '' then
+  count = redis.call('SET', KEYS[1], '1', 'NX', 'PX', tonumber(ARGV[10])) and true or false
+end
+local kept_ms = {m = ${KEEP_MS.m}, h = ${KEEP_MS.h}, d = ${KEEP_MS.d}, p = ${KEEP_MS.p}, M = ${KEEP_MS.M}}
 local function newer(t, id, t0, id0)
   return t0 == nil or t > t0 or (t == t0 and (id or '') > (id0 or ''))
 end
@@ -112,6 +128,47 @@ local function merge(old, new)
   if type(new.g) == 'table' and (type(s.g) ~= 'table' or newer(new.g[1], new.g[2], s.g[1], s.g[2])) then
     s.g = new.g
   end
+  -- A pool-wide rate limit: the newest report's; the newest report that was no rate limit.
+  if type(new.x) == 'table' and (type(s.x) ~= 'table' or newer(new.x[1], new.x[2], s.x[1], s.x[2])) then
+    s.x = new.x
+  end
+  if type(new.o) == 'number' and (type(s.o) ~= 'number' or new.o > s.o) then s.o = new.o end
+  -- Learned limits: the newest per window, as many windows as a series keeps.
+  if type(new.lw) == 'table' then
+    if type(s.lw) ~= 'table' then s.lw = {} end
+    local n = 0
+    for _ in pairs(s.lw) do n = n + 1 end
+    for key, fig in pairs(new.lw) do
+      local kept = s.lw[key]
+      if kept then
+        if newer(fig[1], fig[2], kept[1], kept[2]) then s.lw[key] = fig end
+      elseif n < ${MAX_WINDOWS_PER_SERIES} then
+        s.lw[key] = fig
+        n = n + 1
+      end
+    end
+  end
+  -- Counted use: each bucket added to (a batch counted once), those past their kind's span dropped.
+  if count and type(new.k) == 'table' then
+    if type(s.k) ~= 'table' then s.k = {} end
+    for key, b in pairs(new.k) do
+      local kept = s.k[key]
+      if type(kept) == 'table' then
+        for i = 1, 4 do kept[i] = (tonumber(kept[i]) or 0) + (tonumber(b[i]) or 0) end
+        kept[5] = math.max(tonumber(kept[5]) or 0, tonumber(b[5]) or 0)
+      else
+        s.k[key] = b
+      end
+    end
+  end
+  if type(s.k) == 'table' then
+    local any = false
+    for key, _ in pairs(s.k) do
+      local span, start = kept_ms[string.sub(key, 1, 1)], tonumber(string.sub(key, 3))
+      if not span or not start or start < now - span then s.k[key] = nil else any = true end
+    end
+    if not any then s.k = nil end
+  end
   if type(s.p) ~= 'table' then s.p = {} end
   for _, m in ipairs({'requests', 'tokens', 'credits'}) do
     local a, b = s.p[m], new.p and new.p[m]
@@ -141,8 +198,8 @@ local function merge(old, new)
   return s
 end
 local refused = 0
-local a = 10
-for k = 1, #KEYS, 3 do
+local a = 11
+for k = 2, #KEYS, 3 do
   local hkey, zkey, rkey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   local project = ARGV[a]
   a = a + 1
@@ -229,8 +286,12 @@ export interface HotStoreOptions {
 
 /** The hot headroom in Redis (createHotStore): the workers write it, the read API reads it. */
 export interface HotStore {
-  /** Rows ClickHouse acknowledged, per project and series. Returns the series refused. */
-  write(updates: Map<string, Map<string, HotSeries>>): Promise<number>;
+  /**
+   * Rows ClickHouse acknowledged, per project and series. Returns the series refused. With the
+   * batch's `token` (its manifest's), its counts are added once however often it is written;
+   * without one, none are.
+   */
+  write(updates: Map<string, Map<string, HotSeries>>, token?: string): Promise<number>;
   /** A project's whole copy, from ClickHouse; marks it ready. Over the cap, the newest stay. */
   refill(project: string, series: Map<string, HotSeries>): Promise<number>;
   /** The projects' copies are not whole any more: their next read refills them. */
@@ -259,10 +320,11 @@ export function createHotStore(
   async function merge(
     updates: Map<string, Map<string, HotSeries>>,
     refill: boolean,
+    token?: string,
   ): Promise<number> {
     if (updates.size === 0) return 0;
     const t = now();
-    const keys: string[] = [];
+    const keys: string[] = [k.counted(token ?? "")];
     const args: (string | number)[] = [
       t,
       opts.ttlMs,
@@ -273,6 +335,7 @@ export function createHotStore(
       HISTORY_WINDOW_MS,
       refill ? "1" : "0",
       k.versions,
+      token === undefined ? "" : COUNTED_TOKEN_MS,
     ];
     for (const [project, series] of updates) {
       keys.push(k.series(project), k.seen(project), k.ready(project));
@@ -288,7 +351,8 @@ export function createHotStore(
 
   return {
     /** Rows ClickHouse acknowledged, per project and series. Returns the series refused. */
-    write: (updates: Map<string, Map<string, HotSeries>>) => merge(updates, false),
+    write: (updates: Map<string, Map<string, HotSeries>>, token?: string) =>
+      merge(updates, false, token),
     /** A project's whole copy, from ClickHouse; marks it ready. Over the cap, the newest stay. */
     refill: (project: string, series: Map<string, HotSeries>) => {
       const newestFirst = [...series].sort(([, a], [, b]) => b.ls - a.ls);

@@ -1,4 +1,6 @@
 import type { Metric } from "../alerts/rule.js";
+import { poolId } from "../report/pool-key.js";
+import { addCounts } from "./counted-windows.js";
 import {
   type HotSeries,
   type HotWindow,
@@ -6,7 +8,6 @@ import {
   seriesField,
   thinPoints,
 } from "./hot-series.js";
-import { poolId } from "../report/pool-key.js";
 import { HOT_POINTS } from "./hot-store.js";
 
 // Pools (docs/pools.md): the series of a project that draw on one provider limit, and the one
@@ -78,6 +79,22 @@ export function mergeSeries(members: HotSeries[]): HotSeries {
       out.ca = s.ca;
       out.ci = s.ci ?? "";
       if (s.c) out.c = s.c;
+    }
+    if (Array.isArray(s.x) && (!out.x || newer(s.x[0], s.x[1], out.x[0], out.x[1]))) out.x = s.x;
+    if (typeof s.o === "number") out.o = Math.max(out.o ?? s.o, s.o);
+    // Members are apps of their own: their counted reports add up.
+    if (s.k && typeof s.k === "object") out.k = addCounts(out.k ?? {}, s.k);
+    for (const [key, fig] of Object.entries(s.lw ?? {})) {
+      if (!Array.isArray(fig)) continue;
+      out.lw ??= {};
+      const kept = out.lw[key];
+      if (
+        kept
+          ? !newer(fig[0], fig[1], kept[0], kept[1])
+          : Object.keys(out.lw).length >= MAX_WINDOWS_PER_SERIES
+      )
+        continue;
+      out.lw[key] = fig;
     }
     for (const [key, fig] of Object.entries(s.w ?? {})) {
       if (!Array.isArray(fig)) continue;

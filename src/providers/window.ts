@@ -28,6 +28,15 @@ export const DIMENSION_NAME = /^[a-z0-9]+(?:_[a-z0-9]+)*$/;
 export const MAX_WINDOWS = 16;
 export const MAX_DIMENSION_LENGTH = 64;
 
+/**
+ * Where a window's figures come from (docs/providers.md): `stated` by the provider (headers or
+ * body), `learned` from a limit error's body that states the quota, `declared` by the project,
+ * or `counted` from the reports against a learned or declared limit (a floor of what was used:
+ * calls that no app reported are not seen).
+ */
+export const WINDOW_SOURCES = ["stated", "learned", "declared", "counted"] as const;
+export type WindowFiguresSource = (typeof WINDOW_SOURCES)[number];
+
 export interface Window {
   /** requests, tokens, input_tokens, output_tokens, credits, or what the provider names. */
   dimension: string;
@@ -37,6 +46,8 @@ export interface Window {
   remaining: number | null;
   /** When the window resets, Unix ms (absolute), or null when unknown. */
   resets_at: number | null;
+  /** Where its figures come from; absent: `stated` (what a parser reads is, unless it learns). */
+  source?: WindowFiguresSource;
 }
 
 export interface WindowWarning {

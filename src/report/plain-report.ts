@@ -6,6 +6,7 @@ import {
   LIMIT_FIELDS,
   MAX_FUTURE_MS,
   MAX_LENGTH,
+  MAX_USAGE_TOKENS,
   MIN_TIMESTAMP_MS,
   POOL_LABEL,
   parseIsoTimestamp,
@@ -21,6 +22,7 @@ import {
 
 type Limits = ReportBody["limits"];
 type Credits = NonNullable<ReportBody["credits"]>;
+type Usage = NonNullable<ReportBody["usage"]>;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && Object.getPrototypeOf(v) === Object.prototype;
@@ -82,11 +84,28 @@ export function plainReportBody(value: unknown): ReportBody | null {
     if (credits === null || (credits.request_cost ?? 0) < 0) return null;
   }
 
+  const body: ReportBody = { provider, limits, app, model, timestamp, credits };
+  const sentUsage = value.usage;
+  if (sentUsage !== undefined) {
+    if (sentUsage !== null && !isPlainObject(sentUsage)) return null;
+    const usage = sentUsage === null ? null : readUsage(sentUsage, tokenCount);
+    if (usage === null && sentUsage !== null) return null;
+    body.usage = usage;
+  }
   const sentPool = value.pool;
-  if (sentPool === undefined) return { provider, limits, app, model, timestamp, credits };
+  if (sentPool === undefined) return body;
   if (sentPool !== null && (typeof sentPool !== "string" || !POOL_LABEL.test(sentPool)))
     return null;
-  return { provider, limits, app, model, timestamp, pool: sentPool, credits };
+  body.pool = sentPool;
+  return body;
+}
+
+/** A token count as the schema gives it (null when absent); undefined when it is not a whole one in range. */
+function tokenCount(sent: unknown): number | null | undefined {
+  if (sent == null) return null;
+  return typeof sent === "number" && Number.isInteger(sent) && sent >= 0 && sent <= MAX_USAGE_TOKENS
+    ? sent
+    : undefined;
 }
 
 /** A limit as the schema gives it (rounded, or null when absent); undefined when it is not one. */
@@ -127,3 +146,4 @@ function compileReader<T>(fields: readonly string[]): ReadFields<T> {
 
 const readLimits = compileReader<Limits>(LIMIT_FIELDS);
 const readCredits = compileReader<Credits>(CREDIT_FIELDS);
+const readUsage = compileReader<Usage>(["input_tokens", "output_tokens", "cached_tokens"]);

@@ -114,6 +114,37 @@ const orNull = (n: z.ZodType<number>) =>
     .transform((v) => v ?? null);
 const creditValue = orNull(creditNumber);
 
+/**
+ * Tokens one call used, as a client reports them beside `limits` (`usage`): what a counted window
+ * (docs/providers.md) spends. A whole number from 0 up to this; a fraction is rounded, a value
+ * outside the range is unusable (stored as null, with a warning). No model reads or writes a
+ * billion tokens in one call.
+ */
+export const MAX_USAGE_TOKENS = 1_000_000_000;
+const USAGE_MESSAGE = `must be a whole number from 0 to ${MAX_USAGE_TOKENS}`;
+
+const tokenCount = z
+  .number({ error: numberError(USAGE_MESSAGE) })
+  .transform((n) => Math.round(n))
+  .refine((n) => n >= 0 && n <= MAX_USAGE_TOKENS, { message: USAGE_MESSAGE, params: UNUSABLE })
+  .nullable()
+  .optional()
+  .transform((n) => n ?? null);
+
+export const usageSchema = z
+  .object(
+    {
+      input_tokens: tokenCount,
+      output_tokens: tokenCount,
+      cached_tokens: tokenCount,
+    },
+    { error: "expected an object or null" },
+  )
+  .meta({
+    description:
+      "What the call used, as the provider's answer says: input (prompt) tokens, output (completion) tokens, and the input tokens read from a cache. Each a whole number from 0 to 1,000,000,000 or null. Optional: where a provider states no remaining, Headroom counts reports and these tokens against a learned or declared limit (docs/providers.md).",
+  });
+
 export const limitsSchema = z.object(
   {
     requests_limit: limitValue,
@@ -319,6 +350,7 @@ export const reportBodySchema = z.object(
           "The pool the report draws on, when the provider's answer does not name its account (docs/pools.md): a label such as openai-prod, up to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'. Reports of one project, provider and model with the same label share one headroom. Any other value is stored as null, with a warning.",
       }),
     credits: creditsSchema.nullable().optional(),
+    usage: usageSchema.nullable().optional(),
     // What the provider said (src/report/provider-said.ts reads them: only allowlisted headers are
     // kept, within bounds). Declared here for the document and the types; never a refused report.
     headers: headersSchema.nullable().optional().catch(null),
@@ -368,13 +400,24 @@ export const reportRecordSchema = z.object({
   account: z.string().nullable().optional(),
   /** The client's pool label, or null. */
   pool: z.string().nullable().optional(),
+  // What the call used (`usage`): present only on a report that sent a figure of it.
+  usage_input_tokens: z.number().int().nullable().optional(),
+  usage_output_tokens: z.number().int().nullable().optional(),
+  usage_cached_tokens: z.number().int().nullable().optional(),
 });
 
+/** The usage columns, in the order of `usage`'s fields. */
+export const USAGE_COLUMNS = [
+  "usage_input_tokens",
+  "usage_output_tokens",
+  "usage_cached_tokens",
+] as const satisfies (keyof z.infer<typeof reportRecordSchema>)[];
+
 /**
- * The columns of what the provider said, and of the pool: absent from a record without them (a
- * report of the contract's client is the record it was before they were).
+ * The columns of what the provider said, of the pool and of the usage: absent from a record
+ * without them (a report of the contract's client is the record it was before they were).
  */
-const SAID_COLUMNS = new Set<string>(["headers", "error", "account", "pool"]);
+const SAID_COLUMNS = new Set<string>(["headers", "error", "account", "pool", ...USAGE_COLUMNS]);
 
 export type ReportRecord = z.infer<typeof reportRecordSchema>;
 export type ReportColumn = keyof ReportRecord;
@@ -425,6 +468,15 @@ export function toRecord(
   }
   if (said.account != null) record.account = said.account;
   if (body.pool != null) record.pool = body.pool;
+  const u = body.usage;
+  if (
+    u != null &&
+    (u.input_tokens !== null || u.output_tokens !== null || u.cached_tokens !== null)
+  ) {
+    record.usage_input_tokens = u.input_tokens;
+    record.usage_output_tokens = u.output_tokens;
+    record.usage_cached_tokens = u.cached_tokens;
+  }
   return record;
 }
 

@@ -36,6 +36,17 @@ export const ROW_SHAPE_HISTORY: RowShapeHistory = {
   2: [...SHAPE_1, "headers", "error"],
   // Issue 44: the pool a report draws on: the account's keyed hash, the client's label.
   3: [...SHAPE_1, "headers", "error", "account", "pool"],
+  // Issue 45: what the call used (`usage`), for the windows counted against a limit.
+  4: [
+    ...SHAPE_1,
+    "headers",
+    "error",
+    "account",
+    "pool",
+    "usage_input_tokens",
+    "usage_output_tokens",
+    "usage_cached_tokens",
+  ],
 };
 
 /** A job or manifest in a shape this worker does not know: written by a newer release. */

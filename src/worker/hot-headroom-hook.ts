@@ -20,7 +20,8 @@ export function createHotHeadroomHook(deps: {
   return async function onStored(manifest: Manifest): Promise<void> {
     const updates = hotUpdates(manifest.rows, deps.deriveWindows);
     try {
-      const refused = await deps.store.write(updates);
+      // The manifest's token: a batch delivered again adds its counts once (counted-windows.ts).
+      const refused = await deps.store.write(updates, manifest.token);
       if (refused > 0) {
         deps.logger.warn({ refused }, "hot headroom: series over the per-project cap not kept");
       }

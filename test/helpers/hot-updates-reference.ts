@@ -1,5 +1,6 @@
-import { windowKey, windowsOfRow } from "../../src/alerts/row-windows.js";
+import { windowKey, windowSourceOf, windowsOfRow } from "../../src/alerts/row-windows.js";
 import { projectOf, seriesOf, timestampMsOf } from "../../src/alerts/usage.js";
+import { countReport } from "../../src/headroom/counted-windows.js";
 import {
   CREDIT_COLUMNS,
   type HotSeries,
@@ -8,6 +9,7 @@ import {
   seriesField,
   thinPoints,
 } from "../../src/headroom/hot-series.js";
+import { isRateLimited, poolExhaustedBy } from "../../src/report/rate-limit.js";
 import {
   REPORT_COLUMNS,
   type ReportColumn,
@@ -47,14 +49,53 @@ function addRow(into: HotSeries | undefined, row: ReportRow): HotSeries {
   }
   const limits = HAS_LIMITS.some((c) => row[at(c)] !== null);
   const credits = HAS_CREDITS.some((c) => row[at(c)] !== null);
+  // A rate limit (an error body that says one) that names no window marks the pool; any other
+  // report is the newest that was not limited.
+  const source = windowSourceOf(row, t);
+  const said = source.headers !== null || source.error !== null;
+  const limited = source.error !== null && isRateLimited(source);
+  if (limited) {
+    const mark = poolExhaustedBy(source, windowsOfRow(row));
+    if (mark && (!s.x || newer(t, id, s.x[0], s.x[1]))) s.x = [t, id, mark.until];
+  } else s.o = Math.max(s.o ?? t, t);
+  // Counted: a call that was not limited and states no remaining (no hint).
+  const statesRemaining =
+    (limits || credits || said) && windowsOfRow(row).some((w) => w.remaining !== null);
+  if (!limited && !statesRemaining && (row[at("model")] !== null || limits || credits)) {
+    const usage = (c: string) => {
+      const v = row[REPORT_COLUMNS.indexOf(c as ReportColumn)];
+      return v === null || v === undefined ? null : Number(v);
+    };
+    s.k ??= {};
+    countReport(s.k, {
+      t,
+      requests: 1,
+      input_tokens: usage("usage_input_tokens"),
+      output_tokens: usage("usage_output_tokens"),
+    });
+  }
   if (limits || credits) {
     for (const w of windowsOfRow(row)) {
       const key = windowKey(w);
+      // A limit learned from a 429: the newest per window.
+      if (w.source === "learned" && w.limit !== null) {
+        s.lw ??= {};
+        const learned = s.lw[key];
+        if (
+          learned
+            ? newer(t, id, learned[0], learned[1])
+            : Object.keys(s.lw).length < MAX_WINDOWS_PER_SERIES
+        )
+          s.lw[key] = [t, id, String(w.limit)];
+      }
       s.w ??= {};
       const kept = s.w[key];
       if (!kept && Object.keys(s.w).length >= MAX_WINDOWS_PER_SERIES) continue;
       if (!kept || newer(t, id, kept[0], kept[1])) {
-        s.w[key] = [t, id, text(w.limit), text(w.remaining), w.resets_at];
+        s.w[key] =
+          w.source && w.source !== "stated"
+            ? [t, id, text(w.limit), text(w.remaining), w.resets_at, w.source]
+            : [t, id, text(w.limit), text(w.remaining), w.resets_at];
       }
       if (w.remaining === null) continue;
       const wp = s.wp ?? {};

@@ -272,14 +272,17 @@ export function nowReference(
 
 /** A series' status at `at` by 70/90 %: windows reset since their report count for nothing. */
 export function statusReference(
-  windows: { used_pct: number | null; reset_since_report: boolean }[],
+  windows: { used_pct: number | null; remaining?: number | null; reset_since_report: boolean }[],
   lastSeen: number,
   at: number,
 ): "ok" | "warning" | "critical" | "stale" {
   if (at - lastSeen > 900_000) return "stale";
+  // A window at 0 remaining is used up, its limit known or not.
+  const pctOf = (w: (typeof windows)[number]) =>
+    w.used_pct ?? (w.remaining != null && w.remaining <= 0 ? 100 : null);
   const used = windows
-    .filter((w) => !w.reset_since_report && w.used_pct !== null)
-    .map((w) => w.used_pct as number);
+    .filter((w) => !w.reset_since_report && pctOf(w) !== null)
+    .map((w) => pctOf(w) as number);
   const worst = Math.max(0, ...used);
   return worst >= 90 ? "critical" : worst >= 70 ? "warning" : "ok";
 }

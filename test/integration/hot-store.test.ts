@@ -1,6 +1,8 @@
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
+import { timestampMsOf } from "../../src/alerts/usage.js";
+import { addCounts, type HotCounts, pruneCounts } from "../../src/headroom/counted-windows.js";
 import { type HotSeries, hotFigures, hotUpdates } from "../../src/headroom/hot-series.js";
 import { createHotStore, HOT_POINTS, hotKeys } from "../../src/headroom/hot-store.js";
 import {
@@ -189,5 +191,97 @@ describe("hot headroom store", () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe("hot headroom store: counted use (issue 45)", () => {
+  /** A call whose provider states nothing (Bedrock's), with its usage. */
+  function call(t: number, input: number): ReportRow {
+    n += 1;
+    const id = `00000000-0000-4000-8000-${String(n).padStart(12, "0")}`;
+    return toRow(
+      toRecord(
+        {
+          app: "x",
+          provider: "bedrock",
+          model: "claude",
+          timestamp: t,
+          limits: {
+            requests_limit: null,
+            requests_remaining: null,
+            tokens_limit: null,
+            tokens_remaining: null,
+            reset_requests_ms: null,
+            reset_tokens_ms: null,
+          },
+          credits: null,
+          usage: { input_tokens: input, output_tokens: 1, cached_tokens: null },
+        },
+        { reportId: id, projectId: "p", keyId: "k", receivedAt: t },
+      ),
+    );
+  }
+  const counts = async (prefix: string) => {
+    const json = await redis.hget(
+      hotKeys(prefix).series("p"),
+      JSON.stringify(["bedrock", "claude", "x"]),
+    );
+    return json === null ? undefined : (JSON.parse(json) as HotSeries).k;
+  };
+
+  it("adds each batch's counts once by its token, in any order, as the TypeScript merge would", async () => {
+    const runs = fc.sample(
+      fc.record({
+        batches: fc.array(
+          fc.array(
+            fc.record({
+              offset: fc.integer({ min: 0, max: 6 * 3_600_000 }),
+              input: fc.integer({ min: 0, max: 1_000 }),
+            }),
+            { minLength: 1, maxLength: 5 },
+          ),
+          { minLength: 1, maxLength: 6 },
+        ),
+        order: fc.array(fc.nat(), { minLength: 1, maxLength: 12 }),
+      }),
+      20,
+    );
+    for (const run of runs) {
+      let now = T0;
+      const prefix = `{hot-${uniqueId()}}`;
+      const store = createHotStore(redis, prefix, {
+        maxSeriesPerProject: 100,
+        ttlMs: 30 * 86_400_000,
+        now: () => now,
+      });
+      const batches = run.batches.map((b, i) => ({
+        token: `t${i}`,
+        rows: b.map((r) => call(T0 + r.offset, r.input)),
+      }));
+      // Each batch once, then some again, in the run's order.
+      const deliveries = [
+        ...batches,
+        ...run.order.map((i) => batches[i % batches.length] as (typeof batches)[number]),
+      ];
+      let model: HotCounts = {};
+      const applied = new Set<string>();
+      for (const d of deliveries) {
+        const updates = hotUpdates(d.rows);
+        now = Math.max(now, ...d.rows.map((r) => timestampMsOf(r)));
+        await store.write(updates, d.token);
+        if (!applied.has(d.token)) {
+          applied.add(d.token);
+          model = addCounts(model, [...(updates.get("p")?.values() ?? [])][0]?.k ?? {});
+        }
+        model = pruneCounts(model, now);
+        expect((await counts(prefix)) ?? {}).toEqual(model);
+      }
+      // A refill (ClickHouse's copy, counts and all) and a write without a token add none.
+      const before = await counts(prefix);
+      const again = hotUpdates((batches[0] as (typeof batches)[number]).rows);
+      await store.refill("p", again.get("p") ?? new Map());
+      await store.write(again);
+      expect(await counts(prefix)).toEqual(before);
+    }
   });
 });

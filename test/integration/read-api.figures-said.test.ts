@@ -176,21 +176,25 @@ describe("a report whose figures came from its headers or error body is no provi
     expect(text.stdout).toMatch(/anthropic .*output_tokens +1m +95\/8000 \(98\.8% used\)/);
   }, 180_000);
 
-  it("migration 10 counts the reports stored before it by the same definition", async () => {
+  it("migrations 10 and 13 count the reports stored before them by the same definition", async () => {
     // A database as the previous release left it (every migration but this one: the rows copied
     // below are of this release's shape, whose columns later migrations add), holding this
     // project's reports as they were stored: its old column counted all but one as hints.
     const mine = MIGRATIONS.find((m) => m.name === "figureless_hints")?.version ?? 0;
+    // Migration 13 (usage) redefines hints over migration 10's column: it comes after, as here.
+    const usage = MIGRATIONS.find((m) => m.name === "report_usage")?.version ?? 0;
     const before = `${s.db}_old_${uniqueId()}`;
     const ctx = { db: before, retentionDays: 30 };
     await migrate(
       s.p.client,
       ctx,
       () => {},
-      MIGRATIONS.filter((m) => m.version !== mine),
+      MIGRATIONS.filter((m) => m.version !== mine && m.version !== usage),
     );
     await s.p.client.command({
-      query: `INSERT INTO ${before}.reports SELECT * FROM ${s.db}.reports WHERE project_id = {p:String}`,
+      query: `INSERT INTO ${before}.reports SELECT * EXCEPT (usage_input_tokens,
+          usage_output_tokens, usage_cached_tokens)
+        FROM ${s.db}.reports WHERE project_id = {p:String}`,
       query_params: { p: k.project },
     });
     const hints = async (column: string) =>
@@ -204,12 +208,13 @@ describe("a report whose figures came from its headers or error body is no provi
       "gemini 1",
       "openai 1",
     ]);
-    expect(await migrate(s.p.client, ctx)).toContain(mine);
-    expect((await hints("figureless_reports")).map((r) => `${r.provider} ${r.n}`)).toEqual([
-      "anthropic 0",
-      "gemini 0",
-      "openai 1",
-    ]);
+    expect(await migrate(s.p.client, ctx)).toEqual(expect.arrayContaining([mine, usage]));
+    for (const column of ["figureless_reports", "figureless_reports_2"])
+      expect((await hints(column)).map((r) => `${r.provider} ${r.n}`)).toEqual([
+        "anthropic 0",
+        "gemini 0",
+        "openai 1",
+      ]);
     await s.p.client.command({ query: `DROP DATABASE ${before}` });
   });
 });
@@ -238,6 +243,7 @@ describe("a raw report shows its windows and the provider's error", () => {
         {
           dimension: "output_tokens",
           window: "1m",
+          source: "stated",
           limit: 8000,
           remaining: 95,
           used_pct: 98.81,

@@ -1,6 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { windowsOfRecord } from "../../src/providers/derive-windows.js";
-import { GEMINI_PAID_TIER_429 } from "../fixtures/providers/documented.js";
+import { storedWindowSource } from "../../src/providers/parsers/registry.js";
+import {
+  GEMINI_FREE_TIER_DAY_429,
+  GEMINI_PAID_TIER_429,
+} from "../fixtures/providers/documented.js";
 import { AT, derive, NO_LIMITS } from "../fixtures/providers/source.js";
 
 // Gemini sends no rate-limit headers; its 429 body says what ran out:
@@ -30,7 +34,7 @@ const FREE_TIER_429 = {
 describe("gemini parser", () => {
   it("reads the 429 body as an exhausted input-tokens minute window resetting after retryDelay", () => {
     const d = derive("gemini", null, { error: PAID_TIER_429 });
-    expect(d.parser).toBe("gemini@1");
+    expect(d.parser).toBe("gemini@2");
     expect(d.warnings).toEqual([]);
     expect(d.windows).toEqual([
       {
@@ -39,6 +43,7 @@ describe("gemini parser", () => {
         limit: 3_000_000,
         remaining: 0,
         resets_at: AT + 19_000,
+        source: "learned",
       },
     ]);
   });
@@ -81,6 +86,7 @@ describe("gemini parser", () => {
         limit: 3_000_000,
         remaining: 0,
         resets_at: AT + 19_000,
+        source: "learned",
       },
     ]);
   });
@@ -143,5 +149,55 @@ describe("gemini parser", () => {
     const year = derive("gemini", null, { error: body("31536000s") });
     expect(year.windows[0]?.resets_at).toBe(AT + 31_536_000_000);
     expect(year.warnings).toEqual([]);
+  });
+
+  it("learns the per-day requests limit of the free tier's 429 (Google's documented shape)", () => {
+    const d = derive("gemini", null, { error: GEMINI_FREE_TIER_DAY_429 });
+    expect(d.windows).toEqual([
+      {
+        dimension: "requests",
+        window: "1d",
+        limit: 250,
+        remaining: 0,
+        resets_at: AT + 22_000,
+        source: "learned",
+      },
+    ]);
+    // /reports reads a stored window's source by its parser: the same.
+    expect(storedWindowSource(d.parser, { limit: 250 })).toBe("learned");
+    expect(storedWindowSource("gemini@1", { limit: null })).toBe("stated");
+    expect(storedWindowSource("groq@1", { limit: 250 })).toBe("stated");
+  });
+
+  it("reads the dimension from the quota metric when the id names none", () => {
+    const d = derive("gemini", null, {
+      error: {
+        error: {
+          details: [
+            {
+              "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+              violations: [
+                {
+                  quotaMetric:
+                    "generativelanguage.googleapis.com/generate_content_free_tier_input_token_count",
+                  quotaId: "GenerateContentPerModelPerMinute-FreeTier",
+                  quotaValue: "250000",
+                },
+              ],
+            },
+          ],
+        },
+      },
+    });
+    expect(d.windows).toEqual([
+      {
+        dimension: "input_tokens",
+        window: "1m",
+        limit: 250_000,
+        remaining: 0,
+        resets_at: null,
+        source: "learned",
+      },
+    ]);
   });
 });

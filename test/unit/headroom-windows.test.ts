@@ -12,8 +12,10 @@ import {
   hotUpdates,
   MAX_WINDOWS_PER_SERIES,
 } from "../../src/headroom/hot-series.js";
+import { mergeSeries } from "../../src/headroom/pool-view.js";
 import type { DerivedWindows } from "../../src/providers/window.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
+import { BEDROCK_THROTTLING, GEMINI_FREE_TIER_DAY_429 } from "../fixtures/providers/documented.js";
 import { groqLikeWindows } from "../helpers/groq-windows.js";
 
 // The read side per window: a series' windows in the hot copy (newest figures per window, a
@@ -243,5 +245,195 @@ describe("alerts per window", () => {
       ["1m", "critical"],
       ["1m", "resolved"],
     ]);
+  });
+});
+
+describe("where each window's figures come from", () => {
+  // A derive that marks the day window learned (as a limit error's quota is: issue 45), the
+  // minute window as parsers make it (no source: stated).
+  const learnedDay = (s: Parameters<typeof groqLikeWindows>[0]): DerivedWindows => {
+    const d = groqLikeWindows(s);
+    return {
+      ...d,
+      windows: d.windows.map((w) =>
+        w.dimension === "requests" && w.window === "1d" ? { ...w, source: "learned" } : w,
+      ),
+    };
+  };
+
+  it("keeps each window's source in the hot copy and says it in every view", () => {
+    const now = T0 + 20_000;
+    const s = only(hotUpdates(GROQ, learnedDay));
+    const { latest, recent } = hotFigures(s.field, s.s, now - 300_000);
+    const v = seriesView(latest, recent, [], { now, staleAfterMs: 900_000 });
+    expect(v.windows.map((w) => [w.dimension, w.window, w.source])).toEqual([
+      ["requests", "1d", "learned"],
+      ["tokens", "1m", "stated"],
+      ["tokens", "1d", "stated"],
+    ]);
+    // The answer's schema requires it, and refuses a source it does not know.
+    expect(headroomResponse.safeParse({ at: "x", series: [v] }).success).toBe(true);
+    const odd = { ...v, windows: [{ ...v.windows[0], source: "guessed" }] };
+    expect(headroomResponse.safeParse({ at: "x", series: [odd] }).success).toBe(false);
+    // The exporter: one info sample per window, labelled with its source.
+    const family = headroomFamilies({
+      at: now,
+      series: [v],
+      counters: new Map(),
+      countersSince: T0,
+      maxSeries: 10,
+    }).find((f) => f.name === "headroom_window_source");
+    expect(family?.samples.map((x) => [x.labels.window, x.labels.source, x.value])).toEqual([
+      ["1d", "learned", 1],
+      ["1m", "stated", 1],
+      ["1d", "stated", 1],
+    ]);
+  });
+
+  it("reads a window kept before sources, or a source it does not know, as stated", () => {
+    const s = only(hotUpdates(GROQ, learnedDay));
+    const w = s.s.w ?? {};
+    for (const key of Object.keys(w)) w[key] = (w[key] as unknown[]).slice(0, 5) as never;
+    w["requests@1d"] = [T0, "x", "1000", "5", null, "guessed" as never];
+    const { latest } = hotFigures(s.field, s.s, T0);
+    expect(latest.windows?.map((x) => x.source)).toEqual(["stated", "stated", "stated"]);
+  });
+});
+
+/** A report of `provider` stating nothing in its limits, with an error body (or none). */
+function said(
+  provider: string,
+  model: string | null,
+  i: number,
+  error: unknown = null,
+  app = "chat",
+): ReportRow {
+  return toRow(
+    toRecord(
+      {
+        provider,
+        app,
+        model,
+        timestamp: T0 + i * 1_000,
+        limits: {
+          requests_limit: null,
+          requests_remaining: null,
+          tokens_limit: null,
+          tokens_remaining: null,
+          reset_requests_ms: null,
+          reset_tokens_ms: null,
+        },
+        credits: null,
+      } as Parameters<typeof toRecord>[0],
+      {
+        reportId: uuidv7({ msecs: T0 + i * 1_000 }),
+        projectId: "p",
+        keyId: "k",
+        receivedAt: T0 + i * 1_000,
+      },
+      error === null ? undefined : { headers: null, error: JSON.stringify(error) },
+    ),
+  );
+}
+
+describe("a limit learned from a 429 (issue 45)", () => {
+  const quota = (value?: string) => {
+    const body = structuredClone(GEMINI_FREE_TIER_DAY_429);
+    const v = body.error.details[0]?.violations?.[0] as { quotaValue?: string };
+    if (value === undefined) delete v.quotaValue;
+    else v.quotaValue = value;
+    return body;
+  };
+  const dayWindow = (rows: ReportRow[], now: number) => {
+    const { field, s } = only(hotUpdates(rows));
+    const { latest, recent } = hotFigures(field, s, now - 300_000);
+    return seriesView(latest, recent, [], { now, staleAfterMs: 900_000 }).windows.find(
+      (w) => w.window === "1d",
+    );
+  };
+
+  it("is remembered, with where it was learned, until a later statement changes it", () => {
+    const first = said("gemini", "gemini-2.5-flash", 0, quota("250"));
+    const firstId = String(first[0]);
+    // The 429 itself: 250, used up until its retryDelay (22 s).
+    expect(dayWindow([first], T0 + 1_000)).toMatchObject({
+      limit: 250,
+      remaining: 0,
+      used_pct: 100,
+      source: "learned",
+      learned_from: { report_id: firstId, at: new Date(T0).toISOString() },
+    });
+    // A later 429 of the window that states no quota keeps the limit learned before.
+    const later = said("gemini", "gemini-2.5-flash", 60, quota());
+    expect(dayWindow([first, later], T0 + 61_000)).toMatchObject({
+      limit: 250,
+      remaining: 0,
+      source: "learned",
+      learned_from: { report_id: firstId },
+    });
+    // A later quota changes it.
+    const raised = said("gemini", "gemini-2.5-flash", 120, quota("1000"));
+    expect(dayWindow([raised, first, later], T0 + 121_000)).toMatchObject({
+      limit: 1000,
+      learned_from: { report_id: String(raised[0]) },
+    });
+  });
+
+  it("is the pool's, whichever member learned it", () => {
+    const a = said("gemini", "gemini-2.5-flash", 0, quota("250"), "a");
+    const b = said("gemini", "gemini-2.5-flash", 5, quota(), "b");
+    const members = [...(hotUpdates([a, b]).get("p") ?? new Map<string, HotSeries>()).values()];
+    const pool = mergeSeries(members);
+    expect(pool.lw).toEqual({ "requests@1d": [T0, String(a[0]), "250"] });
+    expect(pool.w?.["requests@1d"]?.[1]).toBe(String(b[0]));
+  });
+});
+
+describe("a rate limit that names no window (issue 45)", () => {
+  // Bedrock's calls state nothing; its ThrottlingException names no window: the pool as a whole.
+  const bedrock = (i: number, error: unknown = null, model: string | null = "claude-haiku") =>
+    said("bedrock", model, i, error);
+  const rows = [bedrock(0), bedrock(5, BEDROCK_THROTTLING), bedrock(20)];
+  const view = (upTo: number, now: number) => {
+    const { field, s } = only(hotUpdates(rows.slice(0, upTo)));
+    const { latest, recent } = hotFigures(field, s, now - 300_000);
+    return seriesView(latest, recent, [], { now, staleAfterMs: 900_000 });
+  };
+
+  it("shows the pool's requests used up (critical) until a later report that was not limited", () => {
+    const during = view(2, T0 + 10_000);
+    expect(during.status).toBe("critical");
+    expect(during.windows.map((w) => [w.dimension, w.window, w.remaining, w.source])).toEqual([
+      ["requests", null, 0, "stated"],
+    ]);
+    expect(view(1, T0 + 10_000)).toMatchObject({ status: "ok", windows: [] });
+    expect(view(3, T0 + 25_000)).toMatchObject({ status: "ok", windows: [] });
+  });
+
+  it("fires the requests rule critical, and resolves it at the next report that was not limited", () => {
+    const rule: AlertRule = {
+      id: "alr_req",
+      project: "p",
+      provider: null,
+      model: null,
+      app: null,
+      metric: "requests",
+      window: null,
+      warn_pct: 70,
+      critical_pct: 90,
+      hysteresis_pct: 5,
+      cooldown_s: 600,
+      webhook: "http://127.0.0.1:1/hook",
+      created_at: "2030-01-01T00:00:00.000Z",
+    };
+    const events = groupSeries([rule], rows).flatMap(
+      (g) => evaluateSeries(g.rule, g.series, g.samples, null, g.window).events,
+    );
+    expect(events.map((e) => [e.window, e.level, e.used_pct, e.limit, e.remaining])).toEqual([
+      [null, "critical", 100, 0, 0],
+      [null, "resolved", 0, 0, 0],
+    ]);
+    // A provider hint (no model) says nothing of the pool.
+    expect(groupSeries([rule], [bedrock(30, null, null)])).toEqual([]);
   });
 });

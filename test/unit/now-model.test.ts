@@ -290,6 +290,9 @@ describe("every view agrees with the reference model of now", () => {
                 windows.push({
                   dimension: m,
                   window: null,
+                  source: "stated",
+                  learned_from: null,
+                  resets: null,
                   reported_at: new Date(r.t).toISOString(),
                   ...nowReference(m, fig, pointsOf(`${m}_remaining`), at),
                 });
@@ -305,6 +308,9 @@ describe("every view agrees with the reference model of now", () => {
                 windows.push({
                   dimension: "credits",
                   window: null,
+                  source: "stated",
+                  learned_from: null,
+                  resets: null,
                   reported_at: new Date(c.t).toISOString(),
                   ...nowReference("credits", fig, pointsOf("credits_remaining"), at),
                 });

@@ -13,6 +13,7 @@ import {
   reportRecordSchema,
   toRecord,
   toRow,
+  USAGE_COLUMNS,
 } from "../../src/report/report-schema.js";
 import { reports } from "../helpers/report-arbitraries.js";
 
@@ -146,8 +147,8 @@ describe("the compiled record and row", () => {
           const server = { reportId, projectId: "prj_1", keyId: "key_1", receivedAt };
           const row = toRow(toRecord(body, server));
           expect(row).toEqual(referenceRow(body, server));
-          // A record without what the provider said, or a pool, has every other column, in order.
-          const optional = ["headers", "error", "account", "pool"];
+          // A record without what the provider said, a pool or a usage has every other column, in order.
+          const optional = ["headers", "error", "account", "pool", ...USAGE_COLUMNS];
           expect(Object.keys(toRecord(body, server))).toEqual(
             REPORT_COLUMNS.filter((c) => !optional.includes(c) || (c === "pool" && body.pool)),
           );

@@ -26,6 +26,7 @@ const row = (n: number, credits = false) => ({
   request_cost: null,
   // The windows stored with it (here the legacy ones of its limits) and no error body.
   w_dimension: ["requests"],
+  w_parser: "limits@1",
   w_window: [null],
   w_limit: [500],
   w_remaining: [500 - n],
@@ -67,6 +68,7 @@ describe("GET /api/v1/reports", () => {
           {
             dimension: "requests",
             window: null,
+            source: "stated",
             limit: 500,
             remaining: 499,
             used_pct: 0.2,

@@ -13,6 +13,9 @@ import type { Family, Sample } from "./exposition.js";
 // tokens are tokens), so that queries by `kind` keep working. Cardinality: a series keeps at most
 // MAX_WINDOWS_PER_SERIES windows (hot-series.ts), and the series are capped per project.
 //
+// `headroom_window_source` says where each window's figures come from (label `source`: one of
+// four words, never a tenant's).
+//
 // Every per-series sample has a `pool` label (docs/pools.md): the 12-hex id of the pool the series
 // is in, as /api/v1/headroom names it; none (Prometheus's empty value) for a series that is its app
 // alone. A series is in
@@ -100,6 +103,7 @@ interface ExportedWindow {
   kind: Kind;
   dimension: string;
   window: string;
+  source: string;
   reportedAt: string | null;
 }
 
@@ -111,6 +115,7 @@ function windowsOf(s: SeriesView): ExportedWindow[] {
       kind: metricOfDimension(w.dimension),
       dimension: w.dimension,
       window: w.window ?? UNKNOWN_WINDOW,
+      source: w.source,
       reportedAt: w.reported_at,
     }));
   }
@@ -119,6 +124,7 @@ function windowsOf(s: SeriesView): ExportedWindow[] {
     kind,
     dimension: kind,
     window: UNKNOWN_WINDOW,
+    source: "stated",
     reportedAt: kind === "credits" ? s.credits_reported_at : s.reported_at,
   }));
 }
@@ -195,6 +201,25 @@ export function headroomFamilies(input: FamiliesInput): Family[] {
     ),
   }));
   families.push(
+    {
+      // An info gauge, so that a window whose source changes (learned, then counted once its
+      // retry delay passes) keeps its series in the gauges above.
+      name: "headroom_window_source",
+      type: "gauge",
+      help: "1 for where the window's figures come from: stated, learned, declared or counted (a floor of what was used).",
+      samples: windows.flatMap(({ s, windows }) =>
+        windows.map((w) => ({
+          labels: {
+            ...labelsOf(s),
+            kind: w.kind,
+            dimension: w.dimension,
+            window: w.window,
+            source: w.source,
+          },
+          value: 1,
+        })),
+      ),
+    },
     {
       name: "headroom_last_seen_timestamp_seconds",
       type: "gauge",

@@ -9,8 +9,10 @@ import {
 import type { HotSeries } from "../../headroom/hot-series.js";
 import type { PoolGroup } from "../../headroom/pool-view.js";
 import type { KeyLookup } from "../../keys/key-store.js";
+import type { ProjectDeclarations } from "../../providers/declared-limit.js";
 import { type AdviceAnswer, type AdviceAnswers, createAdviceAnswers } from "../advice-answers.js";
 import {
+  declarationsOf,
   type HeadroomDeps,
   orUnavailable,
   poolView,
@@ -47,6 +49,9 @@ export interface AdviceMemoryOptions {
 interface Held {
   version: string | null;
   series: Map<string, HotSeries>;
+  /** What the project declared (docs/providers.md), read with the copy and checked each second. */
+  declarations: ProjectDeclarations;
+  declarationsAt: number;
   readAt: number;
   askedAt: number;
   pools?: PoolGroup[];
@@ -92,6 +97,14 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
 
   async function read(project: string): Promise<Omit<Held, "askedAt">> {
     const readAt = clock();
+    const [copy, declarations] = await Promise.all([
+      readCopy(project, readAt),
+      declarationsOf(deps, project),
+    ]);
+    return { ...copy, declarations, declarationsAt: readAt };
+  }
+
+  async function readCopy(project: string, readAt: number) {
     if (deps.hot) {
       deps.versions?.track(project);
       const snap = await orUnavailable(deps.hot.snapshot(project, null));
@@ -184,6 +197,20 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
     }
     h.askedAt = now;
     if (!current(project, h)) refresh(project);
+    // A change of what the project declared reaches the answers within a second (the reader
+    // caches; the views are made again when it hands out another list).
+    if (deps.declarations && now - h.declarationsAt >= 1_000) {
+      h.declarationsAt = now;
+      deps.declarations.forProject(project).then(
+        (d) => {
+          if (d.limits === h.declarations.limits && d.pools === h.declarations.pools) return;
+          h.declarations = d;
+          h.moment = undefined;
+          answers.drop(project);
+        },
+        () => {},
+      );
+    }
     return h;
   }
 
@@ -198,7 +225,7 @@ export function createAdviceMemory(deps: HeadroomDeps, opts: AdviceMemoryOptions
     // No rules: a verdict is room against the ask, not a threshold; stale is the read API's.
     h.moment = adviceMoment(
       h.pools.map((g) => ({
-        view: poolView(g, [], now, now, deps.staleAfterMs),
+        view: poolView(g, [], now, now, deps.staleAfterMs, h.declarations),
         lastSeen: g.series.ls,
       })),
       now,

@@ -9,6 +9,11 @@ import type { HotVersions } from "../../headroom/hot-versions.js";
 import { type PoolGroup, poolsOf } from "../../headroom/pool-view.js";
 import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
+import type {
+  DeclarationsReader,
+  DeclaredLimit,
+  ProjectDeclarations,
+} from "../../providers/declared-limit.js";
 import { deriveWindows } from "../../providers/derive-windows.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../report/report-schema.js";
 import { filterSql, type SeriesFilters } from "../params.js";
@@ -37,6 +42,11 @@ export interface HeadroomDeps {
   versions?: HotVersions;
   /** How windows are derived from ClickHouse's figures (the workers' derive; a test's own). */
   deriveWindows?: DeriveWindows;
+  /**
+   * The project's declared limits (docs/providers.md): absent, none are declared. The read API
+   * asks it once per answer, beside the hot copy and the rules; it caches as it sees fit.
+   */
+  declarations?: DeclarationsReader;
   now?: () => number;
 }
 
@@ -157,7 +167,9 @@ async function fromClickHouse(
     const limitsAt = num(r.limits_at);
     const creditsAt = num(r.credits_at);
     // The pool is the newest stored row's with figures (the newest overall is not kept apart).
-    const { w, wp, g } = windows.get(seriesField(r)) ?? {};
+    // Counts (HotSeries.k) are not read back: what these rows hold of them is a part, which the
+    // copy's own counts would add to; a copy lost with Redis counts again from its next batch.
+    const { w, wp, g, x, o, lw } = windows.get(seriesField(r)) ?? {};
     out.set(seriesField(r), {
       ls: Number(r.last_seen),
       ...(limitsAt === null
@@ -181,6 +193,9 @@ async function fromClickHouse(
       ...(w ? { w } : {}),
       ...(wp ? { wp } : {}),
       ...(g ? { g } : {}),
+      ...(x ? { x } : {}),
+      ...(o === undefined ? {} : { o }),
+      ...(lw ? { lw } : {}),
     });
   }
   const remaining: Record<Metric, keyof PointRow> = {
@@ -259,6 +274,37 @@ export function projectSeries(
     : fromClickHouse(deps.store, project, now, {}, deps.deriveWindows);
 }
 
+const NONE_DECLARED: ProjectDeclarations = Object.freeze({ limits: [], pools: [] });
+
+/** The project's declarations, or none when no reader is wired; a reader failing is a 503. */
+export function declarationsOf(deps: HeadroomDeps, project: string): Promise<ProjectDeclarations> {
+  return deps.declarations
+    ? orUnavailable(deps.declarations.forProject(project))
+    : Promise.resolve(NONE_DECLARED);
+}
+
+/**
+ * The declared limits that apply to a series or pool: its provider's and model's, for every pool
+ * or for its label; one declared for its label wins over one for every pool.
+ */
+export function declaredFor(
+  declarations: ProjectDeclarations,
+  s: { provider: string; model: string; label: string | null },
+): DeclaredLimit[] {
+  const mine = declarations.limits.filter(
+    (l) =>
+      l.provider === s.provider &&
+      l.model === s.model &&
+      (l.pool == null || (s.label !== null && l.pool === s.label)),
+  );
+  // Later entries win in composeWindows: a label's own after those of every pool.
+  return [...mine.filter((l) => l.pool == null), ...mine.filter((l) => l.pool != null)];
+}
+
+/** A series' pool label (HotSeries.g: `l:<label>`), or null. */
+const labelOf = (s: HotSeries) =>
+  Array.isArray(s.g) && String(s.g[2] ?? "").startsWith("l:") ? String(s.g[2]).slice(2) : null;
+
 /** What the caller has read already (the route: the hot copy and the rules, at once). */
 export interface Given {
   series?: Map<string, HotSeries>;
@@ -296,21 +342,24 @@ async function readHot(
   now: number,
   given: Given,
 ): Promise<z.infer<typeof headroomResponse>> {
-  const [series, rules] = await Promise.all([
+  const [series, rules, declarations] = await Promise.all([
     given.series ?? (hot ? hotSeries(deps, hot, project.projectId, now) : new Map()),
     given.rules ?? deps.rulesFor(project.projectId),
+    declarationsOf(deps, project.projectId),
   ]);
   const since = Math.floor(now / 1000) * 1000 - HISTORY_WINDOW_MS;
   const group = filters.group ?? "both";
   const at = new Date(now).toISOString();
   const pools =
-    group === "app" ? undefined : poolViews(series, filters, rules, since, now, deps.staleAfterMs);
+    group === "app"
+      ? undefined
+      : poolViews(series, filters, rules, since, now, deps.staleAfterMs, declarations);
   if (group === "pool") return { at, pools };
   const views = [];
   for (const [field, s] of series) {
     const { latest, recent } = hotFigures(field, s, since);
     if (!matching(filters, latest)) continue;
-    views.push({ latest, recent });
+    views.push({ latest, recent, label: labelOf(s) });
   }
   // ClickHouse's order: provider, model, app, by bytes.
   views.sort(
@@ -320,7 +369,11 @@ async function readHot(
   return {
     at,
     series: views.map((v) =>
-      seriesView(v.latest, v.recent, rules, { now, staleAfterMs: deps.staleAfterMs }),
+      seriesView(v.latest, v.recent, rules, {
+        now,
+        staleAfterMs: deps.staleAfterMs,
+        declared: declaredFor(declarations, { ...v.latest, label: v.label }),
+      }),
     ),
     ...(pools ? { pools } : {}),
   };
@@ -335,10 +388,16 @@ export function poolView(
   since: number,
   now: number,
   staleAfterMs: number,
+  declarations: ProjectDeclarations = NONE_DECLARED,
 ) {
   const { latest, recent } = hotFigures(pool.field, pool.series, since);
   latest.apps = pool.members.map((m) => m.app);
-  const { app: _app, ...view } = seriesView(latest, recent, rules, { now, staleAfterMs });
+  const declared = declaredFor(declarations, { ...pool, label: pool.label });
+  const { app: _app, ...view } = seriesView(latest, recent, rules, {
+    now,
+    staleAfterMs,
+    declared,
+  });
   return {
     pool: pool.id,
     kind: pool.kind,
@@ -360,8 +419,11 @@ export function poolViews(
   since: number,
   now: number,
   staleAfterMs: number,
+  declarations: ProjectDeclarations = NONE_DECLARED,
 ) {
-  return sortedPools(series, filters).map((p) => poolView(p, rules, since, now, staleAfterMs));
+  return sortedPools(series, filters).map((p) =>
+    poolView(p, rules, since, now, staleAfterMs, declarations),
+  );
 }
 
 /** The project's pools that `filters` keep, in the answer's order: provider, model, first member. */

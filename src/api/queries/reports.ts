@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
+import { storedWindowSource } from "../../providers/parsers/registry.js";
 import { summariseError } from "../../report/error-summary.js";
 import { UUID_TEXT } from "../../report/report-id.js";
 import { newestFirstPage } from "../cursor.js";
@@ -36,6 +37,7 @@ interface ReportRow {
   w_limit: (number | null)[];
   w_remaining: (number | null)[];
   w_resets_at: (string | null)[];
+  w_parser: string;
   error: string | null;
 }
 
@@ -49,6 +51,7 @@ function reportsSql(db: string, filters: string, after: boolean) {
     \`windows.dimension\` AS w_dimension, \`windows.window\` AS w_window,
     \`windows.limit\` AS w_limit, \`windows.remaining\` AS w_remaining,
     arrayMap(t -> toString(toUnixTimestamp64Milli(t)), \`windows.resets_at\`) AS w_resets_at,
+    windows_parser AS w_parser,
     error
   FROM ${db}.reports FINAL
   WHERE project_id = {project:String}
@@ -109,6 +112,7 @@ function windowsOf(r: ReportRow): z.infer<typeof reportItem>["windows"] {
     return {
       dimension,
       window: r.w_window[i] ?? null,
+      source: storedWindowSource(r.w_parser, { limit }),
       limit,
       remaining,
       used_pct:

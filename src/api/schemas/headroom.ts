@@ -1,8 +1,9 @@
 import { z } from "zod";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
+import { RESET_KINDS } from "../../headroom/counted-windows.js";
 import { STATUSES } from "../../headroom/headroom-view.js";
 import { POOL_KINDS } from "../../headroom/pool-view.js";
-import { WINDOW_LENGTHS } from "../../providers/window.js";
+import { WINDOW_LENGTHS, WINDOW_SOURCES } from "../../providers/window.js";
 import { seriesFilters, single } from "../params.js";
 
 // GET /api/v1/headroom: what it is asked and what it answers (the route: routes/headroom.ts,
@@ -36,6 +37,12 @@ const metricView = z.object({
 export const windowView = metricView.extend({
   dimension: z.string(),
   window: z.enum(WINDOW_LENGTHS).nullable(),
+  /** Where the figures come from (docs/providers.md): a counted remaining is a floor of what was used. */
+  source: z.enum(WINDOW_SOURCES),
+  /** Where its limit was learned: the limit error's report and its time; null when not learned. */
+  learned_from: z.object({ report_id: z.string(), at: z.string() }).nullable(),
+  /** How a counted window resets (docs/providers.md); null for the others. */
+  resets: z.enum(RESET_KINDS).nullable(),
   reported_at: z.string(),
 });
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { WINDOW_SOURCES } from "../../providers/window.js";
 import { creditsSchema, eachKey, limitsSchema } from "../../report/report-schema.js";
 import { cursorParam } from "../cursor.js";
 import { limit, seriesFilters, time } from "../params.js";
@@ -31,6 +32,8 @@ export const reportItem = z.object({
     z.object({
       dimension: z.string(),
       window: z.string().nullable(),
+      /** Where the figures come from: stated by the provider, or learned from its limit error. */
+      source: z.enum(WINDOW_SOURCES),
       limit: nullableNumber,
       remaining: nullableNumber,
       used_pct: nullableNumber,

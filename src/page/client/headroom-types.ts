@@ -36,6 +36,12 @@ export interface MetricView {
 export interface WindowView extends MetricView {
   dimension: string;
   window: string | null;
+  /** Where the figures come from: stated, learned, declared or counted (docs/providers.md). */
+  source: "stated" | "learned" | "declared" | "counted" | (string & {});
+  /** Where its limit was learned (a 429's report and time), or null. */
+  learned_from: { report_id: string; at: string } | null;
+  /** How a counted window resets: utc_minute, utc_day, pacific_day, rolling, …; null otherwise. */
+  resets?: string | null;
   reported_at: string;
 }
 

@@ -9,8 +9,9 @@ import type { Window, WindowLength, WindowWarning } from "../window.js";
 //       {"quotaMetric": "…/generate_content_paid_tier_input_token_count",
 //        "quotaId": "GenerateContentPaidTierInputTokensPerModelPerMinute", "quotaValue": "3000000"}]},
 //     {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}]}}
-// Each violation is a window at 0 remaining: dimension and length from the quotaId, limit from
-// quotaValue when sent, reset = answer time + retryDelay (a protobuf duration).
+// Each violation is a window at 0 remaining: dimension and length from the quotaId (the dimension
+// from the quotaMetric when the id names none), limit from quotaValue when sent (`learned`: the
+// read side remembers it past the 429), reset = answer time + retryDelay (a protobuf duration).
 
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json =>
@@ -21,6 +22,13 @@ const DIMENSIONS: [RegExp, string][] = [
   [/OutputTokens?/i, "output_tokens"],
   [/Tokens?/i, "tokens"],
   [/Requests?/i, "requests"],
+];
+/** The quota metric's last word names a dimension: …_input_token_count, …_requests. */
+const METRIC_DIMENSIONS: [RegExp, string][] = [
+  [/input_token/i, "input_tokens"],
+  [/output_token/i, "output_tokens"],
+  [/token/i, "tokens"],
+  [/request/i, "requests"],
 ];
 const LENGTHS: [RegExp, WindowLength][] = [
   [/PerSecond/i, "1s"],
@@ -38,16 +46,21 @@ function statusOf(error: unknown): { status: Json; path: string } | null {
   return { status: body, path: prefix };
 }
 
-function parseGemini(error: unknown, at: number): ParseResult {
-  const windows: Window[] = [];
-  const warnings: WindowWarning[] = [];
-  const found = statusOf(error);
-  if (found === null || !Array.isArray(found.status.details)) return { windows, warnings };
-  const details: unknown[] = found.status.details;
-  const typeOf = (d: unknown) => (isObject(d) && typeof d["@type"] === "string" ? d["@type"] : "");
+const typeOf = (d: unknown) => (isObject(d) && typeof d["@type"] === "string" ? d["@type"] : "");
 
-  let resets_at: number | null = null;
-  details.forEach((d, i) => {
+/**
+ * When a google.rpc.Status body says to retry (its RetryInfo.retryDelay, from `at`), Unix ms; null
+ * when it says nothing usable (a warning names what could not be read).
+ */
+export function googleRetryAt(
+  error: unknown,
+  at: number,
+  warnings: WindowWarning[] = [],
+): number | null {
+  const found = statusOf(error);
+  if (found === null || !Array.isArray(found.status.details)) return null;
+  let retryAt: number | null = null;
+  found.status.details.forEach((d: unknown, i: number) => {
     if (!typeOf(d).endsWith("google.rpc.RetryInfo") || !isObject(d)) return;
     const delay = d.retryDelay;
     const ms = typeof delay === "string" ? durationMs(delay.trim()) : null;
@@ -58,9 +71,19 @@ function parseGemini(error: unknown, at: number): ParseResult {
     }
     // Bounded as every reset is (reset-time.ts): a delay past a year is null with a warning.
     const reset = resetAfter(ms, at);
-    if (reset.ok) resets_at = reset.resets_at;
+    if (reset.ok) retryAt = reset.resets_at;
     else warnings.push({ path, message: reset.message });
   });
+  return retryAt;
+}
+
+function parseGemini(error: unknown, at: number): ParseResult {
+  const windows: Window[] = [];
+  const warnings: WindowWarning[] = [];
+  const found = statusOf(error);
+  if (found === null || !Array.isArray(found.status.details)) return { windows, warnings };
+  const details: unknown[] = found.status.details;
+  const resets_at = googleRetryAt(error, at, warnings);
 
   details.forEach((d, i) => {
     if (!typeOf(d).endsWith("google.rpc.QuotaFailure") || !isObject(d)) return;
@@ -72,7 +95,12 @@ function parseGemini(error: unknown, at: number): ParseResult {
         warnings.push({ path: `${path}.quotaId`, message: "no quotaId" });
         return;
       }
-      const dimension = DIMENSIONS.find(([re]) => re.test(quotaId))?.[1];
+      // The id names the dimension; the metric ("…/generate_content_free_tier_input_token_count")
+      // when the id does not.
+      const metric = isObject(v) && typeof v.quotaMetric === "string" ? v.quotaMetric : "";
+      const dimension =
+        DIMENSIONS.find(([re]) => re.test(quotaId))?.[1] ??
+        METRIC_DIMENSIONS.find(([re]) => re.test(metric))?.[1];
       if (dimension === undefined) {
         warnings.push({
           path: `${path}.quotaId`,
@@ -93,15 +121,22 @@ function parseGemini(error: unknown, at: number): ParseResult {
         if (Number.isFinite(n)) limit = n;
         else warnings.push({ path: `${path}.quotaValue`, message: "not a number" });
       }
-      if (!windows.some((w) => w.dimension === dimension && w.window === window))
-        windows.push({ dimension, window, limit, remaining: 0, resets_at });
+      if (windows.some((w) => w.dimension === dimension && w.window === window)) return;
+      // The quota's value is the window's limit, learned from the 429: remembered past it.
+      const win: Window = { dimension, window, limit, remaining: 0, resets_at };
+      if (limit !== null) win.source = "learned";
+      windows.push(win);
     });
   });
   return { windows, warnings };
 }
 
+/** Whether a window Gemini's parser stored is learned: its limit is a 429's quota value. */
+export const geminiLearned = (w: { limit: number | null }) => w.limit !== null;
+
 export const geminiParser: ProviderParser = {
   name: "gemini",
-  version: 1,
+  // 2: a window with a quota value is `learned`; the metric names a dimension the id does not.
+  version: 2,
   parse: (source) => parseGemini(source.error, source.at),
 };

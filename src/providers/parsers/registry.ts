@@ -3,7 +3,7 @@ import { anthropicParser } from "./anthropic.js";
 import { azureOpenaiParser } from "./azure-openai.js";
 import { cerebrasParser } from "./cerebras.js";
 import { fireworksParser } from "./fireworks.js";
-import { geminiParser } from "./gemini.js";
+import { geminiLearned, geminiParser } from "./gemini.js";
 import { genericParser } from "./generic.js";
 import { groqParser } from "./groq.js";
 import { mistralParser } from "./mistral.js";
@@ -58,3 +58,15 @@ export function parserFor(provider: string): ProviderParser {
 
 /** "name@version", as DerivedWindows.parser names it. */
 export const parserId = (parser: ProviderParser) => `${parser.name}@${parser.version}`;
+
+/**
+ * Where a stored window's figures come from, by the parser that derived it (`reports` keeps the
+ * parser, not each window's source): Gemini's limits are learned from a 429's quota; every other
+ * parser reads what the provider stated.
+ */
+export function storedWindowSource(
+  parser: string,
+  w: { limit: number | null },
+): "stated" | "learned" {
+  return parser.startsWith(`${geminiParser.name}@`) && geminiLearned(w) ? "learned" : "stated";
+}
