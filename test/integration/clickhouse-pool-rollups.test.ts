@@ -9,6 +9,7 @@ import { createClickHouse } from "../../src/clickhouse/client.js";
 import { MIGRATIONS, migrate } from "../../src/clickhouse/migrations.js";
 import { createReportSink } from "../../src/clickhouse/report-sink.js";
 import { REPORT_COLUMNS } from "../../src/report/report-schema.js";
+import { ROW_SHAPE_HISTORY } from "../../src/report/row-shapes.js";
 
 // The pool rollups (migration 12, what /usage?group_by=pool joins): the reports stored before it
 // are backfilled, those stored after reach it through its views, and each series' pool in a
@@ -62,14 +63,16 @@ it("backfills the reports stored before, and keeps each series' newest pool per 
   const before = MIGRATIONS.filter((m) => m.version < 12);
   expect(before.map((m) => m.name).at(-1)).toBe("report_pools");
   await migrate(client, { db: DB, retentionDays: 30 }, () => {}, before);
-  const sink = createReportSink(client, DB);
-  await sink.insert(
+  // Rows as the release before wrote them: row shape 3, the columns a database at migration 11 has.
+  const shape3 = ROW_SHAPE_HISTORY[3] as readonly string[];
+  const older = createReportSink(client, DB, undefined, shape3);
+  await older.insert(
     [
       row(1, "chat", MINUTE + 1_000, null, "shared"),
       // Newer in the same minute, and an account: chat's pool there is the account's.
       row(2, "chat", MINUTE + 2_000, "0123456789abcdef0123456789abcdef", "shared"),
       row(3, "solo", MINUTE + 3_000, null, null),
-    ],
+    ].map((r) => r.slice(0, shape3.length)),
     "pool-rollups-before",
   );
   await migrate(client, { db: DB, retentionDays: 30 });
@@ -78,6 +81,7 @@ it("backfills the reports stored before, and keeps each series' newest pool per 
     "solo@0": "",
   });
   // After the migration, through the view: an older report does not move the bucket's pool.
+  const sink = createReportSink(client, DB);
   await sink.insert(
     [row(4, "chat", MINUTE + 500, null, "older"), row(5, "solo", MINUTE + 60_000, null, "shared")],
     "pool-rollups-after",

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { v4 as uuidv4 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, createApi } from "../../src/api/create-api.js";
+import { cliPrincipal, createControl } from "../../src/control/service.js";
 import { createLogger } from "../../src/lib/logger.js";
 import type {
   DeclarationsReader,
@@ -296,6 +297,55 @@ describe("Azure and DeepSeek", () => {
       (w) => w.dimension === "tokens",
     );
     expect(tokens).toMatchObject({ source: "stated", limit: null, remaining: 9000 });
+  });
+
+  it("takes a limit declared over the control plane: the API's own reader, no reader given", async () => {
+    // As `headroom limits set` and PUT /api/v1/projects/{p}/limits write it.
+    const control = createControl(s.p.redis, s.p.config);
+    await control.setLimits(cliPrincipal(), k.project, {
+      limits: [
+        {
+          provider: "azure-openai",
+          model: "gpt-4o-mini",
+          dimension: "requests",
+          window: "1m",
+          limit: 50,
+        },
+      ],
+    });
+    const own = await createApi(s.p.config, createLogger("silent", "test"), {
+      clickhouse: s.p.client,
+    });
+    try {
+      await batch([
+        {
+          provider: "azure-openai",
+          model: "gpt-4o-mini",
+          app: "az-mini",
+          timestamp: iso(Date.now()),
+          limits: NO_LIMITS,
+          headers: { "x-ratelimit-remaining-requests": "30" },
+        },
+      ]);
+      await eventually(async () => {
+        const res = await own.app.inject({
+          method: "GET",
+          url: "/api/v1/headroom?group=app",
+          headers: { authorization: `Bearer ${k.read}` },
+        });
+        const series = (res.json() as { series: SeriesView[] }).series.find(
+          (x) => x.app === "az-mini",
+        );
+        expect(series?.windows.find((w) => w.dimension === "requests")).toMatchObject({
+          source: "declared",
+          limit: 50,
+          remaining: 30,
+          used_pct: 40,
+        });
+      });
+    } finally {
+      await own.close();
+    }
   });
 
   it("leaves DeepSeek with nothing declared unknown, and counts none of its calls as hints", async () => {
