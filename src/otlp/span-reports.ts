@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { isRateLimitHeader } from "../providers/keep-headers.js";
+import { MAX_USAGE_TOKENS } from "../report/report-schema.js";
 import {
   type AnyValue,
   type KeyValue,
@@ -23,7 +24,8 @@ import { providerOfGenAi, providerOfHost } from "./provider-names.js";
 //
 // A GenAI span gives the HTTP spans under it (up to MAX_HOPS levels down) its provider (when the
 // host names none), model (`gen_ai.response.model`, else `gen_ai.request.model`) and is then no
-// report of its own: one call, one report. The app is the resource's `service.name` (`unknown`
+// report of its own: one call, one report. Its token counts (`gen_ai.usage.*`) are the report's
+// `usage`. The app is the resource's `service.name` (`unknown`
 // without one, or with the SDK's `unknown_service:…` default); the timestamp the span's end.
 // Each report's id comes from its span's trace and span ids (spanReportId), so an exporter that
 // sends the same export again stores nothing twice. Every other span is only counted.
@@ -62,7 +64,29 @@ interface Seen {
   status: number | null;
   headers: [string, string][] | null;
   body: string | null;
+  usage: Usage;
 }
+
+/** A report's `usage`: a count is a whole number from 0 to MAX_USAGE_TOKENS, or null. */
+interface Usage {
+  input_tokens: number | null;
+  output_tokens: number | null;
+  cached_tokens: number | null;
+}
+
+/**
+ * The attributes of each usage field, first wins: the GenAI conventions' names, then the older
+ * ones instrumentations still emit (`prompt_tokens` / `completion_tokens`, OpenLLMetry's
+ * `cache_read_input_tokens`).
+ */
+const USAGE_ATTRIBUTES: Record<string, [keyof Usage, number]> = {
+  "gen_ai.usage.input_tokens": ["input_tokens", 0],
+  "gen_ai.usage.prompt_tokens": ["input_tokens", 1],
+  "gen_ai.usage.output_tokens": ["output_tokens", 0],
+  "gen_ai.usage.completion_tokens": ["output_tokens", 1],
+  "gen_ai.usage.cache_read.input_tokens": ["cached_tokens", 0],
+  "gen_ai.usage.cache_read_input_tokens": ["cached_tokens", 1],
+};
 
 interface Resource {
   app: string;
@@ -129,7 +153,7 @@ export function spanReports(request: TraceRequest): SpanReports {
     if (call) reported.add(call);
     const provider = hostProvider ?? (call?.genAiProvider as string);
     const model = call ? (call.model ?? call.requestModel) : (h.model ?? h.requestModel);
-    add(out, h, provider, model);
+    add(out, h, provider, model, call?.usage ?? h.usage);
   }
   for (const g of genAi) {
     providerCalls++;
@@ -137,13 +161,19 @@ export function spanReports(request: TraceRequest): SpanReports {
       out.merged++;
       continue;
     }
-    add(out, g, g.genAiProvider as string, g.model ?? g.requestModel);
+    add(out, g, g.genAiProvider as string, g.model ?? g.requestModel, g.usage);
   }
   out.ignored = all.length - providerCalls;
   return out;
 }
 
-function add(out: SpanReports, s: Seen, provider: string, model: string | null): void {
+function add(
+  out: SpanReports,
+  s: Seen,
+  provider: string,
+  model: string | null,
+  usage: Usage,
+): void {
   const id = spanReportId(s.span);
   if (id === null) {
     out.rejected.count++;
@@ -160,6 +190,8 @@ function add(out: SpanReports, s: Seen, provider: string, model: string | null):
   const ms = nanosToMs(s.span.endTimeUnixNano);
   if (ms !== null) body.timestamp = new Date(ms).toISOString();
   if (s.headers) body.headers = s.headers;
+  if (usage.input_tokens !== null || usage.output_tokens !== null || usage.cached_tokens !== null)
+    body.usage = usage;
   if (s.status === 429) {
     const error = errorBody(s);
     if (error !== undefined) body.error = error;
@@ -191,7 +223,10 @@ function read(span: Span, resource: Resource): Seen {
     status: null,
     headers: null,
     body: null,
+    usage: { input_tokens: null, output_tokens: null, cached_tokens: null },
   };
+  // The rank each usage field was taken from (0 the conventions' name): a newer name wins.
+  const usageRank: Partial<Record<keyof Usage, number>> = {};
   let system: string | null = null;
   let peer: string | null = null;
   for (const kv of span.attributes ?? []) {
@@ -234,12 +269,28 @@ function read(span: Span, resource: Resource): Seen {
         break;
       default:
         if (key.startsWith(HEADER_PREFIX)) addHeader(seen, key.slice(HEADER_PREFIX.length), kv);
+        else if (key.startsWith("gen_ai.usage.")) addUsage(seen, usageRank, key, kv);
     }
   }
   if (seen.genAiProvider === null && system !== null) seen.genAiProvider = system;
   if (seen.genAiProvider !== null) seen.genAiProvider = providerOfGenAi(seen.genAiProvider);
   seen.host ??= peer ?? hostOfUrl(seen.url);
   return seen;
+}
+
+/** One `gen_ai.usage.*` attribute into the span's usage, unless a newer name gave the field. */
+function addUsage(
+  seen: Seen,
+  rankOf: Partial<Record<keyof Usage, number>>,
+  key: string,
+  kv: KeyValue,
+): void {
+  if (!Object.hasOwn(USAGE_ATTRIBUTES, key)) return;
+  const [field, rank] = USAGE_ATTRIBUTES[key] as [keyof Usage, number];
+  const n = tokenCount(kv.value);
+  if (n === null || rank >= (rankOf[field] ?? Number.POSITIVE_INFINITY)) return;
+  seen.usage[field] = n;
+  rankOf[field] = rank;
 }
 
 /**
@@ -319,6 +370,21 @@ function numberOf(v: AnyValue | undefined): number | null {
   if (text === null) return null;
   const n = Number(text);
   return Number.isInteger(n) ? n : null;
+}
+
+/**
+ * A token count: an int or double attribute, rounded like the report API's `usage`; null for
+ * anything else or outside 0..MAX_USAGE_TOKENS (dropped, as no call uses that many).
+ */
+function tokenCount(v: AnyValue | undefined): number | null {
+  if (!v) return null;
+  let n: number;
+  if (Object.hasOwn(v, "intValue") && v.intValue != null) n = Number(String(v.intValue));
+  else if (Object.hasOwn(v, "doubleValue") && typeof v.doubleValue === "number") n = v.doubleValue;
+  else return null;
+  if (!Number.isFinite(n)) return null;
+  n = Math.round(n);
+  return n >= 0 && n <= MAX_USAGE_TOKENS ? n : null;
 }
 
 function hostOfUrl(url: string | null): string | null {

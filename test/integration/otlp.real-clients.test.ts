@@ -220,7 +220,7 @@ describe("POST /v1/traces with the OpenTelemetry Node SDK", () => {
     }
   }, 120_000);
 
-  it("a GenAI span made with the SDK's API, the undici span under it: one report with the GenAI span's model", async () => {
+  it("a GenAI span made with the SDK's API, the undici span under it: one report with the GenAI span's model and token usage", async () => {
     const k = await s.project();
     await traced([new BatchSpanProcessor(exporter(k.report, "protobuf", true))], async () => {
       const tracer = trace.getTracer("genai-app");
@@ -240,6 +240,7 @@ describe("POST /v1/traces with the OpenTelemetry Node SDK", () => {
             "gen_ai.response.model": "gpt-4o-2024-08-06",
             "gen_ai.usage.input_tokens": 12,
             "gen_ai.usage.output_tokens": 30,
+            "gen_ai.usage.cache_read.input_tokens": 8,
           });
           span.end();
         },
@@ -247,11 +248,19 @@ describe("POST /v1/traces with the OpenTelemetry Node SDK", () => {
     });
     await s.stored(k.project, 1);
     const rows = await s.sql<{ provider: string; model: string; headers: string }>(
-      `SELECT provider, model, headers FROM ${s.p.db}.reports_v WHERE project_id = {p:String}`,
+      `SELECT provider, model, headers, usage_input_tokens, usage_output_tokens, usage_cached_tokens
+         FROM ${s.p.db}.reports_v WHERE project_id = {p:String}`,
       { p: k.project },
     );
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ provider: "openai", model: "gpt-4o-2024-08-06" });
+    // The GenAI span's token counts are the report's usage (issue 45's usage columns).
+    expect(rows[0]).toMatchObject({
+      provider: "openai",
+      model: "gpt-4o-2024-08-06",
+      usage_input_tokens: 12,
+      usage_output_tokens: 30,
+      usage_cached_tokens: 8,
+    });
     expect(JSON.parse(rows[0]?.headers as string)).toMatchObject({
       "x-ratelimit-limit-requests": "500",
     });

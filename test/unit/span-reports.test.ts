@@ -110,6 +110,66 @@ describe("spanReports", () => {
     }
   });
 
+  it("gives the report the GenAI span's token usage, the conventions' names before the older ones", () => {
+    const traceId = hexId(16);
+    const genAi = otlpSpan({
+      traceId,
+      spanId: hexId(8),
+      attributes: {
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": "claude-sonnet-4",
+        // The older name first, the newer after: the newer wins whatever the order.
+        "gen_ai.usage.prompt_tokens": 99,
+        "gen_ai.usage.input_tokens": 1200,
+        "gen_ai.usage.completion_tokens": 300,
+        "gen_ai.usage.cache_read_input_tokens": 800,
+      },
+    });
+    const http = httpSpan(
+      "api.anthropic.com",
+      {},
+      { traceId, parentSpanId: genAi.spanId as string },
+    );
+    for (const out of both(otlpExport([{ service: "a", spans: [http, genAi] }]))) {
+      expect(out.reports).toHaveLength(1);
+      expect(out.reports[0]?.body.usage).toEqual({
+        input_tokens: 1200,
+        output_tokens: 300,
+        cached_tokens: 800,
+      });
+    }
+  });
+
+  it("drops a usage count outside 0..1e9 or not a number, rounds a fraction, and sends no usage without a count", () => {
+    const span = (attributes: Record<string, string | number>) =>
+      otlpSpan({ attributes: { "gen_ai.provider.name": "deepseek", ...attributes } });
+    const request = otlpExport([
+      {
+        service: "a",
+        spans: [
+          span({
+            "gen_ai.usage.input_tokens": -1,
+            "gen_ai.usage.output_tokens": 1_000_000_001,
+            "gen_ai.usage.cache_read.input_tokens": "5",
+          }),
+          span({
+            "gen_ai.usage.input_tokens": 1_000_000_000,
+            "gen_ai.usage.output_tokens": 12.6,
+            "gen_ai.usage.cache_read.input_tokens": 0,
+          }),
+          span({ "gen_ai.usage.reasoning_tokens": 7 }),
+        ],
+      },
+    ]);
+    for (const out of both(request)) {
+      expect(out.reports.map((r) => r.body.usage)).toEqual([
+        undefined,
+        { input_tokens: 1_000_000_000, output_tokens: 13, cached_tokens: 0 },
+        undefined,
+      ]);
+    }
+  });
+
   it("takes the provider from a GenAI span above an HTTP span to a host it does not know (a gateway), two levels up", () => {
     const traceId = hexId(16);
     const genAi = otlpSpan({
