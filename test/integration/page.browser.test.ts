@@ -1206,6 +1206,147 @@ describe("the page for a team with fifty series (issue 46)", () => {
     );
   });
 
+  it("tags a window whose figures Headroom counted, was declared or learned, the why in its title, in the cards and the table's detail, at 1400 × 1000 and 390 × 844 (issue 45)", async () => {
+    const at = new Date().toISOString();
+    const inMs = (ms: number) => new Date(Date.now() + ms).toISOString();
+    const view = (o: Record<string, unknown>) => ({
+      limit: 60,
+      remaining: 12,
+      used_pct: 80,
+      resets_at: inMs(40_000),
+      resets_in_s: 40,
+      resets_unknown: null,
+      reset_since_report: false,
+      burn_per_s: null,
+      burn: null,
+      burn_unit: "requests/s",
+      burn_unknown: "too_few_reports",
+      exhausted_at: null,
+      exhaustion_eta_s: null,
+      exhaustion_unknown: "too_few_reports",
+      source: "stated",
+      learned_from: null,
+      resets: null,
+      reported_at: at,
+      ...o,
+    });
+    const windows = [
+      // Bedrock states nothing: 60 requests a minute declared, 48 reports counted this minute.
+      {
+        dimension: "requests",
+        window: "1m",
+        ...view({ source: "counted", resets: "utc_minute" }),
+      },
+      { dimension: "tokens", window: "1m", ...view({ limit: 100_000, source: "declared" }) },
+      {
+        dimension: "requests",
+        window: "1d",
+        ...view({
+          limit: 1500,
+          remaining: 0,
+          used_pct: 100,
+          source: "learned",
+          learned_from: {
+            report_id: "0190a4b2-7c1d-7e3f-8a9b-0c1d2e3f4a5b",
+            at: "2026-01-15T08:30:00.000Z",
+          },
+        }),
+      },
+      { dimension: "input_tokens", window: "1m", ...view({ limit: 80_000, used_pct: 10 }) },
+    ];
+    const series = [
+      {
+        provider: "bedrock",
+        model: "anthropic.claude-3-haiku",
+        app: "support-bot",
+        status: "critical",
+        last_seen: at,
+        reported_at: at,
+        credits_reported_at: null,
+        requests: windows[0],
+        tokens: windows[1],
+        credits: view({ limit: null, remaining: null, used_pct: null }),
+        windows,
+      },
+    ];
+    const COUNTED = "counted from the reports Headroom received: a floor of what was used";
+    const expected = [
+      ["requests", "1m", "counted", COUNTED],
+      ["tokens", "1m", "declared", "limit declared for this project"],
+      [
+        "requests",
+        "1d",
+        "learned",
+        "limit learned from the provider's 429 at 2026-01-15 08:30:00 UTC",
+      ],
+    ] as const;
+    /** Each window row's tag: [dimension, window, visible word, title, sr text], stated ones null. */
+    const tags = (rows: ReturnType<Page["locator"]>) =>
+      rows.evaluateAll((trs) =>
+        trs.map((tr) => {
+          const tag = tr.querySelector('[data-field="left"] .source-tag');
+          return [
+            tr.getAttribute("data-dimension"),
+            tr.getAttribute("data-window"),
+            tag?.querySelector('[aria-hidden="true"]')?.textContent ?? null,
+            tag?.getAttribute("title") ?? null,
+            tag?.querySelector(".sr-only")?.textContent ?? null,
+          ];
+        }),
+      );
+    const check = async (rows: ReturnType<Page["locator"]>) => {
+      await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(4);
+      const got = await tags(rows);
+      for (const [dimension, window, word, title] of expected)
+        expect(got).toContainEqual([dimension, window, word, title, `(${title})`]);
+      expect(got).toContainEqual(["input_tokens", "1m", null, null, null]);
+    };
+    for (const viewport of [DESKTOP, PHONE]) {
+      const errors: string[] = [];
+      const context = await (await browser()).newContext({ viewport });
+      const page = await context.newPage();
+      pages.push(page);
+      page.on("pageerror", (e) => errors.push(e.message));
+      await page.route("**/api/v1/headroom*", (route) =>
+        route.fulfill({ json: { at, series }, headers: { "cache-control": "no-store" } }),
+      );
+      await page.goto(`${base}/#key=${encodeURIComponent(k.read)}`);
+      const size = `${viewport.width}x${viewport.height}`;
+      await showCards(page);
+      const cardRows = card(page, "bedrock").locator("table.windows tbody tr");
+      await check(cardRows);
+      // The tag sits beside the figures: "12 left of 60 counted", inside its row.
+      const counted = cardRows.and(page.locator('[data-source="counted"]'));
+      expect(await counted.locator('[data-field="left"]').innerText()).toMatch(
+        /^12 left of 60\s+counted/,
+      );
+      const widths = () =>
+        page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]");
+      expect(await widths()).toEqual([viewport.width, viewport.width]);
+      // No tag sticks out of its card.
+      const outside = await card(page, "bedrock").evaluate((c) => {
+        const box = c.getBoundingClientRect();
+        return [...c.querySelectorAll(".source-tag")].filter((t) => {
+          const r = t.getBoundingClientRect();
+          return r.left < box.left || r.right > box.right;
+        }).length;
+      });
+      expect(outside).toBe(0);
+      await screenshot(page, `window-sources-cards-${size}`);
+      expect(await seriousViolations(page)).toEqual([]);
+      // The table's detail draws the same windows, tagged the same.
+      await showTable(page);
+      const row = tableRows(page).first();
+      await row.waitFor();
+      await row.getByRole("button").click();
+      await check(page.locator("#now-table tr.detail table.windows tbody tr"));
+      expect(await widths()).toEqual([viewport.width, viewport.width]);
+      await screenshot(page, `window-sources-table-${size}`);
+      expect(await seriousViolations(page)).toEqual([]);
+      expect(errors).toEqual([]);
+    }
+  });
+
   /** Fifty series: 8 apps on OpenAI, the rest over three providers, statuses of every kind. */
   function fifty() {
     const at = new Date().toISOString();

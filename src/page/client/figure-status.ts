@@ -1,4 +1,4 @@
-import type { Figures, MetricView, Status, UnknownReason } from "./api.js";
+import type { Figures, MetricView, Status, UnknownReason, WindowView } from "./api.js";
 import { duration, utc } from "./format.js";
 
 // Each figure's own status, and what the page says about a window in words. No DOM.
@@ -39,13 +39,22 @@ export interface Figure {
   /** The stated length ("1m", "1d"), null when not stated, undefined for a contract metric. */
   window: string | null | undefined;
   status: FigureStatus;
+  /** A window's `source` and `learned_from`; undefined for a contract metric. */
+  source?: WindowView["source"];
+  learnedFrom?: WindowView["learned_from"];
 }
 
 /** What a series is watched through: its windows, else (a copy kept before windows) its metrics. */
 function watched(s: Figures): Omit<Figure, "status">[] {
   const windows = (s.windows ?? []).filter((w) => w.limit !== null || w.remaining !== null);
   if (windows.length > 0)
-    return windows.map((w) => ({ view: w, dimension: w.dimension, window: w.window }));
+    return windows.map((w) => ({
+      view: w,
+      dimension: w.dimension,
+      window: w.window,
+      source: w.source,
+      learnedFrom: w.learned_from,
+    }));
   return (["requests", "tokens", "credits"] as const)
     .filter((m) => s[m].limit !== null || s[m].remaining !== null)
     .map((m) => ({ view: s[m], dimension: m, window: undefined }));
@@ -175,6 +184,32 @@ export const windowName = (
   [dimensionWord(f.dimension), lengthWord(f.window, f.view.resets_at, now)]
     .filter(Boolean)
     .join(" ");
+
+/**
+ * Where a window's figures come from, in words, when not from the provider's own statement
+ * (docs/providers.md): null for `stated` (and a contract metric). A source a newer API adds is
+ * named as it is.
+ */
+export function sourceTitle(f: Pick<Figure, "source" | "learnedFrom">): string | null {
+  const learned = f.learnedFrom
+    ? `limit learned from the provider's 429 at ${utc(f.learnedFrom.at)} UTC`
+    : null;
+  switch (f.source) {
+    case undefined:
+    case "stated":
+      return null;
+    case "counted":
+      return ["counted from the reports Headroom received: a floor of what was used", learned]
+        .filter(Boolean)
+        .join("; ");
+    case "declared":
+      return "limit declared for this project";
+    case "learned":
+      return learned ?? "limit learned from the provider's 429";
+    default:
+      return `figures ${f.source}`;
+  }
+}
 
 /** "resets in 7 min 38 s", or once past: "reset at 03:52:22 — no report since". */
 export function resetText(iso: string, now = Date.now()) {

@@ -10,6 +10,7 @@ import {
   metricStatus,
   rank,
   resetText,
+  sourceTitle,
   windowName,
 } from "./figure-status.js";
 import { amount, count, duration, figure, pct, rate } from "./format.js";
@@ -19,7 +20,8 @@ import { type Grouping, noun, poolWords, type Unit, unitName } from "./now-units
 // it; a pool of one app is a part like a series') or, by app, per series, with requests,
 // tokens and credits left as bars, each coloured by its own status, the reset countdown, the burn
 // rate, the time to exhaustion and the age of the figures; under them, each window the provider
-// states (dimension, length, what is left of its limit, reset), worst first. A window that has
+// states (dimension, length, what is left of its limit, reset), worst first, a window whose figures
+// Headroom learned, was declared or counted tagged so beside them. A window that has
 // reset since its last report reads as reset, its old % a detail. The same part is the table's
 // detail row (now-table.ts). Countdowns and ages tick every second (tickClocks).
 
@@ -156,6 +158,24 @@ export const leftOf = (m: MetricView, dimension: string) => {
 };
 const figureOrDash = (n: number | null) => (n === null ? "—" : figure(n));
 
+/**
+ * "counted", "declared" or "learned": a window whose figures are not the provider's statement,
+ * said beside them, the why in its title and, for screen readers, in words after the tag.
+ */
+export function sourceTag(f: Figure) {
+  const title = sourceTitle(f);
+  if (title === null) return null;
+  return [
+    " ",
+    h(
+      "span",
+      { class: "source-tag", "data-field": "source", "data-source": f.source, title },
+      h("span", { "aria-hidden": "true" }, f.source),
+      h("span", { class: "sr-only" }, `(${title})`),
+    ),
+  ];
+}
+
 /** The series' windows: one row each, worst first, each coloured by its own status. */
 function windowsPart(s: Unit, figures: Figure[], now: number) {
   const list = figures.filter((f) => f.window !== undefined);
@@ -171,6 +191,7 @@ function windowsPart(s: Unit, figures: Figure[], now: number) {
         "data-window": f.window ?? "",
         "data-used": w.used_pct === null ? "" : String(w.used_pct),
         "data-status": f.status,
+        "data-source": f.source ?? "",
       },
       h("th", { scope: "row" }, windowName(f, now)),
       h(
@@ -182,7 +203,7 @@ function windowsPart(s: Unit, figures: Figure[], now: number) {
             ? "–"
             : `${pct(w.used_pct)} used`,
       ),
-      h("td", { "data-field": "left" }, reset ? was(w) : leftOf(w, f.dimension)),
+      h("td", { "data-field": "left" }, reset ? was(w) : leftOf(w, f.dimension), sourceTag(f)),
       h(
         "td",
         { "data-field": "resets_at" },
