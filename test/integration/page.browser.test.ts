@@ -1317,7 +1317,7 @@ describe("the page for a team with fifty series (issue 46)", () => {
       await check(cardRows);
       // The tag sits beside the figures: "12 left of 60 counted", inside its row.
       const counted = cardRows.and(page.locator('[data-source="counted"]'));
-      expect(await counted.locator('[data-field="left"]').innerText()).toMatch(
+      expect(await counted.locator('[data-field="left"]').textContent()).toMatch(
         /^12 left of 60\s+counted/,
       );
       const widths = () =>
