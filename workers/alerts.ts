@@ -1,5 +1,6 @@
 import { createAlertsWorker } from "../src/alerts/create-alerts-worker.js";
 import { createAlertsMetrics } from "../src/alerts/metrics.js";
+import { createDeclarationsReader } from "../src/control/declarations-cache.js";
 import { runWorkerProcess } from "../src/main/worker-process.js";
 
 // Alerts worker process: evaluates stored batches against alert rules, stores alert events,
@@ -11,7 +12,9 @@ await runWorkerProcess({
   metricsPort: (config) => config.ALERTS_METRICS_PORT,
   build({ config, logger, redis, clickhouse }) {
     const metrics = createAlertsMetrics();
-    const alerts = createAlertsWorker({ config, redis, clickhouse, logger, metrics });
+    // Declared limits (docs/providers.md), read as the read API reads them, cached here.
+    const declarations = createDeclarationsReader(redis, config.QUEUE_PREFIX);
+    const alerts = createAlertsWorker({ config, redis, clickhouse, logger, metrics, declarations });
     return {
       metrics,
       start: () => alerts.start(),

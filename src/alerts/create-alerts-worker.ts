@@ -4,6 +4,7 @@ import type { Logger } from "pino";
 import { classifyInsertError, describeError } from "../clickhouse/classify-error.js";
 import type { Config } from "../config.js";
 import { retryUntilDone, shutdownSignal } from "../lib/retry.js";
+import type { DeclarationsReader, ProjectDeclarations } from "../providers/declared-limit.js";
 import { createWorkerRuntime } from "../queue/worker-runtime.js";
 import type { RedisClient } from "../redis/connections.js";
 import { webhookPayload } from "./alert-event.js";
@@ -71,6 +72,12 @@ export interface AlertsWorkerDeps {
   metrics?: AlertsMetrics;
   /** How a row's windows are derived: src/providers' unless a test's. */
   deriveWindows?: DeriveWindows;
+  /**
+   * Projects' declared limits (docs/providers.md), as /headroom reads them: workers/alerts.ts
+   * gives control/declarations-cache.ts's reader on this Redis (a layer above this one).
+   * Absent: none are declared.
+   */
+  declarations?: DeclarationsReader;
 }
 
 /** A rule's refused series are logged at most this often. */
@@ -175,8 +182,40 @@ export function createAlertsWorker(deps: AlertsWorkerDeps): AlertsWorker {
       process,
     });
 
+  const declarationsLoggedAt = new Map<string, number>();
+  /**
+   * The declarations of the projects whose rules this batch runs. A project's that cannot be read
+   * are none for this batch (counted, logged): its series are evaluated on what they state, and
+   * the other tenants' evaluation never waits on it nor fails with it.
+   */
+  async function declarationsOf(projects: Set<string>) {
+    const out = new Map<string, ProjectDeclarations>();
+    const reader = deps.declarations;
+    if (!reader) return out;
+    await Promise.all(
+      [...projects].map(async (project) => {
+        try {
+          out.set(project, await reader.forProject(project));
+        } catch (error) {
+          metrics.seriesFailures.inc({ stage: "declarations" });
+          const now = Date.now();
+          if (now - (declarationsLoggedAt.get(project) ?? 0) < REFUSAL_LOG_INTERVAL_MS) return;
+          if (declarationsLoggedAt.size > 10_000) declarationsLoggedAt.clear();
+          declarationsLoggedAt.set(project, now);
+          const err = error instanceof Error ? error.message : String(error);
+          logger.warn(
+            { project, err: err.slice(0, 500) },
+            "declared limits unreadable: the project's series evaluated without them",
+          );
+        }
+      }),
+    );
+    return out;
+  }
+
   async function evaluate(job: Job<EvalJobData>): Promise<void> {
     const { token, rules: ruleSet, rows } = job.data;
+    const declarations = await declarationsOf(new Set(ruleSet.map((r) => r.project)));
     const events = await evaluateBatch(
       states,
       token,
@@ -185,6 +224,7 @@ export function createAlertsWorker(deps: AlertsWorkerDeps): AlertsWorker {
       onRefused,
       deps.deriveWindows,
       onFailed,
+      declarations,
     );
     if (events.length > 0) {
       await retryUntilDone(() => sink.insert(events, token), {

@@ -1,3 +1,8 @@
+import {
+  type DeclaredLimit,
+  declaredFor,
+  type ProjectDeclarations,
+} from "../providers/declared-limit.js";
 import type { WindowLength } from "../providers/window.js";
 import type { ReportRow } from "../report/report-schema.js";
 import type { AlertEvent } from "./alert-event.js";
@@ -8,6 +13,7 @@ import { child, indexRules, type RuleGroup } from "./rule-index.js";
 import type { StateStore, StateWrite } from "./state-store.js";
 import {
   poolOfRow,
+  projectOf,
   type Sample,
   type Series,
   type SeriesPool,
@@ -30,6 +36,10 @@ import {
 // through one state per (rule, pool, window), so one crossing of the pool's limit is one event,
 // naming the pool and the member that reported it. A rule filters rows by app as before, so a
 // rule on one member app watches the pool that app reports into.
+//
+// A project's declared limits (docs/providers.md) apply to its rows as /headroom applies them
+// (window-figures.ts): a stated remaining gets the declared limit, and a declared window whose
+// remaining no report states is counted in the rule's state for that window (evaluate-series.ts).
 
 interface SeriesInput {
   rule: AlertRule;
@@ -54,8 +64,11 @@ export function windowField(series: Series, window: WindowLength | null): string
 
 const MAX_CONFLICTS = 50;
 
-/** Where a series' evaluation failed: reading its samples from a row, or through its state machine. */
-export const FAILURE_STAGES = ["samples", "evaluate"] as const;
+/**
+ * Where a series' evaluation failed: reading its samples from a row, through its state machine,
+ * or reading its project's declared limits (its series were evaluated without them).
+ */
+export const FAILURE_STAGES = ["samples", "evaluate", "declarations"] as const;
 export type FailureStage = (typeof FAILURE_STAGES)[number];
 
 /**
@@ -80,6 +93,8 @@ export function groupSeries(
   rows: ReportRow[],
   derive?: DeriveWindows,
   onFailed: (failure: SeriesFailure) => void = () => {},
+  /** Each project's declarations; a project absent has none (or they could not be read). */
+  declarations: ReadonlyMap<string, ProjectDeclarations> = new Map(),
 ): SeriesInput[] {
   // Each row reads the figure of each group of rules matching it once (rule-index.ts), and the
   // rules of a group share one list of samples per series: a row costs the groups that watch it,
@@ -90,6 +105,20 @@ export function groupSeries(
   const shared = new Map<string, Sample[]>();
   const pools = new Map<string, SeriesPool>();
   const inputs: SeriesInput[] = [];
+  // A series' declared limits, matched once per batch rather than once per row.
+  const matched = new Map<string, DeclaredLimit[]>();
+  const declaredOf = (project: string, own: Series, pool: SeriesPool | null) => {
+    const all = declarations.get(project);
+    if (!all || all.limits.length === 0) return [];
+    const label = pool?.label ?? null;
+    const key = JSON.stringify([project, own.provider, own.model, label]);
+    let mine = matched.get(key);
+    if (!mine) {
+      mine = declaredFor(all, { provider: own.provider, model: own.model, label });
+      matched.set(key, mine);
+    }
+    return mine;
+  };
   for (const row of rows) {
     const groups = index.groupsFor(row);
     if (groups.length === 0) continue;
@@ -104,12 +133,13 @@ export function groupSeries(
       continue;
     }
     const series: Series = pool ? { ...own, pool } : own;
+    const declared = declaredOf(projectOf(row), own, pool);
     // The state's key: the pool's id for a pooled row (a tenant's app never reaches it).
     const who = pool ? `p${pool.id}` : `a${series.app}`;
     for (const group of groups) {
       let samples: ReturnType<typeof windowSamplesOf>;
       try {
-        samples = windowSamplesOf(row, group, derive);
+        samples = windowSamplesOf(row, group, derive, declared);
       } catch (error) {
         // This row gives this group nothing; the batch's other rows and rules go on.
         for (const rule of group.rules) onFailed({ stage: "samples", rule, series, error });
@@ -144,8 +174,9 @@ export async function evaluateBatch(
   onRefused: (refused: RefusedSeries[]) => void = () => {},
   derive?: DeriveWindows,
   onFailed: (failure: SeriesFailure) => void = () => {},
+  declarations?: ReadonlyMap<string, ProjectDeclarations>,
 ): Promise<AlertEvent[]> {
-  const inputs = groupSeries(rules, rows, derive, onFailed);
+  const inputs = groupSeries(rules, rows, derive, onFailed, declarations);
   if (inputs.length === 0) return [];
   const refs = inputs.map((i) => ({ ruleId: i.rule.id, project: i.rule.project, field: i.field }));
   for (let attempt = 0; attempt < MAX_CONFLICTS; attempt++) {

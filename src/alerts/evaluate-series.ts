@@ -2,6 +2,13 @@ import { clampTime } from "../lib/time-bounds.js";
 import type { WindowLength } from "../providers/window.js";
 import { type AlertEvent, eventId } from "./alert-event.js";
 import { addPoint, type Point } from "./burn-rate.js";
+import {
+  addCounts,
+  countedUse,
+  countReport,
+  type HotCounts,
+  pruneCounts,
+} from "./counted-windows.js";
 import { windowNow } from "./now-model.js";
 import { type AlertRule, metricOfDimension } from "./rule.js";
 import { INITIAL, type MachineState, step, type Thresholds } from "./state-machine.js";
@@ -20,6 +27,11 @@ export interface SeriesState {
   /** The last sample applied: [received ms, report id]. */
   seen: [number, string] | null;
   h: Point[];
+  /**
+   * A counted window's counts (counted-windows.ts), from the reports this rule's series was
+   * sampled from: what the hot copy counts of the same reports. Absent for any other window.
+   */
+  k?: HotCounts;
 }
 
 /**
@@ -62,11 +74,28 @@ export function evaluateSeries(
   const th = thresholdsOf(rule);
   let state: SeriesState = prev ?? { m: INITIAL, seen: null, h: [] };
   const events: AlertEvent[] = [];
-  for (const s of [...samples].sort(compareSamples)) {
-    if (!after(s, state.seen)) continue;
+  // The counts are copied before a sample adds to them: `prev` stays as it was (pure).
+  let k: HotCounts | undefined = prev?.k ? addCounts({}, prev.k) : undefined;
+  for (const sample of [...samples].sort(compareSamples)) {
+    if (!after(sample, state.seen)) continue;
+    let s = sample;
+    if (s.counted) {
+      const c = s.counted;
+      k ??= {};
+      if (c.use) countReport(k, c.use);
+      pruneCounts(k, c.at);
+      const { used, resetsAt } = countedUse(k, c.dimension, c.window, c.resets, c.at);
+      const remaining = Math.max(0, s.limit - used);
+      s = {
+        ...s,
+        remaining,
+        pct: Math.max(0, ((s.limit - remaining) / s.limit) * 100),
+        resetMs: resetsAt === null ? null : resetsAt - c.at,
+      };
+    }
     const h = addPoint(state.h, [s.t, s.remaining]);
     const { state: m, fire } = step(state.m, s.pct, s.t, th);
-    state = { m, seen: [s.t, s.reportId], h };
+    state = { m, seen: [s.t, s.reportId], h, ...(k ? { k } : {}) };
     if (!fire) continue;
     // The model of now, at the sample's own time: the same burn and exhaustion /headroom gives.
     const now = windowNow(

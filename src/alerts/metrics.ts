@@ -26,7 +26,7 @@ export interface AlertsMetrics {
 function seriesFailures(registry: Registry): Counter<"stage"> {
   const counter = new Counter({
     name: "headroom_alerts_series_failures_total",
-    help: "Series whose evaluation threw (stage: samples, reading a row; evaluate, its state machine): logged and skipped, the batch's other series evaluated",
+    help: "Series whose evaluation threw (stage: samples, reading a row; evaluate, its state machine; declarations, a project's declared limits unreadable, its series evaluated without them): logged and skipped, the batch's other series evaluated",
     labelNames: ["stage"] as const,
     registers: [registry],
   });

@@ -1,9 +1,19 @@
 import { isResetDelay } from "../lib/time-bounds.js";
-import type { WindowLength } from "../providers/window.js";
+import type { DeclaredLimit } from "../providers/declared-limit.js";
+import type { Window, WindowLength } from "../providers/window.js";
 import { poolId, poolKeyOf, poolLabelOf } from "../report/pool-key.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
+import {
+  type CountedDimension,
+  countedCallOf,
+  isCounted,
+  type ReportUse,
+  type ResetKind,
+} from "./counted-windows.js";
+import type { LatestWindow } from "./latest-window.js";
 import { type DeriveWindows, rememberedReadingOfRow } from "./row-windows.js";
 import type { AlertRule, Metric } from "./rule.js";
+import { composeWindows } from "./window-figures.js";
 
 // What a rule reads from a stored row (positional, REPORT_COLUMNS order): the series it belongs
 // to, and the metric's figures. Rows without the figures (provider hints) give no sample and so
@@ -49,6 +59,22 @@ export interface Sample {
   resetMs: number | null;
   /** The member app that reported it, for a pool's sample (its series names the pool). */
   app?: string;
+  /**
+   * A counted window's (docs/providers.md): its remaining and % used are what its state's counts
+   * make them (evaluate-series.ts), not the placeholders above, which are its limit and 0 %.
+   */
+  counted?: CountedSample;
+}
+
+/** What a counted window's sample carries for the rule's state to count it. */
+export interface CountedSample {
+  dimension: CountedDimension;
+  window: WindowLength | null;
+  resets: ResetKind;
+  /** The report's timestamp (Unix ms): the counts' time, as the hot copy's. */
+  at: number;
+  /** What the row counts (counted-windows.ts's countedCallOf); null: it counts nothing. */
+  use: ReportUse | null;
 }
 
 /** The pool a series is, when its reports name one (docs/pools.md): its id and client label. */
@@ -199,16 +225,23 @@ export function windowSamplesOf(
   row: ReportRow,
   rule: Pick<AlertRule, "metric" | "window">,
   derive?: DeriveWindows,
+  /** The project's declared limits that apply to the row's series (declaredFor). */
+  declared: readonly DeclaredLimit[] = [],
 ): WindowSample[] {
   const out: WindowSample[] = [];
   let t: number | undefined;
   const at = timestampMsOf(row);
   // Remembered per row: each rule watching the row asks again.
   const reading = rememberedReadingOfRow(row, derive, at);
-  for (const w of reading.windows) {
+  const windows: (Window & { counted?: CountedSample })[] =
+    declared.length === 0 ? reading.windows : composedWindows(row, reading, at, declared);
+  for (const w of windows) {
     if (w.dimension !== rule.metric) continue;
     if (rule.window != null && w.window !== rule.window) continue;
-    const figures = usableFigures(w.limit, w.remaining) ?? usedUp(w.limit, w.remaining);
+    const counted = w.counted;
+    const figures = counted
+      ? { limit: w.limit as number, remaining: w.limit as number, pct: 0 }
+      : (usableFigures(w.limit, w.remaining) ?? usedUp(w.limit, w.remaining));
     if (figures === null) continue;
     t ??= receivedMsOf(row);
     if (!Number.isFinite(t)) return [];
@@ -218,6 +251,7 @@ export function windowSamplesOf(
       ...figures,
       resetMs: w.resets_at === null ? null : resetDelay(w.resets_at - at),
       window: w.window,
+      ...(counted ? { counted } : {}),
     });
   }
   if (rule.metric !== "requests" || rule.window != null) return out;
@@ -247,4 +281,55 @@ function usedUp(
 ): { limit: number; remaining: number; pct: number } | null {
   if (remaining === null || !Number.isFinite(remaining) || remaining > 0) return null;
   return { limit: limit !== null && Number.isFinite(limit) ? limit : 0, remaining, pct: 100 };
+}
+
+/**
+ * A row's windows as /headroom composes them (window-figures.ts): a limit the provider does not
+ * state is the declared one, and a declared window whose remaining no report states is counted.
+ * The counts are the rule's state's (evaluate-series.ts): here a counted window is only marked.
+ */
+function composedWindows(
+  row: ReportRow,
+  reading: { windows: Window[]; limited: boolean },
+  at: number,
+  declared: readonly DeclaredLimit[],
+): (Window & { counted?: CountedSample })[] {
+  const latest: LatestWindow[] = reading.windows.map((w) => ({
+    dimension: w.dimension,
+    window: w.window,
+    ...(w.source ? { source: w.source } : {}),
+    limit: w.limit,
+    remaining: w.remaining,
+    reportedAt: at,
+    resetsAt: w.resets_at,
+    points: [],
+    ...(w.source === "learned" && w.limit !== null
+      ? { learned: { limit: w.limit, at, reportId: String(row[I.id]) } }
+      : {}),
+  }));
+  const statesRemaining = reading.windows.some((w) => w.remaining !== null);
+  const use = countedCallOf(row, at, {
+    limited: reading.limited,
+    statesRemaining,
+    // A row without a model has no declared limit (declaredFor): this never decides one here.
+    figures: reading.windows.length > 0,
+  });
+  const provider = String(row[I.provider]);
+  // Empty counts: composeWindows marks what it would count; the state adds the row's use to its own.
+  return composeWindows(latest, { provider, declared, counts: {}, now: at }).map((w) => {
+    const base: Window = {
+      dimension: w.dimension,
+      window: w.window,
+      limit: w.limit,
+      remaining: w.remaining,
+      resets_at: w.resetsAt,
+      ...(w.source ? { source: w.source } : {}),
+    };
+    if (w.source !== "counted" || !w.resets || w.limit === null || !isCounted(w.dimension))
+      return base;
+    return {
+      ...base,
+      counted: { dimension: w.dimension, window: w.window, resets: w.resets, at, use },
+    };
+  });
 }

@@ -1,4 +1,4 @@
-import type { LatestWindow } from "./latest-window.js";
+import type { LatestWindow } from "../alerts/latest-window.js";
 
 // A rate limit that named no window (src/report/rate-limit.ts: Bedrock's ThrottlingException,
 // Vertex's bare RESOURCE_EXHAUSTED) exhausts the model's pool as a whole: every window of it reads

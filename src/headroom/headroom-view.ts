@@ -4,10 +4,10 @@ import { type AlertRule, type Metric, metricOfDimension } from "../alerts/rule.j
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
 import { clampTime, isoOrNull, isResetDelay } from "../lib/time-bounds.js";
 import type { WindowFiguresSource, WindowLength } from "../providers/window.js";
-import type { HotCounts, ResetKind } from "./counted-windows.js";
+import type { HotCounts, ResetKind } from "../alerts/counted-windows.js";
 import { type PoolMark, withPoolMark } from "./exhaustion.js";
-import type { LatestWindow } from "./latest-window.js";
-import { composeWindows, type WindowContext } from "./window-figures.js";
+import type { LatestWindow } from "../alerts/latest-window.js";
+import { composeWindows, type WindowContext } from "../alerts/window-figures.js";
 
 // The current headroom of one series (provider, model, app), from its latest figures and its
 // recent points: what /api/v1/headroom answers. Pure. Each window is read through the model of
@@ -45,7 +45,7 @@ export interface LatestFigures {
   counts?: HotCounts;
 }
 
-export type { LatestWindow } from "./latest-window.js";
+export type { LatestWindow } from "../alerts/latest-window.js";
 
 /** A window at the answer's `at`: which one, when it was reported, and the model of now. */
 export interface WindowView extends WindowNow {

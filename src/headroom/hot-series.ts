@@ -18,13 +18,8 @@ import {
 } from "../providers/window.js";
 import { poolKeyOf } from "../report/pool-key.js";
 import { isRateLimited, poolExhaustedBy } from "../report/rate-limit.js";
-import {
-  REPORT_COLUMNS,
-  type ReportColumn,
-  type ReportRow,
-  USAGE_COLUMNS,
-} from "../report/report-schema.js";
-import { countReport, type HotCounts } from "./counted-windows.js";
+import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
+import { countedCallOf, countReport, type HotCounts } from "../alerts/counted-windows.js";
 import type { LatestFigures, LatestWindow, RecentPoints } from "./headroom-view.js";
 
 // The hot headroom of one series as kept in Redis (hot-store.ts merges these): the latest
@@ -193,14 +188,6 @@ function keyOf(win: Window): string {
   return key;
 }
 
-const USAGE_AT = USAGE_COLUMNS.map(at);
-/** A usage count of a row, or null (none sent, or a row of a shape before usage). */
-const usageOf = (row: ReportRow, i: number | undefined) => {
-  const v = i === undefined || i < 0 ? null : row[i];
-  const n = v === null || v === undefined ? Number.NaN : Number(v);
-  return Number.isFinite(n) && n >= 0 ? n : null;
-};
-
 const HEADERS_AT = REPORT_COLUMNS.indexOf("headers" as ReportColumn);
 const ERROR_AT = REPORT_COLUMNS.indexOf("error" as ReportColumn);
 /** Whether a row carries what windows are derived from (part B's headers and error, when present). */
@@ -247,16 +234,10 @@ function addRow(g: Gathering, row: ReportRow, t: number, derive: DeriveWindows):
     }
   }
   if (!limited) s.o = Math.max(s.o ?? t, t);
-  // A call whose provider states no remaining is counted (a limited one was refused; a provider
-  // hint, no model and no figure, is no call).
-  if (!limited && !statesRemaining && (row[MODEL] !== null || limits || credits)) {
+  const use = countedCallOf(row, t, { limited, statesRemaining, figures: limits || credits });
+  if (use) {
     s.k ??= {};
-    countReport(s.k, {
-      t,
-      requests: 1,
-      input_tokens: usageOf(row, USAGE_AT[0]),
-      output_tokens: usageOf(row, USAGE_AT[1]),
-    });
+    countReport(s.k, use);
   }
   if (limits || credits) {
     const id = String(row[ID]);

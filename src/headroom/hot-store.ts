@@ -1,7 +1,7 @@
 import type { Result } from "ioredis";
 import { HISTORY_WINDOW_MS } from "../alerts/burn-rate.js";
 import type { RedisClient } from "../redis/connections.js";
-import { KEEP_MS } from "./counted-windows.js";
+import { KEEP_MS } from "../alerts/counted-windows.js";
 import { type HotSeries, MAX_WINDOWS_PER_SERIES, MIN_GAP_MS } from "./hot-series.js";
 
 // The hot headroom in Redis: per project a hash of series → HotSeries JSON, written by the ingest

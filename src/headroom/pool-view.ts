@@ -1,6 +1,6 @@
 import type { Metric } from "../alerts/rule.js";
 import { poolId } from "../report/pool-key.js";
-import { addCounts } from "./counted-windows.js";
+import { addCounts } from "../alerts/counted-windows.js";
 import {
   type HotSeries,
   type HotWindow,

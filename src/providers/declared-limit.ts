@@ -40,3 +40,21 @@ export interface DeclarationsReader {
   /** The project's declarations; none declared: both lists empty. */
   forProject(projectId: string): Promise<ProjectDeclarations>;
 }
+
+/**
+ * The declared limits that apply to a series or pool: its provider's and model's, for every pool
+ * or for its label; one declared for its label wins over one for every pool.
+ */
+export function declaredFor(
+  declarations: ProjectDeclarations,
+  s: { provider: string; model: string; label: string | null },
+): DeclaredLimit[] {
+  const mine = declarations.limits.filter(
+    (l) =>
+      l.provider === s.provider &&
+      l.model === s.model &&
+      (l.pool == null || (s.label !== null && l.pool === s.label)),
+  );
+  // Later entries win in composeWindows: a label's own after those of every pool.
+  return [...mine.filter((l) => l.pool == null), ...mine.filter((l) => l.pool != null)];
+}

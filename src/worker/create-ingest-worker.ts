@@ -103,6 +103,10 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
   );
   // Alerts: stored rows that a rule watches go to the alerts worker (src/alerts/ingest-hook.ts).
   // The alerts live under the base prefix, whichever shard this worker consumes.
+  // Declared pools and limits (docs/pools.md, docs/providers.md), read under the base prefix like
+  // the alert rules: one cache for the placement of rows and the alerts hook.
+  const declarations =
+    deps.declarations ?? createDeclarationsReader(deps.redis, config.QUEUE_PREFIX);
   const evalQueue = config.ALERTS_ENABLED ? createEvalQueue(deps.redis, config.QUEUE_PREFIX) : null;
   evalQueue?.on("error", (err) => logger.warn({ err: err.message }, "alerts queue error"));
   const alertsHook = evalQueue
@@ -118,6 +122,7 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
           deps.metrics.alertsShedRows.inc(rows);
         },
         deriveWindows: deps.deriveWindows,
+        declarations,
       })
     : undefined;
   // The read API's hot headroom (src/headroom/hot-store.ts), under the base prefix like the alerts.
@@ -141,10 +146,8 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
       shapes.columns,
     ),
     rowShapes: shapes,
-    // Declared pools (docs/pools.md, step 3), read under the base prefix like the alert rules.
-    placeRows: createPoolPlacement(
-      deps.declarations ?? createDeclarationsReader(deps.redis, config.QUEUE_PREFIX),
-    ),
+    // Declared pools (docs/pools.md, step 3).
+    placeRows: createPoolPlacement(declarations),
     manifests,
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,

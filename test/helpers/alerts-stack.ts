@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type AlertsWorker, createAlertsWorker } from "../../src/alerts/create-alerts-worker.js";
+import { createDeclarationsReader } from "../../src/control/declarations-cache.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { createIngestWorker, type IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
@@ -56,7 +57,10 @@ export async function startAlertsStack(
   const ingest = opts.ingest
     ? createIngestWorker({ ...deps, metrics: createWorkerMetrics() })
     : null;
-  const alerts = createAlertsWorker(deps);
+  const alerts = createAlertsWorker({
+    ...deps,
+    declarations: createDeclarationsReader(p.redis, p.config.QUEUE_PREFIX),
+  });
   ingest?.start();
   alerts.start();
   const dataDir = mkdtempSync(join(tmpdir(), "headroom-alerts-"));

@@ -1,6 +1,6 @@
 import { windowKey, windowSourceOf, windowsOfRow } from "../../src/alerts/row-windows.js";
 import { projectOf, seriesOf, timestampMsOf } from "../../src/alerts/usage.js";
-import { countReport } from "../../src/headroom/counted-windows.js";
+import { countReport } from "../../src/alerts/counted-windows.js";
 import {
   CREDIT_COLUMNS,
   type HotSeries,

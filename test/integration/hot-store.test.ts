@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { timestampMsOf } from "../../src/alerts/usage.js";
-import { addCounts, type HotCounts, pruneCounts } from "../../src/headroom/counted-windows.js";
+import { addCounts, type HotCounts, pruneCounts } from "../../src/alerts/counted-windows.js";
 import { type HotSeries, hotFigures, hotUpdates } from "../../src/headroom/hot-series.js";
 import { createHotStore, HOT_POINTS, hotKeys } from "../../src/headroom/hot-store.js";
 import {

@@ -11,7 +11,7 @@ import {
   pruneCounts,
   type ResetKind,
   resetKindOf,
-} from "../../src/headroom/counted-windows.js";
+} from "../../src/alerts/counted-windows.js";
 import { hotUpdates } from "../../src/headroom/hot-series.js";
 import type { WindowLength } from "../../src/providers/window.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";

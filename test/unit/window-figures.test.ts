@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { countReport, type HotCounts } from "../../src/headroom/counted-windows.js";
-import type { LatestWindow } from "../../src/headroom/latest-window.js";
-import { composeWindows } from "../../src/headroom/window-figures.js";
+import { countReport, type HotCounts } from "../../src/alerts/counted-windows.js";
+import type { LatestWindow } from "../../src/alerts/latest-window.js";
+import { composeWindows } from "../../src/alerts/window-figures.js";
 
 // A series' windows at an answer's moment: what the provider states, with the limit it does not
 // state taken from a 429 (learned) or the project (declared), and where no remaining is stated,

@@ -9,10 +9,10 @@ import type { HotVersions } from "../../headroom/hot-versions.js";
 import { type PoolGroup, poolsOf } from "../../headroom/pool-view.js";
 import { unavailable } from "../../http/errors.js";
 import type { KeyLookup } from "../../keys/key-store.js";
-import type {
-  DeclarationsReader,
-  DeclaredLimit,
-  ProjectDeclarations,
+import {
+  type DeclarationsReader,
+  declaredFor,
+  type ProjectDeclarations,
 } from "../../providers/declared-limit.js";
 import { deriveWindows } from "../../providers/derive-windows.js";
 import { REPORT_COLUMNS, type ReportRow } from "../../report/report-schema.js";
@@ -281,24 +281,6 @@ export function declarationsOf(deps: HeadroomDeps, project: string): Promise<Pro
   return deps.declarations
     ? orUnavailable(deps.declarations.forProject(project))
     : Promise.resolve(NONE_DECLARED);
-}
-
-/**
- * The declared limits that apply to a series or pool: its provider's and model's, for every pool
- * or for its label; one declared for its label wins over one for every pool.
- */
-export function declaredFor(
-  declarations: ProjectDeclarations,
-  s: { provider: string; model: string; label: string | null },
-): DeclaredLimit[] {
-  const mine = declarations.limits.filter(
-    (l) =>
-      l.provider === s.provider &&
-      l.model === s.model &&
-      (l.pool == null || (s.label !== null && l.pool === s.label)),
-  );
-  // Later entries win in composeWindows: a label's own after those of every pool.
-  return [...mine.filter((l) => l.pool == null), ...mine.filter((l) => l.pool != null)];
 }
 
 /** A series' pool label (HotSeries.g: `l:<label>`), or null. */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { BURN_UNITS, UNKNOWN_REASONS } from "../../alerts/now-model.js";
-import { RESET_KINDS } from "../../headroom/counted-windows.js";
+import { RESET_KINDS } from "../../alerts/counted-windows.js";
 import { STATUSES } from "../../headroom/headroom-view.js";
 import { POOL_KINDS } from "../../headroom/pool-view.js";
 import { WINDOW_LENGTHS, WINDOW_SOURCES } from "../../providers/window.js";

@@ -1,4 +1,4 @@
-import type { Point } from "../alerts/burn-rate.js";
+import type { Point } from "./burn-rate.js";
 import type { WindowFiguresSource, WindowLength } from "../providers/window.js";
 import type { ResetKind } from "./counted-windows.js";
 

@@ -1,4 +1,10 @@
 import type { WindowLength } from "../providers/window.js";
+import {
+  REPORT_COLUMNS,
+  type ReportColumn,
+  type ReportRow,
+  USAGE_COLUMNS,
+} from "../report/report-schema.js";
 
 // Counted windows (docs/providers.md): where a window has a limit (learned from a 429, or declared
 // by the project) but the provider states no remaining, what the reports say was used is counted
@@ -299,3 +305,33 @@ export function countedUse(
 /** Whether `dimension` is one a report's count says something of. */
 export const isCounted = (dimension: string): dimension is CountedDimension =>
   (COUNTED_DIMENSIONS as readonly string[]).includes(dimension);
+
+const USAGE_AT = USAGE_COLUMNS.map((c) => REPORT_COLUMNS.indexOf(c as ReportColumn));
+const MODEL_AT = REPORT_COLUMNS.indexOf("model");
+
+/** A usage count of a row, or null (none sent, or a row of a shape before usage). */
+const usageOf = (row: ReportRow, i: number | undefined) => {
+  const v = i === undefined || i < 0 ? null : row[i];
+  const n = v === null || v === undefined ? Number.NaN : Number(v);
+  return Number.isFinite(n) && n >= 0 ? n : null;
+};
+
+/**
+ * What a stored row counts, or null when it counts nothing: a call whose provider states no
+ * remaining is counted, one request and its `usage` (a limited one was refused; a provider hint,
+ * no model and no figure, is no call). One definition for the hot copy and the alerts.
+ */
+export function countedCallOf(
+  row: ReportRow,
+  t: number,
+  said: { limited: boolean; statesRemaining: boolean; figures: boolean },
+): ReportUse | null {
+  if (said.limited || said.statesRemaining) return null;
+  if (row[MODEL_AT] === null && !said.figures) return null;
+  return {
+    t,
+    requests: 1,
+    input_tokens: usageOf(row, USAGE_AT[0]),
+    output_tokens: usageOf(row, USAGE_AT[1]),
+  };
+}

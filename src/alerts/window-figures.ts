@@ -1,4 +1,4 @@
-import { windowKey } from "../alerts/row-windows.js";
+import { windowKey } from "./row-windows.js";
 import type { DeclaredLimit } from "../providers/declared-limit.js";
 import type { WindowFiguresSource } from "../providers/window.js";
 import { countedUse, type HotCounts, isCounted, resetKindOf } from "./counted-windows.js";
