@@ -118,6 +118,24 @@ local function merge_points(a, b)
   for i = from, #kept do res[#res + 1] = kept[i] end
   return res
 end
+-- Per window key, the newer of the kept and the incoming figures; new windows while fewer than a
+-- series keeps.
+local function newest_per_window(kept_all, incoming)
+  if type(kept_all) ~= 'table' then kept_all = {} end
+  local n = 0
+  for _ in pairs(kept_all) do n = n + 1 end
+  for key, fig in pairs(incoming) do
+    local kept = kept_all[key]
+    if kept then
+      if newer(fig[1], fig[2], kept[1], kept[2]) then kept_all[key] = fig end
+    elseif n < ${MAX_WINDOWS_PER_SERIES} then
+      kept_all[key] = fig
+      n = n + 1
+    end
+  end
+  return kept_all
+end
+
 local function merge(old, new)
   if not old then old = {p = {}} end
   local s = old
@@ -134,20 +152,7 @@ local function merge(old, new)
   end
   if type(new.o) == 'number' and (type(s.o) ~= 'number' or new.o > s.o) then s.o = new.o end
   -- Learned limits: the newest per window, as many windows as a series keeps.
-  if type(new.lw) == 'table' then
-    if type(s.lw) ~= 'table' then s.lw = {} end
-    local n = 0
-    for _ in pairs(s.lw) do n = n + 1 end
-    for key, fig in pairs(new.lw) do
-      local kept = s.lw[key]
-      if kept then
-        if newer(fig[1], fig[2], kept[1], kept[2]) then s.lw[key] = fig end
-      elseif n < ${MAX_WINDOWS_PER_SERIES} then
-        s.lw[key] = fig
-        n = n + 1
-      end
-    end
-  end
+  if type(new.lw) == 'table' then s.lw = newest_per_window(s.lw, new.lw) end
   -- Counted use: each bucket added to (a batch counted once), those past their kind's span dropped.
   if count and type(new.k) == 'table' then
     if type(s.k) ~= 'table' then s.k = {} end
@@ -175,20 +180,7 @@ local function merge(old, new)
     if type(b) == 'table' and #b > 0 then s.p[m] = merge_points(a, b) end
   end
   -- Windows: the newest figures per window; a window the batch does not carry keeps its own.
-  if type(new.w) == 'table' then
-    if type(s.w) ~= 'table' then s.w = {} end
-    local n = 0
-    for _ in pairs(s.w) do n = n + 1 end
-    for key, fig in pairs(new.w) do
-      local kept = s.w[key]
-      if kept then
-        if newer(fig[1], fig[2], kept[1], kept[2]) then s.w[key] = fig end
-      elseif n < ${MAX_WINDOWS_PER_SERIES} then
-        s.w[key] = fig
-        n = n + 1
-      end
-    end
-  end
+  if type(new.w) == 'table' then s.w = newest_per_window(s.w, new.w) end
   if type(new.wp) == 'table' and type(s.w) == 'table' then
     if type(s.wp) ~= 'table' then s.wp = {} end
     for key, b in pairs(new.wp) do
