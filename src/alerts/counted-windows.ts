@@ -251,11 +251,28 @@ export function addCounts(a: HotCounts, b: HotCounts): HotCounts {
   return a;
 }
 
-/** Drops the buckets that started more than KEEP_MS before `now` (the merge script does too). */
+/**
+ * Buckets of one kind kept ahead of the server's clock: reports may be dated up to a day ahead
+ * (a fast clock, a client replaying), and each future minute would otherwise keep a bucket for a
+ * day. Past this many, the furthest ahead are dropped (the merge script does the same).
+ */
+export const FUTURE_BUCKETS_PER_KIND = 16;
+
+/**
+ * Drops the buckets that started more than KEEP_MS before `now`, and of those that start after
+ * it, all but the FUTURE_BUCKETS_PER_KIND nearest of each kind (the merge script does the same).
+ */
 export function pruneCounts(counts: HotCounts, now: number): HotCounts {
+  const ahead = new Map<PeriodKind, { start: number; key: string }[]>();
   for (const key of Object.keys(counts)) {
     const k = parseBucketKey(key);
     if (!k || k.start < now - KEEP_MS[k.kind]) delete counts[key];
+    else if (k.start > now)
+      ahead.set(k.kind, [...(ahead.get(k.kind) ?? []), { start: k.start, key }]);
+  }
+  for (const buckets of ahead.values()) {
+    buckets.sort((a, b) => a.start - b.start);
+    for (const { key } of buckets.slice(FUTURE_BUCKETS_PER_KIND)) delete counts[key];
   }
   return counts;
 }

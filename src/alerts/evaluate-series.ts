@@ -83,7 +83,8 @@ export function evaluateSeries(
       const c = s.counted;
       k ??= {};
       if (c.use) countReport(k, c.use);
-      pruneCounts(k, c.at);
+      // At the server's time: a report dated ahead must not drop the current buckets.
+      pruneCounts(k, s.t);
       const { used, resetsAt } = countedUse(k, c.dimension, c.window, c.resets, c.at);
       const remaining = Math.max(0, s.limit - used);
       s = {

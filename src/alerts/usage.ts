@@ -257,7 +257,12 @@ export function windowSamplesOf(
   if (rule.metric !== "requests" || rule.window != null) return out;
   const poolWide =
     reading.pool !== null && !reading.windows.some((w) => w.dimension === "requests");
-  const roomAgain = !reading.limited && reading.windows.length === 0 && row[I.model] !== null;
+  // A later report that was not limited and states no requests window of its own (one that does
+  // gives its own samples): the pool has room again, as /headroom reads it (its `okAt`).
+  const roomAgain =
+    !reading.limited &&
+    !reading.windows.some((w) => w.dimension === "requests") &&
+    row[I.model] !== null;
   if (!poolWide && !roomAgain) return out;
   t ??= receivedMsOf(row);
   if (!Number.isFinite(t)) return [];

@@ -1,7 +1,7 @@
 import type { Result } from "ioredis";
 import { HISTORY_WINDOW_MS } from "../alerts/burn-rate.js";
 import type { RedisClient } from "../redis/connections.js";
-import { KEEP_MS } from "../alerts/counted-windows.js";
+import { FUTURE_BUCKETS_PER_KIND, KEEP_MS } from "../alerts/counted-windows.js";
 import { type HotSeries, MAX_WINDOWS_PER_SERIES, MIN_GAP_MS } from "./hot-series.js";
 
 // The hot headroom in Redis: per project a hash of series → HotSeries JSON, written by the ingest
@@ -167,10 +167,26 @@ local function merge(old, new)
     end
   end
   if type(s.k) == 'table' then
-    local any = false
+    local any, ahead = false, {}
     for key, _ in pairs(s.k) do
-      local span, start = kept_ms[string.sub(key, 1, 1)], tonumber(string.sub(key, 3))
-      if not span or not start or start < now - span then s.k[key] = nil else any = true end
+      local kind = string.sub(key, 1, 1)
+      local span, start = kept_ms[kind], tonumber(string.sub(key, 3))
+      if not span or not start or start < now - span then
+        s.k[key] = nil
+      else
+        any = true
+        if start > now then
+          ahead[kind] = ahead[kind] or {}
+          table.insert(ahead[kind], {start, key})
+        end
+      end
+    end
+    -- Of the buckets ahead of now, the nearest few of each kind (counted-windows.ts pruneCounts).
+    for _, list in pairs(ahead) do
+      if #list > ${FUTURE_BUCKETS_PER_KIND} then
+        table.sort(list, function(a, b) return a[1] < b[1] end)
+        for i = ${FUTURE_BUCKETS_PER_KIND} + 1, #list do s.k[list[i][2]] = nil end
+      end
     end
     if not any then s.k = nil end
   end

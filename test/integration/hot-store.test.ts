@@ -284,4 +284,22 @@ describe("hot headroom store: counted use (issue 45)", () => {
       expect(await counts(prefix)).toEqual(before);
     }
   });
+
+  it("keeps the 16 nearest minutes ahead of its clock from reports dated ahead, none further", async () => {
+    const prefix = `{hot-${uniqueId()}}`;
+    const store = createHotStore(redis, prefix, {
+      maxSeriesPerProject: 100,
+      ttlMs: 30 * 86_400_000,
+      now: () => T0,
+    });
+    // A report dated each of the next 40 minutes (timestamps may be up to a day ahead).
+    const ahead = Array.from({ length: 40 }, (_, i) => T0 + (i + 1) * 60_000);
+    await store.write(hotUpdates(ahead.map((t) => call(t, 1))), "t-ahead");
+    const minutes = Object.keys((await counts(prefix)) ?? {})
+      .filter((key) => key.startsWith("m:"))
+      .map((key) => Number(key.slice(2)))
+      .sort((a, b) => a - b);
+    const minute = (t: number) => Math.floor(t / 60_000) * 60_000;
+    expect(minutes).toEqual(ahead.slice(0, 16).map(minute));
+  });
 });

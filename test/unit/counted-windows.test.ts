@@ -224,3 +224,22 @@ describe("counted windows", () => {
     );
   });
 });
+
+describe("bounds", () => {
+  it("keeps the 16 nearest buckets of a kind ahead of the server's clock, none further", () => {
+    const now = Date.UTC(2030, 0, 2, 12, 0, 30);
+    // A report dated each of the next 100 minutes (timestamps may be up to a day ahead).
+    const counts: HotCounts = {};
+    const past = Date.UTC(2030, 0, 2, 12);
+    counts[`m:${past}`] = [1, 0, 0, 0, past];
+    for (let i = 1; i <= 100; i++) {
+      const start = past + i * MIN;
+      counts[`m:${start}`] = [1, 0, 0, 0, start];
+    }
+    const kept = Object.keys(pruneCounts(counts, now));
+    expect(kept).toHaveLength(1 + 16);
+    expect(kept).toContain(`m:${past}`);
+    expect(kept).toContain(`m:${past + 16 * MIN}`);
+    expect(kept).not.toContain(`m:${past + 17 * MIN}`);
+  });
+});

@@ -307,6 +307,7 @@ function said(
   i: number,
   error: unknown = null,
   app = "chat",
+  tokens: { limit: number; remaining: number } | null = null,
 ): ReportRow {
   return toRow(
     toRecord(
@@ -318,8 +319,8 @@ function said(
         limits: {
           requests_limit: null,
           requests_remaining: null,
-          tokens_limit: null,
-          tokens_remaining: null,
+          tokens_limit: tokens?.limit ?? null,
+          tokens_remaining: tokens?.remaining ?? null,
           reset_requests_ms: null,
           reset_tokens_ms: null,
         },
@@ -435,5 +436,38 @@ describe("a rate limit that names no window (issue 45)", () => {
     ]);
     // A provider hint (no model) says nothing of the pool.
     expect(groupSeries([rule], [bedrock(30, null, null)])).toEqual([]);
+  });
+
+  it("resolves at the next report that was not limited when reports state only token windows", () => {
+    // A provider whose answers state tokens but no requests window (Mistral's older headers): a
+    // 429 naming no window marks the pool, and the next report, tokens left, gives it room again.
+    const tokensOnly = (i: number, error: unknown = null) =>
+      said("mistral", "mistral-large", i, error, "chat", { limit: 1000, remaining: 500 });
+    const rule = {
+      id: "alr_req",
+      project: "p",
+      provider: null,
+      model: null,
+      app: null,
+      metric: "requests",
+      window: null,
+      warn_pct: 70,
+      critical_pct: 90,
+      hysteresis_pct: 5,
+      cooldown_s: 600,
+      webhook: "http://127.0.0.1:1/hook",
+      created_at: "2030-01-01T00:00:00.000Z",
+    } satisfies AlertRule;
+    const limited = {
+      error: { type: "rate_limit_error", message: "Requests rate limit exceeded" },
+    };
+    const rows = [tokensOnly(0), tokensOnly(5, { ...limited, status: 429 }), tokensOnly(20)];
+    const events = groupSeries([rule], rows).flatMap(
+      (g) => evaluateSeries(g.rule, g.series, g.samples, null, g.window).events,
+    );
+    expect(events.map((e) => [e.window, e.level])).toEqual([
+      [null, "critical"],
+      [null, "resolved"],
+    ]);
   });
 });
