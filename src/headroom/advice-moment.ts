@@ -38,6 +38,8 @@ export interface AdviceMoment {
   ranked: { pool: AdvisedPool; floor: Floor | null }[];
 }
 
+const HOUR_MS = 3_600_000;
+
 const modelKey = (provider: string, model: string | null) => `${provider}\0${model ?? ""}`;
 
 /** The pool's floor, as judgePool would find it for any ask (advice.ts). */
@@ -76,6 +78,9 @@ export function adviceMoment(
     for (const w of [...view.windows, view.requests, view.tokens]) {
       const resetsAt = w.resets_at === null ? Number.NaN : Date.parse(w.resets_at);
       if (resetsAt > now) until = Math.min(until, resetsAt);
+      // A rolling counted window (5h, 7d) has no reset: its oldest hour leaves it on the hour.
+      if ((w as { resets?: string | null }).resets === "rolling")
+        until = Math.min(until, Math.floor(now / HOUR_MS) * HOUR_MS + HOUR_MS);
     }
     const key = modelKey(view.provider, view.model);
     const list = byModel.get(key);

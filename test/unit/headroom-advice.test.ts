@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { WindowNow } from "../../src/alerts/now-model.js";
 import { type AdvisedPool, advise, judgePool } from "../../src/headroom/advice.js";
+import { adviceMoment } from "../../src/headroom/advice-moment.js";
 
 // Advice (src/headroom/advice.ts): go when every asked window has room, wait until the binding
 // window's reset counted from the answer's moment, unknown with its reason, and alternatives.
@@ -139,5 +140,18 @@ describe("advise", () => {
       retry_after_ms: 9_000,
     });
     expect(advise(pools, ask, T).pool?.pool).toBe("p2");
+  });
+});
+
+describe("adviceMoment", () => {
+  it("holds views with a rolling counted window only until the next whole hour, when its oldest hour leaves", () => {
+    const now = T + 20 * 60_000;
+    const rolling = { ...win("requests", 100, 0, null), window: "5h", resets: "rolling" };
+    const m = adviceMoment([{ view: pool("a", [rolling]), lastSeen: now }], now, 86_400_000);
+    expect(m.until).toBe(T + 3_600_000);
+    const fixed = win("requests", 100, 0, T + 2 * 3_600_000);
+    expect(adviceMoment([{ view: pool("b", [fixed]), lastSeen: now }], now, 86_400_000).until).toBe(
+      T + 2 * 3_600_000,
+    );
   });
 });
