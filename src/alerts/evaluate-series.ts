@@ -124,8 +124,9 @@ export function evaluateSeries(
       window,
       level: fire,
       used_pct: round(s.pct, 2),
-      limit: s.limit,
-      remaining: s.remaining,
+      // + 0: a provider's "-0" is 0 in an event (JSON has no -0).
+      limit: s.limit + 0,
+      remaining: s.remaining + 0,
       reset_ms: s.resetMs,
       burn_per_s: now.burn_per_s,
       exhaustion_eta_s: now.exhaustion_eta_s,

@@ -68,8 +68,9 @@ const CLUSTER_ROLE: Record<"producer" | "worker" | "cli", ClusterOptions> = {
 function build(topology: RedisTopology, role: keyof typeof CLUSTER_ROLE, options: RedisOptions) {
   switch (topology.kind) {
     case "standalone":
-      // A handshake that never ends is made again (ready-guard.ts).
-      return new ReadyGuardedRedis(topology.url, options);
+      // A handshake that never ends is made again (ready-guard.ts); a producer's connection is
+      // also dropped at its first command unanswered within the timeout.
+      return new ReadyGuardedRedis(topology.url, options, { dropOnTimeout: role === "producer" });
     case "sentinel": {
       const { auth } = topology;
       return new RevivingRedis({

@@ -22,9 +22,17 @@ export class ReadyGuardedRedis extends Redis {
   /** Counts the connections made ready: which one a command was sent on. */
   #connection = 0;
 
-  constructor(urlOrOptions: string | RedisOptions, options: RedisOptions = {}) {
+  /** Whether a command's timeout drops its connection (below); duplicates do not inherit it. */
+  readonly #dropOnTimeout: boolean;
+
+  constructor(
+    urlOrOptions: string | RedisOptions,
+    options: RedisOptions = {},
+    opts: { dropOnTimeout?: boolean } = {},
+  ) {
     if (typeof urlOrOptions === "string") super(urlOrOptions, options);
     else super(urlOrOptions);
+    this.#dropOnTimeout = opts.dropOnTimeout === true;
     this.on("connect", () => {
       this.#clear();
       this.#timer = setTimeout(() => {
@@ -37,16 +45,18 @@ export class ReadyGuardedRedis extends Redis {
     for (const settled of ["ready", "close", "end"]) this.on(settled, () => this.#clear());
   }
 
-  // A command unanswered within commandTimeout (the edge's clients, a watchdog's probe) says the
-  // same of its connection: it may be silently dead, and every command after it would wait as
-  // long. It is dropped at once and made again, so the next request fails fast (or succeeds)
-  // instead of waiting for a periodic check to notice. Only a command sent on the connection that
-  // is ready now, a whole timeout ago: one sent again on a new connection (ioredis resends what
-  // was unanswered) keeps the timer of its first sending, and must not drop the new one.
+  // With dropOnTimeout (the edge's and the read API's own clients, connections.ts): a command
+  // unanswered within commandTimeout says the same of its connection: it may be silently dead, and
+  // every command after it would wait as long. It is dropped at once and made again, so the next
+  // request fails fast (or succeeds) instead of waiting for a periodic check to notice. Only a
+  // command sent on the connection that is ready now, a whole timeout ago: one sent again on a new
+  // connection (ioredis resends what was unanswered) keeps the timer of its first sending, and
+  // must not drop the new one. Duplicates with timeouts of their own (a watchdog's probe, the
+  // shared limits' fallback) renew their connection themselves, as before.
   override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
     const sent = super.sendCommand(command, stream);
     const timeoutMs = this.options.commandTimeout;
-    if (typeof timeoutMs === "number" && this.status === "ready") {
+    if (this.#dropOnTimeout && typeof timeoutMs === "number" && this.status === "ready") {
       const on = this.#connection;
       const at = performance.now();
       command.promise.catch((err: unknown) => {
