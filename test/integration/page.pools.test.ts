@@ -401,8 +401,10 @@ describe("pools on the headroom page", () => {
     await page.locator(`#now-table tr[data-pool="${pool?.pool}"] button.toggle`).click();
     const detail = page.locator("#now-table tr.detail .members li");
     await expect.poll(() => detail.count(), { timeout: 15_000 }).toBe(3);
+    // Cut or not as the table's columns fall (an open detail row widens them): its title names
+    // every member in full, and nothing sticks out of its cell (layoutProblems).
     const appCell = await cut(page, '#now-table tr[data-members="2"] [data-field="app"] .cut');
-    expect(appCell).toMatchObject({ title: `b, ${LONG_APP} · pool ${LABEL}`, cut: true });
+    expect(appCell).toMatchObject({ title: `b, ${LONG_APP} · pool ${LABEL}` });
     expect(await layoutProblems(page)).toEqual([]);
     await shots(page, "pools-table-1400x1000");
     expect(await seriousViolations(page)).toEqual([]);
