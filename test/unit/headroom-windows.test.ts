@@ -391,6 +391,26 @@ describe("a limit learned from a 429 (issue 45)", () => {
 });
 
 describe("a rate limit that names no window (issue 45)", () => {
+  /** A requests rule of any window, as a team would watch a pool's requests. */
+  const rule: AlertRule = {
+    id: "alr_req",
+    project: "p",
+    provider: null,
+    model: null,
+    app: null,
+    metric: "requests",
+    window: null,
+    warn_pct: 70,
+    critical_pct: 90,
+    hysteresis_pct: 5,
+    cooldown_s: 600,
+    webhook: "http://127.0.0.1:1/hook",
+    created_at: "2030-01-01T00:00:00.000Z",
+  };
+  const requestsEvents = (rows: ReportRow[]) =>
+    groupSeries([rule], rows).flatMap(
+      (g) => evaluateSeries(g.rule, g.series, g.samples, null, g.window).events,
+    );
   // Bedrock's calls state nothing; its ThrottlingException names no window: the pool as a whole.
   const bedrock = (i: number, error: unknown = null, model: string | null = "claude-haiku") =>
     said("bedrock", model, i, error);
@@ -412,24 +432,7 @@ describe("a rate limit that names no window (issue 45)", () => {
   });
 
   it("fires the requests rule critical, and resolves it at the next report that was not limited", () => {
-    const rule: AlertRule = {
-      id: "alr_req",
-      project: "p",
-      provider: null,
-      model: null,
-      app: null,
-      metric: "requests",
-      window: null,
-      warn_pct: 70,
-      critical_pct: 90,
-      hysteresis_pct: 5,
-      cooldown_s: 600,
-      webhook: "http://127.0.0.1:1/hook",
-      created_at: "2030-01-01T00:00:00.000Z",
-    };
-    const events = groupSeries([rule], rows).flatMap(
-      (g) => evaluateSeries(g.rule, g.series, g.samples, null, g.window).events,
-    );
+    const events = requestsEvents(rows);
     expect(events.map((e) => [e.window, e.level, e.used_pct, e.limit, e.remaining])).toEqual([
       [null, "critical", 100, 0, 0],
       [null, "resolved", 0, 0, 0],
@@ -443,28 +446,11 @@ describe("a rate limit that names no window (issue 45)", () => {
     // 429 naming no window marks the pool, and the next report, tokens left, gives it room again.
     const tokensOnly = (i: number, error: unknown = null) =>
       said("mistral", "mistral-large", i, error, "chat", { limit: 1000, remaining: 500 });
-    const rule = {
-      id: "alr_req",
-      project: "p",
-      provider: null,
-      model: null,
-      app: null,
-      metric: "requests",
-      window: null,
-      warn_pct: 70,
-      critical_pct: 90,
-      hysteresis_pct: 5,
-      cooldown_s: 600,
-      webhook: "http://127.0.0.1:1/hook",
-      created_at: "2030-01-01T00:00:00.000Z",
-    } satisfies AlertRule;
     const limited = {
       error: { type: "rate_limit_error", message: "Requests rate limit exceeded" },
     };
     const rows = [tokensOnly(0), tokensOnly(5, { ...limited, status: 429 }), tokensOnly(20)];
-    const events = groupSeries([rule], rows).flatMap(
-      (g) => evaluateSeries(g.rule, g.series, g.samples, null, g.window).events,
-    );
+    const events = requestsEvents(rows);
     expect(events.map((e) => [e.window, e.level])).toEqual([
       [null, "critical"],
       [null, "resolved"],
