@@ -18,7 +18,7 @@ import {
   type Thresholds,
   type Transition,
 } from "./state-machine.js";
-import type { CountedSample, Sample, Series } from "./usage.js";
+import type { CountedSample, LearnedLimit, Sample, Series } from "./usage.js";
 
 // A rule's samples for one series, in report order, through the state machine. Pure: the same
 // state and samples always give the same next state and the same events (ids included).
@@ -45,15 +45,6 @@ export interface SeriesState {
    * the window is used up: later reports that state nothing are counted against it.
    */
   lw?: LearnedLimit;
-}
-
-export interface LearnedLimit {
-  limit: number;
-  /** The teaching report's timestamp (Unix ms) and id. */
-  at: number;
-  reportId: string;
-  /** Until when it is used up (its retry delay), Unix ms; null: not said. */
-  until: number | null;
 }
 
 /** Counted samples of a batch never applied before, received after `since`, are counted. */

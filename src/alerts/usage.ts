@@ -11,7 +11,6 @@ import {
   type ResetKind,
   resetKindOf,
 } from "./counted-windows.js";
-import type { LearnedLimit } from "./evaluate-series.js";
 import type { LatestWindow } from "./latest-window.js";
 import { type DeriveWindows, type RowReading, rememberedReadingOfRow } from "./row-windows.js";
 import type { AlertRule, Metric } from "./rule.js";
@@ -84,6 +83,15 @@ export interface CountedSample {
    * window a 429 may have taught): read only where its state already is, never a new series.
    */
   ifLearned?: true;
+}
+
+export interface LearnedLimit {
+  limit: number;
+  /** The teaching report's timestamp (Unix ms) and id. */
+  at: number;
+  reportId: string;
+  /** Until when it is used up (its retry delay), Unix ms; null: not said. */
+  until: number | null;
 }
 
 /** The pool a series is, when its reports name one (docs/pools.md): its id and client label. */
