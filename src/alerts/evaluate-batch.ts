@@ -47,7 +47,16 @@ interface SeriesInput {
   series: Series;
   window: WindowLength | null;
   samples: Sample[];
+  /** Only counted against a learned limit so far: read where its state is, never tracked anew. */
+  peek: { only: boolean };
 }
+
+/**
+ * How long a batch is known as applied (state-store.ts): a counted sample received longer ago
+ * than this, before a series' watermark, is not counted (a redelivery this late could not be told
+ * from a first delivery).
+ */
+export const APPLIED_MS = 48 * 3_600_000;
 
 /**
  * A series' state field for one window. A pool's names the pool where an app's names the app:
@@ -102,7 +111,7 @@ export function groupSeries(
   const index = indexRules(rules);
   const order = new Map(rules.map((r, i) => [r, i]));
   const groupIds = new Map<RuleGroup, number>();
-  const shared = new Map<string, Sample[]>();
+  const shared = new Map<string, { list: Sample[]; peek: { only: boolean } }>();
   const pools = new Map<string, SeriesPool>();
   const inputs: SeriesInput[] = [];
   // A series' declared limits, matched once per batch rather than once per row.
@@ -150,15 +159,16 @@ export function groupSeries(
       for (const { window, ...sample } of samples) {
         // A cheap key per row; the stored field (JSON) is made once per series and window.
         const key = `${id}\u0000${series.provider}\u0000${series.model}\u0000${who}\u0000${window ?? ""}`;
-        let list = shared.get(key);
-        if (!list) {
-          list = [];
-          shared.set(key, list);
+        let entry = shared.get(key);
+        if (!entry) {
+          entry = { list: [], peek: { only: true } };
+          shared.set(key, entry);
           const field = windowField(series, window);
           for (const rule of group.rules)
-            inputs.push({ rule, field, series, window, samples: list });
+            inputs.push({ rule, field, series, window, samples: entry.list, peek: entry.peek });
         }
-        list.push(pool ? { ...sample, app: own.app } : sample);
+        if (!sample.counted?.ifLearned) entry.peek.only = false;
+        entry.list.push(pool ? { ...sample, app: own.app } : sample);
       }
     }
   }
@@ -178,10 +188,19 @@ export async function evaluateBatch(
 ): Promise<AlertEvent[]> {
   const inputs = groupSeries(rules, rows, derive, onFailed, declarations);
   if (inputs.length === 0) return [];
-  const refs = inputs.map((i) => ({ ruleId: i.rule.id, project: i.rule.project, field: i.field }));
+  const refs = inputs.map((i) => ({
+    ruleId: i.rule.id,
+    project: i.rule.project,
+    field: i.field,
+    ...(i.peek.only ? { peek: true } : {}),
+  }));
+  // A batch with counted samples is marked applied with its states: a redelivery of it is told
+  // from a batch evaluated after a later one, whose counted samples before the watermark count.
+  const counts = inputs.some((i) => i.samples.some((s) => s.counted));
   for (let attempt = 0; attempt < MAX_CONFLICTS; attempt++) {
-    const { outbox, states, refused, removed } = await store.read(token, refs);
+    const { outbox, states, refused, removed, applied, now } = await store.read(token, refs);
     if (outbox !== null) return JSON.parse(outbox) as AlertEvent[];
+    const late = counts && !applied ? { since: now - APPLIED_MS } : null;
     const events: AlertEvent[] = [];
     const writes: StateWrite[] = [];
     const left: RefusedSeries[] = [];
@@ -194,6 +213,8 @@ export async function evaluateBatch(
         return;
       }
       const prev = states[i] ?? null;
+      // Counted only against a learned limit, and no state: nothing was learned.
+      if (prev === null && input.peek.only) return;
       // Each series apart: a throw here (a stored state or a sample no one foresaw) costs this
       // series its evaluation, kept as it was, never the job of every tenant in the batch.
       try {
@@ -204,6 +225,7 @@ export async function evaluateBatch(
           input.samples,
           state,
           input.window,
+          late,
         );
         const text = JSON.stringify(next);
         if (text !== prev) writes.push({ ...refs[i], prev, next: text } as StateWrite);
@@ -224,6 +246,7 @@ export async function evaluateBatch(
       token,
       writes,
       events.length > 0 ? JSON.stringify(events) : null,
+      late !== null ? APPLIED_MS : null,
     );
     if (res.ok) return done();
     if ("outbox" in res) return JSON.parse(res.outbox) as AlertEvent[];

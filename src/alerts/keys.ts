@@ -18,6 +18,8 @@ export interface AlertKeys {
   projectSeries: (project: string) => string;
   /** Events of one evaluated batch not yet stored and queued. */
   outbox: (token: string) => string;
+  /** Set once a batch's states were committed, while its counted samples could come again. */
+  applied: (token: string) => string;
 }
 
 export function alertKeys(prefix: string): AlertKeys {
@@ -30,5 +32,6 @@ export function alertKeys(prefix: string): AlertKeys {
     series: (ruleId: string) => `${prefix}:alert-series:${ruleId}`,
     projectSeries: (project: string) => `${prefix}:alert-project-series:${project}`,
     outbox: (token: string) => `${prefix}:alert-outbox:${token}`,
+    applied: (token: string) => `${prefix}:alert-applied:${token}`,
   };
 }

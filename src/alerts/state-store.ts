@@ -27,6 +27,8 @@ export interface StateRef {
   ruleId: string;
   project: string;
   field: string;
+  /** Read only if the rule tracks it already: never admitted (a new series) by this read. */
+  peek?: boolean;
 }
 
 export interface StateWrite extends StateRef {
@@ -55,10 +57,11 @@ export const SERIES_TTL_MS = 30 * 86_400_000;
 /** Expired series dropped per project per read: bounded work; the rest go at later reads. */
 const PRUNE_PER_READ = 100;
 
-// KEYS: outbox. ARGV: now, TTL (ms), cap per rule, cap per project, state/series/project-series
-// key prefixes, prune limit, rule index, then per series: rule id, project, field. Returns the
-// outbox (then nothing else), or nil followed by one entry per series: its state (nil: none),
-// 0 (refused) or -1 (its rule is removed).
+// KEYS: outbox, the batch's applied mark. ARGV: now, TTL (ms), cap per rule, cap per project,
+// state/series/project-series key prefixes, prune limit, rule index, then per series: rule id,
+// project, field, '1' to peek (read only if tracked). Returns the outbox (then nothing else), or
+// nil, whether the batch is marked applied (1 or 0), then one entry per series: its state (nil:
+// none), 0 (refused) or -1 (its rule is removed).
 const READ = `
 local existing = redis.call('GET', KEYS[1])
 if existing then return {existing} end
@@ -66,9 +69,9 @@ local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local perRule, perProject = tonumber(ARGV[3]), tonumber(ARGV[4])
 local sp, rp, pp, limit, index = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local pruned, live = {}, {}
-local out = {false}
-for i = 10, #ARGV, 3 do
-  local rule, project, field = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+local out = {false, redis.call('EXISTS', KEYS[2])}
+for i = 10, #ARGV, 4 do
+  local rule, project, field, peek = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3] == '1'
   local rkey, pkey = rp .. rule, pp .. project
   if not pruned[project] then
     pruned[project] = true
@@ -86,6 +89,8 @@ for i = 10, #ARGV, 3 do
     out[#out + 1] = -1
   elseif redis.call('ZSCORE', rkey, field) then
     out[#out + 1] = redis.call('HGET', sp .. rule, field) or false
+  elseif peek then
+    out[#out + 1] = false
   elseif redis.call('ZCARD', rkey) < perRule and redis.call('ZCARD', pkey) < perProject then
     redis.call('ZADD', rkey, now, field)
     redis.call('ZADD', pkey, now, rule .. ' ' .. field)
@@ -99,23 +104,26 @@ end
 return out
 `;
 
-// KEYS: outbox, then one state hash per write. ARGV: outbox text ('' for none), now, TTL (ms),
-// series/project-series key prefixes, rule index, then per write: field, previous text ('' for
-// none), next text, rule id, project. A write whose rule is removed is a conflict.
+// KEYS: outbox, the batch's applied mark, then one state hash per write. ARGV: outbox text (''
+// for none), now, TTL (ms), series/project-series key prefixes, rule index, how long to mark the
+// batch applied ('' not to), then per write: field, previous text ('' for none), next text, rule
+// id, project. A write whose rule is removed is a conflict; so is marking a batch marked already
+// (another worker applied it: read again, its counted samples are counted).
 const COMMIT = `
 local existing = redis.call('GET', KEYS[1])
 if existing then return {2, existing} end
+if ARGV[7] ~= '' and redis.call('EXISTS', KEYS[2]) == 1 then return {0} end
 local live = {}
-for i = 2, #KEYS do
-  local a = 7 + (i - 2) * 5
+for i = 3, #KEYS do
+  local a = 8 + (i - 3) * 5
   if (redis.call('HGET', KEYS[i], ARGV[a]) or '') ~= ARGV[a + 1] then return {0} end
   local rule = ARGV[a + 3]
   if live[rule] == nil then live[rule] = redis.call('HEXISTS', ARGV[6], rule) == 1 end
   if not live[rule] then return {0} end
 end
 local now, ttl, rp, pp = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-for i = 2, #KEYS do
-  local a = 7 + (i - 2) * 5
+for i = 3, #KEYS do
+  local a = 8 + (i - 3) * 5
   local field, rule, project = ARGV[a], ARGV[a + 3], ARGV[a + 4]
   redis.call('HSET', KEYS[i], field, ARGV[a + 2])
   redis.call('PEXPIRE', KEYS[i], ttl)
@@ -125,6 +133,7 @@ for i = 2, #KEYS do
   redis.call('PEXPIRE', pp .. project, ttl)
 end
 if ARGV[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'EX', 86400) end
+if ARGV[7] ~= '' then redis.call('SET', KEYS[2], '1', 'PX', ARGV[7]) end
 return {1}
 `;
 
@@ -148,8 +157,18 @@ export interface StateStore {
     states: (string | null)[];
     refused: boolean[];
     removed: boolean[];
+    /** The batch's states were committed with its mark (commit's `appliedMs`). */
+    applied: boolean;
+    /** The store's clock at the read, Unix ms. */
+    now: number;
   }>;
-  commit(token: string, writes: StateWrite[], outbox: string | null): Promise<CommitResult>;
+  /** `appliedMs`: mark the batch applied for this long (a conflict if it is marked already). */
+  commit(
+    token: string,
+    writes: StateWrite[],
+    outbox: string | null,
+    appliedMs?: number | null,
+  ): Promise<CommitResult>;
   /** The batch's events are stored and queued: a later evaluation of it has nothing to send. */
   clearOutbox(token: string): Promise<void>;
 }
@@ -169,10 +188,12 @@ export function createStateStore(
   const projectPrefix = k.projectSeries("");
   return {
     async read(token: string, refs: StateRef[]) {
+      const at = now();
       const reply = await redis.headroomAlertsRead(
-        1,
+        2,
         k.outbox(token),
-        now(),
+        k.applied(token),
+        at,
         ttlMs,
         opts.maxSeriesPerRule,
         opts.maxSeriesPerProject,
@@ -181,12 +202,14 @@ export function createStateStore(
         projectPrefix,
         PRUNE_PER_READ,
         k.ruleIndex,
-        ...refs.flatMap((r) => [r.ruleId, r.project, r.field]),
+        ...refs.flatMap((r) => [r.ruleId, r.project, r.field, r.peek ? "1" : "0"]),
       );
       const outbox = (reply[0] as string | null) ?? null;
-      const rest = outbox === null ? reply.slice(1) : [];
+      const rest = outbox === null ? reply.slice(2) : [];
       return {
         outbox,
+        applied: reply[1] === 1,
+        now: at,
         states: rest.map((v) => (typeof v === "string" ? v : null)),
         refused: rest.map((v) => v === 0),
         removed: rest.map((v) => v === -1),
@@ -197,8 +220,9 @@ export function createStateStore(
       token: string,
       writes: StateWrite[],
       outbox: string | null,
+      appliedMs?: number | null,
     ): Promise<CommitResult> {
-      const keys = [k.outbox(token), ...writes.map((w) => k.state(w.ruleId))];
+      const keys = [k.outbox(token), k.applied(token), ...writes.map((w) => k.state(w.ruleId))];
       const args = [
         outbox ?? "",
         now(),
@@ -206,6 +230,7 @@ export function createStateStore(
         seriesPrefix,
         projectPrefix,
         k.ruleIndex,
+        appliedMs ?? "",
         ...writes.flatMap((w) => [w.field, w.prev ?? "", w.next, w.ruleId, w.project]),
       ];
       const [code, existing] = await redis.headroomAlertsCommit(keys.length, ...keys, ...args);

@@ -1,6 +1,6 @@
 import { isResetDelay } from "../lib/time-bounds.js";
 import type { DeclaredLimit } from "../providers/declared-limit.js";
-import type { Window, WindowLength } from "../providers/window.js";
+import { type Window, WINDOW_LENGTHS, type WindowLength } from "../providers/window.js";
 import { poolId, poolKeyOf, poolLabelOf } from "../report/pool-key.js";
 import { REPORT_COLUMNS, type ReportColumn, type ReportRow } from "../report/report-schema.js";
 import {
@@ -9,9 +9,10 @@ import {
   isCounted,
   type ReportUse,
   type ResetKind,
+  resetKindOf,
 } from "./counted-windows.js";
 import type { LatestWindow } from "./latest-window.js";
-import { type DeriveWindows, rememberedReadingOfRow } from "./row-windows.js";
+import { type DeriveWindows, type RowReading, rememberedReadingOfRow } from "./row-windows.js";
 import type { AlertRule, Metric } from "./rule.js";
 import { composeWindows } from "./window-figures.js";
 
@@ -64,6 +65,8 @@ export interface Sample {
    * make them (evaluate-series.ts), not the placeholders above, which are its limit and 0 %.
    */
   counted?: CountedSample;
+  /** A limit a 429 taught for its window (`learned`): its state remembers it for later reports. */
+  learned?: LearnedLimit;
 }
 
 /** What a counted window's sample carries for the rule's state to count it. */
@@ -75,6 +78,20 @@ export interface CountedSample {
   at: number;
   /** What the row counts (counted-windows.ts's countedCallOf); null: it counts nothing. */
   use: ReportUse | null;
+  /**
+   * Counted only against a limit the window's state learned (a row that states nothing, of a
+   * window a 429 may have taught): read only where its state already is, never a new series.
+   */
+  ifLearned?: true;
+}
+
+export interface LearnedLimit {
+  limit: number;
+  /** The teaching report's timestamp (Unix ms) and id. */
+  at: number;
+  reportId: string;
+  /** Until when it is used up (its retry delay), Unix ms; null: not said. */
+  until: number | null;
 }
 
 /** The pool a series is, when its reports name one (docs/pools.md): its id and client label. */
@@ -252,8 +269,12 @@ export function windowSamplesOf(
       resetMs: w.resets_at === null ? null : resetDelay(w.resets_at - at),
       window: w.window,
       ...(counted ? { counted } : {}),
+      ...(w.source === "learned" && w.limit !== null && w.limit > 0
+        ? { learned: { limit: w.limit, at, reportId: String(row[I.id]), until: w.resets_at } }
+        : {}),
     });
   }
+  t = learnedWindowSamples(row, rule, reading, at, out, t);
   if (rule.metric !== "requests" || rule.window != null) return out;
   const poolWide =
     reading.pool !== null && !reading.windows.some((w) => w.dimension === "requests");
@@ -277,6 +298,53 @@ export function windowSamplesOf(
     window: null,
   });
   return out;
+}
+
+/** The lengths a counted window may have: those whose reset is known (resetKindOf). */
+const COUNTED_LENGTHS = WINDOW_LENGTHS.filter((l) => resetKindOf("", l) !== null);
+
+/**
+ * A row that states nothing and was no rate limit is a call a learned limit counts (docs/
+ * providers.md): one sample per window of the rule's dimension a 429 may have taught (each
+ * countable length, or the rule's), where the row gave none. The window's state says whether a
+ * limit was learned (evaluate-series.ts); where none is, nothing is tracked. Returns `t`, read.
+ */
+function learnedWindowSamples(
+  row: ReportRow,
+  rule: Pick<AlertRule, "metric" | "window">,
+  reading: RowReading,
+  at: number,
+  out: WindowSample[],
+  t: number | undefined,
+): number | undefined {
+  if (!isCounted(rule.metric)) return t;
+  const statesRemaining = reading.windows.some((w) => w.remaining !== null);
+  const use = countedCallOf(row, at, {
+    limited: reading.limited,
+    statesRemaining,
+    figures: reading.windows.length > 0,
+  });
+  if (use === null) return t;
+  const provider = String(row[I.provider]);
+  for (const length of COUNTED_LENGTHS) {
+    if (rule.window != null && rule.window !== length) continue;
+    if (out.some((s) => s.window === length)) continue;
+    const resets = resetKindOf(provider, length);
+    if (resets === null) continue;
+    t ??= receivedMsOf(row);
+    if (!Number.isFinite(t)) return t;
+    out.push({
+      t,
+      reportId: String(row[I.id]),
+      limit: 0,
+      remaining: 0,
+      pct: 0,
+      resetMs: null,
+      window: length,
+      counted: { dimension: rule.metric, window: length, resets, at, use, ifLearned: true },
+    });
+  }
+  return t;
 }
 
 /** A window at 0 remaining or below, its limit unknown (a 429's): used up, 100 %. */

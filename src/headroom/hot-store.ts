@@ -56,12 +56,12 @@ const MERGE = `
 local now, ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local keep, gap, window, refill = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
 local channel, versions = ARGV[9], {}
--- Counts are added once per batch: its token claimed here (KEYS[1]); never without a token, nor
--- on a refill.
+-- Counts are added once per batch: its token (KEYS[1]) is claimed with the writes, never without
+-- a token, nor on a refill. Redis does not roll a script back: everything that can fail (a stored
+-- series that does not decode) runs before the first write, so a failed call claims and writes
+-- nothing, and its retry counts the batch.
 local count = false
-if not refill and ARGV[10] ~= '' then
-  count = redis.call('SET', KEYS[1], '1', 'NX', 'PX', tonumber(ARGV[10])) and true or false
-end
+if not refill and ARGV[10] ~= '' then count = redis.call('EXISTS', KEYS[1]) == 0 end
 local kept_ms = {m = ${KEEP_MS.m}, h = ${KEEP_MS.h}, d = ${KEEP_MS.d}, p = ${KEEP_MS.p}, M = ${KEEP_MS.M}}
 local function newer(t, id, t0, id0)
   return t0 == nil or t > t0 or (t == t0 and (id or '') > (id0 or ''))
@@ -207,30 +207,47 @@ local function merge(old, new)
 end
 local refused = 0
 local a = 11
+-- First every merge, with no write: the series each project drops (expired) and keeps.
+local plans = {}
 for k = 2, #KEYS, 3 do
-  local hkey, zkey, rkey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  local project = ARGV[a]
+  local hkey, zkey = KEYS[k], KEYS[k + 1]
+  local plan = {project = ARGV[a], writes = {}}
   a = a + 1
-  local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', '(' .. (now - ttl), 'LIMIT', 0, limit)
-  for _, f in ipairs(old) do
-    redis.call('HDEL', hkey, f)
-    redis.call('ZREM', zkey, f)
-  end
+  plan.old = redis.call('ZRANGEBYSCORE', zkey, '-inf', '(' .. (now - ttl), 'LIMIT', 0, limit)
+  local gone = {}
+  for _, f in ipairs(plan.old) do gone[f] = true end
+  local card = redis.call('ZCARD', zkey) - #plan.old
   local n = tonumber(ARGV[a])
   a = a + 1
   for i = 1, n do
     local field, json, score = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
     a = a + 3
-    local seen = redis.call('ZSCORE', zkey, field)
+    local seen = nil
+    if not gone[field] then seen = redis.call('ZSCORE', zkey, field) end
     if score < now - ttl then
-    elseif seen or redis.call('ZCARD', zkey) < cap then
-      local prev = redis.call('HGET', hkey, field)
+    elseif seen or card < cap then
+      local prev = nil
+      if not gone[field] then prev = redis.call('HGET', hkey, field) end
       local s = merge(prev and cjson.decode(prev) or nil, cjson.decode(json))
-      redis.call('HSET', hkey, field, cjson.encode(s))
-      if not seen or tonumber(seen) < score then redis.call('ZADD', zkey, score, field) end
+      table.insert(plan.writes, {field, cjson.encode(s), score, seen})
+      if not seen then card = card + 1 end
     else
       refused = refused + 1
     end
+  end
+  plans[#plans + 1] = plan
+end
+if count then redis.call('SET', KEYS[1], '1', 'PX', tonumber(ARGV[10])) end
+for j, plan in ipairs(plans) do
+  local k = 2 + (j - 1) * 3
+  local hkey, zkey, rkey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  for _, f in ipairs(plan.old) do
+    redis.call('HDEL', hkey, f)
+    redis.call('ZREM', zkey, f)
+  end
+  for _, w in ipairs(plan.writes) do
+    redis.call('HSET', hkey, w[1], w[2])
+    if not w[4] or tonumber(w[4]) < w[3] then redis.call('ZADD', zkey, w[3], w[1]) end
   end
   redis.call('PEXPIRE', hkey, ttl)
   redis.call('PEXPIRE', zkey, ttl)
@@ -241,7 +258,7 @@ for k = 2, #KEYS, 3 do
     redis.call('INCR', rkey)
     redis.call('PEXPIRE', rkey, ttl)
   end
-  versions[project] = redis.call('GET', rkey) or cjson.null
+  versions[plan.project] = redis.call('GET', rkey) or cjson.null
 end
 redis.call('PUBLISH', channel, cjson.encode(versions))
 return refused

@@ -6,6 +6,7 @@ import { addCounts, type HotCounts, pruneCounts } from "../../src/alerts/counted
 import { type HotSeries, hotFigures, hotUpdates } from "../../src/headroom/hot-series.js";
 import { createHotStore, HOT_POINTS, hotKeys } from "../../src/headroom/hot-store.js";
 import {
+  REPORT_COLUMNS,
   type ReportBody,
   type ReportRow,
   toRecord,
@@ -283,6 +284,39 @@ describe("hot headroom store: counted use (issue 45)", () => {
       await store.write(again);
       expect(await counts(prefix)).toEqual(before);
     }
+  });
+
+  it("counts a batch whose merge failed on its retry, once: a failed call claims and writes nothing", async () => {
+    const prefix = `{hot-${uniqueId()}}`;
+    const keys = hotKeys(prefix);
+    const store = createHotStore(redis, prefix, {
+      maxSeriesPerProject: 100,
+      ttlMs: 30 * 86_400_000,
+      now: () => T0,
+    });
+    const other = (t: number) => {
+      const r = call(t, 5);
+      r[REPORT_COLUMNS.indexOf("app")] = "y";
+      return r;
+    };
+    // Series x is merged first, then y, whose stored copy does not decode: the script errors.
+    const field = (app: string) => JSON.stringify(["bedrock", "claude", app]);
+    await store.write(hotUpdates([call(T0, 1)]), "first");
+    await redis.zadd(keys.seen("p"), T0, field("y"));
+    await redis.hset(keys.series("p"), field("y"), "{not json");
+    const before = await counts(prefix);
+    const batch = hotUpdates([call(T0 + 1_000, 2), other(T0 + 1_000)]);
+    await expect(store.write(batch, "second")).rejects.toThrow();
+    expect(await counts(prefix)).toEqual(before);
+    expect(await redis.exists(keys.counted("second"))).toBe(0);
+    // Once y's copy is readable again, the retry counts the batch, and a redelivery adds nothing.
+    await redis.hdel(keys.series("p"), field("y"));
+    await store.write(batch, "second");
+    await store.write(batch, "second");
+    const minute = `m:${Math.floor(T0 / 60_000) * 60_000}`;
+    expect((await counts(prefix))?.[minute]?.slice(0, 4)).toEqual([2, 5, 3, 2]);
+    const y = await redis.hget(keys.series("p"), field("y"));
+    expect((JSON.parse(y ?? "{}") as HotSeries).k?.[minute]?.slice(0, 4)).toEqual([1, 6, 5, 1]);
   });
 
   it("keeps the 16 nearest minutes ahead of its clock from reports dated ahead, none further", async () => {

@@ -72,6 +72,8 @@ function memoryStore() {
         states: refs.map((r) => states.get(key(r)) ?? null),
         refused: refs.map(() => false),
         removed: refs.map(() => false),
+        applied: false,
+        now: T0,
       };
     },
     async commit(token, writes: StateWrite[], outbox): Promise<CommitResult> {

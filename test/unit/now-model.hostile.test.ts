@@ -259,6 +259,8 @@ describe("hostile figures", () => {
                 states: refs.map((r) => states.get(`${r.ruleId} ${r.field}`) ?? null),
                 refused: refs.map(() => false),
                 removed: refs.map(() => false),
+                applied: false,
+                now: Date.now(),
               };
             },
             async commit(_token, writes) {
