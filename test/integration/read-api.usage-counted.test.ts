@@ -198,8 +198,8 @@ describe("usage: declared limits", () => {
 
 describe("usage: a learned limit counted by Pacific day", () => {
   it("counts Gemini's calls against the 250 a day its 429 taught, from the Pacific day's start, and anew after midnight", async () => {
-    const midnight = nextPacificMidnight(Date.now() + 21 * MINUTE);
-    const t0 = midnight - 20 * MINUTE;
+    const midnight = nextPacificMidnight(Date.now() + 181 * MINUTE);
+    const t0 = midnight - 180 * MINUTE;
     const gemini = (t: number, more: Record<string, unknown> = {}) => ({
       provider: "gemini",
       model: "gemini-2.5-flash",
@@ -221,11 +221,13 @@ describe("usage: a learned limit counted by Pacific day", () => {
         used_pct_by_dimension: { requests: 2 },
       });
     });
-    // Five more, read by a refresh of the newest buckets only: the day's ten count.
-    await batch(k.report, five(t0 + 10 * MINUTE));
+    // Polled on (the answer's end moves on), then five more, read by a refresh of its newest
+    // buckets only (hours after the first five): the day's ten count.
+    await usage(k.read, rolling, midnight - 20 * MINUTE);
+    await batch(k.report, five(midnight - 10 * MINUTE));
     await eventually(async () => {
-      const points = await usage(k.read, rolling, t0 + 11 * MINUTE);
-      expect(at(points, t0 + 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 4 });
+      const points = await usage(k.read, rolling, midnight - 9 * MINUTE);
+      expect(at(points, midnight - 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 4 });
       expect(at(points, t0 + 2 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 2 });
     });
     // After Pacific midnight, a new day: five of 250 again.
@@ -237,7 +239,7 @@ describe("usage: a learned limit counted by Pacific day", () => {
         midnight + 2 * MINUTE,
       );
       expect(at(points, midnight + MINUTE)?.used_pct_by_dimension).toEqual({ requests: 2 });
-      expect(at(points, t0 + 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 4 });
+      expect(at(points, midnight - 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 4 });
     });
   });
 });
