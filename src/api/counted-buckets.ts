@@ -8,7 +8,7 @@ import {
 } from "../alerts/counted-windows.js";
 import type { WindowLength } from "../providers/window.js";
 
-// A counted window's % used in each bucket of /usage (docs/api.md): the worst moment in the
+// A counted window's % used in each bucket of /usage (docs/read-api.md): the worst moment in the
 // bucket. For a fixed window, what its period counted from its start up to the bucket's end (or
 // the period's, when a period ends inside the bucket) ÷ its limit; for a rolling one (5 h, 7 d),
 // as counted-windows.ts counts it at a moment — its hours' or days' buckets wholly inside — at
@@ -34,7 +34,7 @@ export interface CountedLimit {
 
 const HOUR = 3_600_000;
 
-const valueOf: Record<CountedDimension, (s: CountedSlot) => number> = {
+const SLOT_VALUE: Record<CountedDimension, (s: CountedSlot) => number> = {
   requests: (s) => s.requests,
   tokens: (s) => s.input + s.output,
   input_tokens: (s) => s.input,
@@ -71,10 +71,10 @@ export class SlotSums {
       return out;
     };
     this.sums = {
-      requests: prefix(valueOf.requests),
-      tokens: prefix(valueOf.tokens),
-      input_tokens: prefix(valueOf.input_tokens),
-      output_tokens: prefix(valueOf.output_tokens),
+      requests: prefix(SLOT_VALUE.requests),
+      tokens: prefix(SLOT_VALUE.tokens),
+      input_tokens: prefix(SLOT_VALUE.input_tokens),
+      output_tokens: prefix(SLOT_VALUE.output_tokens),
     };
   }
 

@@ -20,7 +20,7 @@ import { declarationsOf, type HeadroomDeps, projectSeries } from "./headroom.js"
 import type { UsageGroup } from "../schemas/usage.js";
 import { chSeconds, type Range, WINDOW_MS, type Window } from "../time-range.js";
 
-// /usage's windows with a learned or declared limit (issue 45, docs/api.md): the limits that
+// /usage's windows with a learned or declared limit (issue 45, docs/read-api.md): the limits that
 // apply now (the project's declarations, the limits its series learned from 429s, as the hot copy
 // keeps them) applied to the whole range asked. Two uses:
 //
