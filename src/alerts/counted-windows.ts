@@ -183,7 +183,8 @@ const GOOGLE = new Set([
   "vertexai",
 ]);
 
-const FIXED: Partial<Record<ResetKind, PeriodKind>> = {
+/** The period a fixed window is counted in. */
+export const FIXED: Partial<Record<ResetKind, PeriodKind>> = {
   utc_minute: "m",
   utc_hour: "h",
   utc_day: "d",
@@ -191,7 +192,7 @@ const FIXED: Partial<Record<ResetKind, PeriodKind>> = {
   utc_month: "M",
 };
 /** A rolling window's length, and the buckets it is counted from. */
-const ROLLING: Partial<Record<WindowLength, { ms: number; kind: PeriodKind }>> = {
+export const ROLLING: Partial<Record<WindowLength, { ms: number; kind: PeriodKind }>> = {
   "5h": { ms: 5 * HOUR, kind: "h" },
   "7d": { ms: 7 * DAY, kind: "d" },
 };

@@ -105,6 +105,7 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       maxPoints: config.READ_MAX_POINTS,
       answers: deps.answers,
       fullRefreshMs: config.READ_USAGE_FULL_REFRESH_MS,
+      headroom,
       now,
     });
     v1.register(reportsRoutes, { store, now });

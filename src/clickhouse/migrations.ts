@@ -2,6 +2,7 @@ import type { ClickHouseClient } from "@clickhouse/client";
 import { dedupWindow, distributedFront, engine, onCluster, stored } from "./cluster-ddl.js";
 import { type Migration, runMigrations } from "./migrate.js";
 import type { MigrationContext } from "./migration-context.js";
+import { COUNTED_COLUMNS, IS_COUNTED } from "./counted-reports.js";
 import {
   IS_PROVIDER_HINT,
   IS_PROVIDER_HINT_2,
@@ -446,6 +447,56 @@ function reportUsageBackfill(ctx: MigrationContext): string[] {
   );
 }
 
+/**
+ * What the counted windows count, per series and minute (issue 45: /usage's used % of a window
+ * with a learned or declared limit and no stated remaining): the counted reports and their usage
+ * tokens (counted-reports.ts), in columns of reports_minute that its view sums from now on; the
+ * backfill counts the reports stored before in rows that add nothing else (as migration 13's).
+ * The other columns, and reports_daily, stay as they are: the per-minute counts are what a
+ * Pacific day, an hour or a rolling window is counted from.
+ */
+function countedReports(ctx: MigrationContext): string[] {
+  const columns = COUNTED_COLUMNS.map(
+    (c) => `ADD COLUMN IF NOT EXISTS ${c.name} SimpleAggregateFunction(sum, ${c.type})`,
+  ).join(",\n      ");
+  return [
+    `ALTER TABLE ${stored(ctx, "reports_minute")}${onCluster(ctx)}\n      ${columns}`,
+    ...(ctx.cluster
+      ? [`ALTER TABLE ${ctx.db}.reports_minute${onCluster(ctx)}\n      ${columns}`]
+      : []),
+    `ALTER TABLE ${ctx.db}.reports_minute_mv${onCluster(ctx)} MODIFY QUERY
+    SELECT project_id, app, provider, model, toStartOfMinute(timestamp) AS bucket,
+      count() AS reports,
+      countIf(NOT ${HAS_LIMITS}) AS hints,
+      countIf(${IS_HINT}) AS provider_hints,
+      countIf(${IS_PROVIDER_HINT}) AS ${PROVIDER_HINTS_COLUMN},
+      countIf(${IS_PROVIDER_HINT_2}) AS ${PROVIDER_HINTS_COLUMN_2},
+      min(requests_remaining) AS requests_remaining_min,
+      min(tokens_remaining) AS tokens_remaining_min,
+      max(requests_limit) AS requests_limit_max,
+      max(tokens_limit) AS tokens_limit_max,
+      sum(ifNull(request_cost, toDecimal128(0, 12))) AS cost_sum,
+      argMaxIfState(credits_remaining, timestamp, credits_remaining IS NOT NULL) AS credits_remaining_last,
+      ${COUNTED_COLUMNS.map((c) => `${c.sum} AS ${c.name}`).join(",\n      ")}
+    FROM ${stored(ctx, "reports")}
+    GROUP BY project_id, app, provider, model, bucket`,
+  ];
+}
+
+function countedReportsBackfill(ctx: MigrationContext): string[] {
+  return [
+    `INSERT INTO ${stored(ctx, "reports_minute")} (project_id, app, provider, model, bucket, reports, hints,
+      provider_hints, ${PROVIDER_HINTS_COLUMN}, ${PROVIDER_HINTS_COLUMN_2}, cost_sum, credits_remaining_last,
+      ${COUNTED_COLUMNS.map((c) => c.name).join(", ")})
+    SELECT project_id, app, provider, model, toStartOfMinute(timestamp) AS bucket, 0, 0, 0, 0, 0,
+      toDecimal128(0, 12), argMaxIfState(credits_remaining, timestamp, 0),
+      ${COUNTED_COLUMNS.map((c) => c.sum).join(", ")}
+    FROM ${stored(ctx, "reports")} FINAL
+    WHERE ${IS_COUNTED}
+    GROUP BY project_id, app, provider, model, bucket`,
+  ];
+}
+
 export const MIGRATIONS: Migration[] = [
   {
     // model is '' when the client could not see it (the contract never allows '' as a model);
@@ -637,6 +688,12 @@ export const MIGRATIONS: Migration[] = [
     name: "report_usage",
     statements: (ctx) => reportUsage(ctx),
     backfill: (ctx) => reportUsageBackfill(ctx),
+  },
+  {
+    version: 14,
+    name: "counted_reports",
+    statements: (ctx) => countedReports(ctx),
+    backfill: (ctx) => countedReportsBackfill(ctx),
   },
 ];
 

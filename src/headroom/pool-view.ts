@@ -119,13 +119,14 @@ export function mergeSeries(members: HotSeries[]): HotSeries {
   return out;
 }
 
-interface Placed {
+export interface Placed {
   kind: PoolKind;
   key: string;
   label: string | null;
 }
 
-function placeOf(app: string, s: HotSeries): Placed {
+/** Where a series is placed: its newest report's pool key, else its app alone ("app:" and the app). */
+export function placeOf(app: string, s: HotSeries): Placed {
   const key = Array.isArray(s.g) ? String(s.g[2] ?? "") : "";
   if (key.startsWith("a:")) return { kind: "account", key, label: null };
   if (key.startsWith("l:")) return { kind: "label", key, label: key.slice(2) };

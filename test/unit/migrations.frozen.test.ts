@@ -37,6 +37,7 @@ const FROZEN_MIGRATIONS: Record<number, string> = {
   11: "804b3da989823b96f5a51193bec3ae51ca9f0550468ac6eb7d0959a71f9b350c",
   12: "7e306411b6721e77b328b656f5d7bf36e55aedc627f4151aae5c58d13cec06cf",
   13: "b6ccf805619c84f208322106f585b286952eca83ed96ea0d62023879ad5acd48",
+  14: "47b6832d2893e5489ad45df510a4bfd2cd31aca55f65a7a82976b6043a93a654",
 };
 
 const FROZEN_SHAPES: Record<number, string> = {

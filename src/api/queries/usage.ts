@@ -20,6 +20,15 @@ import {
   type Window,
 } from "../time-range.js";
 import { answerJson, mergeRecent, sameRecent, type UsageEntry } from "../usage-rolling.js";
+import type { HeadroomDeps } from "./headroom.js";
+import {
+  appliedLimitSql,
+  appliedParams,
+  countedDims,
+  type GroupOf,
+  projectLimits,
+  type UsageLimits,
+} from "./usage-limits.js";
 
 // The series of GET /api/v1/usage: SQL over the rollups (and the windows stored with each
 // report), row mapping, and the two caches of shaped answers (by the rows a query cache shared,
@@ -36,6 +45,11 @@ export interface UsageDeps {
   answers?: QueryCache;
   /** A shared answer asks for its whole range this often, else its newest buckets (usage-rolling.ts). */
   fullRefreshMs?: number;
+  /**
+   * Where the project's declared and learned limits are read (/headroom's declarations and hot
+   * copy): absent, /usage applies none.
+   */
+  headroom?: HeadroomDeps;
   now?: () => number;
 }
 
@@ -153,7 +167,13 @@ function rollupSql(db: string, window: Window, groups: UsageGroup[], filters: st
  * A series has at most MAX_WINDOWS windows per point, as a report has (dimension names are the
  * tenant's to choose): the contract's dimensions first, then the most used.
  */
-function worstByDimensionSql(db: string, window: Window, groups: UsageGroup[], filters: string) {
+function worstByDimensionSql(
+  db: string,
+  window: Window,
+  groups: UsageGroup[],
+  filters: string,
+  applied: boolean,
+) {
   const table = window === "day" ? `${db}.report_windows_daily` : `${db}.report_windows_minute`;
   const paramType = window === "day" ? "Date" : "DateTime";
   const pools = groups.includes("pool");
@@ -164,7 +184,7 @@ function worstByDimensionSql(db: string, window: Window, groups: UsageGroup[], f
     SELECT ${selected(groups)}b, dimension, max(pct) AS used_pct
     FROM (
       SELECT provider, model, app, ${BUCKET[window]} AS b, dimension,
-        ${PCT("max(limit_max)", "min(remaining_min)")} AS pct
+        ${PCT(applied ? appliedLimitSql("max(limit_max)") : "max(limit_max)", "min(remaining_min)")} AS pct
       FROM ${table}
       WHERE project_id = {project:String}
         AND bucket >= {from:${paramType}} AND bucket < {to:${paramType}}${filters}
@@ -181,13 +201,20 @@ function worstByDimensionSql(db: string, window: Window, groups: UsageGroup[], f
 /**
  * The points of a range: the reports' rollups per bucket (and group), each with its worst % used
  * per dimension (`dims`) joined in ClickHouse, so that a point comes as one row (a separate query
- * of a row per dimension, merged here, made /usage's refreshes the read API's main cost).
+ * of a row per dimension, merged here, made /usage's refreshes the read API's main cost). With
+ * `applied`, a window stated without a limit takes the one declared or learned (usage-limits.ts).
  */
-export function usageSql(db: string, window: Window, groups: UsageGroup[], filters: string) {
+export function usageSql(
+  db: string,
+  window: Window,
+  groups: UsageGroup[],
+  filters: string,
+  applied = false,
+) {
   const outer = names(groups);
   return `SELECT u.*, d.dims AS dims
   FROM (${rollupSql(db, window, groups, filters)}) AS u
-  LEFT JOIN (${worstByDimensionSql(db, window, groups, filters)}) AS d
+  LEFT JOIN (${worstByDimensionSql(db, window, groups, filters, applied)}) AS d
   USING (${outer}bucket)
   ORDER BY ${outer}bucket`;
 }
@@ -224,20 +251,49 @@ async function queryRows(
   project: KeyLookup,
   p: Plan,
   range: Range,
+  limits: UsageLimits | null,
   uncached = false,
 ): Promise<UsageRow[]> {
   const param = p.window === "day" ? chDate : chSeconds;
+  const applied = limits !== null && limits.applied.size > 0;
   return deps.store.rows<UsageRow>(
-    usageSql(deps.store.db, p.window, p.groups, p.sql),
+    usageSql(deps.store.db, p.window, p.groups, p.sql, applied),
     {
       project: project.projectId,
       from: param(range.from),
       to: param(range.to),
       ...p.params,
+      ...(applied ? appliedParams(limits) : {}),
       limit: deps.maxPoints + 1,
     },
     uncached,
   );
+}
+
+/** The project's limits, when /usage is wired to read them; null when it has none. */
+function limitsOf(deps: UsageDeps, project: KeyLookup, now: number) {
+  return deps.headroom
+    ? projectLimits(deps.headroom, project.projectId, now)
+    : Promise.resolve(null);
+}
+
+type Counted = ((r: GroupOf, bucket: number) => Record<string, number>) | null;
+
+/** A range's rows and, when the project has counted windows, their counted % (in parallel). */
+async function rangeOf(
+  deps: UsageDeps,
+  project: KeyLookup,
+  p: Plan,
+  range: Range,
+  now: number,
+  uncached = false,
+): Promise<{ rows: UsageRow[]; counted: Counted }> {
+  const limits = await limitsOf(deps, project, now);
+  const [rows, counted] = await Promise.all([
+    queryRows(deps, project, p, range, limits, uncached),
+    limits ? countedDims(deps.store, project.projectId, limits, p, range, uncached) : null,
+  ]);
+  return { rows, counted };
 }
 
 function tooManyPoints(maxPoints: number) {
@@ -255,11 +311,18 @@ function head(p: Plan) {
   };
 }
 
-/** A point's dimensions, each % to two decimals (a point without windows has none). */
-function dimsOf(r: UsageRow): Record<string, number> {
+/**
+ * A point's dimensions, each % to two decimals (a point without windows has none): the worst of
+ * its stated windows' and of its counted ones'.
+ */
+function dimsOf(r: UsageRow, counted: Counted): Record<string, number> {
+  const all: Record<string, number> = {};
+  for (const [dimension, pct] of Object.entries(r.dims ?? {})) all[dimension] = Number(pct);
+  if (counted)
+    for (const [dimension, pct] of Object.entries(counted(r, Date.parse(isoOf(r.bucket)))))
+      all[dimension] = Math.max(all[dimension] ?? 0, pct);
   const out: Record<string, number> = {};
-  for (const [dimension, pct] of Object.entries(r.dims ?? {}))
-    out[dimension] = Math.round(Number(pct) * 100) / 100;
+  for (const [dimension, pct] of Object.entries(all)) out[dimension] = Math.round(pct * 100) / 100;
   return out;
 }
 
@@ -285,8 +348,8 @@ function poolOf(r: UsageRow & { pool: string }) {
   } as const;
 }
 
-function toPoint(r: UsageRow): UsagePoint {
-  const dims = dimsOf(r);
+function toPoint(r: UsageRow, counted: Counted = null): UsagePoint {
+  const dims = dimsOf(r, counted);
   return {
     bucket: isoOf(r.bucket),
     ...(r.provider === undefined ? {} : { provider: r.provider }),
@@ -311,14 +374,16 @@ export async function readUsage(
   project: KeyLookup,
   q: z.output<typeof usageQuery>,
 ): Promise<UsageAnswer> {
+  const now = (deps.now ?? Date.now)();
   const p = plan(deps, q);
-  const rows = await queryRows(deps, project, p, p.aligned);
-  // A shared answer (the query cache gives every caller the same rows) is shaped once.
-  const shaped = answers.get(rows);
+  const { rows, counted } = await rangeOf(deps, project, p, p.aligned, now);
+  // A shared answer (the query cache gives every caller the same rows) is shaped once; with
+  // counted windows, whose slots are rows of their own, each time.
+  const shaped = counted ? undefined : answers.get(rows);
   if (shaped) return shaped;
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
-  const out = { ...head(p), points: rows.map(toPoint) };
-  answers.set(rows, out);
+  const out = { ...head(p), points: rows.map((r) => toPoint(r, counted)) };
+  if (!counted) answers.set(rows, out);
   return out;
 }
 
@@ -377,14 +442,16 @@ export async function refreshUsage(
       : Math.max(p.aligned.from, Math.min(Math.floor((now - RECENT_MS) / w) * w, previous.to));
   // Past the rows' cache: the answers' cache is this query's (single flight, TTL), and rows it
   // served stale would hold the newest buckets back.
-  const rows = await queryRows(deps, project, p, { from: recentFrom, to: p.aligned.to }, true);
+  // A counted window's % in a recent bucket is counted from its period's start (usage-limits.ts).
+  const range = { from: recentFrom, to: p.aligned.to };
+  const { rows, counted } = await rangeOf(deps, project, p, range, now, true);
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
   const fresh: UsageEntry[] = [];
   const groupsSeen = new Map<string, string>();
   for (const [i, r] of rows.entries()) {
     // A whole range is thousands of points: other requests are answered between slices.
     if (i > 0 && i % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
-    const point = toPoint(r);
+    const point = toPoint(r, counted);
     const key = JSON.stringify([r.provider ?? "", r.model ?? "", r.pool ?? "", r.app ?? ""]);
     // One string per group, however many points it has.
     let group = groupsSeen.get(key);

@@ -43,11 +43,11 @@ export const usagePoint = z.object({
   used_pct_max: z.number().nullable(),
   cost: z.number(),
   credits_remaining_last: z.number().nullable(),
-  /**
-   * The worst % used of each dimension (requests, tokens, input_tokens, …) in this bucket, across
-   * the windows of the group's series; a dimension without a limit and a remaining is absent.
-   */
-  used_pct_by_dimension: z.record(z.string(), z.number()),
+  used_pct_by_dimension: z
+    .record(z.string(), z.number())
+    .describe(
+      "The worst % used of each dimension (requests, tokens, input_tokens, …) in this bucket, across the windows of the group's series (or pools); a dimension without a limit and a remaining is absent. A window with a declared or learned limit counts too, with the limit that applies now: a stated remaining without a stated limit takes it, and a window no report states a remaining of is counted (one request per report, the tokens of its usage; its worst moment in the bucket). A counted % is a floor of what was used: calls that no app reported are not seen.",
+    ),
 });
 
 export const usageResponse = z.object({

@@ -1,0 +1,299 @@
+import { isCounted, resetKindOf } from "../../alerts/counted-windows.js";
+import { parseWindowKey, windowKey } from "../../alerts/row-windows.js";
+import type { HotSeries } from "../../headroom/hot-series.js";
+import { placeOf } from "../../headroom/pool-view.js";
+import {
+  type DeclaredLimit,
+  declaredFor,
+  type ProjectDeclarations,
+} from "../../providers/declared-limit.js";
+import type { WindowLength } from "../../providers/window.js";
+import {
+  type CountedLimit,
+  type CountedSlot,
+  countedSince,
+  SlotSums,
+  worstCountedPct,
+} from "../counted-buckets.js";
+import type { ReadStore } from "../read-store.js";
+import { declarationsOf, type HeadroomDeps, projectSeries } from "./headroom.js";
+import type { UsageGroup } from "../schemas/usage.js";
+import { chSeconds, type Range, WINDOW_MS, type Window } from "../time-range.js";
+
+// /usage's windows with a learned or declared limit (issue 45, docs/read-api.md): the limits that
+// apply now (the project's declarations, the limits its series learned from 429s, as the hot copy
+// keeps them) applied to the whole range asked. Two uses:
+//
+// - a window the provider states a remaining of but no limit (Azure) takes the limit in the SQL
+//   of the windows' rollups (`appliedLimitSql`);
+// - a window no report states a remaining of is counted (counted-buckets.ts) from reports_minute's
+//   counted reports (migration 14), read by one more query bounded by the series with such a
+//   limit, and none when the project has none.
+//
+// Per series, or per pool when grouped by pool without app: its members' counts add up, its pool
+// being the one each member is in now (the hot copy's), and its limits the pool's.
+
+/** The limits that apply to one series or pool. */
+interface Unit {
+  provider: string;
+  model: string;
+  /** The series' app; null for a pool of several. */
+  app: string | null;
+  /** The pool key rows name (pool-key.ts, or "app:" and the app). */
+  poolKey: string;
+  counted: CountedLimit[];
+}
+
+/** Learned limits by window key: [when learned (ms), limit]. */
+type Learned = Map<string, [number, number]>;
+
+/** What a project's limits give a range's query: none when it has no limit. */
+export interface UsageLimits {
+  /** Per series (provider, model, app) and window key: the limit a stated window without one takes. */
+  applied: Map<string, number>;
+  /** Per series (seriesField): its placement and learned limits. */
+  series: Map<string, { poolKey: string; learned: Learned }>;
+  /** Per pool ([provider, model, pool key]): the newest limit its members learned of each window. */
+  pools: Map<string, Learned>;
+  declarations: ProjectDeclarations;
+  /** The (provider, model) pairs with a counted window (JSON). */
+  countedModels: Set<string>;
+  /** How each counted window of the project resets (which slots its buckets need). */
+  resets: CountedLimit[];
+}
+
+const SEP = "\u0000";
+export const appliedKey = (provider: string, model: string, app: string, window: string) =>
+  [provider, model, app, window].join(SEP);
+
+/** A series' limits that count: learned (the newest) over declared, as composeWindows takes them. */
+function limitsOf(
+  declared: readonly DeclaredLimit[],
+  learned: Learned,
+): Map<string, { dimension: string; window: WindowLength | null; limit: number }> {
+  const out = new Map<string, { dimension: string; window: WindowLength | null; limit: number }>();
+  for (const d of declared) out.set(windowKey(d), d);
+  for (const [key, [, limit]] of learned) out.set(key, { ...parseWindowKey(key), limit });
+  return out;
+}
+
+function countable(
+  provider: string,
+  limits: Iterable<{ dimension: string; window: WindowLength | null; limit: number }>,
+): CountedLimit[] {
+  const out: CountedLimit[] = [];
+  for (const l of limits) {
+    const reset = resetKindOf(provider, l.window);
+    if (reset && l.window !== null && isCounted(l.dimension) && l.limit > 0)
+      out.push({ dimension: l.dimension, window: l.window, limit: l.limit, reset });
+  }
+  return out;
+}
+
+/** A series' learned limits, added to `into` where newer (a pool's members: the newest wins). */
+const learnedOf = (s: HotSeries, into: Learned = new Map()) => {
+  for (const [key, fig] of Object.entries(s.lw ?? {})) {
+    if (!Array.isArray(fig) || typeof fig[0] !== "number") continue;
+    const limit = Number(fig[2]);
+    const kept = into.get(key);
+    if (Number.isFinite(limit) && limit > 0 && (!kept || fig[0] >= kept[0]))
+      into.set(key, [fig[0], limit]);
+  }
+  return into;
+};
+
+const labelOf = (poolKey: string) => (poolKey.startsWith("l:") ? poolKey.slice(2) : null);
+
+/** The project's limits as /usage applies them, or null when it has none (nothing more to ask). */
+export function usageLimits(
+  declarations: ProjectDeclarations,
+  hot: Map<string, HotSeries>,
+): UsageLimits | null {
+  const series: UsageLimits["series"] = new Map();
+  const pools: UsageLimits["pools"] = new Map();
+  const applied = new Map<string, number>();
+  const countedModels = new Set<string>();
+  const resets: CountedLimit[] = [];
+  const add = (provider: string, model: string, counted: CountedLimit[]) => {
+    if (counted.length === 0) return;
+    countedModels.add(JSON.stringify([provider, model]));
+    resets.push(...counted);
+  };
+  for (const d of declarations.limits) add(d.provider, d.model, countable(d.provider, [d]));
+  for (const [field, s] of hot) {
+    const [provider, model, app] = JSON.parse(field) as [string, string, string];
+    const poolKey = placeOf(app, s).key;
+    const learned = learnedOf(s);
+    series.set(field, { poolKey, learned });
+    const pool = JSON.stringify([provider, model, poolKey]);
+    pools.set(pool, learnedOf(s, pools.get(pool)));
+    const label = labelOf(poolKey);
+    const limits = limitsOf(declaredFor(declarations, { provider, model, label }), learned);
+    for (const [key, l] of limits) applied.set(appliedKey(provider, model, app, key), l.limit);
+    add(provider, model, countable(provider, limitsOf([], learned).values()));
+  }
+  if (applied.size === 0 && countedModels.size === 0) return null;
+  return { applied, series, pools, declarations, countedModels, resets };
+}
+
+/**
+ * A window's limit in the SQL of the windows' rollups: the one stated, else the one that applies
+ * (`applied`'s keys and values as parameters al_k and al_v; none: 0, which gives no %).
+ */
+export const appliedLimitSql = (statedMax: string) =>
+  `ifNull(${statedMax}, arrayElement({al_v:Array(Float64)}, indexOf({al_k:Array(String)}, concat(provider, char(0), model, char(0), app, char(0), dimension, '@', \`window\`))))`;
+
+export const appliedParams = (limits: UsageLimits) => ({
+  al_k: [...limits.applied.keys()],
+  al_v: [...limits.applied.values()],
+});
+
+interface SlotRow {
+  provider: string;
+  model: string;
+  app: string;
+  start: string | number;
+  r: string | number;
+  i: string | number;
+  o: string | number;
+}
+
+/** Slots read at most per query: a month-long range of minutes for a few dozen series. */
+export const MAX_SLOTS = 1_000_000;
+
+function slotsSql(db: string, filters: string) {
+  return `SELECT provider, model, app, toUnixTimestamp(s) * 1000 AS start,
+    sum(counted_reports) AS r, sum(counted_input_tokens) AS i, sum(counted_output_tokens) AS o
+  FROM (
+    SELECT provider, model, app, if(bucket < {fine:DateTime}, toStartOfHour(bucket), bucket) AS s,
+      counted_reports, counted_input_tokens, counted_output_tokens
+    FROM ${db}.reports_minute
+    WHERE project_id = {project:String}
+      AND bucket >= {since:DateTime} AND bucket < {to:DateTime}
+      AND provider IN {c_provider:Array(String)} AND model IN {c_model:Array(String)}${filters}
+  )
+  GROUP BY provider, model, app, s
+  HAVING r > 0 OR i > 0 OR o > 0
+  ORDER BY provider, model, app, s
+  LIMIT ${MAX_SLOTS + 1}`;
+}
+
+/** A point's fields that say which group it is of (a row of /usage's query). */
+export interface GroupOf {
+  provider?: string;
+  model?: string;
+  pool?: string;
+  app?: string;
+}
+
+/**
+ * Per point, the worst counted % of each dimension of the series (or pools) in its group, in the
+ * buckets of `range`: a function of the row and its bucket start, or null when nothing is counted.
+ */
+export async function countedDims(
+  store: ReadStore,
+  project: string,
+  limits: UsageLimits,
+  q: { window: Window; groups: UsageGroup[]; sql: string; params: Record<string, string[]> },
+  range: Range,
+  uncached: boolean,
+): Promise<((r: GroupOf, bucket: number) => Record<string, number>) | null> {
+  if (limits.countedModels.size === 0) return null;
+  const pairs = [...limits.countedModels].map((p) => JSON.parse(p) as [string, string]);
+  const hourFrom = Math.floor(range.from / 3_600_000) * 3_600_000;
+  const minutes = q.window === "minute" || limits.resets.some((l) => l.reset === "utc_minute");
+  const since = Math.min(countedSince(limits.resets, range.from), hourFrom);
+  const rows = await store.rows<SlotRow>(
+    slotsSql(store.db, q.sql),
+    {
+      project,
+      since: chSeconds(since),
+      to: chSeconds(range.to),
+      fine: chSeconds(minutes ? hourFrom : range.to),
+      c_provider: [...new Set(pairs.map((p) => p[0]))],
+      c_model: [...new Set(pairs.map((p) => p[1]))],
+      ...q.params,
+    },
+    uncached,
+  );
+  if (rows.length > MAX_SLOTS) return null;
+  const units = unitsOf(limits, q.groups, rows);
+  if (units.length === 0) return null;
+  const span = WINDOW_MS[q.window];
+  const computed = units.map((u) => ({ u, sums: new SlotSums(u.slots) }));
+  return (r, bucket) => {
+    const out: Record<string, number> = {};
+    for (const { u, sums } of computed) {
+      if (r.provider !== undefined && r.provider !== u.provider) continue;
+      if (r.model !== undefined && (r.model ?? "") !== u.model) continue;
+      if (r.pool !== undefined && r.pool !== u.poolKey) continue;
+      if (r.app !== undefined && r.app !== u.app) continue;
+      for (const l of u.counted) {
+        const pct = worstCountedPct(sums, l, bucket, bucket + span);
+        if (pct > 0) out[l.dimension] = Math.max(out[l.dimension] ?? 0, pct);
+      }
+    }
+    return out;
+  };
+}
+
+/** The series (or pools) counted, each with its slots in order and the limits that apply. */
+function unitsOf(
+  limits: UsageLimits,
+  groups: UsageGroup[],
+  rows: SlotRow[],
+): (Unit & { slots: CountedSlot[] })[] {
+  const byPool = groups.includes("pool") && !groups.includes("app");
+  const units = new Map<string, Unit & { slots: Map<number, CountedSlot>; learned: Learned }>();
+  for (const row of rows) {
+    const field = JSON.stringify([row.provider, row.model, row.app]);
+    const s = limits.series.get(field);
+    const poolKey = s?.poolKey ?? `app:${row.app}`;
+    const pool = JSON.stringify([row.provider, row.model, poolKey]);
+    const key = byPool ? pool : field;
+    let u = units.get(key);
+    if (!u) {
+      u = {
+        provider: row.provider,
+        model: row.model,
+        app: byPool ? null : row.app,
+        poolKey,
+        counted: [],
+        slots: new Map(),
+        learned: (byPool ? limits.pools.get(pool) : s?.learned) ?? new Map(),
+      };
+      units.set(key, u);
+    }
+    const start = Number(row.start);
+    const slot = u.slots.get(start) ?? { start, requests: 0, input: 0, output: 0 };
+    slot.requests += Number(row.r);
+    slot.input += Number(row.i);
+    slot.output += Number(row.o);
+    u.slots.set(start, slot);
+  }
+  const out: (Unit & { slots: CountedSlot[] })[] = [];
+  for (const u of units.values()) {
+    const { provider, model, poolKey } = u;
+    const declared = declaredFor(limits.declarations, { provider, model, label: labelOf(poolKey) });
+    const counted = countable(provider, limitsOf(declared, u.learned).values());
+    if (counted.length === 0) continue;
+    out.push({ ...u, counted, slots: [...u.slots.values()].sort((a, b) => a.start - b.start) });
+  }
+  return out;
+}
+
+/**
+ * The project's limits for /usage: its declarations and its hot copy's learned limits (what
+ * /headroom reads: a cache and Redis, no ClickHouse unless the copy must be refilled).
+ */
+export async function projectLimits(
+  deps: HeadroomDeps,
+  project: string,
+  now: number,
+): Promise<UsageLimits | null> {
+  const [declarations, hot] = await Promise.all([
+    declarationsOf(deps, project),
+    deps.hot ? projectSeries(deps, project, now) : new Map<string, HotSeries>(),
+  ]);
+  return usageLimits(declarations, hot);
+}

@@ -1,0 +1,245 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Api, createApi } from "../../src/api/create-api.js";
+import { createLogger } from "../../src/lib/logger.js";
+import type {
+  DeclarationsReader,
+  ProjectDeclarations,
+} from "../../src/providers/declared-limit.js";
+import { GEMINI_FREE_TIER_DAY_429 } from "../fixtures/providers/documented.js";
+import { eventually } from "../helpers/eventually.js";
+import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
+
+// GET /api/v1/usage's used % of windows with a declared or learned limit (issue 45), through the
+// real pipeline (edge, queue, worker, ClickHouse, the hot copy) and a read API whose clock the
+// test moves: Bedrock's declared 60 requests a minute counted, Azure's stated remaining over its
+// declared limit, Gemini's learned day counted by Pacific day (read whole and refreshed by its
+// newest buckets), and a project with no limit as before.
+
+let s: ReadStack;
+let k: ProjectKeys;
+let bare: ProjectKeys;
+let api: Api;
+let clock = Date.now();
+
+const MINUTE = 60_000;
+const iso = (t: number) => new Date(t).toISOString();
+const NO_LIMITS = {
+  requests_limit: null,
+  requests_remaining: null,
+  tokens_limit: null,
+  tokens_remaining: null,
+  reset_requests_ms: null,
+  reset_tokens_ms: null,
+};
+
+const declared: ProjectDeclarations = {
+  limits: [
+    {
+      provider: "bedrock",
+      model: "anthropic.claude-3-haiku",
+      dimension: "requests",
+      window: "1m",
+      limit: 60,
+    },
+    { provider: "azure-openai", model: "gpt-4o", dimension: "requests", window: "1m", limit: 100 },
+  ],
+  pools: [],
+};
+const declarations: DeclarationsReader = {
+  forProject: async (project) => (project === k.project ? declared : { limits: [], pools: [] }),
+};
+
+/** The next midnight in Los Angeles after `t`, found apart from the code under test. */
+function nextPacificMidnight(t: number): number {
+  const wall = new Intl.DateTimeFormat("en-GB", {
+    timeZone: "America/Los_Angeles",
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+  });
+  let q = Math.floor(t / 900_000) * 900_000 + 900_000;
+  while (wall.format(q) !== "00:00") q += 900_000;
+  return q;
+}
+
+async function batch(key: string, reports: Record<string, unknown>[]) {
+  const res = await s.edge.app.inject({
+    method: "POST",
+    url: "/api/reports",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    payload: JSON.stringify(reports),
+  });
+  expect(res.statusCode, res.body).toBe(200);
+}
+
+interface Point {
+  bucket: string;
+  pool?: string;
+  reports: number;
+  used_pct_max: number | null;
+  used_pct_by_dimension: Record<string, number>;
+}
+
+async function usage(key: string, url: string, at: number): Promise<Point[]> {
+  clock = at;
+  const res = await api.app.inject({
+    method: "GET",
+    url,
+    headers: { authorization: `Bearer ${key}` },
+  });
+  expect(res.statusCode, res.body).toBe(200);
+  return (res.json() as { points: Point[] }).points;
+}
+
+const around = (t: number) => `from=${iso(t - 3_600_000)}&to=${iso(t + 3_600_000)}&window=minute`;
+const at = (points: Point[], t: number) => points.find((p) => p.bucket === iso(t));
+
+beforeAll(async () => {
+  // Refreshes of a rolling answer read its newest buckets only (no whole read within the test).
+  s = await startReadStack({ READ_USAGE_FULL_REFRESH_MS: "3600000" });
+  k = await s.project();
+  bare = await s.project();
+  api = await createApi(s.p.config, createLogger("silent", "test"), {
+    clickhouse: s.p.client,
+    now: () => clock,
+    declarations,
+  });
+});
+
+afterAll(async () => {
+  await api?.close();
+  await s?.close();
+});
+
+describe("usage: declared limits", () => {
+  const minute = Math.ceil(Date.now() / MINUTE) * MINUTE + MINUTE;
+  const bedrock = (i: number) => ({
+    provider: "bedrock",
+    model: "anthropic.claude-3-haiku",
+    app: "bed",
+    timestamp: iso(minute + 1_000 + i * 1_000),
+    limits: NO_LIMITS,
+  });
+
+  it("counts Bedrock's 48 reports of a minute against its declared 60 a minute: 80 %", async () => {
+    await batch(
+      k.report,
+      Array.from({ length: 48 }, (_, i) => bedrock(i)),
+    );
+    await eventually(async () => {
+      const point = at(
+        await usage(k.read, `/api/v1/usage?provider=bedrock&${around(minute)}`, minute + 50_000),
+        minute,
+      );
+      expect(point).toMatchObject({
+        reports: 48,
+        used_pct_max: 80,
+        used_pct_by_dimension: { requests: 80 },
+      });
+    });
+    // Grouped by pool: the pool of the one app, counted the same.
+    const pooled = await usage(
+      k.read,
+      `/api/v1/usage?provider=bedrock&group_by=pool&${around(minute)}`,
+      minute + 50_000,
+    );
+    expect(at(pooled, minute)).toMatchObject({
+      used_pct_max: 80,
+      used_pct_by_dimension: { requests: 80 },
+    });
+  });
+
+  it("leaves a project with no limit as it was: the same reports give no %", async () => {
+    await batch(
+      bare.report,
+      Array.from({ length: 48 }, (_, i) => bedrock(i)),
+    );
+    await eventually(async () =>
+      expect(
+        at(
+          await usage(
+            bare.read,
+            `/api/v1/usage?provider=bedrock&${around(minute)}`,
+            minute + 50_000,
+          ),
+          minute,
+        )?.reports,
+      ).toBe(48),
+    );
+    const point = at(
+      await usage(bare.read, `/api/v1/usage?provider=bedrock&${around(minute)}`, minute + 50_000),
+      minute,
+    );
+    expect(point).toMatchObject({ used_pct_max: null, used_pct_by_dimension: {} });
+  });
+
+  it("gives Azure's stated remaining 20 the declared limit 100: 80 %", async () => {
+    const now = Math.floor(Date.now() / MINUTE) * MINUTE;
+    await batch(k.report, [
+      {
+        provider: "azure-openai",
+        model: "gpt-4o",
+        app: "az",
+        timestamp: iso(now + 5_000),
+        limits: NO_LIMITS,
+        headers: { "x-ratelimit-remaining-requests": "20" },
+      },
+    ]);
+    await eventually(async () =>
+      expect(
+        at(
+          await usage(k.read, `/api/v1/usage?provider=azure-openai&${around(now)}`, now + 30_000),
+          now,
+        ),
+      ).toMatchObject({ used_pct_max: 80, used_pct_by_dimension: { requests: 80 } }),
+    );
+  });
+});
+
+describe("usage: a learned limit counted by Pacific day", () => {
+  it("counts Gemini's calls against the 250 a day its 429 taught, from the Pacific day's start, and anew after midnight", async () => {
+    const midnight = nextPacificMidnight(Date.now() + 181 * MINUTE);
+    const t0 = midnight - 180 * MINUTE;
+    const gemini = (t: number, more: Record<string, unknown> = {}) => ({
+      provider: "gemini",
+      model: "gemini-2.5-flash",
+      app: "gem",
+      timestamp: iso(t),
+      limits: NO_LIMITS,
+      ...more,
+    });
+    const five = (from: number) => [0, 1, 2, 3, 4].map((i) => gemini(from + i * 1_000));
+    await batch(k.report, [gemini(t0, { error: GEMINI_FREE_TIER_DAY_429 })]);
+    await batch(k.report, five(t0 + 2 * MINUTE));
+    // The last 24 h, as a dashboard polls it: 5 of 250 in the minute after the 429's.
+    const rolling = "/api/v1/usage?provider=gemini&window=minute";
+    await eventually(async () => {
+      const points = await usage(k.read, rolling, t0 + 3 * MINUTE);
+      expect(at(points, t0)?.used_pct_by_dimension).toEqual({ requests: 100 });
+      expect(at(points, t0 + 2 * MINUTE)).toMatchObject({
+        used_pct_max: 2,
+        used_pct_by_dimension: { requests: 2 },
+      });
+    });
+    // Polled on (the answer's end moves on), then five more, read by a refresh of its newest
+    // buckets only (hours after the first five): the day's ten count.
+    await usage(k.read, rolling, midnight - 20 * MINUTE);
+    await batch(k.report, five(midnight - 10 * MINUTE));
+    await eventually(async () => {
+      const points = await usage(k.read, rolling, midnight - 9 * MINUTE);
+      expect(at(points, midnight - 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 4 });
+      expect(at(points, t0 + 2 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 2 });
+    });
+    // After Pacific midnight, a new day: five of 250 again.
+    await batch(k.report, five(midnight + MINUTE));
+    await eventually(async () => {
+      const points = await usage(
+        k.read,
+        `/api/v1/usage?provider=gemini&${around(midnight)}`,
+        midnight + 2 * MINUTE,
+      );
+      expect(at(points, midnight + MINUTE)?.used_pct_by_dimension).toEqual({ requests: 2 });
+      expect(at(points, midnight - 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 4 });
+    });
+  });
+});
