@@ -15,6 +15,7 @@ import {
   SlotSums,
   worstCountedPct,
 } from "../counted-buckets.js";
+import { invalidQuery } from "../params.js";
 import type { ReadStore } from "../read-store.js";
 import { declarationsOf, type HeadroomDeps, projectSeries } from "./headroom.js";
 import type { UsageGroup } from "../schemas/usage.js";
@@ -216,7 +217,11 @@ export async function countedDims(
     },
     uncached,
   );
-  if (rows.length > MAX_SLOTS) return null;
+  // Never a silent answer without them: the stated figures alone would read as the whole truth.
+  if (rows.length > MAX_SLOTS)
+    throw invalidQuery(
+      `the counted windows of this range need more than ${MAX_SLOTS} per-minute counts: narrow from/to, use a wider window, or filter by provider, model or app`,
+    );
   const units = unitsOf(limits, q.groups, rows);
   if (units.length === 0) return null;
   const span = WINDOW_MS[q.window];
