@@ -130,6 +130,7 @@ describe("a report whose figures came from its headers or error body is no provi
       ),
       HEADROOM_DATA_DIR: dir,
       REDIS_URL: s.p.config.REDIS_URL,
+      QUEUE_PREFIX: s.p.config.QUEUE_PREFIX,
       CLICKHOUSE_URL: s.p.config.CLICKHOUSE_URL,
       CLICKHOUSE_DATABASE: s.db,
     };
