@@ -32,9 +32,9 @@ const metricView = z.object({
   exhaustion_eta_s: z.number().nullable(),
   exhaustion_unknown: unknown,
   /**
-   * Present when a series' requests or tokens come from one of its windows: the contract's fields
-   * said nothing of them, and this is its most used window of the metric (docs/api.md). Where its
-   * figures come from, as a window says it.
+   * Present when a series' requests or tokens come from one of its windows: the contract's
+   * fields said nothing of them, and this is its most used window of the metric
+   * (docs/read-api.md). Where its figures come from, as a window says it.
    */
   source: z.enum(WINDOW_SOURCES).optional(),
   /** The window's dimension (tokens: `tokens`, `input_tokens` or `output_tokens`), when `source` is. */
