@@ -8,6 +8,7 @@ import {
   hotViews,
   type StatsHeadline,
   type StatsWindow,
+  statsSeriesKey,
   withHot,
 } from "./stats-hot.js";
 
@@ -211,11 +212,9 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
       hot.views,
       now - seconds * 1000,
     );
-    const seriesKey = (r: { project_id: string; provider: string; model: string; app: string }) =>
-      JSON.stringify([r.project_id, r.provider, r.model, r.app]);
     const windowsOf = new Map<string, StatsWindow[]>();
     for (const w of windows)
-      windowsOf.set(seriesKey(w), [...(windowsOf.get(seriesKey(w)) ?? []), w]);
+      windowsOf.set(statsSeriesKey(w), [...(windowsOf.get(statsSeriesKey(w)) ?? []), w]);
     print(values.json, { since: values.since, volume, headroom: series, windows }, () =>
       [
         `Reports in the last ${values.since}:`,
@@ -295,7 +294,7 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
                   now,
                 ),
                 r.credits_remaining,
-                windowsLine(windowsOf.get(seriesKey(r)) ?? [], now),
+                windowsLine(windowsOf.get(statsSeriesKey(r)) ?? [], now),
                 r.seen,
               ]),
             ),

@@ -13,8 +13,8 @@ import { closeRedis, connectRedis } from "./redis.js";
 
 // `headroom stats`' current headroom as /api/v1/headroom has it at that moment: each project's
 // hot copy in Redis (refilled from ClickHouse when Redis lost it, as the read API does), its
-// counted, learned and declared windows composed by the same code (readHeadroom). Bounded: one
-// project's copy at a time per slot, each capped by READ_HOT_MAX_SERIES_PER_PROJECT.
+// counted, learned and declared windows composed by the same code (readHeadroom). Bounded: the
+// projects asked for, a few at a time, each copy at most READ_HOT_MAX_SERIES_PER_PROJECT series.
 
 /** Projects read at once. */
 const PROJECTS_AT_ONCE = 4;
