@@ -2,11 +2,22 @@ import { createClickHouse } from "../clickhouse/client.js";
 import { PROVIDER_HINTS_SUM } from "../clickhouse/provider-hints.js";
 import { parseSince } from "./arg-parsers.js";
 import { cliConfig, print, table } from "./context.js";
+import {
+  type ChSeriesRow,
+  type ChWindowRow,
+  hotViews,
+  type StatsHeadline,
+  type StatsWindow,
+  statsSeriesKey,
+  withHot,
+} from "./stats-hot.js";
 
 // `headroom stats`: reports and provider hints per provider/model/app over a period, and the
-// current headroom, per window and as the contract's figures, as the page shows it: a window past
-// its reset time with no report since is marked reset (its old figure kept, said as old), and
-// each series' windows stand beside its requests and tokens, worst first.
+// current headroom, per window and as the headline requests and tokens, as /api/v1/headroom and
+// the page show it (stats-hot.ts: counted, learned and declared windows, each with its source;
+// ClickHouse's newest figures for a series Redis has no hot copy of): a window past its reset
+// time with no report since is marked reset (its old figure kept, said as old), and each series'
+// windows stand beside its requests and tokens, worst first.
 
 interface VolumeRow {
   project_id: string;
@@ -16,37 +27,6 @@ interface VolumeRow {
   reports: string;
   hints: string;
   cost: string;
-}
-
-interface HeadroomRow {
-  project_id: string;
-  provider: string;
-  model: string;
-  app: string;
-  seen: string;
-  requests_remaining: string | null;
-  requests_limit: string | null;
-  tokens_remaining: string | null;
-  tokens_limit: string | null;
-  credits_remaining: string | null;
-  /** When the requests' and tokens' windows reset, from their report (UTC text), or null. */
-  requests_resets_at: string | null;
-  tokens_resets_at: string | null;
-}
-
-/** A window's newest figures in the period (report_windows_minute: its newest minute's). */
-interface WindowRow {
-  project_id: string;
-  provider: string;
-  model: string;
-  app: string;
-  dimension: string;
-  window: string;
-  limit: number | null;
-  remaining: number | null;
-  seen: string;
-  /** When the window resets, as its newest report in the period said (UTC text), or null. */
-  resets_at: string | null;
 }
 
 /** A window's reset time, per series and window: the newest report's in the period. */
@@ -60,12 +40,15 @@ interface ResetRow {
   resets_at: string | null;
 }
 
-const used = (remaining: number | null, limit: number | null) =>
-  remaining === null || limit === null || limit <= 0
-    ? remaining === null
-      ? null
-      : `${remaining} left`
-    : `${remaining}/${limit} (${Math.round(Math.max(0, (limit - remaining) / limit) * 1000) / 10}% used)`;
+/** "48/60 (20% used)", "40 left", "limit 60"; a source other than stated said in the brackets. */
+const used = (remaining: number | null, limit: number | null, source = "stated") => {
+  const said = source === "stated" ? "" : source;
+  if (remaining !== null && limit !== null && limit > 0)
+    return `${remaining}/${limit} (${Math.round(Math.max(0, (limit - remaining) / limit) * 1000) / 10}% used${said ? `, ${said}` : ""})`;
+  const figure =
+    remaining !== null ? `${remaining} left` : limit !== null ? `limit ${limit}` : null;
+  return figure === null || !said ? figure : `${figure} (${said})`;
+};
 
 // Every window a provider stated (from the contract's fields, its headers or its error body), so
 // that a series whose figures came only from headers (Anthropic's) or a 429 body (Gemini's) has
@@ -99,10 +82,16 @@ const resetsSql = (db: string, where: string) => `SELECT project_id, provider, m
     GROUP BY project_id, provider, model, app, dimension, \`window\`
   )`;
 
-const pct = (remaining: string | null, limit: string | null) =>
-  remaining === null || limit === null || Number(limit) === 0
-    ? null
-    : `${remaining}/${limit} (${Math.round((Number(remaining) / Number(limit)) * 100)}%)`;
+/** "48/60 (80%)": what is left; a headline from a window says which and its source. */
+const pct = (remaining: string | null, limit: string | null, from: StatsHeadline | null = null) => {
+  const said = from
+    ? `${from.source} ${from.dimension}${from.window ? ` ${from.window}` : ""}`
+    : "";
+  if (remaining === null || limit === null || Number(limit) === 0)
+    return remaining === null || !from ? null : `${remaining} left (${said})`;
+  const share = `${Math.round((Number(remaining) / Number(limit)) * 100)}%`;
+  return `${remaining}/${limit} (${said ? `${share}, ${said}` : share})`;
+};
 
 /** ClickHouse's "2026-01-31 12:00:05.000" (UTC) as Unix ms. */
 const utcMs = (text: string) => Date.parse(`${text.replace(" ", "T")}Z`);
@@ -126,18 +115,18 @@ function resetsIn(resetsAt: string | null, now: number): string {
   return m > 0 ? `in ${m}m${s % 60}s` : `in ${s}s`;
 }
 
-const usedOf = (w: WindowRow) =>
+const usedOf = (w: Pick<ChWindowRow, "limit" | "remaining">) =>
   w.limit === null || w.remaining === null || w.limit <= 0 ? -1 : (w.limit - w.remaining) / w.limit;
 
 /** A series' windows in a line, worst first, reset ones last: "requests 1d 332/14400 (97.7% used); …". */
-export function windowsLine(windows: WindowRow[], now: number): string {
+export function windowsLine(windows: StatsWindow[], now: number): string {
   if (windows.length === 0) return "-";
-  const rank = (w: WindowRow) => (hasReset(w.resets_at, now) ? -2 : usedOf(w));
+  const rank = (w: StatsWindow) => (w.reset ? -2 : usedOf(w));
   return [...windows]
     .sort((a, b) => rank(b) - rank(a))
     .map(
       (w) =>
-        `${w.dimension}${w.window ? ` ${w.window}` : ""} ${markReset(used(w.remaining, w.limit), w.resets_at, now) ?? "-"}`,
+        `${w.dimension}${w.window ? ` ${w.window}` : ""} ${markReset(used(w.remaining, w.limit, w.source), w.resets_at, now) ?? "-"}`,
     )
     .join("; ");
 }
@@ -183,14 +172,14 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
         query_params: params,
         format: "JSONEachRow",
       })
-    ).json<HeadroomRow>();
+    ).json<ChSeriesRow>();
     const figures = await (
       await client.query({
         query: windowsSql(db, where),
         query_params: params,
         format: "JSONEachRow",
       })
-    ).json<Omit<WindowRow, "resets_at">>();
+    ).json<Omit<ChWindowRow, "resets_at" | "reset">>();
     const resets = await (
       await client.query({
         query: resetsSql(db, where),
@@ -202,20 +191,30 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
       JSON.stringify([r.project_id, r.provider, r.model, r.app, r.dimension, r.window]);
     const resetOf = new Map(resets.map((r) => [keyOf(r), r.resets_at]));
     const now = Date.now();
-    const windows: (WindowRow & { reset: boolean })[] = figures.map((w) => {
+    const chWindows: ChWindowRow[] = figures.map((w) => {
       const resets_at = resetOf.get(keyOf(w)) ?? null;
       return { ...w, resets_at, reset: hasReset(resets_at, now) };
     });
-    const seriesKey = (r: { project_id: string; provider: string; model: string; app: string }) =>
-      JSON.stringify([r.project_id, r.provider, r.model, r.app]);
-    const windowsOf = new Map<string, WindowRow[]>();
-    for (const w of windows)
-      windowsOf.set(seriesKey(w), [...(windowsOf.get(seriesKey(w)) ?? []), w]);
-    const series = headroom.map((r) => ({
+    const chSeries = headroom.map((r) => ({
       ...r,
       requests_reset: hasReset(r.requests_resets_at, now),
       tokens_reset: hasReset(r.tokens_resets_at, now),
     }));
+    // /headroom's view of every project that had reports in the period.
+    const projects = values.project
+      ? [values.project]
+      : [...new Set([...volume, ...headroom].map((r) => r.project_id))].sort();
+    const hot = await hotViews(config, client, projects);
+    for (const note of hot.notes)
+      process.stderr.write(`headroom stats: ${note}: ClickHouse's figures shown\n`);
+    const { windows, series } = withHot(
+      { windows: chWindows, series: chSeries },
+      hot.views,
+      now - seconds * 1000,
+    );
+    const windowsOf = new Map<string, StatsWindow[]>();
+    for (const w of windows)
+      windowsOf.set(statsSeriesKey(w), [...(windowsOf.get(statsSeriesKey(w)) ?? []), w]);
     print(values.json, { since: values.since, volume, headroom: series, windows }, () =>
       [
         `Reports in the last ${values.since}:`,
@@ -234,7 +233,7 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
               ]),
             ),
         "",
-        "Current headroom per window (the newest minute's figures):",
+        "Current headroom per window (as /api/v1/headroom has it; a series with no hot copy in Redis: ClickHouse's newest minute):",
         windows.length === 0
           ? "  (none)"
           : table(
@@ -246,6 +245,7 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
                 "DIMENSION",
                 "WINDOW",
                 "LEFT",
+                "SOURCE",
                 "RESETS",
                 "LAST SEEN",
               ],
@@ -257,6 +257,7 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
                 r.dimension,
                 r.window || "-",
                 markReset(used(r.remaining, r.limit), r.resets_at, now),
+                r.source,
                 r.reset ? "reset" : resetsIn(r.resets_at, now),
                 r.seen,
               ]),
@@ -282,10 +283,18 @@ export async function statsCommand(values: StatsOptions): Promise<void> {
                 r.provider,
                 r.model || "-",
                 r.app,
-                markReset(pct(r.requests_remaining, r.requests_limit), r.requests_resets_at, now),
-                markReset(pct(r.tokens_remaining, r.tokens_limit), r.tokens_resets_at, now),
+                markReset(
+                  pct(r.requests_remaining, r.requests_limit, r.requests_from),
+                  r.requests_resets_at,
+                  now,
+                ),
+                markReset(
+                  pct(r.tokens_remaining, r.tokens_limit, r.tokens_from),
+                  r.tokens_resets_at,
+                  now,
+                ),
                 r.credits_remaining,
-                windowsLine(windowsOf.get(seriesKey(r)) ?? [], now),
+                windowsLine(windowsOf.get(statsSeriesKey(r)) ?? [], now),
                 r.seen,
               ]),
             ),

@@ -14,8 +14,9 @@ import { composeWindows, type WindowContext } from "../alerts/window-figures.js"
 // "now" (now-model.ts); the status uses the alerts' thresholds (state-machine.ts), and a window
 // that has reset since its last report counts for none. A series lists its windows (dimension and
 // length: src/providers/window.ts), each through the same model; its status is its worst
-// window's. The per-metric views (requests, tokens, credits) stay, computed from the contract's
-// six fields as before, for the readers that know only them.
+// window's. The per-metric views (requests, tokens, credits) stay for the readers that know only
+// them: the contract's six fields, else (they say nothing of requests or tokens) the most used
+// window of that metric, saying which and where its figures come from.
 
 export const STATUSES = ["ok", "warning", "critical", "stale"] as const;
 export type Status = (typeof STATUSES)[number];
@@ -62,8 +63,15 @@ export interface WindowView extends WindowNow {
 /** Recent points of a series per metric, oldest first: [Unix ms, remaining]. */
 export type RecentPoints = Record<Metric, Point[]>;
 
-/** A metric's window at the answer's `at`: now-model.ts. */
-export type MetricView = WindowNow;
+/**
+ * A metric's window at the answer's `at` (now-model.ts). Taken from one of the series' windows
+ * (the contract's fields say nothing of it), it says which and where its figures come from.
+ */
+export interface MetricView extends WindowNow {
+  source?: WindowFiguresSource;
+  dimension?: string;
+  window?: WindowLength | null;
+}
 
 export interface SeriesView {
   provider: string;
@@ -120,6 +128,27 @@ function windowView(w: LatestWindow, now: number): WindowView {
   };
 }
 
+/** How used a window is, for the headline: a reset one least, one used up without a limit fully. */
+const usedRank = (w: WindowView) =>
+  w.reset_since_report ? -2 : (w.used_pct ?? (w.remaining !== null && w.remaining <= 0 ? 100 : -1));
+
+/**
+ * A metric's headline: the contract's figures, or when they say nothing, its most used window
+ * (the first of equals), with which window it is and where its figures come from.
+ */
+export function headlineOf(metric: Metric, own: MetricView, windows: WindowView[]): MetricView {
+  if (own.limit !== null || own.remaining !== null) return own;
+  let worst: WindowView | undefined;
+  for (const w of windows) {
+    if (metricOfDimension(w.dimension) !== metric) continue;
+    if (w.limit === null && w.remaining === null) continue;
+    if (!worst || usedRank(w) > usedRank(worst)) worst = w;
+  }
+  if (!worst) return own;
+  const { learned_from: _l, resets: _r, reported_at: _at, ...view } = worst;
+  return view;
+}
+
 /**
  * The strictest thresholds of the rules watching this series and metric (a dimension), else the
  * defaults; with `window`, only rules that watch every window or that length.
@@ -171,6 +200,10 @@ export function seriesView(
   const windows = withPoolMark(composed, latest.exhausted, latest.okAt ?? null, now).map((w) =>
     windowView(w, now),
   );
+  const headline = {
+    requests: headlineOf("requests", metrics.requests, windows),
+    tokens: headlineOf("tokens", metrics.tokens, windows),
+  };
   // The worst window's status; a copy kept before windows were (none yet) reads the metrics.
   const watched =
     windows.length > 0
@@ -203,6 +236,7 @@ export function seriesView(
     reported_at: iso(latest.limitsAt),
     credits_reported_at: iso(latest.creditsAt),
     ...metrics,
+    ...headline,
     windows,
   };
 }

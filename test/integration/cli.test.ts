@@ -285,7 +285,9 @@ describe("the running stack, found through HEADROOM_DATA_DIR's stack.json", () =
     const ch = client as ClickHouseClient;
     await migrate(ch, { db: resetDb, retentionDays: 30 });
     await createReportSink(ch, resetDb).insert([row], `cli-reset-${id}`);
-    const env = { CLICKHOUSE_DATABASE: resetDb };
+    // A deployment of its own (database and Redis prefix): stats reads the hot copy of the
+    // project, which another test's database filled under the shared prefix.
+    const env = { CLICKHOUSE_DATABASE: resetDb, QUEUE_PREFIX: `{cli-reset-${id}}` };
     const json = await headroom(["stats", "--json", "--project", project], env);
     expect(json.code, json.stderr).toBe(0);
     const stats = JSON.parse(json.stdout) as {

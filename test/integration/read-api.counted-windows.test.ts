@@ -108,6 +108,8 @@ interface SeriesView {
   provider: string;
   app: string;
   status: string;
+  /** The headline: the contract's figures, else the metric's most used window. */
+  requests: Omit<WindowView, "learned_from" | "resets">;
   windows: WindowView[];
 }
 
@@ -245,6 +247,16 @@ describe("Bedrock: a declared limit counted, and a ThrottlingException", () => {
         resets_at: iso(minute + 60_000),
       }),
     );
+    // The contract's fields say nothing: the headline requests is that window, and says so.
+    expect((await seriesAt("bedrock", minute + 30_000))?.requests).toMatchObject({
+      source: "counted",
+      dimension: "requests",
+      window: "1m",
+      limit: 60,
+      remaining: 48,
+      used_pct: 20,
+      resets_at: iso(minute + 60_000),
+    });
 
     // A ThrottlingException names no window: the pool as a whole, until the window's reset.
     await batch([bedrock(minute + 35_000, { error: BEDROCK_THROTTLING })]);

@@ -327,15 +327,25 @@ describe("GET /api/v1/headroom equals each series' newest figures", () => {
       } else {
         expect(series.reported_at).toBe(iso(o.last.t));
         for (const m of ["requests", "tokens"] as const) {
-          const limit = o.last[`${m}_limit`];
-          const remaining = o.last[`${m}_remaining`];
-          const reset = o.last[`reset_${m}_ms`];
+          // The newest report's contract figures; when they say nothing of m, its window: the
+          // newest report's of the series that had them (issue 45's headline).
+          const says = (r: RawRow) => r[`${m}_limit`] !== null || r[`${m}_remaining`] !== null;
+          const from = says(o.last)
+            ? o.last
+            : rows
+                .filter((r) => JSON.stringify([r.provider, r.model, r.app]) === key && says(r))
+                .sort((a, b) => a.t - b.t)
+                .at(-1);
+          const limit = from?.[`${m}_limit`] ?? null;
+          const remaining = from?.[`${m}_remaining`] ?? null;
+          const reset = from?.[`reset_${m}_ms`] ?? null;
           const used = usedPctOf(limit, remaining);
           expect(series[m], `${key} ${m}`).toMatchObject({
             limit,
             remaining,
             used_pct: used === null ? null : Math.round(used * 100) / 100,
-            resets_at: reset === null ? null : iso(o.last.t + reset),
+            resets_at: reset === null || !from ? null : iso(from.t + reset),
+            ...(from && from !== o.last ? { source: "stated", dimension: m, window: null } : {}),
           });
         }
       }

@@ -99,10 +99,10 @@ describe("a series' windows", () => {
     expect(v.status).toBe("critical");
     // Only the minute window: ok.
     expect(view([row(0, { tokens: [6000, 5400] })], T0 + 1_000).status).toBe("ok");
-    // A newer report without the day window: the contract's requests are empty (as before), the
-    // day window kept its figures and still makes the series critical.
+    // A newer report without the day window: the day window kept its figures and still makes the
+    // series critical; the contract's requests say nothing, so the headline is that window.
     const kept = view([...GROQ, row(20, { tokens: [6000, 5400] })], T0 + 21_000);
-    expect(kept.requests.remaining).toBeNull();
+    expect(kept.requests).toMatchObject({ remaining: 5, source: "stated", window: "1d" });
     expect(kept.status).toBe("critical");
   });
 
@@ -139,8 +139,9 @@ describe("a series' windows", () => {
     expect(byKey.get("requests@1d")?.reported_at).toBe(new Date(T0).toISOString());
     expect(byKey.get("tokens@1m")?.remaining).toBe(2000);
     expect(byKey.get("tokens@1m")?.reported_at).toBe(new Date(T0 + 5_000).toISOString());
-    // The contract's fields keep today's meaning: the newest report with limits, whole.
-    expect(v.requests.remaining).toBeNull();
+    // The contract's fields are the newest report's, whole: they say nothing of requests, so the
+    // headline is the kept window's.
+    expect(v.requests).toMatchObject({ remaining: 900, source: "stated", window: "1d" });
   });
 
   it(`keeps at most ${MAX_WINDOWS_PER_SERIES} windows per series`, () => {

@@ -296,10 +296,10 @@ export interface Given {
 /** What /headroom answers: per pool and per app (the default), or one of them. */
 export type HeadroomGroup = "pool" | "app" | "both";
 
-/** The answer for the key's project. */
+/** The answer for the key's project (`headroom stats` asks with the project alone). */
 export async function readHeadroom(
   deps: HeadroomDeps,
-  project: KeyLookup,
+  project: Pick<KeyLookup, "projectId">,
   filters: SeriesFilters & { group?: HeadroomGroup },
   given: Given = {},
 ): Promise<z.infer<typeof headroomResponse>> {
@@ -319,7 +319,7 @@ export async function readHeadroom(
 async function readHot(
   deps: HeadroomDeps,
   hot: HotStore | undefined,
-  project: KeyLookup,
+  project: Pick<KeyLookup, "projectId">,
   filters: SeriesFilters & { group?: HeadroomGroup },
   now: number,
   given: Given,

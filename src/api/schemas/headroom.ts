@@ -31,6 +31,16 @@ const metricView = z.object({
   exhausted_at: z.string().nullable(),
   exhaustion_eta_s: z.number().nullable(),
   exhaustion_unknown: unknown,
+  /**
+   * Present when a series' requests or tokens come from one of its windows: the contract's
+   * fields said nothing of them, and this is its most used window of the metric
+   * (docs/read-api.md). Where its figures come from, as a window says it.
+   */
+  source: z.enum(WINDOW_SOURCES).optional(),
+  /** The window's dimension (tokens: `tokens`, `input_tokens` or `output_tokens`), when `source` is. */
+  dimension: z.string().optional(),
+  /** The window's length (null: the provider did not say), when `source` is. */
+  window: z.enum(WINDOW_LENGTHS).nullable().optional(),
 });
 
 /** One of a series' windows: which one, when it was last reported, and the metric view's fields. */
