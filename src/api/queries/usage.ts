@@ -19,7 +19,13 @@ import {
   WINDOW_MS,
   type Window,
 } from "../time-range.js";
-import { answerJson, mergeRecent, sameRecent, type UsageEntry } from "../usage-rolling.js";
+import {
+  answerJson,
+  changedBuckets,
+  mergeRecent,
+  sameRecent,
+  type UsageEntry,
+} from "../usage-rolling.js";
 
 // The series of GET /api/v1/usage: SQL over the rollups (and the windows stored with each
 // report), row mapping, and the two caches of shaped answers (by the rows a query cache shared,
@@ -192,6 +198,19 @@ export function usageSql(db: string, window: Window, groups: UsageGroup[], filte
   ORDER BY ${outer}bucket`;
 }
 
+/**
+ * Per bucket of a range (minute or hour windows), its count of reports over every group: a
+ * bucket whose count did not move since a refresh is unchanged (usage-rolling.ts). The
+ * reports' rollup alone, without the windows' and pools' joins.
+ */
+export function bucketCountsSql(db: string, window: Exclude<Window, "day">, filters: string) {
+  return `SELECT toUnixTimestamp(${BUCKET[window]}) AS b, sum(reports) AS reports
+  FROM ${db}.reports_minute
+  WHERE project_id = {project:String}
+    AND bucket >= {from:DateTime} AND bucket < {to:DateTime}${filters}
+  GROUP BY b`;
+}
+
 type UsageAnswer = z.infer<typeof usageResponse>;
 type UsagePoint = z.infer<typeof usagePoint>;
 
@@ -225,19 +244,52 @@ async function queryRows(
   p: Plan,
   range: Range,
   uncached = false,
+  only?: { recentFrom: number; changed: number[] },
 ): Promise<UsageRow[]> {
   const param = p.window === "day" ? chDate : chSeconds;
+  // Only the buckets from recentFrom on and the changed ones (minute and hour windows).
+  const b = BUCKET[p.window];
+  const onlySql =
+    only === undefined
+      ? ""
+      : ` AND (${b} >= {recent:DateTime} OR ${b} IN {changed:Array(DateTime)})`;
   return deps.store.rows<UsageRow>(
-    usageSql(deps.store.db, p.window, p.groups, p.sql),
+    usageSql(deps.store.db, p.window, p.groups, p.sql + onlySql),
     {
       project: project.projectId,
       from: param(range.from),
       to: param(range.to),
       ...p.params,
+      ...(only === undefined
+        ? {}
+        : { recent: chSeconds(only.recentFrom), changed: only.changed.map(chSeconds) }),
       limit: deps.maxPoints + 1,
     },
     uncached,
   );
+}
+
+/** The changed buckets before recentFrom: their counts of reports against the kept points'. */
+async function changedSince(
+  deps: UsageDeps,
+  project: KeyLookup,
+  p: Plan & { window: Exclude<Window, "day"> },
+  previous: RollingAnswer,
+  recentFrom: number,
+): Promise<number[]> {
+  if (recentFrom <= p.aligned.from) return [];
+  const rows = await deps.store.rows<{ b: number; reports: string }>(
+    bucketCountsSql(deps.store.db, p.window, p.sql),
+    {
+      project: project.projectId,
+      from: chSeconds(p.aligned.from),
+      to: chSeconds(recentFrom),
+      ...p.params,
+    },
+    true,
+  );
+  const counts = new Map(rows.map((r) => [Number(r.b) * 1000, Number(r.reports)]));
+  return changedBuckets(previous.entries, counts, p.aligned.from, recentFrom);
 }
 
 function tooManyPoints(maxPoints: number) {
@@ -352,8 +404,9 @@ const YIELD_EVERY = 500;
 const RECENT_MS = 5 * 60_000;
 
 /**
- * `previous` brought up to date: its newest buckets read again, or its whole range when it is
- * due (`fullRefreshMs`), a day window (a few points), or there is none.
+ * `previous` brought up to date: its newest buckets and those whose count of reports moved read
+ * again, or its whole range when it is due (`fullRefreshMs`), a day window (a few points), or
+ * there is none.
  */
 export async function refreshUsage(
   deps: UsageDeps,
@@ -375,9 +428,20 @@ export async function refreshUsage(
     whole || previous === undefined
       ? p.aligned.from
       : Math.max(p.aligned.from, Math.min(Math.floor((now - RECENT_MS) / w) * w, previous.to));
+  const changed =
+    whole || previous === undefined || p.window === "day"
+      ? []
+      : await changedSince(deps, project, { ...p, window: p.window }, previous, recentFrom);
   // Past the rows' cache: the answers' cache is this query's (single flight, TTL), and rows it
   // served stale would hold the newest buckets back.
-  const rows = await queryRows(deps, project, p, { from: recentFrom, to: p.aligned.to }, true);
+  const rows = await queryRows(
+    deps,
+    project,
+    p,
+    { from: changed[0] ?? recentFrom, to: p.aligned.to },
+    true,
+    changed.length === 0 ? undefined : { recentFrom, changed },
+  );
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
   const fresh: UsageEntry[] = [];
   const groupsSeen = new Map<string, string>();
@@ -392,7 +456,12 @@ export async function refreshUsage(
       group = key;
       groupsSeen.set(key, key);
     }
-    fresh.push({ ms: Date.parse(point.bucket), group, json: JSON.stringify(point) });
+    fresh.push({
+      ms: Date.parse(point.bucket),
+      group,
+      json: JSON.stringify(point),
+      reports: point.reports,
+    });
   }
   const { from, to } = p.aligned;
   // Unchanged (the same range, the same newest buckets): the same answer, so its bytes, ETag
@@ -400,6 +469,7 @@ export async function refreshUsage(
   if (
     previous !== undefined &&
     !whole &&
+    changed.length === 0 &&
     previous.from === from &&
     previous.to === to &&
     sameRecent(previous.entries, fresh, recentFrom)
@@ -409,7 +479,7 @@ export async function refreshUsage(
   const entries =
     previous === undefined || whole
       ? fresh
-      : mergeRecent(previous.entries, fresh, p.aligned.from, recentFrom);
+      : mergeRecent(previous.entries, fresh, p.aligned.from, recentFrom, new Set(changed));
   if (entries.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
   const fullAt = whole ? now : (previous?.fullAt ?? now);
   const bytes = Buffer.from(answerJson(head(p), entries));
