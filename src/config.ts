@@ -301,11 +301,11 @@ export const configSchema = z.object({
    */
   READ_HEADROOM_TTL_MS: ms(0, 10_000).default(1_000),
   /**
-   * A polled /usage over the last 24 h asks ClickHouse for its newest buckets only, and for the
-   * whole range this often: how late a report timestamped minutes in the past reaches its bucket.
-   * 0: always the whole range.
+   * A polled /usage over the last 24 h asks ClickHouse for its newest buckets and those whose
+   * count of reports moved, and for the whole range this often: how late a rewrite that adds no
+   * report (a backfill, rederived windows) reaches its buckets. 0: always the whole range.
    */
-  READ_USAGE_FULL_REFRESH_MS: ms(0, 3_600_000).default(60_000),
+  READ_USAGE_FULL_REFRESH_MS: ms(0, 3_600_000).default(600_000),
   /** Distinct read queries the cache keeps at most (least recently used go first). */
   READ_CACHE_MAX_ENTRIES: int(1, 1_000_000).default(5_000),
   /**

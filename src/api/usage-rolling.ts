@@ -1,12 +1,12 @@
-// The last 24 h of /usage kept up to date by asking ClickHouse for its newest buckets only. A
-// polled dashboard's answer (~9,000 points, 1.9 MB at minute windows grouped by provider and
-// model) was read whole from ClickHouse, parsed and serialised again on every refresh, though
-// reports arrive timestamped near now and change only the newest buckets. A refresh asks for the
-// buckets from `recentFrom` on, keeps the previous answer's older points (and their JSON), and
-// drops those the range has left. A report timestamped before `recentFrom` when it is stored (a
-// skewed clock, a backlog drained late, an import) reaches its bucket at the next whole
-// refresh: usage.ts makes one every READ_USAGE_FULL_REFRESH_MS, the bound on how stale an old
-// bucket can be, as the cache's TTL is for the newest ones. Pure: no I/O here.
+// The last 24 h of /usage kept up to date by asking ClickHouse only for the buckets that can
+// have changed. A polled dashboard's answer (~11,000 points at minute windows grouped by provider
+// and model) read whole joins every bucket's windows and pools; reports arrive timestamped near
+// now, so a refresh reads the newest buckets (from `recentFrom` on) and, of the older ones, those
+// whose count of reports differs from the kept points' (a late or back-dated report: every
+// report adds one to its bucket's count, so an unchanged count is an unchanged bucket). It keeps
+// the previous answer's other points (and their JSON) and drops those the range has left. A
+// rewrite that adds no report (a backfill, `headroom rederive-windows`) reaches its buckets at
+// the next whole refresh, every READ_USAGE_FULL_REFRESH_MS. Pure: no I/O here.
 
 export interface UsageEntry {
   /** The bucket's start, Unix ms. */
@@ -15,29 +15,60 @@ export interface UsageEntry {
   group: string;
   /** The point's JSON, kept (not the point: ~9,000 objects less per answer for the GC to mark). */
   json: string;
+  /** The point's count of reports: what tells a bucket changed. */
+  reports: number;
 }
 
-/** The entries of the new range: `kept`'s in [from, recentFrom), then `fresh`'s, by group and bucket. */
+/**
+ * The buckets in [from, recentFrom) whose count of reports (`counts`: bucket start, Unix ms →
+ * count, over every group) is not the kept points' sum: those to read again. A bucket kept but
+ * no longer counted (a retention drop) is one.
+ */
+export function changedBuckets(
+  kept: readonly UsageEntry[],
+  counts: ReadonlyMap<number, number>,
+  from: number,
+  recentFrom: number,
+): number[] {
+  const held = new Map<number, number>();
+  for (const e of kept) {
+    if (e.ms >= from && e.ms < recentFrom) held.set(e.ms, (held.get(e.ms) ?? 0) + e.reports);
+  }
+  const changed = new Set<number>();
+  for (const [ms, n] of counts) {
+    if (ms >= from && ms < recentFrom && held.get(ms) !== n) changed.add(ms);
+  }
+  for (const ms of held.keys()) if (!counts.has(ms)) changed.add(ms);
+  return [...changed].sort((a, b) => a - b);
+}
+
+/**
+ * The entries of the new range: `kept`'s in [from, recentFrom) but for the `changed` buckets,
+ * and `fresh`'s (read from recentFrom on and for the changed buckets), by group and bucket.
+ */
 export function mergeRecent(
   kept: readonly UsageEntry[],
   fresh: readonly UsageEntry[],
   from: number,
   recentFrom: number,
+  changed: ReadonlySet<number> = new Set(),
 ): UsageEntry[] {
-  const old = kept.filter((e) => e.ms >= from && e.ms < recentFrom);
-  // Both lists are in ClickHouse's order (group, then bucket) and, within a group, every kept
-  // bucket is before every fresh one: a merge by group rank, kept first on a tie.
+  const old = kept.filter((e) => e.ms >= from && e.ms < recentFrom && !changed.has(e.ms));
+  // Both lists are in ClickHouse's order (group, then bucket), and no bucket of a group is in
+  // both: a merge by group rank, then bucket.
   const rank = groupRanks([...old, ...fresh]);
+  const before = (a: UsageEntry, b: UsageEntry) => {
+    const ra = rank.get(a.group) ?? 0;
+    const rb = rank.get(b.group) ?? 0;
+    return ra < rb || (ra === rb && a.ms < b.ms);
+  };
   const out: UsageEntry[] = [];
   let i = 0;
   let j = 0;
   while (i < old.length || j < fresh.length) {
     const a = old[i];
     const b = fresh[j];
-    if (
-      b === undefined ||
-      (a !== undefined && (rank.get(a.group) ?? 0) <= (rank.get(b.group) ?? 0))
-    ) {
+    if (b === undefined || (a !== undefined && before(a, b))) {
       out.push(a as UsageEntry);
       i++;
     } else {

@@ -2,13 +2,15 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   answerJson,
+  changedBuckets,
   mergeRecent,
   sameRecent,
   type UsageEntry,
 } from "../../src/api/usage-rolling.js";
 
-// A /usage answer refreshed by its newest buckets only must equal the answer read whole, when
-// the reports since the last refresh fell in those buckets; and its JSON, built from the points'
+// A /usage answer refreshed by its newest buckets and the older ones whose count of reports moved
+// must equal the answer read whole, wherever and in whatever order the reports since the last
+// refresh fell (late, back-dated, in the future); and its JSON, built from the points'
 // kept JSON, must be JSON.stringify of the answer. The oracle is a plain aggregate-and-sort of
 // every report, as ClickHouse's GROUP BY … ORDER BY gives it.
 
@@ -54,7 +56,13 @@ function whole(reports: Report[], from: number, to: number): (UsageEntry & { poi
         model: c.group[1] === "" ? null : c.group[1],
         reports: c.n,
       };
-      return { ms: c.ms, group: JSON.stringify(c.group), point, json: JSON.stringify(point) };
+      return {
+        ms: c.ms,
+        group: JSON.stringify(c.group),
+        point,
+        json: JSON.stringify(point),
+        reports: c.n,
+      };
     });
 }
 
@@ -108,10 +116,84 @@ describe("mergeRecent", () => {
     );
   });
 
+  it("equals the whole answer with late and back-dated reports, their buckets found by counts", () => {
+    const base = 1_800_000_000_000;
+    const span = 120 * W;
+    const t0 = base + span;
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ group, at: fc.integer({ min: -30 * W, max: span + 30 * W }) }), {
+          maxLength: 200,
+        }),
+        fc.integer({ min: 0, max: 200 * W }),
+        fc.integer({ min: 0, max: 10 }),
+        // Reports stored since t0, in any order, timestamped anywhere from before the old
+        // range to a day ahead of the new one: late, back-dated, out of order.
+        fc.array(
+          fc.record({ group, at: fc.integer({ min: -60 * W, max: span + 300 * W + 24 * 60 * W }) }),
+          { maxLength: 80 },
+        ),
+        (before, step, recentMinutes, later) => {
+          const t1 = t0 + step;
+          const old: Report[] = before.map((r) => ({ group: r.group, ms: base + r.at }));
+          const from0 = Math.floor((t0 - span) / W) * W;
+          const to0 = Math.ceil(t0 / W) * W;
+          const previous = whole(old, from0, to0);
+          const from1 = Math.floor((t1 - span) / W) * W;
+          const to1 = Math.ceil(t1 / W) * W;
+          const recentFrom = Math.max(
+            from1,
+            Math.min(Math.floor((t1 - recentMinutes * W) / W) * W, to0),
+          );
+          const all = [...old, ...later.map((r) => ({ group: r.group, ms: base + r.at }))];
+          // What ClickHouse counts per bucket over every group, as bucketCountsSql does.
+          const counts = new Map<number, number>();
+          for (const e of whole(all, from1, recentFrom)) {
+            counts.set(e.ms, (counts.get(e.ms) ?? 0) + e.reports);
+          }
+          const changed = changedBuckets(previous, counts, from1, recentFrom);
+          const read = new Set(changed);
+          const fresh = whole(all, from1, to1).filter((e) => e.ms >= recentFrom || read.has(e.ms));
+          const merged = mergeRecent(previous, fresh, from1, recentFrom, read);
+          expect(merged.map((e) => JSON.parse(e.json))).toEqual(
+            whole(all, from1, to1).map((e) => e.point),
+          );
+        },
+      ),
+      { numRuns: 1_000 },
+    );
+  });
+
   it("keeps nothing of the previous answer at or after recentFrom, nor before from", () => {
-    const e = (ms: number, g = '["a","",""]') => ({ ms, group: g, point: ms, json: String(ms) });
+    const e = (ms: number, g = '["a","",""]') => ({
+      ms,
+      group: g,
+      point: ms,
+      json: String(ms),
+      reports: 1,
+    });
     const merged = mergeRecent([e(0), e(W), e(2 * W), e(3 * W)], [e(2 * W)], W, 2 * W);
     expect(merged.map((x) => x.ms)).toEqual([W, 2 * W]);
+  });
+});
+
+describe("changedBuckets", () => {
+  const e = (ms: number, reports: number, g = '["a","",""]') => ({
+    ms,
+    group: g,
+    json: "",
+    reports,
+  });
+  it("names the buckets before recentFrom whose count moved, appeared or went", () => {
+    const kept = [e(0, 1), e(W, 2), e(W, 3, '["b","",""]'), e(2 * W, 1), e(3 * W, 1), e(5 * W, 1)];
+    const counts = new Map([
+      [0, 1],
+      [W, 6],
+      [4 * W, 1],
+      [5 * W, 9],
+    ]);
+    expect(changedBuckets(kept, counts, 0, 5 * W)).toEqual([W, 2 * W, 3 * W, 4 * W]);
+    expect(changedBuckets(kept, new Map([[W, 5]]), W, 2 * W)).toEqual([]);
   });
 });
 
@@ -138,6 +220,7 @@ describe("sameRecent", () => {
     group,
     point: 0,
     json,
+    reports: 1,
   });
   it("is true only when the kept entries from recentFrom on are the fresh ones", () => {
     const kept = [e(0), e(W), e(2 * W), e(W, "1", '["b","",""]')];

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { PROVIDER_HINTS_SUM } from "../../clickhouse/provider-hints.js";
 import type { KeyLookup } from "../../keys/key-store.js";
@@ -19,7 +20,13 @@ import {
   WINDOW_MS,
   type Window,
 } from "../time-range.js";
-import { answerJson, mergeRecent, sameRecent, type UsageEntry } from "../usage-rolling.js";
+import {
+  answerJson,
+  changedBuckets,
+  mergeRecent,
+  sameRecent,
+  type UsageEntry,
+} from "../usage-rolling.js";
 import type { HeadroomDeps } from "./headroom.js";
 import {
   appliedLimitSql,
@@ -219,6 +226,19 @@ export function usageSql(
   ORDER BY ${outer}bucket`;
 }
 
+/**
+ * Per bucket of a range (minute or hour windows), its count of reports over every group: a
+ * bucket whose count did not move since a refresh is unchanged (usage-rolling.ts). The
+ * reports' rollup alone, without the windows' and pools' joins.
+ */
+export function bucketCountsSql(db: string, window: Exclude<Window, "day">, filters: string) {
+  return `SELECT toUnixTimestamp(${BUCKET[window]}) AS b, sum(reports) AS reports
+  FROM ${db}.reports_minute
+  WHERE project_id = {project:String}
+    AND bucket >= {from:DateTime} AND bucket < {to:DateTime}${filters}
+  GROUP BY b`;
+}
+
 type UsageAnswer = z.infer<typeof usageResponse>;
 type UsagePoint = z.infer<typeof usagePoint>;
 
@@ -253,17 +273,27 @@ async function queryRows(
   range: Range,
   limits: UsageLimits | null,
   uncached = false,
+  only?: { recentFrom: number; changed: number[] },
 ): Promise<UsageRow[]> {
   const param = p.window === "day" ? chDate : chSeconds;
   const applied = limits !== null && limits.applied.size > 0;
+  // Only the buckets from recentFrom on and the changed ones (minute and hour windows).
+  const b = BUCKET[p.window];
+  const onlySql =
+    only === undefined
+      ? ""
+      : ` AND (${b} >= {recent:DateTime} OR ${b} IN {changed:Array(DateTime)})`;
   return deps.store.rows<UsageRow>(
-    usageSql(deps.store.db, p.window, p.groups, p.sql, applied),
+    usageSql(deps.store.db, p.window, p.groups, p.sql + onlySql, applied),
     {
       project: project.projectId,
       from: param(range.from),
       to: param(range.to),
       ...p.params,
       ...(applied ? appliedParams(limits) : {}),
+      ...(only === undefined
+        ? {}
+        : { recent: chSeconds(only.recentFrom), changed: only.changed.map(chSeconds) }),
       limit: deps.maxPoints + 1,
     },
     uncached,
@@ -279,21 +309,61 @@ function limitsOf(deps: UsageDeps, project: KeyLookup, now: number) {
 
 type Counted = ((r: GroupOf, bucket: number) => Record<string, number>) | null;
 
+/**
+ * What a held answer's counted and applied figures were made with: limits declared, changed or
+ * learned since make every bucket's % another, though no bucket's count of reports moved.
+ */
+const limitsKey = (limits: UsageLimits | null) =>
+  limits === null
+    ? ""
+    : createHash("sha256")
+        .update(
+          JSON.stringify([
+            [...limits.applied],
+            [...limits.series].map(([k, s]) => [k, s.poolKey, [...s.learned]]),
+            limits.declarations,
+          ]),
+        )
+        .digest("base64");
+
 /** A range's rows and, when the project has counted windows, their counted % (in parallel). */
 async function rangeOf(
   deps: UsageDeps,
   project: KeyLookup,
   p: Plan,
   range: Range,
-  now: number,
+  limits: UsageLimits | null,
   uncached = false,
+  only?: { recentFrom: number; changed: number[] },
 ): Promise<{ rows: UsageRow[]; counted: Counted }> {
-  const limits = await limitsOf(deps, project, now);
   const [rows, counted] = await Promise.all([
-    queryRows(deps, project, p, range, limits, uncached),
+    queryRows(deps, project, p, range, limits, uncached, only),
     limits ? countedDims(deps.store, project.projectId, limits, p, range, uncached) : null,
   ]);
   return { rows, counted };
+}
+
+/** The changed buckets before recentFrom: their counts of reports against the kept points'. */
+async function changedSince(
+  deps: UsageDeps,
+  project: KeyLookup,
+  p: Plan & { window: Exclude<Window, "day"> },
+  previous: RollingAnswer,
+  recentFrom: number,
+): Promise<number[]> {
+  if (recentFrom <= p.aligned.from) return [];
+  const rows = await deps.store.rows<{ b: number; reports: string }>(
+    bucketCountsSql(deps.store.db, p.window, p.sql),
+    {
+      project: project.projectId,
+      from: chSeconds(p.aligned.from),
+      to: chSeconds(recentFrom),
+      ...p.params,
+    },
+    true,
+  );
+  const counts = new Map(rows.map((r) => [Number(r.b) * 1000, Number(r.reports)]));
+  return changedBuckets(previous.entries, counts, p.aligned.from, recentFrom);
 }
 
 function tooManyPoints(maxPoints: number) {
@@ -376,7 +446,8 @@ export async function readUsage(
 ): Promise<UsageAnswer> {
   const now = (deps.now ?? Date.now)();
   const p = plan(deps, q);
-  const { rows, counted } = await rangeOf(deps, project, p, p.aligned, now);
+  const limits = await limitsOf(deps, project, now);
+  const { rows, counted } = await rangeOf(deps, project, p, p.aligned, limits);
   // A shared answer (the query cache gives every caller the same rows) is shaped once; with
   // counted windows, whose slots are rows of their own, each time.
   const shaped = counted ? undefined : answers.get(rows);
@@ -399,6 +470,8 @@ export interface RollingAnswer {
   entries: UsageEntry[];
   /** When its whole range was last read. */
   fullAt: number;
+  /** The limits its counted and applied figures were made with (limitsKey). */
+  limitsKey: string;
 }
 
 /**
@@ -417,8 +490,9 @@ const YIELD_EVERY = 500;
 const RECENT_MS = 5 * 60_000;
 
 /**
- * `previous` brought up to date: its newest buckets read again, or its whole range when it is
- * due (`fullRefreshMs`), a day window (a few points), or there is none.
+ * `previous` brought up to date: its newest buckets and those whose count of reports moved read
+ * again, or its whole range when it is due (`fullRefreshMs`), a day window (a few points), or
+ * there is none.
  */
 export async function refreshUsage(
   deps: UsageDeps,
@@ -428,23 +502,42 @@ export async function refreshUsage(
 ): Promise<RollingAnswer> {
   const now = (deps.now ?? Date.now)();
   const p = plan(deps, q);
+  const limits = await limitsOf(deps, project, now);
+  const figuresKey = limitsKey(limits);
   const whole =
     previous === undefined ||
     p.window === "day" ||
     previous.window !== p.window ||
+    previous.limitsKey !== figuresKey ||
     now - previous.fullAt >= (deps.fullRefreshMs ?? 0);
   const w = WINDOW_MS[p.window];
   // Never after the previous answer's end: buckets it did not cover are read too (an answer can
   // be served stale, or kept expired, for longer than RECENT_MS).
-  const recentFrom =
+  const recent =
     whole || previous === undefined
       ? p.aligned.from
       : Math.max(p.aligned.from, Math.min(Math.floor((now - RECENT_MS) / w) * w, previous.to));
+  const moved =
+    whole || previous === undefined || p.window === "day"
+      ? []
+      : await changedSince(deps, project, { ...p, window: p.window }, previous, recent);
+  // A counted window's % in a bucket is counted from its period's start (usage-limits.ts), so it
+  // moves in every bucket after one whose count moved: with counted windows, all of those are
+  // read again.
+  const suffix = limits !== null && limits.countedModels.size > 0 && moved.length > 0;
+  const recentFrom = suffix ? Math.min(recent, moved[0] as number) : recent;
+  const changed = suffix ? [] : moved;
   // Past the rows' cache: the answers' cache is this query's (single flight, TTL), and rows it
   // served stale would hold the newest buckets back.
-  // A counted window's % in a recent bucket is counted from its period's start (usage-limits.ts).
-  const range = { from: recentFrom, to: p.aligned.to };
-  const { rows, counted } = await rangeOf(deps, project, p, range, now, true);
+  const { rows, counted } = await rangeOf(
+    deps,
+    project,
+    p,
+    { from: changed[0] ?? recentFrom, to: p.aligned.to },
+    limits,
+    true,
+    changed.length === 0 ? undefined : { recentFrom, changed },
+  );
   if (rows.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
   const fresh: UsageEntry[] = [];
   const groupsSeen = new Map<string, string>();
@@ -459,7 +552,12 @@ export async function refreshUsage(
       group = key;
       groupsSeen.set(key, key);
     }
-    fresh.push({ ms: Date.parse(point.bucket), group, json: JSON.stringify(point) });
+    fresh.push({
+      ms: Date.parse(point.bucket),
+      group,
+      json: JSON.stringify(point),
+      reports: point.reports,
+    });
   }
   const { from, to } = p.aligned;
   // Unchanged (the same range, the same newest buckets): the same answer, so its bytes, ETag
@@ -467,6 +565,7 @@ export async function refreshUsage(
   if (
     previous !== undefined &&
     !whole &&
+    moved.length === 0 &&
     previous.from === from &&
     previous.to === to &&
     sameRecent(previous.entries, fresh, recentFrom)
@@ -476,7 +575,7 @@ export async function refreshUsage(
   const entries =
     previous === undefined || whole
       ? fresh
-      : mergeRecent(previous.entries, fresh, p.aligned.from, recentFrom);
+      : mergeRecent(previous.entries, fresh, p.aligned.from, recentFrom, new Set(changed));
   if (entries.length > deps.maxPoints) throw tooManyPoints(deps.maxPoints);
   const fullAt = whole ? now : (previous?.fullAt ?? now);
   const bytes = Buffer.from(answerJson(head(p), entries));
@@ -484,7 +583,16 @@ export async function refreshUsage(
     previous !== undefined && bytes.equals(previous.encoded.identity)
       ? previous.encoded
       : encodeJson(bytes, project.projectId);
-  return { encoded, groups: p.groups, from, to, window: p.window, entries, fullAt };
+  return {
+    encoded,
+    groups: p.groups,
+    from,
+    to,
+    window: p.window,
+    entries,
+    fullAt,
+    limitsKey: figuresKey,
+  };
 }
 
 /** Answers by the rows they came from: a dashboard's poll costs no re-encoding. */
