@@ -12,7 +12,7 @@ import { runDrainPhase } from "./phase-drain.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { runEdgePhase, warmUp } from "./phase-edge.js";
 import { OTLP_PROVIDER_SPANS, OTLP_SPANS, runOtlpPhase } from "./phase-otlp.js";
-import { runViewsPhase } from "./phase-views.js";
+import { runViewsPhase, type ViewsPhase } from "./phase-views.js";
 import { machine } from "./proc-stats.js";
 import { writeLoadFiles } from "./report-bodies.js";
 import { sourceInfo } from "./source.js";
@@ -57,17 +57,16 @@ export async function runBench(
   // Bodies stamped at the start of each phase, for wrk and the fixed-rate client.
   const files = (phase: string, phaseKeys: string[]) => writeLoadFiles(stack.dir, phase, phaseKeys);
 
-  const views = viewsOptions(opts, config.BATCH_MAX_ROWS);
-  log(
-    `ClickHouse's views: ${views.rounds} rounds of ${views.insertsPerRound} inserts of ${views.rowsPerInsert} rows, every view / none / each alone`,
-  );
-  const clickhouseViews = await runViewsPhase(
-    stack.ch,
-    stack.clickhouse.process.pid ?? 0,
-    views,
-    log,
-  );
-  log(`  every view ÷ reports alone: ${clickhouseViews.figures.ratio.engineUs.toFixed(2)}×`);
+  // Not with --quick, which must stay under its minute: `--only clickhouse --quick` runs it.
+  let clickhouseViews: ViewsPhase | undefined;
+  if (!opts.quick) {
+    const views = viewsOptions(opts, config.BATCH_MAX_ROWS);
+    log(
+      `ClickHouse's views: ${views.rounds} rounds of ${views.insertsPerRound} inserts of ${views.rowsPerInsert} rows, every view / none / each alone`,
+    );
+    clickhouseViews = await runViewsPhase(stack.ch, stack.clickhouse.process.pid ?? 0, views, log);
+    log(`  every view ÷ reports alone: ${clickhouseViews.figures.ratio.engineUs.toFixed(2)}×`);
+  }
 
   log(`ceiling: bare Fastify, ${opts.durationS} s at ${opts.connections} connections (wrk)`);
   const bareFastify = await measureBareFastify(
@@ -221,7 +220,7 @@ export async function runBench(
     figures,
     capacity,
     batchCapacity,
-    clickhouseViews,
+    ...(clickhouseViews ? { clickhouseViews } : {}),
     summary: summarize(figures),
   };
 }
