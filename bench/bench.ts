@@ -12,10 +12,12 @@ import { runDrainPhase } from "./phase-drain.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
 import { runEdgePhase, warmUp } from "./phase-edge.js";
 import { OTLP_PROVIDER_SPANS, OTLP_SPANS, runOtlpPhase } from "./phase-otlp.js";
+import { runViewsPhase, type ViewsPhase } from "./phase-views.js";
 import { machine } from "./proc-stats.js";
 import { writeLoadFiles } from "./report-bodies.js";
 import { sourceInfo } from "./source.js";
 import { startStack } from "./stack.js";
+import { viewsOptions } from "./views.js";
 
 /** Connections of the fixed-rate phase's client (at most --connections). */
 const FIXED_RATE_CONNECTIONS = 64;
@@ -23,6 +25,7 @@ const FIXED_RATE_CONNECTIONS = 64;
 // One benchmark run: start the stack, measure the ceilings, then the edge(s) alone, the workers
 // draining their backlog, the whole pipeline saturated and at a fixed rate, and last the edge(s)
 // alone with batches (its reports stored after it), and with OTLP exports (their reports dropped).
+// ClickHouse's views are measured first, while nothing else inserts or merges.
 
 export async function runBench(
   opts: BenchOptions,
@@ -53,6 +56,17 @@ export async function runBench(
   const load = { connections: opts.connections, durationS: opts.durationS };
   // Bodies stamped at the start of each phase, for wrk and the fixed-rate client.
   const files = (phase: string, phaseKeys: string[]) => writeLoadFiles(stack.dir, phase, phaseKeys);
+
+  // Not with --quick, which must stay under its minute: `--only clickhouse --quick` runs it.
+  let clickhouseViews: ViewsPhase | undefined;
+  if (!opts.quick) {
+    const views = viewsOptions(opts, config.BATCH_MAX_ROWS);
+    log(
+      `ClickHouse's views: ${views.rounds} rounds of ${views.insertsPerRound} inserts of ${views.rowsPerInsert} rows, every view / none / each alone`,
+    );
+    clickhouseViews = await runViewsPhase(stack.ch, stack.clickhouse.process.pid ?? 0, views, log);
+    log(`  every view ÷ reports alone: ${clickhouseViews.figures.ratio.engineUs.toFixed(2)}×`);
+  }
 
   log(`ceiling: bare Fastify, ${opts.durationS} s at ${opts.connections} connections (wrk)`);
   const bareFastify = await measureBareFastify(
@@ -206,6 +220,7 @@ export async function runBench(
     figures,
     capacity,
     batchCapacity,
+    ...(clickhouseViews ? { clickhouseViews } : {}),
     summary: summarize(figures),
   };
 }

@@ -34,6 +34,8 @@ export interface BenchOptions {
   publishDir: string | null;
   /** Run edge and workers with `--cpu-prof`; profiles go to `<outDir>/profiles`. */
   profile: boolean;
+  /** "clickhouse": only the views' cost (phase-views.ts), on a ClickHouse server of its own. */
+  only: "clickhouse" | null;
 }
 
 export const USAGE = `npm run bench -- [options]
@@ -51,6 +53,8 @@ export const USAGE = `npm run bench -- [options]
   --publish         also make this run the published reference (bench/results/latest.*,
                     tracked): for a deliberate reference run, then commit it
   --profile         CPU profiles of the edge and workers (node --cpu-prof) in DIR/profiles
+  --only clickhouse only ClickHouse's CPU per report with every view ÷ \`reports\` alone, and
+                    each view's part (no edge, Redis or worker; writes views-latest.*)
   --help            this text
 Headroom settings (ENQUEUE_MAX_WAIT_MS, BATCH_MAX_ROWS, WORKER_CONCURRENCY, ...) are read from
 the environment and passed to the edge and the workers; the results record them.`;
@@ -124,7 +128,14 @@ export function parseBenchOptions(argv: string[], cwd = process.cwd()): BenchOpt
     outDir: resolve(cwd, values.out ?? DEFAULT_OUT_DIR),
     publishDir: values.publish ? resolve(cwd, PUBLISHED_DIR) : null,
     profile: values.profile ?? false,
+    only: onlyOf(values.only),
   };
+}
+
+function onlyOf(text: string | undefined): BenchOptions["only"] {
+  if (text === undefined) return null;
+  if (text === "clickhouse") return text;
+  throw new OptionsError(`--only must be clickhouse (got ${text})`);
 }
 
 function parse(argv: string[]) {
@@ -145,6 +156,7 @@ function parse(argv: string[]) {
       out: { type: "string" },
       publish: { type: "boolean" },
       profile: { type: "boolean" },
+      only: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });

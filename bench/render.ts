@@ -1,6 +1,7 @@
 import type { Capacity, CapacityRow } from "./capacity.js";
 import type { Figure, Target } from "./figure.js";
 import type { BenchResults, RunInfo } from "./run-results.js";
+import { ISSUE_48_TARGET, type ViewsFigures } from "./views-figures.js";
 
 // The results as a markdown document: one table, each figure next to its target and its ratio to
 // the ceiling; machine, options and settings above it. The same text is printed to the terminal.
@@ -119,6 +120,12 @@ export function renderMarkdown(r: BenchResults): string {
       ...renderCapacity(r.batchCapacity, `in batches of ${r.edgeBatch.batchSize}, phase 2b`),
     );
   }
+  if (r.clickhouseViews) {
+    lines.push(
+      "",
+      ...renderViewsFigures(r.clickhouseViews.figures, r.clickhouseViews.rowsPerInsert),
+    );
+  }
   lines.push(
     "",
     "Latency is measured by the load generator: closed loop (wrk, one per edge; with several, the",
@@ -130,4 +137,40 @@ export function renderMarkdown(r: BenchResults): string {
     "",
   );
   return lines.join("\n");
+}
+
+const us = (n: number) => `${num(Math.round(n * 100) / 100)} µs`;
+const pct = (n: number) => `${Math.round(n * 100)}%`;
+
+/** Issue 48's views' figures as markdown: the ratio's table, then the views' breakdown. */
+export function renderViewsFigures(f: ViewsFigures, rowsPerInsert: number): string[] {
+  const met = f.ratio.engineUs <= ISSUE_48_TARGET ? "yes" : "**no**";
+  const lines = [
+    `ClickHouse CPU per report, inserts of ${num(rowsPerInsert)} rows in RowBinary (the worker's sink),`,
+    "merges stopped while measured (median of the rounds):",
+    "",
+    "| Figure | Engine (system.events) | Server process (/proc) | Target | Met |",
+    "|---|--:|--:|--:|:-:|",
+    `| \`reports\` with every view | ${us(f.all.engineUs)} | ${us(f.all.processUs)} | | |`,
+    `| \`reports\` alone (same DDL, no view) | ${us(f.reportsAlone.engineUs)} | ${us(f.reportsAlone.processUs)} | | |`,
+    `| issue 48: every view ÷ \`reports\` alone | ${num(f.ratio.engineUs)}× | ${num(f.ratio.processUs)}× | ≤ ${ISSUE_48_TARGET}× | ${met} |`,
+  ];
+  if (f.merges) {
+    lines.push(
+      `| merges after them, every view / alone | ${us(f.merges.all.engineUs)} / ${us(f.merges.reportsAlone.engineUs)} | ${us(f.merges.all.processUs)} / ${us(f.merges.reportsAlone.processUs)} | | |`,
+    );
+  }
+  lines.push(
+    "",
+    "What each view adds to `reports` alone (that view alone beside `reports`, minus `reports` alone):",
+    "",
+    "| View | Engine per report | Process per report | Share of what every view adds |",
+    "|---|--:|--:|--:|",
+    ...f.views.map(
+      (v) => `| ${v.view} | ${us(v.engineUs)} | ${us(v.processUs)} | ${pct(v.share)} |`,
+    ),
+    `| (sum of the views alone) | ${us(f.views.reduce((s, v) => s + v.engineUs, 0))} | ${us(f.views.reduce((s, v) => s + v.processUs, 0))} | |`,
+    `| (every view together) | ${us(f.all.engineUs - f.reportsAlone.engineUs)} | ${us(f.all.processUs - f.reportsAlone.processUs)} | 100% |`,
+  );
+  return lines;
 }

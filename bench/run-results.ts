@@ -6,6 +6,7 @@ import type { DrainPhase } from "./phase-drain.js";
 import type { EndToEndPhase } from "./phase-e2e.js";
 import type { EdgePhase } from "./phase-edge.js";
 import type { OtlpPhase } from "./phase-otlp.js";
+import type { ViewsPhase } from "./phase-views.js";
 import type { Machine } from "./proc-stats.js";
 import type { SourceInfo } from "./source.js";
 
@@ -39,4 +40,6 @@ export interface BenchResults extends RunInfo, PhaseResults {
   /** The same for phase 2b's batches, carried until stored (null when they were not). */
   batchCapacity: Capacity | null;
   summary: { targets: number; met: number };
+  /** Issue 48: ClickHouse's CPU per report with every view ÷ `reports` alone; absent before it. */
+  clickhouseViews?: ViewsPhase;
 }

@@ -3,7 +3,8 @@ import { runBench } from "./bench.js";
 import { runCommand } from "./cleanup.js";
 import { commandLine, OptionsError, parseBenchOptions, USAGE } from "./options.js";
 import { renderMarkdown } from "./render.js";
-import { writeResults } from "./results.js";
+import { writeResults, writeRun } from "./results.js";
+import { renderViewsMarkdown, runViewsAlone } from "./views.js";
 import { assertWrk, WrkMissingError } from "./wrk.js";
 
 // `npm run bench`: parse options, run, write and print the results. Progress goes to stderr, the
@@ -23,6 +24,23 @@ try {
 if (!opts) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
+}
+
+// The ClickHouse server alone, compiled, without the rest of the stack.
+if (opts.only === "clickhouse") {
+  try {
+    ensureBuilt();
+  } catch {
+    process.exit(1);
+  }
+  await runCommand(log, async (cleanup) => {
+    const command = commandLine("bench", process.argv.slice(2));
+    const results = await runViewsAlone(opts, cleanup, log, command);
+    const md = renderViewsMarkdown(results);
+    const files = writeRun(opts.outDir, results, md, null, "views-");
+    process.stdout.write(`\n${md}\n`);
+    log(`wrote ${files.join(", ")}`);
+  });
 }
 
 try {

@@ -230,6 +230,14 @@ describe("usage: a learned limit counted by Pacific day", () => {
       expect(at(points, midnight - 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 4 });
       expect(at(points, t0 + 2 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 2 });
     });
+    // Five sent late, dated an hour after the first (a client's queue), read by a refresh: the
+    // buckets after theirs count them too, not only their own (10, then 15 of 250).
+    await batch(k.report, five(t0 + 60 * MINUTE));
+    await eventually(async () => {
+      const points = await usage(k.read, rolling, midnight - 2 * MINUTE);
+      expect(at(points, t0 + 60 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 4 });
+      expect(at(points, midnight - 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 6 });
+    });
     // After Pacific midnight, a new day: five of 250 again.
     await batch(k.report, five(midnight + MINUTE));
     await eventually(async () => {
@@ -239,7 +247,7 @@ describe("usage: a learned limit counted by Pacific day", () => {
         midnight + 2 * MINUTE,
       );
       expect(at(points, midnight + MINUTE)?.used_pct_by_dimension).toEqual({ requests: 2 });
-      expect(at(points, midnight - 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 4 });
+      expect(at(points, midnight - 10 * MINUTE)?.used_pct_by_dimension).toEqual({ requests: 6 });
     });
   });
 });

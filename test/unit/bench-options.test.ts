@@ -68,6 +68,12 @@ describe("bench options", () => {
     );
   });
 
+  it("--only clickhouse runs the views' cost alone; any other --only is refused", () => {
+    expect(parseBenchOptions([], "/repo")?.only).toBeNull();
+    expect(parseBenchOptions(["--only", "clickhouse"], "/repo")?.only).toBe("clickhouse");
+    expect(() => parseBenchOptions(["--only", "edge"])).toThrow(/--only must be clickhouse/);
+  });
+
   it("refuses bad values and unknown options, and returns null for --help", () => {
     expect(() => parseBenchOptions(["--duration", "0"])).toThrow(OptionsError);
     expect(() => parseBenchOptions(["--workers", "1.5"])).toThrow(/--workers/);
