@@ -3,6 +3,7 @@ import { type Api, createApi } from "../../src/api/create-api.js";
 import { createLogger } from "../../src/lib/logger.js";
 import type {
   DeclarationsReader,
+  DeclaredLimit,
   ProjectDeclarations,
 } from "../../src/providers/declared-limit.js";
 import { GEMINI_FREE_TIER_DAY_429 } from "../fixtures/providers/documented.js";
@@ -80,8 +81,11 @@ interface Point {
   used_pct_by_dimension: Record<string, number>;
 }
 
+let polls = 0;
+
+/** GET `url` at `at` (a little later each poll, within 10 s: buckets ahead are read again). */
 async function usage(key: string, url: string, at: number): Promise<Point[]> {
-  clock = at;
+  clock = at + (polls++ % 100) * 101;
   const res = await api.app.inject({
     method: "GET",
     url,
@@ -99,11 +103,17 @@ beforeAll(async () => {
   s = await startReadStack({ READ_USAGE_FULL_REFRESH_MS: "3600000" });
   k = await s.project();
   bare = await s.project();
-  api = await createApi(s.p.config, createLogger("silent", "test"), {
-    clickhouse: s.p.client,
-    now: () => clock,
-    declarations,
-  });
+  // The rolling answers are kept (a TTL of 100 ms, nothing stale served), so a poll after it
+  // refreshes the held answer rather than reading it whole.
+  api = await createApi(
+    { ...s.p.config, READ_CACHE_TTL_MS: 100, READ_CACHE_STALE_MS: 0 },
+    createLogger("silent", "test"),
+    {
+      clickhouse: s.p.client,
+      now: () => clock,
+      declarations,
+    },
+  );
 });
 
 afterAll(async () => {
@@ -193,6 +203,24 @@ describe("usage: declared limits", () => {
         ),
       ).toMatchObject({ used_pct_max: 80, used_pct_by_dimension: { requests: 80 } }),
     );
+    // A dashboard's last 24 h, held; then the limit declared anew (200): its next refresh, ten
+    // minutes on, gives the old bucket the new limit, though no report came since.
+    const rolling = "/api/v1/usage?provider=azure-openai&window=minute";
+    await eventually(async () =>
+      expect(at(await usage(k.read, rolling, now + 60_000), now)?.used_pct_max).toBe(80),
+    );
+    const azure = declared.limits.findIndex((l) => l.provider === "azure-openai");
+    declared.limits[azure] = { ...(declared.limits[azure] as DeclaredLimit), limit: 200 };
+    try {
+      await eventually(async () =>
+        expect(at(await usage(k.read, rolling, now + 10 * MINUTE), now)).toMatchObject({
+          used_pct_max: 90,
+          used_pct_by_dimension: { requests: 90 },
+        }),
+      );
+    } finally {
+      declared.limits[azure] = { ...(declared.limits[azure] as DeclaredLimit), limit: 100 };
+    }
   });
 });
 
