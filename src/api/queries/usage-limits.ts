@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { isCounted, resetKindOf } from "../../alerts/counted-windows.js";
 import { parseWindowKey, windowKey } from "../../alerts/row-windows.js";
 import type { HotSeries } from "../../headroom/hot-series.js";
@@ -136,6 +137,30 @@ export function usageLimits(
   if (applied.size === 0 && countedModels.size === 0) return null;
   return { applied, series, pools, declarations, countedModels, resets };
 }
+
+const byKey = <V>(entries: Iterable<[string, V]>) =>
+  [...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+const limitValues = (learned: Learned) => byKey([...learned].map(([k, [, limit]]) => [k, limit]));
+
+/**
+ * What a held answer's counted and applied figures were made with: limits declared, changed or
+ * learned since make every bucket's % another, though no bucket's count of reports moved. The
+ * limits' values only: a 429 that teaches the same limit again (Gemini's, on every call once the
+ * quota is spent) changes no figure, and must not make every refresh a whole one.
+ */
+export const limitsKey = (limits: UsageLimits | null) =>
+  limits === null
+    ? ""
+    : createHash("sha256")
+        .update(
+          JSON.stringify([
+            byKey(limits.applied),
+            byKey([...limits.series].map(([k, s]) => [k, [s.poolKey, limitValues(s.learned)]])),
+            byKey([...limits.pools].map(([k, l]) => [k, limitValues(l)])),
+            limits.declarations,
+          ]),
+        )
+        .digest("base64");
 
 /**
  * A window's limit in the SQL of the windows' rollups: the one stated, else the one that applies

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { PROVIDER_HINTS_SUM } from "../../clickhouse/provider-hints.js";
 import type { KeyLookup } from "../../keys/key-store.js";
@@ -33,6 +32,7 @@ import {
   appliedParams,
   countedDims,
   type GroupOf,
+  limitsKey,
   projectLimits,
   type UsageLimits,
 } from "./usage-limits.js";
@@ -308,23 +308,6 @@ function limitsOf(deps: UsageDeps, project: KeyLookup, now: number) {
 }
 
 type Counted = ((r: GroupOf, bucket: number) => Record<string, number>) | null;
-
-/**
- * What a held answer's counted and applied figures were made with: limits declared, changed or
- * learned since make every bucket's % another, though no bucket's count of reports moved.
- */
-const limitsKey = (limits: UsageLimits | null) =>
-  limits === null
-    ? ""
-    : createHash("sha256")
-        .update(
-          JSON.stringify([
-            [...limits.applied],
-            [...limits.series].map(([k, s]) => [k, s.poolKey, [...s.learned]]),
-            limits.declarations,
-          ]),
-        )
-        .digest("base64");
 
 /** A range's rows and, when the project has counted windows, their counted % (in parallel). */
 async function rangeOf(
