@@ -205,6 +205,9 @@ export async function evaluateBatch(
     const writes: StateWrite[] = [];
     const left: RefusedSeries[] = [];
     const failed: SeriesFailure[] = [];
+    // Only a batch whose counted samples changed a state is marked: one key per batch for 48 h
+    // otherwise, for every batch of reports that state nothing (most read no state at all).
+    let countedWrite = false;
     inputs.forEach((input, i) => {
       // A rule removed since the rules were read: nothing of it is kept or sent.
       if (removed[i]) return;
@@ -228,7 +231,10 @@ export async function evaluateBatch(
           late,
         );
         const text = JSON.stringify(next);
-        if (text !== prev) writes.push({ ...refs[i], prev, next: text } as StateWrite);
+        if (text !== prev) {
+          writes.push({ ...refs[i], prev, next: text } as StateWrite);
+          if (input.samples.some((s) => s.counted)) countedWrite = true;
+        }
         events.push(...e);
       } catch (error) {
         failed.push({ stage: "evaluate", rule: input.rule, series: input.series, error });
@@ -246,7 +252,7 @@ export async function evaluateBatch(
       token,
       writes,
       events.length > 0 ? JSON.stringify(events) : null,
-      late !== null ? APPLIED_MS : null,
+      late !== null && countedWrite ? APPLIED_MS : null,
     );
     if (res.ok) return done();
     if ("outbox" in res) return JSON.parse(res.outbox) as AlertEvent[];
