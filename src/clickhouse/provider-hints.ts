@@ -32,3 +32,11 @@ export const PROVIDER_HINTS_COLUMN_2 = "figureless_reports_2";
 
 /** The provider hints of a rollup query's rows. */
 export const PROVIDER_HINTS_SUM = `sum(${PROVIDER_HINTS_COLUMN_2})`;
+
+/**
+ * The clients' start-up hints among a rollup query's rows: hints with no model (the contract's
+ * "one provider hint per detected provider: model null, all six limits null"). Every other report
+ * is a call, one request, figures or not (Bedrock's and DeepSeek's calls state none): what
+ * /spend's `requests` counts, as the counted windows count them (issue 45).
+ */
+export const STARTUP_HINTS_SUM = `sumIf(${PROVIDER_HINTS_COLUMN_2}, model = '')`;

@@ -27,6 +27,15 @@ const AT = Date.now();
 const iso = (ms: number) => new Date(ms).toISOString();
 const RESET = `${iso(AT + 60_000).slice(0, 19)}Z`;
 
+const NO_LIMITS = {
+  requests_limit: null,
+  requests_remaining: null,
+  tokens_limit: null,
+  tokens_remaining: null,
+  reset_requests_ms: null,
+  reset_tokens_ms: null,
+};
+
 const base = (provider: string, model: string, more: Record<string, unknown>) => ({
   provider,
   model,
@@ -42,8 +51,8 @@ const ANTHROPIC_429 = base("anthropic", "claude-sonnet-4", {
   error: ANTHROPIC_RATE_LIMIT_ERROR,
 });
 const GEMINI = base("gemini", "gemini-2.5-flash", { error: GEMINI_PAID_TIER_429 });
-/** A provider hint: nothing but who was called (a client's start-up report). */
-const HINT = base("openai", "gpt-4o", {});
+/** A provider hint: nothing but who was called (a client's start-up report: no model). */
+const HINT = base("openai", "gpt-4o", { model: null });
 
 let ids: string[];
 
@@ -97,7 +106,7 @@ describe("a report whose figures came from its headers or error body is no provi
     expect(anthropic?.[column]).toBe("98.81");
   });
 
-  it("/spend counts every report with a figure as a request", async () => {
+  it("/spend counts every call as a request, figures or not, and no start-up hint", async () => {
     const { providers } = await json<{ providers: { provider: string; requests: number }[] }>(
       "/api/v1/spend",
     );
@@ -106,6 +115,16 @@ describe("a report whose figures came from its headers or error body is no provi
       gemini: 1,
       openai: 0,
     });
+    // Bedrock's calls state nothing (the real client sends its model and six nulls): requests
+    // all the same, as its counted windows count them.
+    const other = await s.project();
+    const bedrock = base("bedrock", "anthropic.claude-3-haiku", { limits: NO_LIMITS });
+    await s.send(other.report, [bedrock, bedrock, { ...HINT, provider: "bedrock" }]);
+    await s.stored(other.project, 3);
+    const res = await s.get("/api/v1/spend", other.read);
+    expect(res.statusCode, res.body).toBe(200);
+    const spend = res.json() as { providers: { provider: string; requests: number }[] };
+    expect(spend.providers.map((p) => [p.provider, p.requests])).toEqual([["bedrock", 2]]);
   });
 
   it("the exporter's headroom_provider_hints_total counts the one real hint", async () => {
@@ -191,7 +210,8 @@ describe("a report whose figures came from its headers or error body is no provi
       s.p.client,
       ctx,
       () => {},
-      MIGRATIONS.filter((m) => m.version !== mine && m.version !== usage),
+      // The later ones (14: counted reports) read migration 13's columns: applied after it.
+      MIGRATIONS.filter((m) => m.version !== mine && m.version < usage),
     );
     await s.p.client.command({
       query: `INSERT INTO ${before}.reports SELECT * EXCEPT (usage_input_tokens,

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { PROVIDER_HINTS_SUM } from "../../clickhouse/provider-hints.js";
+import { STARTUP_HINTS_SUM } from "../../clickhouse/provider-hints.js";
 import type { SeriesView } from "../../headroom/headroom-view.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { filterSql } from "../params.js";
@@ -27,7 +27,7 @@ interface SpendRow {
 
 function spendSql(db: string, daily: boolean, filters: string) {
   const type = daily ? "Date" : "DateTime";
-  return `SELECT provider, toFloat64(sum(cost_sum)) AS cost, sum(reports) - ${PROVIDER_HINTS_SUM} AS requests,
+  return `SELECT provider, toFloat64(sum(cost_sum)) AS cost, sum(reports) - ${STARTUP_HINTS_SUM} AS requests,
     toFloat64(argMaxIfMerge(credits_remaining_last)) AS credits_last
   FROM ${db}.${daily ? "reports_daily" : "reports_minute"}
   WHERE project_id = {project:String}
