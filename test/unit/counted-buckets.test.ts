@@ -145,8 +145,7 @@ describe("counted buckets", () => {
           if (limits.length === 0) return;
           const buckets = span === DAY ? 2 : 4;
           // The range aligned to its buckets, as /usage aligns it.
-          const from =
-            Math.floor((origin + 40 * DAY + fromHour * HOUR + 23 * MIN) / span) * span;
+          const from = Math.floor((origin + 40 * DAY + fromHour * HOUR + 23 * MIN) / span) * span;
           const to = from + buckets * span;
           const reports = raw.map((r) => ({
             t:

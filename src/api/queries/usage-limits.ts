@@ -310,7 +310,8 @@ export async function countedDims(
   if (units.length === 0) return null;
   // A point visits the units of its own group only (the fields it has, in the groups' order).
   const byGroup = new Map<string, { u: Unit; sums: SlotSums; peaks: Peaks }[]>();
-  const groupKey = (f: (g: UsageGroup) => unknown) => JSON.stringify(q.groups.map(f));
+  const groupKey = (f: (g: UsageGroup) => string | null | undefined) =>
+    q.groups.map((g) => f(g) ?? "").join(SEP);
   for (const u of units) {
     const key = groupKey((g) =>
       g === "pool" ? u.poolKey : g === "app" ? u.app : g === "model" ? u.model : u.provider,
@@ -321,7 +322,7 @@ export async function countedDims(
   }
   return (r, bucket) => {
     const out: Record<string, number> = {};
-    for (const { u, sums, peaks } of byGroup.get(groupKey((g) => r[g] ?? "")) ?? []) {
+    for (const { u, sums, peaks } of byGroup.get(groupKey((g) => r[g])) ?? []) {
       for (const l of u.counted) {
         const pct = worstCountedPct(sums, l, bucket, bucket + span, peaks);
         if (pct > 0) out[l.dimension] = Math.max(out[l.dimension] ?? 0, pct);
