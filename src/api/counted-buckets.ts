@@ -32,7 +32,9 @@ export interface CountedLimit {
   reset: ResetKind;
 }
 
+const MINUTE = 60_000;
 const HOUR = 3_600_000;
+const DAY = 86_400_000;
 
 const SLOT_VALUE: Record<CountedDimension, (s: CountedSlot) => number> = {
   requests: (s) => s.requests,
@@ -55,6 +57,60 @@ export function countedSince(limits: readonly CountedLimit[], from: number): num
     since = Math.min(since, start);
   }
   return Math.floor(since / HOUR) * HOUR;
+}
+
+/** Per bucket start, the most one period of a kind counted in the bucket, per dimension. */
+export type Peaks = Partial<Record<"m" | "h", Map<number, Record<CountedDimension, number>>>>;
+
+/**
+ * The fixed period whose worst moment in a bucket of `span` ms is its busiest one, when the bucket
+ * holds several (a minute window in hour or day buckets, an hour window in day buckets), or null.
+ */
+export function peakKindOf(limit: CountedLimit, span: number): "m" | "h" | null {
+  const kind = FIXED[limit.reset];
+  if (kind === "m" && span > MINUTE) return "m";
+  if (kind === "h" && span > HOUR) return "h";
+  return null;
+}
+
+/**
+ * Which slots the buckets of [from, to) (each `span` ms, the range aligned to them) need for
+ * `limits`: days in [since, hoursFrom), hours in [hoursFrom, minutesFrom), minutes from
+ * minutesFrom to `to` (a part may be empty), and the per-bucket peaks of `peaks`. Every sum
+ * worstCountedPct takes then starts and ends on a slot's edge: a month, a UTC day or a rolling
+ * week starts at a UTC day's, a Pacific day, an hour or a rolling 5 h at an hour's, a bucket at
+ * its own.
+ */
+export interface SlotPlan {
+  since: number;
+  hoursFrom: number;
+  minutesFrom: number;
+  peaks: ("m" | "h")[];
+}
+
+export function slotPlan(
+  limits: readonly CountedLimit[],
+  from: number,
+  to: number,
+  span: number,
+): SlotPlan {
+  const peaks = new Set<"m" | "h">();
+  const summed: CountedLimit[] = [];
+  for (const l of limits) {
+    const peak = peakKindOf(l, span);
+    if (peak) peaks.add(peak);
+    else summed.push(l);
+  }
+  // Peaks alone: no slot is summed.
+  if (summed.length === 0) return { since: to, hoursFrom: to, minutesFrom: to, peaks: [...peaks] };
+  const minutesFrom = span <= MINUTE ? from : to;
+  let hours = span <= HOUR ? from : to;
+  for (const l of summed)
+    if (l.reset === "utc_hour" || l.reset === "pacific_day" || ROLLING[l.window]?.kind === "h")
+      hours = Math.min(hours, countedSince([l], from));
+  const since = countedSince(summed, from);
+  const hoursFrom = Math.max(since, Math.floor(Math.min(hours, minutesFrom) / DAY) * DAY);
+  return { since, hoursFrom, minutesFrom, peaks: [...peaks].sort() };
 }
 
 /** A dimension's slots as sums from the first: any span's count in O(log n). */
@@ -97,17 +153,25 @@ export class SlotSums {
   }
 }
 
-/** The most a counted window used in the bucket [start, end), as a % of its limit (at most 100). */
+/**
+ * The most a counted window used in the bucket [start, end), as a % of its limit (at most 100):
+ * from `peaks` where slotPlan planned them for it.
+ */
 export function worstCountedPct(
   sums: SlotSums,
   limit: CountedLimit,
   start: number,
   end: number,
+  peaks: Peaks = {},
 ): number {
   let worst = 0;
   const fixed = FIXED[limit.reset];
   const rolling = ROLLING[limit.window];
-  if (fixed) {
+  const peak = peakKindOf(limit, end - start);
+  const busiest = peak === null ? undefined : peaks[peak];
+  if (busiest) {
+    worst = busiest.get(start)?.[limit.dimension] ?? 0;
+  } else if (fixed) {
     for (let p = periodStart(fixed, start); p < end; p = periodEnd(fixed, p))
       worst = Math.max(worst, sums.sum(limit.dimension, p, Math.min(periodEnd(fixed, p), end)));
   } else if (rolling) {

@@ -448,24 +448,22 @@ function reportUsageBackfill(ctx: MigrationContext): string[] {
 }
 
 /**
- * What the counted windows count, per series and minute (issue 45: /usage's used % of a window
- * with a learned or declared limit and no stated remaining): the counted reports and their usage
- * tokens (counted-reports.ts), in columns of reports_minute that its view sums from now on; the
- * backfill counts the reports stored before in rows that add nothing else (as migration 13's).
- * The other columns, and reports_daily, stay as they are: the per-minute counts are what a
- * Pacific day, an hour or a rolling window is counted from.
+ * What the counted windows count, per series and minute or day (issue 45: /usage's used % of a
+ * window with a learned or declared limit and no stated remaining): the counted reports and their
+ * usage tokens (counted-reports.ts), in columns of both rollups that their views sum from now on;
+ * the backfill counts the reports stored before in rows that add nothing else (as migration
+ * 13's). The days are what a month or a rolling week is counted from before a range (issue 48),
+ * the minutes what a Pacific day, an hour or a minute is.
  */
 function countedReports(ctx: MigrationContext): string[] {
   const columns = COUNTED_COLUMNS.map(
     (c) => `ADD COLUMN IF NOT EXISTS ${c.name} SimpleAggregateFunction(sum, ${c.type})`,
   ).join(",\n      ");
-  return [
-    `ALTER TABLE ${stored(ctx, "reports_minute")}${onCluster(ctx)}\n      ${columns}`,
-    ...(ctx.cluster
-      ? [`ALTER TABLE ${ctx.db}.reports_minute${onCluster(ctx)}\n      ${columns}`]
-      : []),
-    `ALTER TABLE ${ctx.db}.reports_minute_mv${onCluster(ctx)} MODIFY QUERY
-    SELECT project_id, app, provider, model, toStartOfMinute(timestamp) AS bucket,
+  return ROLLUPS.flatMap(({ name, bucket }) => [
+    `ALTER TABLE ${stored(ctx, name)}${onCluster(ctx)}\n      ${columns}`,
+    ...(ctx.cluster ? [`ALTER TABLE ${ctx.db}.${name}${onCluster(ctx)}\n      ${columns}`] : []),
+    `ALTER TABLE ${ctx.db}.${name}_mv${onCluster(ctx)} MODIFY QUERY
+    SELECT project_id, app, provider, model, ${bucket} AS bucket,
       count() AS reports,
       countIf(NOT ${HAS_LIMITS}) AS hints,
       countIf(${IS_HINT}) AS provider_hints,
@@ -480,21 +478,24 @@ function countedReports(ctx: MigrationContext): string[] {
       ${COUNTED_COLUMNS.map((c) => `${c.sum} AS ${c.name}`).join(",\n      ")}
     FROM ${stored(ctx, "reports")}
     GROUP BY project_id, app, provider, model, bucket`,
-  ];
+  ]);
 }
 
 function countedReportsBackfill(ctx: MigrationContext): string[] {
-  return [
-    `INSERT INTO ${stored(ctx, "reports_minute")} (project_id, app, provider, model, bucket, reports, hints,
+  return ROLLUPS.map(
+    ({
+      name,
+      bucket,
+    }) => `INSERT INTO ${stored(ctx, name)} (project_id, app, provider, model, bucket, reports, hints,
       provider_hints, ${PROVIDER_HINTS_COLUMN}, ${PROVIDER_HINTS_COLUMN_2}, cost_sum, credits_remaining_last,
       ${COUNTED_COLUMNS.map((c) => c.name).join(", ")})
-    SELECT project_id, app, provider, model, toStartOfMinute(timestamp) AS bucket, 0, 0, 0, 0, 0,
+    SELECT project_id, app, provider, model, ${bucket} AS bucket, 0, 0, 0, 0, 0,
       toDecimal128(0, 12), argMaxIfState(credits_remaining, timestamp, 0),
       ${COUNTED_COLUMNS.map((c) => c.sum).join(", ")}
     FROM ${stored(ctx, "reports")} FINAL
     WHERE ${IS_COUNTED}
     GROUP BY project_id, app, provider, model, bucket`,
-  ];
+  );
 }
 
 export const MIGRATIONS: Migration[] = [

@@ -43,6 +43,14 @@ const declared: ProjectDeclarations = {
       limit: 60,
     },
     { provider: "azure-openai", model: "gpt-4o", dimension: "requests", window: "1m", limit: 100 },
+    {
+      provider: "mistral",
+      model: "mistral-large",
+      dimension: "requests",
+      window: "7d",
+      limit: 100,
+    },
+    { provider: "groq", model: "llama-3.1-8b", dimension: "requests", window: "1m", limit: 10 },
   ],
   pools: [],
 };
@@ -221,6 +229,71 @@ describe("usage: declared limits", () => {
     } finally {
       declared.limits[azure] = { ...(declared.limits[azure] as DeclaredLimit), limit: 100 };
     }
+  });
+});
+
+describe("usage: counted windows read at the grain their periods need (issue 48)", () => {
+  const DAY = 86_400_000;
+  const HOUR = 3_600_000;
+  const sent = (provider: string, model: string, app: string, t: number) => ({
+    provider,
+    model,
+    app,
+    timestamp: iso(t),
+    limits: NO_LIMITS,
+  });
+  const many = (n: number, make: (i: number) => Record<string, unknown>) =>
+    Array.from({ length: n }, (_, i) => make(i));
+
+  it("counts a declared rolling week from the days before the range's day, that day's hours and the range's minutes", async () => {
+    // Yesterday: 30 reports three days before it (a day's rollup), 5 at its 01:00 (its hours),
+    // 2 at 09:00 and 10 at 10:00 (the range's minutes), against 100 a rolling week.
+    const day = Math.floor(Date.now() / DAY) * DAY - DAY;
+    const mistral = (t: number) => (i: number) =>
+      sent("mistral", "mistral-large", "mis", t + i * 1_000);
+    await batch(k.report, many(30, mistral(day - 3 * DAY + 12 * HOUR)));
+    await batch(k.report, many(5, mistral(day + HOUR)));
+    await batch(k.report, many(2, mistral(day + 9 * HOUR)));
+    await batch(k.report, many(10, mistral(day + 10 * HOUR)));
+    const url = `/api/v1/usage?provider=mistral&from=${iso(day + 9 * HOUR)}&to=${iso(day + 11 * HOUR)}&window=minute`;
+    await eventually(async () => {
+      const points = await usage(k.read, url, Date.now());
+      // At 09:00, the 37 counted by then (not the day's 47: its hours, not its day, are read).
+      expect(at(points, day + 9 * HOUR)).toMatchObject({
+        reports: 2,
+        used_pct_by_dimension: { requests: 37 },
+      });
+      expect(at(points, day + 10 * HOUR)?.used_pct_by_dimension).toEqual({ requests: 47 });
+    });
+  });
+
+  it("gives a declared minute window in day buckets its busiest minute, per app and over apps", async () => {
+    // Two days ago, against 10 a minute: g1's 4 then 6 in the next minute, g2's 3 an hour later.
+    const day = Math.floor(Date.now() / DAY) * DAY - 2 * DAY;
+    const groq = (app: string, t: number) => (i: number) =>
+      sent("groq", "llama-3.1-8b", app, t + i * 1_000);
+    await batch(k.report, many(4, groq("g1", day + 5 * HOUR)));
+    await batch(k.report, many(6, groq("g1", day + 5 * HOUR + MINUTE)));
+    await batch(k.report, many(3, groq("g2", day + 6 * HOUR)));
+    const range = `from=${iso(day)}&to=${iso(day + DAY)}&window=day`;
+    await eventually(async () => {
+      const points = await usage(k.read, `/api/v1/usage?provider=groq&${range}`, Date.now());
+      expect(at(points, day)).toMatchObject({
+        reports: 13,
+        used_pct_max: 60,
+        used_pct_by_dimension: { requests: 60 },
+      });
+    });
+    const byApp = await usage(
+      k.read,
+      `/api/v1/usage?provider=groq&group_by=app&${range}`,
+      Date.now(),
+    );
+    expect(
+      Object.fromEntries(
+        (byApp as (Point & { app: string })[]).map((p) => [p.app, p.used_pct_by_dimension]),
+      ),
+    ).toEqual({ g1: { requests: 60 }, g2: { requests: 30 } });
   });
 });
 

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { isCounted, resetKindOf } from "../../alerts/counted-windows.js";
+import { type CountedDimension, isCounted, resetKindOf } from "../../alerts/counted-windows.js";
 import { parseWindowKey, windowKey } from "../../alerts/row-windows.js";
 import type { HotSeries } from "../../headroom/hot-series.js";
 import { placeOf } from "../../headroom/pool-view.js";
@@ -12,15 +12,17 @@ import type { WindowLength } from "../../providers/window.js";
 import {
   type CountedLimit,
   type CountedSlot,
-  countedSince,
+  type Peaks,
+  type SlotPlan,
   SlotSums,
+  slotPlan,
   worstCountedPct,
 } from "../counted-buckets.js";
 import { invalidQuery } from "../params.js";
 import type { ReadStore } from "../read-store.js";
 import { declarationsOf, type HeadroomDeps, projectSeries } from "./headroom.js";
 import type { UsageGroup } from "../schemas/usage.js";
-import { chSeconds, type Range, WINDOW_MS, type Window } from "../time-range.js";
+import { chDate, chSeconds, type Range, WINDOW_MS, type Window } from "../time-range.js";
 
 // /usage's windows with a learned or declared limit (issue 45, docs/read-api.md): the limits that
 // apply now (the project's declarations, the limits its series learned from 429s, as the hot copy
@@ -28,7 +30,7 @@ import { chSeconds, type Range, WINDOW_MS, type Window } from "../time-range.js"
 //
 // - a window the provider states a remaining of but no limit (Azure) takes the limit in the SQL
 //   of the windows' rollups (`appliedLimitSql`);
-// - a window no report states a remaining of is counted (counted-buckets.ts) from reports_minute's
+// - a window no report states a remaining of is counted (counted-buckets.ts) from the rollups'
 //   counted reports (migration 14), read by one more query bounded by the series with such a
 //   limit, and none when the project has none.
 //
@@ -177,30 +179,79 @@ export const appliedParams = (limits: UsageLimits) => ({
 interface SlotRow {
   provider: string;
   model: string;
-  app: string;
+  /** The unit's app, or its pool key when counted by pool. */
+  u: string;
+  /** A slot's grain (d, h, m), or a bucket's busiest minute (M) or hour (H). */
+  g: "d" | "h" | "m" | "M" | "H";
   start: string | number;
   r: string | number;
   i: string | number;
   o: string | number;
+  t: string | number;
 }
 
-/** Slots read at most per query: a month-long range of minutes for a few dozen series. */
+/** Rows read at most per query: a month-long range of minutes for a few dozen series. */
 export const MAX_SLOTS = 1_000_000;
 
-function slotsSql(db: string, filters: string) {
-  return `SELECT provider, model, app, toUnixTimestamp(s) * 1000 AS start,
-    sum(counted_reports) AS r, sum(counted_input_tokens) AS i, sum(counted_output_tokens) AS o
-  FROM (
-    SELECT provider, model, app, if(bucket < {fine:DateTime}, toStartOfHour(bucket), bucket) AS s,
-      counted_reports, counted_input_tokens, counted_output_tokens
+const SUMS = `sum(counted_reports) AS r, sum(counted_input_tokens) AS i,
+      sum(counted_output_tokens) AS o, i + o AS t`;
+const COUNTED = "HAVING r > 0 OR i > 0 OR o > 0";
+/** A row's unit: its app, or its pool now (the hot copy's, as parameters; else its app's). */
+const unitSql = (byPool: boolean) =>
+  byPool
+    ? `if(indexOf({pk_k:Array(String)}, concat(provider, char(0), model, char(0), app)) AS pk_i > 0, arrayElement({pk_v:Array(String)}, pk_i), concat('app:', app))`
+    : "app";
+const PEAK_BUCKET: Record<Window, string> = {
+  minute: "bucket",
+  hour: "toStartOfHour(bucket)",
+  day: "toStartOfDay(bucket)",
+};
+
+/**
+ * The counted slots a plan needs (counted-buckets.ts's slotPlan): days from reports_daily, hours
+ * and minutes from reports_minute, and per bucket its busiest minute or hour (grouped by minute
+ * or hour, then the most per bucket: a row per bucket, however many minutes it has).
+ */
+function slotsSql(
+  db: string,
+  filters: string,
+  plan: SlotPlan & { to: number },
+  window: Window,
+  byPool: boolean,
+) {
+  const unit = unitSql(byPool);
+  const where = (from: string, to: string) => `project_id = {project:String}
+      AND bucket >= ${from} AND bucket < ${to}
+      AND provider IN {c_provider:Array(String)} AND model IN {c_model:Array(String)}${filters}`;
+  const parts: string[] = [];
+  if (plan.since < plan.hoursFrom)
+    parts.push(`SELECT provider, model, ${unit} AS u, 'd' AS g,
+      toUnixTimestamp(toDateTime(bucket, 'UTC')) * 1000 AS start, ${SUMS}
+    FROM ${db}.reports_daily
+    WHERE ${where("{d_from:Date}", "{d_to:Date}")}
+    GROUP BY provider, model, u, start ${COUNTED}`);
+  if (plan.hoursFrom < plan.to)
+    parts.push(`SELECT provider, model, ${unit} AS u, if(bucket < {m_from:DateTime}, 'h', 'm') AS g,
+      toUnixTimestamp(if(bucket < {m_from:DateTime}, toStartOfHour(bucket), bucket)) * 1000 AS start, ${SUMS}
     FROM ${db}.reports_minute
-    WHERE project_id = {project:String}
-      AND bucket >= {since:DateTime} AND bucket < {to:DateTime}
-      AND provider IN {c_provider:Array(String)} AND model IN {c_model:Array(String)}${filters}
+    WHERE ${where("{h_from:DateTime}", "{to:DateTime}")}
+    GROUP BY provider, model, u, g, start ${COUNTED}`);
+  for (const kind of plan.peaks)
+    parts.push(`SELECT provider, model, u, '${kind === "m" ? "M" : "H"}' AS g,
+      toUnixTimestamp(b) * 1000 AS start, max(r1) AS r, max(i1) AS i, max(o1) AS o, max(t1) AS t
+    FROM (
+      SELECT provider, model, ${unit} AS u, ${PEAK_BUCKET[window]} AS b,
+        ${kind === "m" ? "bucket" : "toStartOfHour(bucket)"} AS p,
+        sum(counted_reports) AS r1, sum(counted_input_tokens) AS i1,
+        sum(counted_output_tokens) AS o1, i1 + o1 AS t1
+      FROM ${db}.reports_minute
+      WHERE ${where("{from:DateTime}", "{to:DateTime}")}
+      GROUP BY provider, model, u, b, p
+    )
+    GROUP BY provider, model, u, b ${COUNTED}`);
+  return `SELECT * FROM (
+  ${parts.join("\n  UNION ALL\n  ")}
   )
-  GROUP BY provider, model, app, s
-  HAVING r > 0 OR i > 0 OR o > 0
-  ORDER BY provider, model, app, s
   LIMIT ${MAX_SLOTS + 1}`;
 }
 
@@ -226,16 +277,24 @@ export async function countedDims(
 ): Promise<((r: GroupOf, bucket: number) => Record<string, number>) | null> {
   if (limits.countedModels.size === 0) return null;
   const pairs = [...limits.countedModels].map((p) => JSON.parse(p) as [string, string]);
-  const hourFrom = Math.floor(range.from / 3_600_000) * 3_600_000;
-  const minutes = q.window === "minute" || limits.resets.some((l) => l.reset === "utc_minute");
-  const since = Math.min(countedSince(limits.resets, range.from), hourFrom);
+  const span = WINDOW_MS[q.window];
+  const plan = { ...slotPlan(limits.resets, range.from, range.to, span), to: range.to };
+  if (plan.since >= plan.to && plan.peaks.length === 0) return null;
+  const byPool = q.groups.includes("pool") && !q.groups.includes("app");
+  const pools = byPool
+    ? [...limits.series].map(([field, s]) => [JSON.parse(field).join(SEP), s.poolKey])
+    : [];
   const rows = await store.rows<SlotRow>(
-    slotsSql(store.db, q.sql),
+    slotsSql(store.db, q.sql, plan, q.window, byPool),
     {
       project,
-      since: chSeconds(since),
+      from: chSeconds(range.from),
       to: chSeconds(range.to),
-      fine: chSeconds(minutes ? hourFrom : range.to),
+      d_from: chDate(plan.since),
+      d_to: chDate(plan.hoursFrom),
+      h_from: chSeconds(plan.hoursFrom),
+      m_from: chSeconds(plan.minutesFrom),
+      ...(byPool ? { pk_k: pools.map((p) => p[0]), pk_v: pools.map((p) => p[1]) } : {}),
       c_provider: [...new Set(pairs.map((p) => p[0]))],
       c_model: [...new Set(pairs.map((p) => p[1]))],
       ...q.params,
@@ -245,21 +304,27 @@ export async function countedDims(
   // Never a silent answer without them: the stated figures alone would read as the whole truth.
   if (rows.length > MAX_SLOTS)
     throw invalidQuery(
-      `the counted windows of this range need more than ${MAX_SLOTS} per-minute counts: narrow from/to, use a wider window, or filter by provider, model or app`,
+      `the counted windows of this range need more than ${MAX_SLOTS} counts: narrow from/to, use a wider window, or filter by provider, model or app`,
     );
-  const units = unitsOf(limits, q.groups, rows);
+  const units = unitsOf(limits, byPool, rows);
   if (units.length === 0) return null;
-  const span = WINDOW_MS[q.window];
-  const computed = units.map((u) => ({ u, sums: new SlotSums(u.slots) }));
+  // A point visits the units of its own group only (the fields it has, in the groups' order).
+  const byGroup = new Map<string, { u: Unit; sums: SlotSums; peaks: Peaks }[]>();
+  const groupKey = (f: (g: UsageGroup) => string | null | undefined) =>
+    q.groups.map((g) => f(g) ?? "").join(SEP);
+  for (const u of units) {
+    const key = groupKey((g) =>
+      g === "pool" ? u.poolKey : g === "app" ? u.app : g === "model" ? u.model : u.provider,
+    );
+    const list = byGroup.get(key) ?? [];
+    list.push({ u, sums: new SlotSums(u.slots), peaks: u.peaks });
+    byGroup.set(key, list);
+  }
   return (r, bucket) => {
     const out: Record<string, number> = {};
-    for (const { u, sums } of computed) {
-      if (r.provider !== undefined && r.provider !== u.provider) continue;
-      if (r.model !== undefined && (r.model ?? "") !== u.model) continue;
-      if (r.pool !== undefined && r.pool !== u.poolKey) continue;
-      if (r.app !== undefined && r.app !== u.app) continue;
+    for (const { u, sums, peaks } of byGroup.get(groupKey((g) => r[g])) ?? []) {
       for (const l of u.counted) {
-        const pct = worstCountedPct(sums, l, bucket, bucket + span);
+        const pct = worstCountedPct(sums, l, bucket, bucket + span, peaks);
         if (pct > 0) out[l.dimension] = Math.max(out[l.dimension] ?? 0, pct);
       }
     }
@@ -267,18 +332,27 @@ export async function countedDims(
   };
 }
 
-/** The series (or pools) counted, each with its slots in order and the limits that apply. */
+const peakOf = (row: SlotRow): Record<CountedDimension, number> => ({
+  requests: Number(row.r),
+  tokens: Number(row.t),
+  input_tokens: Number(row.i),
+  output_tokens: Number(row.o),
+});
+
+/** The series (or pools) counted, each with its slots in order, its peaks and its limits. */
 function unitsOf(
   limits: UsageLimits,
-  groups: UsageGroup[],
+  byPool: boolean,
   rows: SlotRow[],
-): (Unit & { slots: CountedSlot[] })[] {
-  const byPool = groups.includes("pool") && !groups.includes("app");
-  const units = new Map<string, Unit & { slots: Map<number, CountedSlot>; learned: Learned }>();
+): (Unit & { slots: CountedSlot[]; peaks: Peaks })[] {
+  const units = new Map<
+    string,
+    Unit & { slots: Map<number, CountedSlot>; peaks: Peaks; learned: Learned }
+  >();
   for (const row of rows) {
-    const field = JSON.stringify([row.provider, row.model, row.app]);
-    const s = limits.series.get(field);
-    const poolKey = s?.poolKey ?? `app:${row.app}`;
+    const field = JSON.stringify([row.provider, row.model, byPool ? "" : row.u]);
+    const s = byPool ? undefined : limits.series.get(field);
+    const poolKey = byPool ? row.u : (s?.poolKey ?? `app:${row.u}`);
     const pool = JSON.stringify([row.provider, row.model, poolKey]);
     const key = byPool ? pool : field;
     let u = units.get(key);
@@ -286,22 +360,30 @@ function unitsOf(
       u = {
         provider: row.provider,
         model: row.model,
-        app: byPool ? null : row.app,
+        app: byPool ? null : row.u,
         poolKey,
         counted: [],
         slots: new Map(),
+        peaks: {},
         learned: (byPool ? limits.pools.get(pool) : s?.learned) ?? new Map(),
       };
       units.set(key, u);
     }
     const start = Number(row.start);
+    if (row.g === "M" || row.g === "H") {
+      const kind = row.g === "M" ? "m" : "h";
+      const peaks = u.peaks[kind] ?? new Map();
+      peaks.set(start, peakOf(row));
+      u.peaks[kind] = peaks;
+      continue;
+    }
     const slot = u.slots.get(start) ?? { start, requests: 0, input: 0, output: 0 };
     slot.requests += Number(row.r);
     slot.input += Number(row.i);
     slot.output += Number(row.o);
     u.slots.set(start, slot);
   }
-  const out: (Unit & { slots: CountedSlot[] })[] = [];
+  const out: (Unit & { slots: CountedSlot[]; peaks: Peaks })[] = [];
   for (const u of units.values()) {
     const { provider, model, poolKey } = u;
     const declared = declaredFor(limits.declarations, { provider, model, label: labelOf(poolKey) });
