@@ -14,8 +14,10 @@ import { runEndToEndPhase } from "./phase-e2e.js";
 import { cpuMeter, machine } from "./proc-stats.js";
 import { adviceFigures, readFigures } from "./read-figures.js";
 import { probeFreshness } from "./read-freshness.js";
+import { failedNote } from "./read-answers.js";
 import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
+import { CLOSED_TARGETS, dashboardTargets, targetUrl } from "./read-targets.js";
 import { touchProjects } from "./read-touch.js";
 import { renderFigures } from "./render.js";
 import { writeLoadFiles } from "./report-bodies.js";
@@ -24,11 +26,12 @@ import { startStack } from "./stack.js";
 
 // `npm run bench:read`: the read API under load. Stored history is seeded by direct inserts
 // (read-seed.ts), then ingest runs at a fixed rate through an edge and a worker twice, once
-// alone and once with `--readers` readers of /api/v1/headroom and /api/v1/usage (24 h, minute
-// windows, grouped by provider and model) on the projects' read keys: closed loops, or pages
-// polling as the page does (`--model`; read-load.ts, in a process of their own). Reported: the
-// readers' p50/p99 per endpoint, freshness, ingest's end-to-end rate and lag in both runs, and
-// the cores each process used.
+// alone and once with `--readers` readers on the projects' read keys (`--model`; read-load.ts, in
+// a process of their own): closed loops of /api/v1/headroom and the rolling 24 h of
+// /api/v1/usage by minute, or pages polling what the page polls, beside `--rolling-readers` API
+// clients polling that rolling query (read-targets.ts). Reported: the readers' p50/p99 per
+// endpoint, freshness, ingest's end-to-end rate and lag in both runs, and the cores each process
+// used.
 
 const { values } = parseArgs({
   options: {
@@ -38,6 +41,9 @@ const { values } = parseArgs({
     duration: { type: "string", default: "15" },
     rate: { type: "string", default: "2000" },
     readers: { type: "string", default: "50" },
+    // Dashboards only: how many of the readers also poll /usage?window=minute (rolling 24 h), as
+    // an API client would, every 6 s (0: none).
+    "rolling-readers": { type: "string", default: "5" },
     // Issue 44: a third run, these clients asking /api/v1/advice at this rate in all (open loop)
     // while ingest runs at --rate; 0 readers skips it.
     "advice-readers": { type: "string", default: "200" },
@@ -92,6 +98,11 @@ if (adviceOnly && advice.readers === 0) {
   process.stderr.write("--only advice needs --advice-readers above 0\n");
   process.exit(2);
 }
+const rollingReaders = Number(values["rolling-readers"]);
+if (!Number.isInteger(rollingReaders) || rollingReaders < 0) {
+  process.stderr.write("--rolling-readers: a whole number (0: none), please\n");
+  process.exit(2);
+}
 const touchEveryMs = Number(values["touch-every-ms"]);
 if (!Number.isInteger(touchEveryMs) || touchEveryMs < 0) {
   process.stderr.write("--touch-every-ms: a whole number of ms (0: none), please\n");
@@ -104,11 +115,10 @@ for (const [name, v] of Object.entries(opts)) {
   }
 }
 
-// Polled by a dashboard as often as the page (src/page/client) polls them.
-const READ_TARGETS = [
-  { name: "headroom", path: "/api/v1/headroom", everyMs: 2_000 },
-  { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model", everyMs: 6_000 },
-];
+const READ_TARGETS =
+  values.model === "dashboards"
+    ? dashboardTargets(Math.min(rollingReaders, opts.readers))
+    : CLOSED_TARGETS;
 // A series every seeded project has (read-seed.ts: openai × small × chat among its 16).
 const ADVICE_PATH = "/api/v1/advice?provider=openai&model=small&app=chat";
 
@@ -258,7 +268,7 @@ await runCommand(log, async (cleanup) => {
         await Promise.all(
           readKeys.flatMap((key) =>
             READ_TARGETS.map(async (t) => {
-              const res = await fetch(`${apiUrl}${t.path}`, {
+              const res = await fetch(`${apiUrl}${targetUrl(t, Date.now())}`, {
                 headers: { authorization: `Bearer ${key}` },
               });
               await res.arrayBuffer();
@@ -288,8 +298,9 @@ await runCommand(log, async (cleanup) => {
           `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
         );
         for (const [name, r] of Object.entries(reads.byEndpoint)) {
+          const failed = failedNote(r.statuses);
           log(
-            `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
+            `  ${name} (${r.readers} readers): ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms${failed ? ` of the answers that succeeded, INVALID (${failed})` : ""}, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
           );
         }
         log(
@@ -360,8 +371,9 @@ await runCommand(log, async (cleanup) => {
       cpuCores: adviceCpu.read().cores,
     };
     const a = adviceReads.byEndpoint.advice;
+    const aFailed = a ? failedNote(a.statuses) : null;
     log(
-      `  advice: ${a?.perSec} req/s, p50 ${a?.latencyMs.p50} ms, p99 ${a?.latencyMs.p99} ms, statuses ${JSON.stringify(a?.statuses)}; ingest sustained ${ingested.sustainedPerSec}/s`,
+      `  advice: ${a?.perSec} req/s, p50 ${a?.latencyMs.p50} ms, p99 ${a?.latencyMs.p99} ms${aFailed ? ` of the answers that succeeded, INVALID (${aFailed})` : ""}, statuses ${JSON.stringify(a?.statuses)}; ingest sustained ${ingested.sustainedPerSec}/s`,
     );
     log(
       `  freshness (edge 200 → advice shows it): ${adviceFreshness.probes} probes, p50 ${adviceFreshness.latencyMs.p50} ms, max ${adviceFreshness.latencyMs.max} ms, missed ${adviceFreshness.missed}`,
@@ -425,6 +437,7 @@ await runCommand(log, async (cleanup) => {
     options: {
       ...opts,
       model: values.model,
+      rollingReaders: values.model === "dashboards" ? rollingReaders : null,
       client: values.client,
       acceptEncoding: values["accept-encoding"],
       touchEveryMs,
@@ -465,7 +478,16 @@ await runCommand(log, async (cleanup) => {
   mkdirSync(outDir, { recursive: true });
   const file = join(outDir, "read-latest.json");
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
-  const md = [`- Command: \`${command}\``, "", ...renderFigures(figures), ""].join("\n");
+  const invalid = results.summary.invalid;
+  const md = [
+    `- Command: \`${command}\``,
+    ...(invalid > 0
+      ? [`- **${invalid} figures invalid**: measured over failed answers (struck out, with why)`]
+      : []),
+    "",
+    ...renderFigures(figures),
+    "",
+  ].join("\n");
   writeFileSync(join(outDir, "read-latest.md"), md);
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n\n${md}`);
   log(`wrote ${file} and read-latest.md`);
