@@ -20,7 +20,7 @@ const invalidOf = (reads: ReadLoadResult, name: string) => {
 
 /** What each endpoint stands for in the figures' labels. */
 const ASKED: Record<string, string> = {
-  usage: "/api/v1/usage as the page asks it (last 24 h to the minute, grouped, no window)",
+  usage: "/api/v1/usage as the page asks it (its range to the minute, grouped, no window)",
   "alerts-events": "/api/v1/alerts/events as the page asks it",
   spend: "/api/v1/spend as the page asks it",
   reports: "/api/v1/reports as the page asks it (the log's first page)",

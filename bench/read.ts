@@ -17,7 +17,7 @@ import { probeFreshness } from "./read-freshness.js";
 import { failedNote } from "./read-answers.js";
 import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
-import { CLOSED_TARGETS, dashboardTargets, targetUrl } from "./read-targets.js";
+import { CLOSED_TARGETS, dashboardTargets, PAGE_SPANS_MS, targetUrl } from "./read-targets.js";
 import { touchProjects } from "./read-touch.js";
 import { renderFigures } from "./render.js";
 import { writeLoadFiles } from "./report-bodies.js";
@@ -44,6 +44,9 @@ const { values } = parseArgs({
     // Dashboards only: how many of the readers also poll /usage?window=minute (rolling 24 h), as
     // an API client would, every 6 s (0: none).
     "rolling-readers": { type: "string", default: "5" },
+    // Dashboards only: the page's range (1h, 6h, 24h, 7d, 30d). The page opens on the smallest
+    // that holds the last 7 days' reports (fitRange): 7d for a project busy all week.
+    "page-range": { type: "string", default: "24h" },
     // Issue 44: a third run, these clients asking /api/v1/advice at this rate in all (open loop)
     // while ingest runs at --rate; 0 readers skips it.
     "advice-readers": { type: "string", default: "200" },
@@ -103,6 +106,11 @@ if (!Number.isInteger(rollingReaders) || rollingReaders < 0) {
   process.stderr.write("--rolling-readers: a whole number (0: none), please\n");
   process.exit(2);
 }
+const pageSpanMs = PAGE_SPANS_MS[values["page-range"] as string];
+if (pageSpanMs === undefined) {
+  process.stderr.write(`--page-range: one of ${Object.keys(PAGE_SPANS_MS).join(", ")}, please\n`);
+  process.exit(2);
+}
 const touchEveryMs = Number(values["touch-every-ms"]);
 if (!Number.isInteger(touchEveryMs) || touchEveryMs < 0) {
   process.stderr.write("--touch-every-ms: a whole number of ms (0: none), please\n");
@@ -117,7 +125,7 @@ for (const [name, v] of Object.entries(opts)) {
 
 const READ_TARGETS =
   values.model === "dashboards"
-    ? dashboardTargets(Math.min(rollingReaders, opts.readers))
+    ? dashboardTargets(Math.min(rollingReaders, opts.readers), pageSpanMs)
     : CLOSED_TARGETS;
 // A series every seeded project has (read-seed.ts: openai × small × chat among its 16).
 const ADVICE_PATH = "/api/v1/advice?provider=openai&model=small&app=chat";
@@ -438,6 +446,7 @@ await runCommand(log, async (cleanup) => {
       ...opts,
       model: values.model,
       rollingReaders: values.model === "dashboards" ? rollingReaders : null,
+      pageRange: values.model === "dashboards" ? values["page-range"] : null,
       client: values.client,
       acceptEncoding: values["accept-encoding"],
       touchEveryMs,

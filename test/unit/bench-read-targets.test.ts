@@ -49,6 +49,13 @@ describe("bench read targets", () => {
     }
   });
 
+  it("a 7d page asks the 7 days to the next whole minute", () => {
+    const usage = byName(dashboardTargets(0, 7 * 86_400_000)).get("usage") as ReadTarget;
+    expect(targetUrl(usage, NOW)).toBe(
+      "/api/v1/usage?from=2026-11-22T12%3A35%3A00.000Z&to=2026-11-29T12%3A35%3A00.000Z&group_by=provider%2Cmodel",
+    );
+  });
+
   it("the range moves with the clock from one poll to the next", () => {
     const usage = byName(dashboardTargets(0)).get("usage") as ReadTarget;
     const a = targetUrl(usage, NOW);
