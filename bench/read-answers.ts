@@ -19,3 +19,17 @@ export function failedNote(statuses: Record<string, number>): string | null {
   if (only) return `${count} of ${total} answers were ${only[0]}`;
   return `${count} of ${total} answers failed (${failed.map(([s, n]) => `${s}: ${n}`).join(", ")})`;
 }
+
+/** An endpoint's latencies for the log: "p50 … ms, p99 … ms", said INVALID with why when any failed. */
+export function latencyText(e: {
+  statuses: Record<string, number>;
+  latencyMs: { p50: number; p99: number };
+}): string {
+  const failed = failedNote(e.statuses);
+  const figures = `p50 ${e.latencyMs.p50} ms, p99 ${e.latencyMs.p99} ms`;
+  if (failed === null) return figures;
+  const ok = Object.entries(e.statuses).some(([s, n]) => answered(s) && n > 0);
+  return ok
+    ? `${figures} of the answers that succeeded, INVALID (${failed})`
+    : `no answer succeeded, INVALID (${failed})`;
+}

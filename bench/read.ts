@@ -14,7 +14,7 @@ import { runEndToEndPhase } from "./phase-e2e.js";
 import { cpuMeter, machine } from "./proc-stats.js";
 import { adviceFigures, readFigures } from "./read-figures.js";
 import { probeFreshness } from "./read-freshness.js";
-import { failedNote } from "./read-answers.js";
+import { latencyText } from "./read-answers.js";
 import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
 import { CLOSED_TARGETS, dashboardTargets, PAGE_SPANS_MS, targetUrl } from "./read-targets.js";
@@ -306,9 +306,8 @@ await runCommand(log, async (cleanup) => {
           `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
         );
         for (const [name, r] of Object.entries(reads.byEndpoint)) {
-          const failed = failedNote(r.statuses);
           log(
-            `  ${name} (${r.readers} readers): ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms${failed ? ` of the answers that succeeded, INVALID (${failed})` : ""}, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
+            `  ${name} (${r.readers} readers): ${r.perSec} req/s, ${latencyText(r)}, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
           );
         }
         log(
@@ -379,9 +378,8 @@ await runCommand(log, async (cleanup) => {
       cpuCores: adviceCpu.read().cores,
     };
     const a = adviceReads.byEndpoint.advice;
-    const aFailed = a ? failedNote(a.statuses) : null;
     log(
-      `  advice: ${a?.perSec} req/s, p50 ${a?.latencyMs.p50} ms, p99 ${a?.latencyMs.p99} ms${aFailed ? ` of the answers that succeeded, INVALID (${aFailed})` : ""}, statuses ${JSON.stringify(a?.statuses)}; ingest sustained ${ingested.sustainedPerSec}/s`,
+      `  advice: ${a?.perSec} req/s, ${a ? latencyText(a) : "no answers"}, statuses ${JSON.stringify(a?.statuses)}; ingest sustained ${ingested.sustainedPerSec}/s`,
     );
     log(
       `  freshness (edge 200 → advice shows it): ${adviceFreshness.probes} probes, p50 ${adviceFreshness.latencyMs.p50} ms, max ${adviceFreshness.latencyMs.max} ms, missed ${adviceFreshness.missed}`,
