@@ -19,8 +19,10 @@ export interface Figure {
   ceiling: { label: string; value: number } | null;
   /** value / ceiling, when there is a ceiling. */
   ratio: number | null;
-  /** Whether every target is met; null without targets. */
+  /** Whether every target is met; null without targets; false when invalid. */
   met: boolean | null;
+  /** Why the value is no result (e.g. "17 of 17 answers were 400"); null when it is one. */
+  invalid: string | null;
 }
 
 /** Targets for 2 cores with the load generator on the same machine. */
@@ -97,7 +99,12 @@ export function figure(
   label: string,
   value: number | null | undefined,
   unit: string,
-  opts: { targets?: Target[]; ceiling?: { label: string; value: number } } = {},
+  opts: {
+    targets?: Target[];
+    ceiling?: { label: string; value: number };
+    /** The value measured something that failed (failedNote): never met, and said so. */
+    invalid?: string | null;
+  } = {},
 ): Figure {
   const v = finite(value);
   const targets = opts.targets ?? [];
@@ -105,6 +112,7 @@ export function figure(
     ? { label: opts.ceiling.label, value: finite(opts.ceiling.value) }
     : null;
   const ratio = ceiling ? (ceiling.value > 0 ? round(v / ceiling.value, 3) : 0) : null;
+  const invalid = opts.invalid ?? null;
   return {
     id,
     section,
@@ -114,7 +122,8 @@ export function figure(
     targets,
     ceiling,
     ratio,
-    met: targets.length ? targets.every((t) => meets(t, v, ratio)) : null,
+    met: targets.length ? invalid === null && targets.every((t) => meets(t, v, ratio)) : null,
+    invalid,
   };
 }
 
@@ -124,5 +133,9 @@ export const perUnitUs = (cores: number | undefined, perSec: number, decimals = 
 
 export function summarize(figures: Figure[]) {
   const withTargets = figures.filter((f) => f.met !== null);
-  return { targets: withTargets.length, met: withTargets.filter((f) => f.met).length };
+  return {
+    targets: withTargets.length,
+    met: withTargets.filter((f) => f.met).length,
+    invalid: figures.filter((f) => f.invalid !== null).length,
+  };
 }

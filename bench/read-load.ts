@@ -2,13 +2,16 @@ import { Agent, request } from "node:http";
 import { promisify } from "node:util";
 import { brotliDecompress, gunzip, inflate } from "node:zlib";
 import { type Latency, latencyOf } from "./load-spec.js";
+import { answered } from "./read-answers.js";
+import { type ReadTarget, targetUrl } from "./read-targets.js";
 
 // Readers of the read API, for `durationS`, in one of two models. Closed loop: `readers` loops,
 // each sending its next request when the last is answered, alternating between the endpoints and
 // going round the keys. Dashboards: `readers` pages, each polling every target at its own
-// interval (the page's: /headroom every 2 s, /usage every 6 s), on one key each, phases spread
-// evenly; open loop, so a request's latency counts from when it was due (no coordinated
-// omission). Latency per endpoint, until the last byte of the body, as load generators measure a
+// interval (read-targets.ts: the page's polls), on one key each, phases spread evenly; open
+// loop, so a request's latency counts from when it was due (no coordinated omission). Latency per
+// endpoint, of the answers that succeeded (read-answers.ts), until the last byte of the body, as
+// load generators measure a
 // server (wrk, k6's http_req_duration): decompressing is the client's work, on the client's
 // machine. They ask as a browser does (Accept-Encoding: gzip, deflate, br) and decompress, after
 // the latency is taken, every `decodeEvery`-th answer (1: all) and each endpoint's first, which
@@ -17,12 +20,7 @@ import { type Latency, latencyOf } from "./load-spec.js";
 // cores. node:http rather than fetch, whose web streams cost several times the CPU per body.
 // Run in a process of their own (read-readers.ts).
 
-export interface ReadTarget {
-  name: string;
-  path: string;
-  /** How often a dashboard asks for it. */
-  everyMs: number;
-}
+export type { ReadTarget };
 
 export interface ReadersSpec {
   url: string;
@@ -47,9 +45,12 @@ export interface ReadLoadResult {
   byEndpoint: Record<
     string,
     {
+      /** The readers that asked it. */
+      readers: number;
       requests: number;
       perSec: number;
       statuses: Record<string, number>;
+      /** Of the answers that succeeded (200, or 304 to a revalidation) only. */
       latencyMs: Latency;
       /** Mean size of a 200's body as sent (compressed when it was), and as decoded (of those decoded). */
       bytes: {
@@ -76,6 +77,7 @@ interface Answer {
   status: number;
   raw: Buffer;
   encoding: string;
+  etag: string | undefined;
 }
 
 function get(agent: Agent, url: string, headers: Record<string, string>): Promise<Answer> {
@@ -93,6 +95,7 @@ function get(agent: Agent, url: string, headers: Record<string, string>): Promis
           status: res.statusCode ?? 0,
           raw: Buffer.concat(chunks, sent),
           encoding: res.headers["content-encoding"] ?? "identity",
+          etag: res.headers.etag,
         }),
       );
     });
@@ -114,15 +117,24 @@ export async function runReaders(spec: ReadersSpec): Promise<ReadLoadResult> {
   const end = performance.now() + spec.durationS * 1000;
   let requests = 0;
 
-  async function ask(target: ReadTarget, key: string, t0: number) {
+  // Per reader and target, the last URL asked and its answer's ETag (targets that revalidate).
+  const held = new Map<string, { url: string; etag: string }>();
+
+  async function ask(target: ReadTarget, key: string, t0: number, reader: number) {
     const headers: Record<string, string> = { authorization: `Bearer ${key}` };
     if (spec.acceptEncoding !== "") headers["accept-encoding"] = spec.acceptEncoding;
+    const url = `${spec.url}${targetUrl(target, Date.now())}`;
+    const slot = `${reader} ${target.name}`;
+    const last = held.get(slot);
+    if (target.revalidate && last?.url === url) headers["if-none-match"] = last.etag;
     let status = "error";
     let latency = 0;
     try {
-      const res = await get(agent, `${spec.url}${target.path}`, headers);
+      const res = await get(agent, url, headers);
       latency = performance.now() - t0;
       status = String(res.status);
+      if (target.revalidate && res.status === 200 && res.etag)
+        held.set(slot, { url, etag: res.etag });
       const b = bytes.get(target.name);
       if (b && res.status === 200) {
         b.n++;
@@ -143,7 +155,8 @@ export async function runReaders(spec: ReadersSpec): Promise<ReadLoadResult> {
       status = "error";
       latency ||= performance.now() - t0;
     }
-    latencies.get(target.name)?.push(latency);
+    // A failed answer's latency is no result: counted by status only.
+    if (answered(status)) latencies.get(target.name)?.push(latency);
     const s = statuses.get(target.name) as Record<string, number>;
     s[status] = (s[status] ?? 0) + 1;
     requests++;
@@ -152,7 +165,7 @@ export async function runReaders(spec: ReadersSpec): Promise<ReadLoadResult> {
   async function reader(r: number) {
     for (let i = r; performance.now() < end; i++) {
       const target = spec.targets[i % spec.targets.length] as ReadTarget;
-      await ask(target, spec.keys[(i * 7 + r) % spec.keys.length] as string, performance.now());
+      await ask(target, spec.keys[(i * 7 + r) % spec.keys.length] as string, performance.now(), r);
     }
   }
 
@@ -161,12 +174,13 @@ export async function runReaders(spec: ReadersSpec): Promise<ReadLoadResult> {
     const start = performance.now();
     await Promise.all(
       spec.targets.map(async (target) => {
+        if (d >= (target.readers ?? spec.readers)) return;
         const asked: Promise<void>[] = [];
         for (let k = 0; ; k++) {
           const due = start + (d / spec.readers) * target.everyMs + k * target.everyMs;
           if (due >= end) break;
           await sleep(due - performance.now());
-          asked.push(ask(target, key, due));
+          asked.push(ask(target, key, due, d));
         }
         await Promise.all(asked);
       }),
@@ -187,14 +201,17 @@ export async function runReaders(spec: ReadersSpec): Promise<ReadLoadResult> {
     byEndpoint: Object.fromEntries(
       spec.targets.map((t) => {
         const values = latencies.get(t.name) ?? [];
+        const s = statuses.get(t.name) ?? {};
+        const asked = Object.values(s).reduce((sum, n) => sum + n, 0);
         const b = bytes.get(t.name) ?? { n: 0, sent: 0, decodedN: 0, decoded: 0, encodings: {} };
         const mean = (v: number, n: number) => (n > 0 ? Math.round(v / n) : 0);
         return [
           t.name,
           {
-            requests: values.length,
-            perSec: Math.round(values.length / spec.durationS),
-            statuses: statuses.get(t.name) ?? {},
+            readers: Math.min(t.readers ?? spec.readers, spec.readers),
+            requests: asked,
+            perSec: Math.round(asked / spec.durationS),
+            statuses: s,
             latencyMs: latencyOf(Float64Array.from(values)),
             bytes: {
               sent: mean(b.sent, b.n),

@@ -14,8 +14,10 @@ import { runEndToEndPhase } from "./phase-e2e.js";
 import { cpuMeter, machine } from "./proc-stats.js";
 import { adviceFigures, readFigures } from "./read-figures.js";
 import { probeFreshness } from "./read-freshness.js";
+import { latencyText } from "./read-answers.js";
 import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
+import { CLOSED_TARGETS, dashboardTargets, PAGE_SPANS_MS, targetUrl } from "./read-targets.js";
 import { touchProjects } from "./read-touch.js";
 import { renderFigures } from "./render.js";
 import { writeLoadFiles } from "./report-bodies.js";
@@ -24,11 +26,12 @@ import { startStack } from "./stack.js";
 
 // `npm run bench:read`: the read API under load. Stored history is seeded by direct inserts
 // (read-seed.ts), then ingest runs at a fixed rate through an edge and a worker twice, once
-// alone and once with `--readers` readers of /api/v1/headroom and /api/v1/usage (24 h, minute
-// windows, grouped by provider and model) on the projects' read keys: closed loops, or pages
-// polling as the page does (`--model`; read-load.ts, in a process of their own). Reported: the
-// readers' p50/p99 per endpoint, freshness, ingest's end-to-end rate and lag in both runs, and
-// the cores each process used.
+// alone and once with `--readers` readers on the projects' read keys (`--model`; read-load.ts, in
+// a process of their own): closed loops of /api/v1/headroom and the rolling 24 h of
+// /api/v1/usage by minute, or pages polling what the page polls, beside `--rolling-readers` API
+// clients polling that rolling query (read-targets.ts). Reported: the readers' p50/p99 per
+// endpoint, freshness, ingest's end-to-end rate and lag in both runs, and the cores each process
+// used.
 
 const { values } = parseArgs({
   options: {
@@ -38,6 +41,12 @@ const { values } = parseArgs({
     duration: { type: "string", default: "15" },
     rate: { type: "string", default: "2000" },
     readers: { type: "string", default: "50" },
+    // Dashboards only: how many of the readers also poll /usage?window=minute (rolling 24 h), as
+    // an API client would, every 6 s (0: none).
+    "rolling-readers": { type: "string", default: "5" },
+    // Dashboards only: the page's range (1h, 6h, 24h, 7d, 30d). The page opens on the smallest
+    // that holds the last 7 days' reports (fitRange): 7d for a project busy all week.
+    "page-range": { type: "string", default: "24h" },
     // Issue 44: a third run, these clients asking /api/v1/advice at this rate in all (open loop)
     // while ingest runs at --rate; 0 readers skips it.
     "advice-readers": { type: "string", default: "200" },
@@ -92,6 +101,16 @@ if (adviceOnly && advice.readers === 0) {
   process.stderr.write("--only advice needs --advice-readers above 0\n");
   process.exit(2);
 }
+const rollingReaders = Number(values["rolling-readers"]);
+if (!Number.isInteger(rollingReaders) || rollingReaders < 0) {
+  process.stderr.write("--rolling-readers: a whole number (0: none), please\n");
+  process.exit(2);
+}
+const pageSpanMs = PAGE_SPANS_MS[values["page-range"] as string];
+if (pageSpanMs === undefined) {
+  process.stderr.write(`--page-range: one of ${Object.keys(PAGE_SPANS_MS).join(", ")}, please\n`);
+  process.exit(2);
+}
 const touchEveryMs = Number(values["touch-every-ms"]);
 if (!Number.isInteger(touchEveryMs) || touchEveryMs < 0) {
   process.stderr.write("--touch-every-ms: a whole number of ms (0: none), please\n");
@@ -104,11 +123,10 @@ for (const [name, v] of Object.entries(opts)) {
   }
 }
 
-// Polled by a dashboard as often as the page (src/page/client) polls them.
-const READ_TARGETS = [
-  { name: "headroom", path: "/api/v1/headroom", everyMs: 2_000 },
-  { name: "usage", path: "/api/v1/usage?window=minute&group_by=provider,model", everyMs: 6_000 },
-];
+const READ_TARGETS =
+  values.model === "dashboards"
+    ? dashboardTargets(Math.min(rollingReaders, opts.readers), pageSpanMs)
+    : CLOSED_TARGETS;
 // A series every seeded project has (read-seed.ts: openai × small × chat among its 16).
 const ADVICE_PATH = "/api/v1/advice?provider=openai&model=small&app=chat";
 
@@ -258,7 +276,7 @@ await runCommand(log, async (cleanup) => {
         await Promise.all(
           readKeys.flatMap((key) =>
             READ_TARGETS.map(async (t) => {
-              const res = await fetch(`${apiUrl}${t.path}`, {
+              const res = await fetch(`${apiUrl}${targetUrl(t, Date.now())}`, {
                 headers: { authorization: `Bearer ${key}` },
               });
               await res.arrayBuffer();
@@ -289,7 +307,7 @@ await runCommand(log, async (cleanup) => {
         );
         for (const [name, r] of Object.entries(reads.byEndpoint)) {
           log(
-            `  ${name}: ${r.perSec} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
+            `  ${name} (${r.readers} readers): ${r.perSec} req/s, ${latencyText(r)}, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
           );
         }
         log(
@@ -361,7 +379,7 @@ await runCommand(log, async (cleanup) => {
     };
     const a = adviceReads.byEndpoint.advice;
     log(
-      `  advice: ${a?.perSec} req/s, p50 ${a?.latencyMs.p50} ms, p99 ${a?.latencyMs.p99} ms, statuses ${JSON.stringify(a?.statuses)}; ingest sustained ${ingested.sustainedPerSec}/s`,
+      `  advice: ${a?.perSec} req/s, ${a ? latencyText(a) : "no answers"}, statuses ${JSON.stringify(a?.statuses)}; ingest sustained ${ingested.sustainedPerSec}/s`,
     );
     log(
       `  freshness (edge 200 → advice shows it): ${adviceFreshness.probes} probes, p50 ${adviceFreshness.latencyMs.p50} ms, max ${adviceFreshness.latencyMs.max} ms, missed ${adviceFreshness.missed}`,
@@ -425,6 +443,8 @@ await runCommand(log, async (cleanup) => {
     options: {
       ...opts,
       model: values.model,
+      rollingReaders: values.model === "dashboards" ? rollingReaders : null,
+      pageRange: values.model === "dashboards" ? values["page-range"] : null,
       client: values.client,
       acceptEncoding: values["accept-encoding"],
       touchEveryMs,
@@ -465,7 +485,16 @@ await runCommand(log, async (cleanup) => {
   mkdirSync(outDir, { recursive: true });
   const file = join(outDir, "read-latest.json");
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
-  const md = [`- Command: \`${command}\``, "", ...renderFigures(figures), ""].join("\n");
+  const invalid = results.summary.invalid;
+  const md = [
+    `- Command: \`${command}\``,
+    ...(invalid > 0
+      ? [`- **${invalid} figures invalid**: measured over failed answers (struck out, with why)`]
+      : []),
+    "",
+    ...renderFigures(figures),
+    "",
+  ].join("\n");
   writeFileSync(join(outDir, "read-latest.md"), md);
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n\n${md}`);
   log(`wrote ${file} and read-latest.md`);

@@ -24,8 +24,11 @@ function row(f: Figure): string {
   const target = f.targets.map((t) => targetText(t, f.unit)).join(", ");
   const ceiling = f.ceiling ? `${num(f.ceiling.value)} (${f.ceiling.label})` : "";
   const ratio = f.ratio === null ? "" : `${num(f.ratio)}×`;
-  const met = f.met === null ? "" : f.met ? "yes" : "**no**";
-  return `| ${f.label} | ${withUnit(f.value, f.unit)} | ${target} | ${ceiling} | ${ratio} | ${met} |`;
+  const met = f.invalid !== null ? "**invalid**" : f.met === null ? "" : f.met ? "yes" : "**no**";
+  const value = withUnit(f.value, f.unit);
+  // A value over failed answers is shown struck out, with why, never as a result.
+  const shown = f.invalid === null ? value : `~~${value}~~ (${f.invalid})`;
+  return `| ${f.label} | ${shown} | ${target} | ${ceiling} | ${ratio} | ${met} |`;
 }
 
 function statuses(label: string, s: Record<string, number>, errors: number): string | null {

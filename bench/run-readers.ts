@@ -10,11 +10,13 @@ import { assertWrk, parseWrkOutput, splitConnections, wrkArgs } from "./wrk.js";
 // (bench/read-readers.ts, compiled), or wrk's.
 //
 // wrk's (`--client wrk`): one wrk per endpoint, the readers split evenly between them, each
-// connection asking again as soon as it is answered and going round the keys. wrk costs a tenth of node:http's CPU per request, so on a machine whose
-// cores the readers share with the server, more of them go to what is measured. Latency is to
-// the last byte, as read-load.ts takes it; wrk neither decodes nor checks the bodies, and counts
-// answers of 400 and above without their statuses. The node readers (read-load.ts) measure
-// their own event loop too: a 1.9 MB answer decoded delays the answers of every other reader.
+// connection asking again as soon as it is answered and going round the keys. wrk costs a tenth
+// of node:http's CPU per request, so on a machine whose cores the readers share with the server,
+// more of them go to what is measured. Latency is to the last byte, as read-load.ts takes it;
+// wrk neither decodes nor checks the bodies, counts answers of 400 and above without their
+// statuses, and times them with the rest (the figures over an endpoint with any of them are
+// marked invalid: read-answers.ts). The node readers (read-load.ts) measure their own event loop
+// too: a 1.9 MB answer decoded delays the answers of every other reader.
 
 export async function runReadersProcess(
   spec: ReadersSpec,
@@ -42,6 +44,9 @@ export async function runWrkReaders(
   cleanup: Cleanup,
 ): Promise<ReadLoadResult> {
   assertWrk();
+  // wrk asks one fixed path: a range computed per poll is the node readers' (read-targets.ts).
+  const templated = spec.targets.find((t) => t.query !== undefined);
+  if (templated) throw new Error(`wrk cannot ask ${templated.name}: its range moves per poll`);
   const keysFile = join(dir, "read-wrk.keys");
   writeFileSync(keysFile, `${spec.keys.join("\n")}\n`);
   const conns = splitConnections(spec.readers, spec.targets.length);
@@ -69,13 +74,14 @@ export async function runWrkReaders(
   let cpuS = 0;
   let requests = 0;
   const byEndpoint: ReadLoadResult["byEndpoint"] = {};
-  for (const { target, summary: s } of results) {
+  for (const [i, { target, summary: s }] of results.entries()) {
     const seconds = s.durationUs / 1e6;
     const failed = s.errors.status;
     const errors = s.errors.connect + s.errors.read + s.errors.write + s.errors.timeout;
     cpuS += Math.max(0, s.cpuSeconds);
     requests += s.requests;
     byEndpoint[target.name] = {
+      readers: conns[i] ?? 1,
       requests: s.requests,
       perSec: Math.round(s.requests / seconds),
       statuses: {
