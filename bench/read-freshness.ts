@@ -5,7 +5,9 @@ import { type Latency, latencyOf } from "./load-spec.js";
 // that figure is one sample. A report not shown within `giveUpMs` counts as missed. `reads:
 // "advice"` times /api/v1/advice for the probe's provider, model and app instead (issue 44): its
 // requests window's `remaining` is the figure; the probe's app and model are then its own, so
-// that two probes of one project run side by side.
+// that two probes of one project run side by side. Beside each sample: how long the edge took to
+// answer its report (its group commit is before the 200, so outside the sample) and how long the
+// read that showed it took (the API's share; the rest of the poll's share is its 20 ms gap).
 
 export interface FreshnessResult {
   probes: number;
@@ -13,6 +15,10 @@ export interface FreshnessResult {
   /** Probe reports the edge refused (not counted as probes). */
   refused: number;
   latencyMs: Latency;
+  /** The probe reports' POST until the edge's 200 (before the sample starts). */
+  edgeMs: Latency;
+  /** The read that first showed the report, from its request to its answer. */
+  apiMs: Latency;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -43,6 +49,8 @@ export async function probeFreshness(opts: {
   const giveUp = opts.giveUpMs ?? 10_000;
   const end = performance.now() + opts.durationS * 1000;
   const samples: number[] = [];
+  const edge: number[] = [];
+  const api: number[] = [];
   let missed = 0;
   let refused = 0;
   for (let i = 1; performance.now() < end; i++) {
@@ -73,13 +81,17 @@ export async function probeFreshness(opts: {
       continue;
     }
     const accepted = performance.now();
+    edge.push(accepted - started);
     let shown = false;
     while (performance.now() - accepted < giveUp) {
+      const asked = performance.now();
       const read = await fetch(`${opts.apiUrl}${readPath}`, {
         headers: { authorization: `Bearer ${opts.readKey}` },
       });
       if (shows(await read.json(), remaining)) {
-        samples.push(performance.now() - accepted);
+        const answered = performance.now();
+        samples.push(answered - accepted);
+        api.push(answered - asked);
         shown = true;
         break;
       }
@@ -93,5 +105,7 @@ export async function probeFreshness(opts: {
     missed,
     refused,
     latencyMs: latencyOf(Float64Array.from(samples)),
+    edgeMs: latencyOf(Float64Array.from(edge)),
+    apiMs: latencyOf(Float64Array.from(api)),
   };
 }

@@ -8,6 +8,7 @@ import { freePort } from "../src/local/redis-server.js";
 import { spawnChild } from "./child.js";
 import { runCommand } from "./cleanup.js";
 import { summarize } from "./figure.js";
+import { describeShares, freshnessShares } from "./freshness-shares.js";
 import { measureHeadroomCeiling } from "./headroom-ceiling.js";
 import { commandLine } from "./options.js";
 import { runEndToEndPhase } from "./phase-e2e.js";
@@ -252,10 +253,15 @@ await runCommand(log, async (cleanup) => {
     ? null
     : await (async () => {
         log(`ingest alone: ${opts.rate}/s for ${opts.durationS} s`);
+        const scrapeWorkers = () => Promise.all(stack.workers().map((w) => w.metrics()));
+        const aloneBefore = await scrapeWorkers();
         const aloneCpu = meter();
         const [alone] = await Promise.all([ingest("ra", ingestKeys.alone), touch()]);
         const aloneCores = aloneCpu.read().cores;
+        const aloneShares = freshnessShares(aloneBefore, await scrapeWorkers());
         log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
+        log("  a report's way through the worker (its histograms over the run):");
+        for (const line of describeShares(aloneShares)) log(line);
 
         log(
           `ingest with ${opts.readers} readers (${values.model}): ${opts.rate}/s for ${opts.durationS} s`,
@@ -285,6 +291,7 @@ await runCommand(log, async (cleanup) => {
         );
         const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
         log(`  cold: one request per project and endpoint answered in ${coldS} s`);
+        const stagesBefore = await scrapeWorkers();
         const readersCpu = meter();
         const [withReaders, reads, freshness, touched] = await Promise.all([
           ingest("rb", ingestKeys.readers),
@@ -301,9 +308,18 @@ await runCommand(log, async (cleanup) => {
           touch(),
         ]);
         const readersCores = readersCpu.read().cores;
+        const shares = freshnessShares(stagesBefore, await scrapeWorkers());
         log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
         log(
           `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
+        );
+        log("  its shares (the workers' histograms over the run; the probe's own timings):");
+        for (const line of describeShares(shares)) log(line);
+        log(
+          `    api: p50 ${freshness.apiMs.p50} ms, max ${freshness.apiMs.max} ms — the read that showed it (polls 20 ms apart)`,
+        );
+        log(
+          `    (before the 200) edge: p50 ${freshness.edgeMs.p50} ms, max ${freshness.edgeMs.max} ms — the probe's POST, its group commit included`,
         );
         for (const [name, r] of Object.entries(reads.byEndpoint)) {
           log(
@@ -318,7 +334,18 @@ await runCommand(log, async (cleanup) => {
           `  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`,
         );
 
-        return { alone, aloneCores, withReaders, reads, freshness, touched, readersCores, coldS };
+        return {
+          alone,
+          aloneCores,
+          aloneShares,
+          withReaders,
+          reads,
+          freshness,
+          shares,
+          touched,
+          readersCores,
+          coldS,
+        };
       })();
 
   // Issue 44: advice asked by many clients at a fixed rate in all, while ingest runs; and how soon
@@ -463,6 +490,7 @@ await runCommand(log, async (cleanup) => {
     hotRefillS: refillS,
     coldS: runs?.coldS ?? null,
     ingestAlone: runs && {
+      shares: runs.aloneShares,
       sustainedPerSec: runs.alone.sustainedPerSec,
       storedPerSec: runs.alone.storedPerSec,
       lagMs: runs.alone.lagMs,
@@ -473,7 +501,7 @@ await runCommand(log, async (cleanup) => {
       lagMs: runs.withReaders.lagMs,
     },
     reads: runs?.reads ?? null,
-    freshness: runs?.freshness ?? null,
+    freshness: runs ? { ...runs.freshness, shares: runs.shares } : null,
     touched: runs?.touched ?? null,
     // Cores used on average (the API, this process with the readers, the stack, the machine).
     cpuCores: runs && { ingestAlone: runs.aloneCores, withReaders: runs.readersCores },

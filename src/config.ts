@@ -351,6 +351,12 @@ export const configSchema = z.object({
 
   BATCH_MAX_ROWS: int(1, 1_000_000).default(20_000),
   BATCH_MAX_WAIT_MS: ms(1, 60_000).default(1_000),
+  /**
+   * A batch this old goes as soon as an insert slot is free (batcher.ts): under light load rows
+   * go in at once, under heavy load batches grow to BATCH_MAX_WAIT_MS while the inserts are busy.
+   * Unset: a quarter of BATCH_MAX_WAIT_MS (loadConfig).
+   */
+  BATCH_MIN_WAIT_MS: ms(0, 60_000).optional(),
   /** Jobs a worker holds at once; their reports share inserts. */
   WORKER_CONCURRENCY: int(1, 10_000).default(256),
   /** A job whose worker stops renewing its lock for this long is redelivered (stalled). */
@@ -461,6 +467,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (input.CLICKHOUSE_PATH === undefined) {
     config.CLICKHOUSE_PATH = join(config.HEADROOM_DATA_DIR, "clickhouse");
   }
+  // A worker told to gather longer waits longer before an early insert too.
+  config.BATCH_MIN_WAIT_MS ??= Math.floor(config.BATCH_MAX_WAIT_MS / 4);
   const topologyProblem = redisTopologyProblem(config);
   if (topologyProblem) throw new ConfigError(`invalid configuration:\n  ${topologyProblem}`);
   // The embedded engine is one node: it has no cluster to create the schema on.

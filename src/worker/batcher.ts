@@ -4,6 +4,12 @@
 // `maxParallel` batches are delivered at once: the next one fills while one is being inserted.
 // When the queue runs dry after full batches (the end of a backlog), what is in hand goes at once:
 // no more is coming to fill it, and lingering would only delay the backlog's last rows.
+// With `minWaitMs`, a batch also goes once its oldest entry is that old while fewer than
+// `idleBelow` batches are being delivered (an insert slot is free): a group commit, so that under
+// light load rows go in at once and under heavy load batches grow while the inserts are busy.
+
+/** What made a batch due. */
+export type CloseReason = "rows" | "jobs" | "wait" | "idle" | "drained" | "close";
 
 export interface BatcherOptions<E> {
   maxRows: number;
@@ -11,10 +17,16 @@ export interface BatcherOptions<E> {
   /** The worker's concurrency: with this many entries in hand, waiting for more is pointless. */
   maxEntries: number;
   maxParallel: number;
+  /** Unset: a batch not full waits maxWaitMs (or a drained queue). */
+  minWaitMs?: number;
+  /** Deliveries under way below which a batch `minWaitMs` old goes (maxParallel if unset). */
+  idleBelow?: number;
   rowsOf: (entry: E) => number;
   /** Settles once the batch is dealt with; a rejection is passed to `onFailed`. */
   deliver: (batch: E[]) => Promise<void>;
   onFailed: (batch: E[], err: Error) => void;
+  /** A batch was made: why, and how long each of its entries waited in hand (ms). */
+  onClose?: (reason: CloseReason, waitedMs: number[]) => void;
   now?: () => number;
 }
 
@@ -23,6 +35,8 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
   let pending: { entry: E; at: number }[] = [];
   let pendingRows = 0;
   let timer: NodeJS.Timeout | null = null;
+  let timerAt = 0;
+  const idleBelow = opts.idleBelow ?? opts.maxParallel;
   const inFlight = new Set<Promise<void>>();
   let inFlightEntries = 0;
   let closing = false;
@@ -34,28 +48,46 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
   const oldestAt = () => pending[0]?.at ?? 0;
   const full = () =>
     pendingRows >= opts.maxRows || pending.length + inFlightEntries >= opts.maxEntries;
-  const due = () => full() || closing || dry || now() - oldestAt() >= opts.maxWaitMs;
+  const idle = () => opts.minWaitMs !== undefined && inFlight.size < idleBelow;
 
-  function take(): E[] {
+  function dueFor(): CloseReason | null {
+    if (closing) return "close";
+    if (pendingRows >= opts.maxRows) return "rows";
+    if (pending.length + inFlightEntries >= opts.maxEntries) return "jobs";
+    if (dry) return "drained";
+    const age = now() - oldestAt();
+    if (age >= opts.maxWaitMs) return "wait";
+    if (idle() && age >= (opts.minWaitMs as number)) return "idle";
+    return null;
+  }
+
+  function take(reason: CloseReason): E[] {
     const batch: E[] = [];
+    const waited: number[] | null = opts.onClose ? [] : null;
+    const t = now();
     let rows = 0;
     while (pending.length > 0) {
-      const next = pending[0] as { entry: E };
+      const next = pending[0] as { entry: E; at: number };
       const size = opts.rowsOf(next.entry);
       if (batch.length > 0 && rows + size > opts.maxRows) break;
       pending.shift();
       batch.push(next.entry);
+      waited?.push(t - next.at);
       rows += size;
     }
     pendingRows -= rows;
+    if (waited) opts.onClose?.(reason, waited);
     return batch;
   }
 
   function schedule(): void {
-    while (inFlight.size < opts.maxParallel && pending.length > 0 && due()) {
+    for (;;) {
+      if (inFlight.size >= opts.maxParallel || pending.length === 0) break;
+      const reason = dueFor();
+      if (!reason) break;
       backlog = full();
       dry = false;
-      const batch = take();
+      const batch = take(reason);
       inFlightEntries += batch.length;
       const delivery: Promise<void> = opts
         .deliver(batch)
@@ -67,13 +99,20 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
         });
       inFlight.add(delivery);
     }
-    if (timer || pending.length === 0 || closing) return;
+    // With every delivery slot taken, the next to settle schedules again: no timer to spin on.
+    if (pending.length === 0 || closing || inFlight.size >= opts.maxParallel) return;
+    // The earliest the oldest entry can be due: its minWaitMs while a slot is free.
+    const at =
+      oldestAt() + (idle() ? Math.min(opts.minWaitMs as number, opts.maxWaitMs) : opts.maxWaitMs);
+    if (timer && timerAt <= at) return;
+    if (timer) clearTimeout(timer);
+    timerAt = at;
     timer = setTimeout(
       () => {
         timer = null;
         schedule();
       },
-      Math.max(0, oldestAt() + opts.maxWaitMs - now()),
+      Math.max(0, at - now()),
     );
   }
 

@@ -43,6 +43,7 @@ export interface IngestWorkerDeps {
     | "CLICKHOUSE_CLUSTER"
     | "BATCH_MAX_ROWS"
     | "BATCH_MAX_WAIT_MS"
+    | "BATCH_MIN_WAIT_MS"
     | "WORKER_CONCURRENCY"
     | "RETRY_MAX_DELAY_MS"
     | "WORKER_LOCK_DURATION_MS"
@@ -135,7 +136,9 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
     deriveWindows: deps.deriveWindows,
   });
   const onStored = async (manifest: Manifest) => {
+    const started = performance.now();
     await hotHook(manifest);
+    deps.metrics.stageSeconds.observe({ stage: "hot" }, (performance.now() - started) / 1000);
     await alertsHook?.(manifest);
   };
   const processor = createIngestProcessor({
@@ -151,6 +154,7 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
     manifests,
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,
+    minWaitMs: config.BATCH_MIN_WAIT_MS,
     maxJobs: config.WORKER_CONCURRENCY,
     // Batches are claimed ahead while two are being inserted: ClickHouse is never left waiting
     // for a manifest to be written.

@@ -35,6 +35,8 @@ export interface IngestOptions {
   manifests: ManifestStore;
   maxRows: number;
   maxWaitMs: number;
+  /** A batch this old goes while an insert slot is free (BATCH_MIN_WAIT_MS); unset: never early. */
+  minWaitMs?: number;
   /** The worker's concurrency: with this many jobs in hand, waiting for more is pointless. */
   maxJobs: number;
   /**
@@ -143,6 +145,13 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
     maxWaitMs: opts.maxWaitMs,
     maxEntries: opts.maxJobs,
     maxParallel: opts.maxParallelBatches ?? opts.maxParallelInserts,
+    minWaitMs: opts.minWaitMs,
+    // A batch more than the inserts in hand would wait for a slot: no reason to go early.
+    idleBelow: opts.maxParallelInserts,
+    onClose: (reason, waitedMs) => {
+      metrics.batchesClosed.inc({ reason });
+      for (const ms of waitedMs) metrics.stageSeconds.observe({ stage: "batched" }, ms / 1000);
+    },
     rowsOf: (e) => e.rows.length,
     deliver: (batch) => {
       observeLag(batch);
@@ -158,6 +167,11 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
       return new Promise<void>((resolve, reject) => {
         if (closing) return reject(new ShutdownAbort("shutting down"));
         if (wasRedelivered(job)) metrics.redeliveredJobs.inc();
+        else if (Number.isFinite(job.timestamp)) {
+          // From the edge's enqueue (its clock) to this worker: a first delivery's time in queue.
+          const queuedMs = Math.max(0, Date.now() - job.timestamp);
+          metrics.stageSeconds.observe({ stage: "queued" }, queuedMs / 1000);
+        }
         let rows: ReportRow[];
         try {
           // A job queued by an older edge; one from a newer release fails, to wait for replay.

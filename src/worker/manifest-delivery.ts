@@ -123,12 +123,12 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
   }
 
   /** A redelivered job: its manifest is inserted again, exactly as it was the first time. */
-  async function reinsert(token: string, held: E[]): Promise<void> {
+  async function reinsert(token: string, held: E[], closedAt: number): Promise<void> {
     metrics.manifestsReinserted.inc();
     const manifest = await retry("manifest read", () => deps.manifests.get(token), cannotPass);
     // Gone: every job of it was completed, these too, by whoever held them after us.
     if (!manifest) for (const e of held) loseJob(e);
-    else if (await replicated(token, held)) await insertManifest(manifest, held);
+    else if (await replicated(token, held)) await insertManifest(manifest, held, closedAt);
   }
 
   /** The stored part of a manifest (without rows ClickHouse refused) to the onStored hook. */
@@ -168,8 +168,11 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
     entry.reject(new LostJobError(`job ${entry.id} is held by another worker now`));
   }
 
-  /** Inserts a manifest's rows with its token; then settles the jobs this worker holds. */
-  async function insertManifest(manifest: Manifest, held: E[]): Promise<void> {
+  /**
+   * Inserts a manifest's rows with its token; then settles the jobs this worker holds. `closedAt`:
+   * when its batch was made (performance.now()), for the `inserted` stage.
+   */
+  async function insertManifest(manifest: Manifest, held: E[], closedAt: number): Promise<void> {
     const items: Item[] = [];
     let i = 0;
     for (const [jobId, count] of manifest.jobs) {
@@ -196,6 +199,7 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
             metrics.failures.inc({ kind: "data" }),
           )
         : [];
+    metrics.stageSeconds.observe({ stage: "inserted" }, (performance.now() - closedAt) / 1000);
     metrics.batchRows.observe(items.length);
     metrics.rowsInserted.inc(items.length - refused.length);
     metrics.markInserted();
@@ -229,7 +233,7 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
   }
 
   /** A replayed job: its rows not yet stored, under a token of their own. */
-  async function replay(entry: E): Promise<void> {
+  async function replay(entry: E, closedAt: number): Promise<void> {
     const stored = await retry(
       "stored check",
       () => deps.stored(entry.rows),
@@ -249,11 +253,12 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
       rows: missing,
       jobs: [[entry.id, missing.length]],
     };
-    await insertManifest(manifest, [{ ...entry, rows: missing }]);
+    await insertManifest(manifest, [{ ...entry, rows: missing }], closedAt);
   }
 
   return async function deliver(batch: E[]): Promise<void> {
-    for (const e of batch) if (e.replay) await replay(e);
+    const closedAt = performance.now();
+    for (const e of batch) if (e.replay) await replay(e, closedAt);
     let left = newestOfEach(batch.filter((e) => !e.replay));
     while (left.length > 0) {
       // Jobs that already belong to a manifest go in again with it; the others get a new one.
@@ -264,7 +269,7 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
         const token = owners.get(e.id);
         if (token) byToken.set(token, [...(byToken.get(token) ?? []), e]);
       }
-      for (const [token, held] of byToken) await reinsert(token, held);
+      for (const [token, held] of byToken) await reinsert(token, held, closedAt);
       const fresh = left.filter((e) => !owners.has(e.id));
       if (fresh.length === 0) return;
       const rows = fresh.flatMap((e) => e.rows);
@@ -280,7 +285,9 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
         cannotPass,
       );
       if (claim.claimed) {
-        if (await replicated(manifest.token, fresh)) await insertManifest(manifest, fresh);
+        if (await replicated(manifest.token, fresh)) {
+          await insertManifest(manifest, fresh, closedAt);
+        }
         return;
       }
       // Some jobs were taken over or claimed meanwhile: drop the lost ones, adopt the others.

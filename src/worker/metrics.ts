@@ -14,6 +14,10 @@ export interface WorkerMetrics {
   recordLag(seconds: number): void;
   sinceLastInsert: Gauge<string>;
   batchRows: Histogram<string>;
+  /** Where a report's way from the edge to the hot headroom goes (FRESHNESS_STAGES). */
+  stageSeconds: Histogram<"stage">;
+  /** Batches handed to ClickHouse, by what closed them (batcher.ts's CloseReason). */
+  batchesClosed: Counter<"reason">;
   insertSeconds: Histogram<string>;
   rowsInserted: Counter<string>;
   failures: Counter<"kind">;
@@ -61,6 +65,22 @@ export function createWorkerMetrics(): WorkerMetrics {
       name: "headroom_worker_batch_rows",
       help: "Rows per ClickHouse insert batch",
       buckets: [1, 10, 100, 1_000, 5_000, 10_000, 20_000, 50_000, 100_000],
+      registers: [registry],
+    }),
+    stageSeconds: new Histogram({
+      name: "headroom_worker_stage_seconds",
+      help: "A report's way to /api/v1/headroom by stage: queued (edge's enqueue to this worker, per job), batched (per job), inserted (batch closed to ClickHouse's ack, per batch), hot (the hot headroom's write, per batch)",
+      labelNames: ["stage"] as const,
+      buckets: [
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 1.5,
+        2, 3, 5, 10,
+      ],
+      registers: [registry],
+    }),
+    batchesClosed: new Counter({
+      name: "headroom_worker_batches_closed_total",
+      help: "Batches handed to ClickHouse by what closed them: rows (BATCH_MAX_ROWS), jobs (every job slot taken), wait (BATCH_MAX_WAIT_MS), idle (an insert slot free after BATCH_MIN_WAIT_MS), drained (end of a backlog), close (shutdown)",
+      labelNames: ["reason"] as const,
       registers: [registry],
     }),
     insertSeconds: new Histogram({

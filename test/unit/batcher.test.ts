@@ -159,4 +159,102 @@ describe("batcher", () => {
     expect(delivered()).toEqual([["a", "b"]]);
     expect(batcher.drop()).toEqual([]);
   });
+
+  it("with minWaitMs, a batch that old goes while fewer than idleBelow batches are being delivered", async () => {
+    const { add, delivered } = harness({
+      maxWaitMs: 1_000,
+      minWaitMs: 100,
+      maxParallel: 4,
+      idleBelow: 2,
+    });
+    add("a");
+    await vi.advanceTimersByTimeAsync(60);
+    add("b");
+    await vi.advanceTimersByTimeAsync(39);
+    expect(delivered()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    // 100 ms after "a", nothing being delivered: a group commit, not a 1 s wait.
+    expect(delivered()).toEqual([["a", "b"]]);
+    add("c");
+    await vi.advanceTimersByTimeAsync(100);
+    expect(delivered()).toEqual([["a", "b"], ["c"]]);
+  });
+
+  it("with minWaitMs, a batch keeps growing while idleBelow batches are being delivered, and goes when one settles", async () => {
+    const { add, delivered, deliveries } = harness({
+      maxWaitMs: 1_000,
+      minWaitMs: 100,
+      maxParallel: 4,
+      idleBelow: 2,
+    });
+    add("a");
+    await vi.advanceTimersByTimeAsync(100);
+    add("b");
+    await vi.advanceTimersByTimeAsync(100);
+    expect(delivered()).toEqual([["a"], ["b"]]);
+    // Both insert slots busy: "c" and "d" wait past 100 ms, gathered into one batch.
+    add("c");
+    await vi.advanceTimersByTimeAsync(300);
+    add("d");
+    expect(delivered()).toEqual([["a"], ["b"]]);
+    deliveries[0]?.done();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(delivered()).toEqual([["a"], ["b"], ["c", "d"]]);
+    // A slot freed before the batch is minWaitMs old: it goes when it is, not at maxWaitMs.
+    deliveries[1]?.done();
+    await vi.advanceTimersByTimeAsync(0);
+    add("e");
+    await vi.advanceTimersByTimeAsync(99);
+    expect(delivered()).toEqual([["a"], ["b"], ["c", "d"]]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(delivered()).toEqual([["a"], ["b"], ["c", "d"], ["e"]]);
+  });
+
+  it("with minWaitMs and every slot busy, a batch still goes at maxWaitMs", async () => {
+    const { add, delivered } = harness({
+      maxWaitMs: 1_000,
+      minWaitMs: 100,
+      maxParallel: 4,
+      idleBelow: 1,
+    });
+    add("a");
+    await vi.advanceTimersByTimeAsync(100);
+    expect(delivered()).toEqual([["a"]]);
+    add("b");
+    await vi.advanceTimersByTimeAsync(999);
+    expect(delivered()).toEqual([["a"]]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(delivered()).toEqual([["a"], ["b"]]);
+  });
+
+  it("tells why each batch closed and how long each entry waited", async () => {
+    const closed: [string, number[]][] = [];
+    const { batcher, add, deliveries } = harness({
+      maxRows: 3,
+      maxWaitMs: 1_000,
+      minWaitMs: 100,
+      maxParallel: 4,
+      idleBelow: 1,
+      onClose: (reason, waited) => closed.push([reason, waited]),
+    });
+    add("a");
+    await vi.advanceTimersByTimeAsync(40);
+    add("b");
+    await vi.advanceTimersByTimeAsync(60);
+    add("c", "d", "e");
+    add("f");
+    await vi.advanceTimersByTimeAsync(1_000);
+    deliveries[0]?.done();
+    await vi.advanceTimersByTimeAsync(0);
+    add("g");
+    const flushed = batcher.flush();
+    for (const d of deliveries) d.done();
+    await flushed;
+    expect(closed).toEqual([
+      ["idle", [100, 60]],
+      ["rows", [0, 0, 0]],
+      ["wait", [1_000]],
+      ["close", [0]],
+    ]);
+  });
 });

@@ -51,6 +51,14 @@ describe("loadConfig", () => {
     expect(c.STACK_CLICKHOUSE_PORT).toBe(18123);
   });
 
+  it("waits a quarter of BATCH_MAX_WAIT_MS before an early insert unless BATCH_MIN_WAIT_MS says", () => {
+    expect(loadConfig({}).BATCH_MIN_WAIT_MS).toBe(250);
+    expect(loadConfig({ BATCH_MAX_WAIT_MS: "60000" }).BATCH_MIN_WAIT_MS).toBe(15_000);
+    expect(loadConfig({ BATCH_MAX_WAIT_MS: "3" }).BATCH_MIN_WAIT_MS).toBe(0);
+    expect(loadConfig({ BATCH_MIN_WAIT_MS: "40" }).BATCH_MIN_WAIT_MS).toBe(40);
+    expect(loadConfig({ BATCH_MIN_WAIT_MS: "0" }).BATCH_MIN_WAIT_MS).toBe(0);
+  });
+
   it("migrates on start on one node, and on a cluster only when asked", () => {
     const cluster = { CLICKHOUSE_URL: "http://ch:8123", CLICKHOUSE_CLUSTER: "eu" };
     expect(migratesOnStart(loadConfig({}))).toBe(true);
