@@ -11,6 +11,7 @@ import { createStateStore, type StateStore } from "../../src/alerts/state-store.
 import type { ProjectDeclarations } from "../../src/providers/declared-limit.js";
 import { type ReportRow, toRecord, toRow } from "../../src/report/report-schema.js";
 import { GEMINI_FREE_TIER_DAY_429 } from "../fixtures/providers/documented.js";
+import { NO_LIMITS } from "../fixtures/providers/source.js";
 
 // Counted windows in the alerts' state on a real Redis (issue 45): batches evaluated out of
 // their reports' order count every report once, however often a batch is delivered again; a
@@ -37,15 +38,6 @@ afterAll(async () => {
   if (keys.length > 0) await redis.del(...keys);
   await redis.quit();
 });
-
-const NO_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
 
 async function ruleOf(project: string): Promise<AlertRule> {
   const id = `r-${randomBytes(4).toString("hex")}`;

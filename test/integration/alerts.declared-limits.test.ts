@@ -6,6 +6,7 @@ import type {
   DeclarationsReader,
   ProjectDeclarations,
 } from "../../src/providers/declared-limit.js";
+import { NO_LIMITS } from "../fixtures/providers/source.js";
 import { type AlertsFixture, alertsFixture } from "../helpers/alerts-fixture.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 import { type Receiver, startReceiver } from "../helpers/webhook-receiver.js";
@@ -23,15 +24,6 @@ let fx: AlertsFixture;
 let alerts: AlertsWorker;
 let manage: string;
 const receivers: Receiver[] = [];
-
-const NO_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
 
 const declared: ProjectDeclarations = {
   limits: [

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliPrincipal, createControl } from "../../src/control/service.js";
+import { NO_LIMITS } from "../fixtures/providers/source.js";
 import { eventually } from "../helpers/eventually.js";
 import { DRAINED } from "../helpers/pipeline.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
@@ -20,15 +21,6 @@ const dir = mkdtempSync(join(tmpdir(), "headroom-stats-windows-"));
 const DAY = 86_400_000;
 const REPORTS = 12;
 let sentAt = 0;
-
-const NO_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
 
 beforeAll(async () => {
   s = await startReadStack();

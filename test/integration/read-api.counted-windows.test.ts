@@ -9,6 +9,7 @@ import type {
   ProjectDeclarations,
 } from "../../src/providers/declared-limit.js";
 import { BEDROCK_THROTTLING, GEMINI_FREE_TIER_DAY_429 } from "../fixtures/providers/documented.js";
+import { NO_LIMITS } from "../fixtures/providers/source.js";
 import { eventually } from "../helpers/eventually.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 
@@ -28,14 +29,6 @@ let api: Api;
 let clock = Date.now();
 
 const iso = (t: number) => new Date(t).toISOString();
-const NO_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
 
 /** The project's declarations, as the control plane's reader would give them. */
 const declared: ProjectDeclarations = {

@@ -9,6 +9,7 @@ import {
   anthropicHeaders,
   GEMINI_PAID_TIER_429,
 } from "../fixtures/providers/documented.js";
+import { NO_LIMITS } from "../fixtures/providers/source.js";
 import { uniqueId } from "../helpers/edge-fixture.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 
@@ -26,15 +27,6 @@ const dir = mkdtempSync(join(tmpdir(), "headroom-figures-said-"));
 const AT = Date.now();
 const iso = (ms: number) => new Date(ms).toISOString();
 const RESET = `${iso(AT + 60_000).slice(0, 19)}Z`;
-
-const NO_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
 
 const base = (provider: string, model: string, more: Record<string, unknown>) => ({
   provider,

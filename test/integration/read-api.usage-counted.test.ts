@@ -7,6 +7,7 @@ import type {
   ProjectDeclarations,
 } from "../../src/providers/declared-limit.js";
 import { GEMINI_FREE_TIER_DAY_429 } from "../fixtures/providers/documented.js";
+import { NO_LIMITS } from "../fixtures/providers/source.js";
 import { eventually } from "../helpers/eventually.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 
@@ -24,14 +25,6 @@ let clock = Date.now();
 
 const MINUTE = 60_000;
 const iso = (t: number) => new Date(t).toISOString();
-const NO_LIMITS = {
-  requests_limit: null,
-  requests_remaining: null,
-  tokens_limit: null,
-  tokens_remaining: null,
-  reset_requests_ms: null,
-  reset_tokens_ms: null,
-};
 
 const declared: ProjectDeclarations = {
   limits: [
