@@ -9,6 +9,7 @@ import type {
 import { GEMINI_FREE_TIER_DAY_429 } from "../fixtures/providers/documented.js";
 import { NO_LIMITS } from "../fixtures/providers/source.js";
 import { eventually } from "../helpers/eventually.js";
+import { nextPacificMidnight } from "../helpers/pacific-midnight.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 
 // GET /api/v1/usage's used % of windows with a declared or learned limit (issue 45), through the
@@ -50,19 +51,6 @@ const declared: ProjectDeclarations = {
 const declarations: DeclarationsReader = {
   forProject: async (project) => (project === k.project ? declared : { limits: [], pools: [] }),
 };
-
-/** The next midnight in Los Angeles after `t`, found apart from the code under test. */
-function nextPacificMidnight(t: number): number {
-  const wall = new Intl.DateTimeFormat("en-GB", {
-    timeZone: "America/Los_Angeles",
-    hour: "2-digit",
-    minute: "2-digit",
-    hourCycle: "h23",
-  });
-  let q = Math.floor(t / 900_000) * 900_000 + 900_000;
-  while (wall.format(q) !== "00:00") q += 900_000;
-  return q;
-}
 
 async function batch(key: string, reports: Record<string, unknown>[]) {
   const res = await s.edge.app.inject({
