@@ -123,7 +123,7 @@ export async function runReaders(spec: ReadersSpec): Promise<ReadLoadResult> {
   async function ask(target: ReadTarget, key: string, t0: number, reader: number) {
     const headers: Record<string, string> = { authorization: `Bearer ${key}` };
     if (spec.acceptEncoding !== "") headers["accept-encoding"] = spec.acceptEncoding;
-    const url = `${spec.url}${targetUrl(target, Date.now())}`;
+    const url = `${spec.url}${targetUrl(target)}`;
     const slot = `${reader} ${target.name}`;
     const last = held.get(slot);
     if (target.revalidate && last?.url === url) headers["if-none-match"] = last.etag;

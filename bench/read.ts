@@ -18,7 +18,7 @@ import { probeFreshness } from "./read-freshness.js";
 import { latencyText } from "./read-answers.js";
 import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
-import { CLOSED_TARGETS, dashboardTargets, PAGE_SPANS_MS, targetUrl } from "./read-targets.js";
+import { CLOSED_TARGETS, dashboardTargets, PAGE_RANGES, targetUrl } from "./read-targets.js";
 import { touchProjects } from "./read-touch.js";
 import { renderFigures } from "./render.js";
 import { writeLoadFiles } from "./report-bodies.js";
@@ -107,9 +107,9 @@ if (!Number.isInteger(rollingReaders) || rollingReaders < 0) {
   process.stderr.write("--rolling-readers: a whole number (0: none), please\n");
   process.exit(2);
 }
-const pageSpanMs = PAGE_SPANS_MS[values["page-range"] as string];
-if (pageSpanMs === undefined) {
-  process.stderr.write(`--page-range: one of ${Object.keys(PAGE_SPANS_MS).join(", ")}, please\n`);
+const pageRange = values["page-range"] as string;
+if (!(PAGE_RANGES as readonly string[]).includes(pageRange)) {
+  process.stderr.write(`--page-range: one of ${PAGE_RANGES.join(", ")}, please\n`);
   process.exit(2);
 }
 const touchEveryMs = Number(values["touch-every-ms"]);
@@ -126,7 +126,7 @@ for (const [name, v] of Object.entries(opts)) {
 
 const READ_TARGETS =
   values.model === "dashboards"
-    ? dashboardTargets(Math.min(rollingReaders, opts.readers), pageSpanMs)
+    ? dashboardTargets(Math.min(rollingReaders, opts.readers), pageRange)
     : CLOSED_TARGETS;
 // A series every seeded project has (read-seed.ts: openai × small × chat among its 16).
 const ADVICE_PATH = "/api/v1/advice?provider=openai&model=small&app=chat";
@@ -282,7 +282,7 @@ await runCommand(log, async (cleanup) => {
         await Promise.all(
           readKeys.flatMap((key) =>
             READ_TARGETS.map(async (t) => {
-              const res = await fetch(`${apiUrl}${targetUrl(t, Date.now())}`, {
+              const res = await fetch(`${apiUrl}${targetUrl(t)}`, {
                 headers: { authorization: `Bearer ${key}` },
               });
               await res.arrayBuffer();

@@ -309,8 +309,8 @@ export const configSchema = z.object({
   /** Distinct read queries the cache keeps at most (least recently used go first). */
   READ_CACHE_MAX_ENTRIES: int(1, 1_000_000).default(5_000),
   /**
-   * Bytes each of the read API's three caches (query rows, /usage answers, /headroom answers)
-   * holds at most, counted as what an answer keeps alive: the process's memory for answers.
+   * Bytes each of the read API's four caches (query rows, /usage answers, other answers over a
+   * range ending now, /headroom answers) holds at most, counted as what an answer keeps alive: the process's memory for answers.
    */
   READ_CACHE_MAX_BYTES: int(1_048_576).default(64 * 1_048_576),
   /** % of each cache's entries and bytes one project may hold: past it, its own oldest go. */

@@ -44,6 +44,8 @@ export interface ApiDeps {
   store: ReadStore;
   /** Shared answers to queries over the last 24 h (see usage.ts). */
   answers?: QueryCache;
+  /** Shared answers of /spend, /alerts/events and /reports over a range ending now (ends-now.ts). */
+  ranges?: QueryCache;
   /** Shared /api/v1/headroom answers, for READ_HEADROOM_TTL_MS (see headroom.ts). */
   headroomAnswers?: QueryCache;
   /** The hot headroom the ingest workers keep in Redis. */
@@ -108,9 +110,9 @@ export function buildApiApp(deps: ApiDeps): FastifyInstance {
       headroom,
       now,
     });
-    v1.register(reportsRoutes, { store, now });
-    v1.register(alertEventsRoutes, { store, now });
-    v1.register(spendRoutes, { store, headroom, now });
+    v1.register(reportsRoutes, { store, answers: deps.ranges, now });
+    v1.register(alertEventsRoutes, { store, answers: deps.ranges, now });
+    v1.register(spendRoutes, { store, answers: deps.ranges, headroom, now });
     // The same hot copy as /headroom (issue 37: one source per figure); its answers are not
     // shared, since a scrape's body is its own.
     v1.register(metricsRoutes, {

@@ -76,8 +76,9 @@ export async function createApi(
     createRuleStore(redis, config.QUEUE_PREFIX),
     config.ALERTS_RULES_TTL_MS,
   );
-  // ClickHouse queries' rows, whole answers to "the last 24 h" over them (usage.ts), and
-  // /headroom answers: each bounded by entries and bytes, in all and per project.
+  // ClickHouse queries' rows, whole answers to "the last 24 h" over them (usage.ts), the other
+  // answers over a range ending now (ends-now.ts), and /headroom answers: each bounded by
+  // entries and bytes, in all and per project.
   const bounds = {
     maxEntries: config.READ_CACHE_MAX_ENTRIES,
     maxBytes: config.READ_CACHE_MAX_BYTES,
@@ -92,6 +93,7 @@ export async function createApi(
   const caches = {
     rows: createQueryCache({ ...cacheOptions, sizeOf: rowsBytes }),
     usage: createQueryCache({ ...cacheOptions, sizeOf: rollingAnswerBytes }),
+    ranges: createQueryCache({ ...cacheOptions, sizeOf: rowsBytes }),
     headroom: createQueryCache({
       ...bounds,
       ttlMs: config.READ_HEADROOM_TTL_MS,
@@ -152,6 +154,7 @@ export async function createApi(
       cache: caches.rows,
     }),
     answers: caches.usage,
+    ranges: caches.ranges,
     headroomAnswers: caches.headroom,
     hot,
     hotVersions,

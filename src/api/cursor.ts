@@ -54,6 +54,8 @@ export function page<T>(rows: T[], limit: number, cursorOf: (row: T) => Cursor) 
 export interface NewestFirstQuery {
   from?: number;
   to?: number;
+  /** The span ending now (ms), instead of from/to. */
+  last?: number;
   limit: number;
   cursor?: string;
 }
@@ -74,6 +76,8 @@ export async function newestFirstPage<R extends { t: string | number; id: string
   project: string;
   sql: (after: boolean) => string;
   params: Record<string, unknown>;
+  /** Past the rows' cache: the caller shares the whole answer (ends-now.ts). */
+  uncached?: boolean;
 }): Promise<{ items: R[]; next_cursor: string | null }> {
   const { q } = opts;
   const range = resolveRange(q, Math.ceil(opts.now / 1000) * 1000);
@@ -81,13 +85,17 @@ export async function newestFirstPage<R extends { t: string | number; id: string
     throw invalidQuery(`from/to: ${opts.what} are listed over at most 400 days; narrow the range`);
   }
   const cursor = q.cursor === undefined ? null : decodeCursor(q.cursor, opts.id);
-  const rows = await opts.store.rows<R>(opts.sql(cursor !== null), {
-    project: opts.project,
-    from: chTime(range.from),
-    to: chTime(range.to),
-    limit: q.limit + 1,
-    ...(cursor ? { ct: chTime(cursor.t), cid: cursor.id } : {}),
-    ...opts.params,
-  });
+  const rows = await opts.store.rows<R>(
+    opts.sql(cursor !== null),
+    {
+      project: opts.project,
+      from: chTime(range.from),
+      to: chTime(range.to),
+      limit: q.limit + 1,
+      ...(cursor ? { ct: chTime(cursor.t), cid: cursor.id } : {}),
+      ...opts.params,
+    },
+    opts.uncached,
+  );
   return page(rows, q.limit, (r) => ({ t: Number(r.t), id: r.id }));
 }

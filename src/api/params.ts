@@ -59,6 +59,27 @@ export const time = single(
   .transform((t) => Date.parse(t))
   .refine((t) => t >= EARLIEST && t < LATEST, "expected a time from 2000 to 2099");
 
+const SPAN_UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+/** The longest `last`: the longest range any read covers (day windows, lists). */
+const MAX_LAST_MS = 400 * 86_400_000;
+
+/**
+ * `last=24h`: the range of that span ending now, in minutes, hours or days (`15m`, `6h`, `7d`),
+ * instead of `from`/`to`. A dashboard polls it without its query changing as the clock moves.
+ */
+export const last = single(
+  z.string().regex(/^[1-9]\d{0,5}[mhd]$/, "expected a span such as 15m, 24h or 7d"),
+)
+  .transform((s) => Number(s.slice(0, -1)) * SPAN_UNIT_MS[s.at(-1) as keyof typeof SPAN_UNIT_MS])
+  .refine((ms) => ms <= MAX_LAST_MS, "at most 400 days (400d)");
+
+/** A read's range: `from`/`to`, or `last`; neither is the last 24 h (time-range.ts). */
+export const rangeParams = {
+  from: time.optional(),
+  to: time.optional(),
+  last: last.optional(),
+};
+
 /** `group_by=provider,model` or repeated: each of `fields` (provider, model, app) at most once. */
 export const groupByOf = <const T extends readonly [string, ...string[]]>(fields: T) =>
   z

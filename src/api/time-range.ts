@@ -22,8 +22,21 @@ export interface Range {
   to: number;
 }
 
-/** `from`/`to` as given; `to` defaults to now, `from` to 24 hours before `to`; from < to. */
-export function resolveRange(q: { from?: number; to?: number }, now: number): Range {
+/**
+ * `from`/`to` as given; `to` defaults to now, `from` to 24 hours before `to`; from < to. `last`
+ * (ms) is the span ending at the next whole minute, and comes alone.
+ */
+export function resolveRange(q: { from?: number; to?: number; last?: number }, now: number): Range {
+  if (q.last !== undefined) {
+    if (q.from !== undefined || q.to !== undefined) {
+      throw invalidQuery("last: give either last or from/to, not both", [
+        { path: "last", message: "give either last or from/to, not both" },
+      ]);
+    }
+    // In whole minutes (the rollups' grain): `last=1h` is 60 minute windows, not 61.
+    const to = Math.ceil(now / WINDOW_MS.minute) * WINDOW_MS.minute;
+    return { from: to - q.last, to };
+  }
   const to = q.to ?? now;
   const from = q.from ?? to - DEFAULT_SPAN_MS;
   if (!(from < to)) throw invalidQuery("from: must be before to");

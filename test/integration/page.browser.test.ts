@@ -273,11 +273,13 @@ describe("the headroom page", () => {
     expect(await span()).toBeLessThan(7 * 3_600_000);
     expect(await page.getByLabel("6 h").isChecked()).toBe(true);
 
-    // The span of the last usage query the page sent.
+    // The span of the last usage query the page sent: a preset as `last` (one query however
+    // the clock turns, shared by the API), a custom range as from/to.
     const asked: URL[] = [];
     page.on("request", (r) => {
       if (r.url().includes("/api/v1/usage")) asked.push(new URL(r.url()));
     });
+    const askedLast = () => asked.at(-1)?.searchParams.get("last") ?? null;
     const askedSpan = () => {
       const q = asked.at(-1);
       return q
@@ -287,7 +289,8 @@ describe("the headroom page", () => {
 
     // 7 days, picked with the mouse.
     await rangeLabel(page, "7 d").click();
-    await expect.poll(askedSpan, { timeout: 15_000 }).toBe(7 * 86_400_000);
+    await expect.poll(askedLast, { timeout: 15_000 }).toBe("7d");
+    expect(asked.at(-1)?.searchParams.has("from")).toBe(false);
     await expect.poll(span, { timeout: 15_000 }).toBeGreaterThanOrEqual(7 * 86_400_000);
     await expect.poll(() => chart.getAttribute("data-window"), { timeout: 15_000 }).toBe("hour");
 
@@ -295,7 +298,7 @@ describe("the headroom page", () => {
     await page.getByLabel("7 d").focus();
     for (const _ of [1, 2, 3]) await page.keyboard.press("ArrowLeft");
     expect(await page.getByLabel("1 h").isChecked()).toBe(true);
-    await expect.poll(askedSpan, { timeout: 15_000 }).toBe(3_600_000);
+    await expect.poll(askedLast, { timeout: 15_000 }).toBe("1h");
     await expect.poll(span, { timeout: 15_000 }).toBeLessThanOrEqual(2 * 3_600_000);
     await expect.poll(() => chart.getAttribute("data-window"), { timeout: 15_000 }).toBe("minute");
 

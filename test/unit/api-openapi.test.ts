@@ -26,14 +26,15 @@ describe("read API OpenAPI", () => {
       ["app", "model", "pool", "provider", "requests", "tokens"].sort(),
     );
     expect(params("/api/v1/usage")).toEqual(
-      ["app", "format", "from", "group_by", "model", "provider", "to", "window"].sort(),
+      ["app", "format", "from", "group_by", "last", "model", "provider", "to", "window"].sort(),
     );
     expect(params("/api/v1/reports")).toEqual(
-      ["app", "cursor", "from", "limit", "model", "provider", "to"].sort(),
+      ["app", "cursor", "from", "last", "limit", "model", "provider", "to"].sort(),
     );
     expect(params("/api/v1/alerts/events")).toEqual(
-      ["cursor", "from", "level", "limit", "provider", "to"].sort(),
+      ["cursor", "from", "last", "level", "limit", "provider", "to"].sort(),
     );
+    expect(params("/api/v1/spend")).toEqual(["app", "from", "last", "model", "provider", "to"]);
     // /usage answers carry an ETag and are conditional; the others are not.
     expect(params("/api/v1/usage", "header")).toEqual(["If-None-Match"]);
     expect(params("/api/v1/headroom", "header")).toEqual([]);

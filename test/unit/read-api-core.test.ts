@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { AlertRule } from "../../src/alerts/rule.js";
 import { toCsv } from "../../src/api/csv.js";
 import { decodeCursor, encodeCursor, page } from "../../src/api/cursor.js";
-import { parseQuery, seriesFilters } from "../../src/api/params.js";
+import { parseQuery, rangeParams, seriesFilters } from "../../src/api/params.js";
 import { readSpend } from "../../src/api/queries/spend.js";
 import { createQueryCache } from "../../src/api/query-cache.js";
 import { createReadLimit, READ_HOLD_MS } from "../../src/api/read-limit.js";
@@ -25,6 +25,24 @@ describe("time ranges", () => {
     expect(resolveRange({ from: T - H }, T)).toEqual({ from: T - H, to: T });
     expect(resolveRange({ to: T - H }, T)).toEqual({ from: T - H - D, to: T - H });
     expect(() => resolveRange({ from: T, to: T }, T)).toThrow(HttpError);
+  });
+
+  it("last is the span ending at the next whole minute, in minutes, hours or days up to 400 days, and comes alone", () => {
+    const q = z.strictObject({ ...rangeParams });
+    const lastOf = (last: string) => parseQuery(q, { last }).last;
+    expect(lastOf("15m")).toBe(15 * 60_000);
+    expect(lastOf("24h")).toBe(D);
+    expect(lastOf("400d")).toBe(400 * D);
+    // Up to the next whole minute: 6 h of minute windows is 360 of them.
+    const next = Date.UTC(2030, 5, 15, 12, 35);
+    expect(resolveRange({ last: 6 * H }, T)).toEqual({ from: next - 6 * H, to: next });
+    expect(resolveRange({ last: H }, next)).toEqual({ from: next - H, to: next });
+    for (const bad of ["0h", "401d", "24", "1w", "-1h", "1.5h", " 1h", "9999999d"]) {
+      expect(() => lastOf(bad), bad).toThrow(/last: /);
+    }
+    expect(() => parseQuery(q, { last: ["1h", "2h"] })).toThrow(/last: give this parameter once/);
+    expect(() => resolveRange({ last: H, from: T - D }, T)).toThrow(/give either last or from\/to/);
+    expect(() => resolveRange({ last: H, to: T }, T)).toThrow(/give either last or from\/to/);
   });
 
   it("picks a window from the span, aligns to whole windows and caps each window's range", () => {

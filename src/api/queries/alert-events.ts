@@ -2,7 +2,9 @@ import type { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { WINDOW_LENGTHS } from "../../providers/window.js";
 import { newestFirstPage } from "../cursor.js";
+import { endsNow, sharedIfEndsNow } from "../ends-now.js";
 import { filterSql } from "../params.js";
+import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
 import type {
   alertEventItem,
@@ -17,6 +19,8 @@ const EVENT_ID = /^evt_[0-9a-f]{32}$/;
 
 export interface AlertEventsDeps {
   store: ReadStore;
+  /** Pages of a range ending now, shared by what was asked (ends-now.ts). */
+  answers?: QueryCache;
   now?: () => number;
 }
 
@@ -57,24 +61,28 @@ export async function readAlertEvents(
     sql += " AND toString(level) IN {levels:Array(String)}";
     params = { ...params, levels: q.level };
   }
-  const { items, next_cursor } = await newestFirstPage<EventRow>({
-    store: deps.store,
-    now: (deps.now ?? Date.now)(),
-    q,
-    what: "events",
-    id: EVENT_ID,
-    project: project.projectId,
-    sql: (after) => eventsSql(deps.store.db, sql, after),
-    params,
+  const shared = deps.answers !== undefined && endsNow(q);
+  return sharedIfEndsNow(deps.answers, project.projectId, "alerts/events", q, async () => {
+    const { items, next_cursor } = await newestFirstPage<EventRow>({
+      store: deps.store,
+      now: (deps.now ?? Date.now)(),
+      q,
+      what: "events",
+      id: EVENT_ID,
+      project: project.projectId,
+      sql: (after) => eventsSql(deps.store.db, sql, after),
+      params,
+      uncached: shared,
+    });
+    return {
+      items: items.map(({ t, ...r }) => ({
+        ...r,
+        model: r.model === "" ? null : r.model,
+        window: windowLength(r.window),
+        reset_ms: num(r.reset_ms),
+        at: new Date(Number(t)).toISOString(),
+      })),
+      next_cursor,
+    };
   });
-  return {
-    items: items.map(({ t, ...r }) => ({
-      ...r,
-      model: r.model === "" ? null : r.model,
-      window: windowLength(r.window),
-      reset_ms: num(r.reset_ms),
-      at: new Date(Number(t)).toISOString(),
-    })),
-    next_cursor,
-  };
 }

@@ -4,7 +4,9 @@ import { storedWindowSource } from "../../providers/parsers/registry.js";
 import { summariseError } from "../../report/error-summary.js";
 import { UUID_TEXT } from "../../report/report-id.js";
 import { newestFirstPage } from "../cursor.js";
+import { endsNow, sharedIfEndsNow } from "../ends-now.js";
 import { filterSql } from "../params.js";
+import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
 import type { reportItem, reportsQuery, reportsResponse } from "../schemas/reports.js";
 
@@ -13,6 +15,8 @@ import type { reportItem, reportsQuery, reportsResponse } from "../schemas/repor
 
 export interface ReportsDeps {
   store: ReadStore;
+  /** Pages of a range ending now, shared by what was asked (ends-now.ts). */
+  answers?: QueryCache;
   now?: () => number;
 }
 
@@ -130,15 +134,19 @@ export async function readReports(
   q: z.output<typeof reportsQuery>,
 ): Promise<z.infer<typeof reportsResponse>> {
   const { sql, params } = filterSql(q);
-  const { items, next_cursor } = await newestFirstPage<ReportRow>({
-    store: deps.store,
-    now: (deps.now ?? Date.now)(),
-    q,
-    what: "reports",
-    id: UUID_TEXT,
-    project: project.projectId,
-    sql: (after) => reportsSql(deps.store.db, sql, after),
-    params,
+  const shared = deps.answers !== undefined && endsNow(q);
+  return sharedIfEndsNow(deps.answers, project.projectId, "reports", q, async () => {
+    const { items, next_cursor } = await newestFirstPage<ReportRow>({
+      store: deps.store,
+      now: (deps.now ?? Date.now)(),
+      q,
+      what: "reports",
+      id: UUID_TEXT,
+      project: project.projectId,
+      sql: (after) => reportsSql(deps.store.db, sql, after),
+      params,
+      uncached: shared,
+    });
+    return { items: items.map(item), next_cursor };
   });
-  return { items: items.map(item), next_cursor };
 }

@@ -5,7 +5,17 @@ import type { KeyLookup } from "../../keys/key-store.js";
 import { filterSql } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
 import type { spendQuery, spendResponse } from "../schemas/spend.js";
-import { alignRange, chDate, chSeconds, MAX_RANGE_MS, resolveRange, widen } from "../time-range.js";
+import { endsNow, sharedIfEndsNow } from "../ends-now.js";
+import type { QueryCache } from "../query-cache.js";
+import {
+  alignRange,
+  chDate,
+  chSeconds,
+  MAX_RANGE_MS,
+  type Range,
+  resolveRange,
+  widen,
+} from "../time-range.js";
 import { type HeadroomDeps, readHeadroom } from "./headroom.js";
 
 // The figures of GET /api/v1/spend: SQL over the rollups and row mapping; the credits' burn is
@@ -13,6 +23,8 @@ import { type HeadroomDeps, readHeadroom } from "./headroom.js";
 
 export interface SpendDeps {
   store: ReadStore;
+  /** The rows of a range ending now, shared by what was asked (ends-now.ts). */
+  answers?: QueryCache;
   /** Where the credits' burn comes from: /headroom's reading of the project. */
   headroom: HeadroomDeps;
   now?: () => number;
@@ -50,26 +62,40 @@ function creditsByProvider(series: SeriesView[]): Map<string, SeriesView["credit
   return new Map([...newest].map(([provider, v]) => [provider, v.credits]));
 }
 
-export async function readSpend(
+/** The range's rows per provider, with the range they are of (resolved when they are read). */
+async function spendRows(
   deps: SpendDeps,
   project: KeyLookup,
   q: z.output<typeof spendQuery>,
-): Promise<z.infer<typeof spendResponse>> {
-  const now = (deps.now ?? Date.now)();
-  const range = resolveRange(q, now);
+  uncached: boolean,
+): Promise<{ aligned: Range; rows: SpendRow[] }> {
+  const range = resolveRange(q, (deps.now ?? Date.now)());
   // Minute rollups while the range, widened to whole minutes, is within their cap.
   const inMinutes = widen(range, "minute");
   const daily = inMinutes.to - inMinutes.from > MAX_RANGE_MS.minute;
   const aligned = alignRange(range, daily ? "day" : "minute");
   const param = daily ? chDate : chSeconds;
   const { sql, params } = filterSql(q);
-  const rows = await deps.store.rows<SpendRow>(spendSql(deps.store.db, daily, sql), {
-    project: project.projectId,
-    from: param(aligned.from),
-    to: param(aligned.to),
-    ...params,
-  });
-  const { from: _f, to: _t, ...filters } = q;
+  const rows = await deps.store.rows<SpendRow>(
+    spendSql(deps.store.db, daily, sql),
+    { project: project.projectId, from: param(aligned.from), to: param(aligned.to), ...params },
+    uncached,
+  );
+  return { aligned, rows };
+}
+
+export async function readSpend(
+  deps: SpendDeps,
+  project: KeyLookup,
+  q: z.output<typeof spendQuery>,
+): Promise<z.infer<typeof spendResponse>> {
+  const now = (deps.now ?? Date.now)();
+  // The rows may be shared (a range ending now); the credits' burn is always this moment's.
+  const shared = deps.answers !== undefined && endsNow(q);
+  const { aligned, rows } = await sharedIfEndsNow(deps.answers, project.projectId, "spend", q, () =>
+    spendRows(deps, project, q, shared),
+  );
+  const { from: _f, to: _t, last: _l, ...filters } = q;
   const credits = rows.some((r) => r.credits_last !== null)
     ? creditsByProvider(
         (

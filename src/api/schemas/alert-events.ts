@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ruleMetricSchema } from "../../alerts/rule.js";
 import { WINDOW_LENGTHS } from "../../providers/window.js";
 import { cursorParam } from "../cursor.js";
-import { limit, seriesFilters, time } from "../params.js";
+import { limit, rangeParams, seriesFilters } from "../params.js";
 
 // GET /api/v1/alerts/events: what it is asked and what it answers (the route: routes/alert-events.ts,
 // the query: queries/alert-events.ts, the OpenAPI document: openapi.ts).
@@ -10,8 +10,7 @@ import { limit, seriesFilters, time } from "../params.js";
 export const LEVELS = ["warning", "critical", "resolved"] as const;
 
 export const alertEventsQuery = z.strictObject({
-  from: time.optional(),
-  to: time.optional(),
+  ...rangeParams,
   limit: limit(100, 50),
   cursor: cursorParam.optional(),
   level: z

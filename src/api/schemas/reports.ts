@@ -2,14 +2,13 @@ import { z } from "zod";
 import { WINDOW_SOURCES } from "../../providers/window.js";
 import { creditsSchema, eachKey, limitsSchema } from "../../report/report-schema.js";
 import { cursorParam } from "../cursor.js";
-import { limit, seriesFilters, time } from "../params.js";
+import { limit, rangeParams, seriesFilters } from "../params.js";
 
 // GET /api/v1/reports: what it is asked and what it answers (the route: routes/reports.ts, the
 // query: queries/reports.ts, the OpenAPI document: openapi.ts).
 
 export const reportsQuery = z.strictObject({
-  from: time.optional(),
-  to: time.optional(),
+  ...rangeParams,
   limit: limit(100, 50),
   cursor: cursorParam.optional(),
   ...seriesFilters,

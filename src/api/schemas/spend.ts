@@ -1,13 +1,12 @@
 import { z } from "zod";
 import { UNKNOWN_REASONS } from "../../alerts/now-model.js";
-import { seriesFilters, time } from "../params.js";
+import { rangeParams, seriesFilters } from "../params.js";
 
 // GET /api/v1/spend: what it is asked and what it answers (the route: routes/spend.ts, the
 // query: queries/spend.ts, the OpenAPI document: openapi.ts).
 
 export const spendQuery = z.strictObject({
-  from: time.optional(),
-  to: time.optional(),
+  ...rangeParams,
   ...seriesFilters,
 });
 

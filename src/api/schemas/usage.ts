@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { POOL_KINDS } from "../../headroom/pool-view.js";
-import { groupByOf, seriesFilters, single, time } from "../params.js";
+import { groupByOf, rangeParams, seriesFilters, single } from "../params.js";
 import { WINDOWS } from "../time-range.js";
 
 // GET /api/v1/usage: what it is asked and what it answers (the route: routes/usage.ts, the SQL
@@ -16,8 +16,7 @@ export const USAGE_GROUPS = ["provider", "model", "pool", "app"] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
 
 export const usageQuery = z.strictObject({
-  from: time.optional(),
-  to: time.optional(),
+  ...rangeParams,
   window: single(z.enum(WINDOWS, { error: "expected minute, hour or day" })).optional(),
   group_by: groupByOf(USAGE_GROUPS),
   format: single(z.enum(FORMATS, { error: "expected json or csv" })).optional(),

@@ -140,14 +140,24 @@ async function guarded(what: string, run: () => Promise<void>) {
 
 const MINUTE = 60_000;
 
-/** The range to ask for, in whole minutes (the rollups' grain): identical polls share a query. */
-function currentRange(): { from: string; to: string } {
+/** The shown range's bounds, Unix ms: a preset's ends at the next whole minute. */
+function rangeBounds(): { from: number; to: number } {
   const r = state.range;
-  const to = Math.ceil((r.kind === "custom" ? r.to : Date.now()) / MINUTE) * MINUTE;
-  const from =
-    r.kind === "custom"
-      ? Math.floor(r.from / MINUTE) * MINUTE
-      : to - (SPANS[r.kind] ?? SPANS["24h"] ?? 0);
+  if (r.kind === "custom") {
+    return { from: Math.floor(r.from / MINUTE) * MINUTE, to: Math.ceil(r.to / MINUTE) * MINUTE };
+  }
+  const to = Math.ceil(Date.now() / MINUTE) * MINUTE;
+  return { from: to - (SPANS[r.kind] ?? SPANS["24h"] ?? 0), to };
+}
+
+/**
+ * The range to ask for: a preset as `last` (the same query at every poll, so the API shares one
+ * answer however the clock turns, docs/read-api.md), a custom one in whole minutes.
+ */
+function currentRange(): Record<string, string> {
+  const r = state.range;
+  if (r.kind !== "custom") return { last: SPANS[r.kind] === undefined ? "24h" : r.kind };
+  const { from, to } = rangeBounds();
   return { from: new Date(from).toISOString(), to: new Date(to).toISOString() };
 }
 
@@ -295,20 +305,16 @@ async function refreshLog(key: string) {
  * is none. A range picked before the answer comes stays picked.
  */
 async function fitRange(key: string) {
-  const to = Math.ceil(Date.now() / MINUTE) * MINUTE;
-  const reports = async (span: number) => {
-    const usage = await getJson<Usage>(key, "usage", {
-      from: new Date(to - span).toISOString(),
-      to: new Date(to).toISOString(),
-    });
+  const reports = async (span: string) => {
+    const usage = await getJson<Usage>(key, "usage", { last: span });
     return usage.points.reduce((n, p) => n + p.reports, 0);
   };
   let kind = "24h";
   try {
-    const all = await reports(SPANS["7d"] ?? 0);
+    const all = await reports("7d");
     if (all > 0) {
       for (const k of ["1h", "6h", "24h", "7d"]) {
-        if ((await reports(SPANS[k] ?? 0)) >= all) {
+        if ((await reports(k)) >= all) {
           kind = k;
           break;
         }
@@ -389,8 +395,7 @@ function wireControls() {
   el.ranges.addEventListener("change", (e) => {
     const kind = (e.target as HTMLInputElement).value;
     if (kind === "custom") {
-      const { from, to } = currentRange();
-      setRange({ kind, from: Date.parse(from), to: Date.parse(to) });
+      setRange({ kind, ...rangeBounds() });
     } else setRange({ kind, from: 0, to: 0 });
   });
   el.custom.addEventListener("submit", (e) => {
