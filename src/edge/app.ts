@@ -52,9 +52,9 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
   app.register(errorHandler, { unavailable: metrics.unavailable });
   app.register(jsonBody, { bodyLimit: config.BODY_LIMIT_BYTES });
   app.register(lifecycle, { metrics });
-  const bodies = createBodiesInFlight(config.EDGE_MAX_BYTES_IN_FLIGHT, (bytes) =>
-    metrics.bytesInFlight.set(bytes),
-  );
+  const bodies = createBodiesInFlight(config.EDGE_MAX_BYTES_IN_FLIGHT);
+  // Read when /metrics is scraped, not set twice per request (a take and a give).
+  metrics.readBytesInFlight(() => bodies.bytes);
 
   app.register(reportRoutes, {
     ...deps,

@@ -38,10 +38,7 @@ export function declaredBytes(
   return headers["transfer-encoding"] !== undefined ? bodyLimit : 0;
 }
 
-export function createBodiesInFlight(
-  max: number,
-  onChange: (bytes: number) => void = () => {},
-): BodiesInFlight {
+export function createBodiesInFlight(max: number): BodiesInFlight {
   const byProject = new Map<string, number>();
   let total = 0;
   const add = (project: string, n: number) => {
@@ -49,7 +46,6 @@ export function createBodiesInFlight(
     if (left <= 0) byProject.delete(project);
     else byProject.set(project, left);
     total += n;
-    onChange(total);
   };
   return {
     get bytes() {

@@ -17,6 +17,8 @@ export interface EdgeMetrics {
   backlogMaxJobs: Gauge<string>;
   backlogJobs: Gauge<string>;
   bytesInFlight: Gauge<string>;
+  /** Where the bytes-in-flight gauge reads its value at each scrape. */
+  readBytesInFlight(read: () => number): void;
   otlpSpans: Counter<"outcome">;
 }
 
@@ -26,6 +28,7 @@ export type OtlpSpanOutcome = "stored" | "duplicate" | "merged" | "ignored" | "r
 export function createEdgeMetrics(): EdgeMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  let bytesInFlight = () => 0;
   const metrics: EdgeMetrics = {
     registry,
     requests: new Counter({
@@ -87,7 +90,13 @@ export function createEdgeMetrics(): EdgeMetrics {
       name: "headroom_edge_bytes_in_flight",
       help: "Request bodies the edge holds now, every project's, by declared size (a project past EDGE_MAX_BYTES_IN_FLIGHT gets 503)",
       registers: [registry],
+      collect() {
+        this.set(bytesInFlight());
+      },
     }),
+    readBytesInFlight(read) {
+      bytesInFlight = read;
+    },
     otlpSpans: new Counter({
       name: "headroom_otlp_spans_total",
       help: "Spans sent to POST /v1/traces by outcome: stored, duplicate (sent before), merged (a GenAI span reported by its HTTP span), ignored (no provider call), rejected, retry (answered 429/503)",
