@@ -78,6 +78,8 @@ export async function measureHeadroomCeiling(
     /** The GET measured (HEADROOM_PATH unless told), and a name for its files. */
     path?: string;
     name?: string;
+    /** A CPU profile of the bare server (node --cpu-prof) goes here, when given. */
+    profileDir?: string;
   },
   cleanup: Cleanup,
 ): Promise<HeadroomCeiling> {
@@ -103,6 +105,7 @@ export async function measureHeadroomCeiling(
     name: `bare fastify (${name} bytes)`,
     entry: "bench/bare-server.ts",
     args: ["0", answerFile],
+    nodeArgs: opts.profileDir ? ["--cpu-prof", `--cpu-prof-dir=${opts.profileDir}`] : [],
     cleanup,
   });
   try {

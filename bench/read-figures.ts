@@ -29,12 +29,37 @@ const ASKED: Record<string, string> = {
 
 export function readFigures(
   ceiling: HeadroomCeiling,
-  reads: ReadLoadResult,
+  /** The readers' run beside ingest; null when only the ceiling was measured (--only headroom). */
+  reads: ReadLoadResult | null,
   ingestRate: number,
 ): Figure[] {
   const S = `issue 36: /api/v1/headroom (${ceiling.bytes} B answer, ${ceiling.encoding})`;
   const apiUs = perUnitUs(ceiling.api.cpuCores.api, ceiling.api.load.okPerSec, 1);
   const bareUs = perUnitUs(ceiling.bare.cpuCores["bare Fastify"], ceiling.bare.load.okPerSec, 1);
+  const ceilingFigures = [
+    figure(
+      "read.headroom.perSec",
+      S,
+      "answered, saturated (wrk)",
+      ceiling.api.load.okPerSec,
+      "req/s",
+      {
+        ceiling: { label: "bare Fastify, same bytes", value: ceiling.bare.load.okPerSec },
+      },
+    ),
+    figure(
+      "read.headroom.cpuPerAnswer",
+      S,
+      "API CPU per answer ÷ bare Fastify sending the same bytes",
+      apiUs,
+      "µs",
+      {
+        targets: [atMost(ISSUE_36.headroomCpuVsBare, "ratio")],
+        ceiling: { label: "bare Fastify per answer", value: bareUs },
+      },
+    ),
+  ];
+  if (reads === null) return ceilingFigures;
   const headroom = reads.byEndpoint.headroom;
   const dashboards = reads.model === "dashboards";
   const readersOf = (n: number) =>
@@ -64,27 +89,7 @@ export function readFigures(
       ];
     });
   return [
-    figure(
-      "read.headroom.perSec",
-      S,
-      "answered, saturated (wrk)",
-      ceiling.api.load.okPerSec,
-      "req/s",
-      {
-        ceiling: { label: "bare Fastify, same bytes", value: ceiling.bare.load.okPerSec },
-      },
-    ),
-    figure(
-      "read.headroom.cpuPerAnswer",
-      S,
-      "API CPU per answer ÷ bare Fastify sending the same bytes",
-      apiUs,
-      "µs",
-      {
-        targets: [atMost(ISSUE_36.headroomCpuVsBare, "ratio")],
-        ceiling: { label: "bare Fastify per answer", value: bareUs },
-      },
-    ),
+    ...ceilingFigures,
     figure(
       "read.headroom.p99",
       S,

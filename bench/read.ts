@@ -52,7 +52,8 @@ const { values } = parseArgs({
     // while ingest runs at --rate; 0 readers skips it.
     "advice-readers": { type: "string", default: "200" },
     "advice-rate": { type: "string", default: "2000" },
-    // "advice": the advice run and its ceiling only (no ingest alone, no /headroom readers).
+    // "advice": the advice run and its ceiling only (no ingest alone, no /headroom readers);
+    // "headroom": /headroom's ceiling only (no ingest, no readers), e.g. to profile it.
     only: { type: "string", default: "" },
     // CPU profile of the read API (node --cpu-prof) in <out>/profiles/api.
     profile: { type: "boolean", default: false },
@@ -88,14 +89,18 @@ if (values.client !== "node" && !(values.client === "wrk" && values.model === "c
   process.stderr.write("--client: node, or wrk with --model closed, please\n");
   process.exit(2);
 }
-const advice = { readers: Number(values["advice-readers"]), rate: Number(values["advice-rate"]) };
+const advice = {
+  readers: values.only === "headroom" ? 0 : Number(values["advice-readers"]),
+  rate: Number(values["advice-rate"]),
+};
 if (!Number.isInteger(advice.readers) || advice.readers < 0 || !(advice.rate > 0)) {
   process.stderr.write("--advice-readers: a whole number (0: none); --advice-rate: above 0\n");
   process.exit(2);
 }
 const adviceOnly = values.only === "advice";
-if (values.only !== "" && !adviceOnly) {
-  process.stderr.write("--only: advice (or not given), please\n");
+const headroomOnly = values.only === "headroom";
+if (values.only !== "" && !adviceOnly && !headroomOnly) {
+  process.stderr.write("--only: advice or headroom (or not given), please\n");
   process.exit(2);
 }
 if (adviceOnly && advice.readers === 0) {
@@ -249,104 +254,108 @@ await runCommand(log, async (cleanup) => {
     model: values.model as "closed" | "dashboards",
   };
   // The /headroom and /usage runs (ingest alone, then beside readers); `--only advice` skips them.
-  const runs = adviceOnly
-    ? null
-    : await (async () => {
-        log(`ingest alone: ${opts.rate}/s for ${opts.durationS} s`);
-        const scrapeWorkers = () => Promise.all(stack.workers().map((w) => w.metrics()));
-        const aloneBefore = await scrapeWorkers();
-        const aloneCpu = meter();
-        const [alone] = await Promise.all([ingest("ra", ingestKeys.alone), touch()]);
-        const aloneCores = aloneCpu.read().cores;
-        const aloneShares = freshnessShares(aloneBefore, await scrapeWorkers());
-        log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
-        log("  a report's way through the worker (its histograms over the run):");
-        for (const line of describeShares(aloneShares)) log(line);
+  const runs =
+    adviceOnly || headroomOnly
+      ? null
+      : await (async () => {
+          log(`ingest alone: ${opts.rate}/s for ${opts.durationS} s`);
+          const scrapeWorkers = () => Promise.all(stack.workers().map((w) => w.metrics()));
+          const aloneBefore = await scrapeWorkers();
+          const aloneCpu = meter();
+          const [alone] = await Promise.all([ingest("ra", ingestKeys.alone), touch()]);
+          const aloneCores = aloneCpu.read().cores;
+          const aloneShares = freshnessShares(aloneBefore, await scrapeWorkers());
+          log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
+          log("  a report's way through the worker (its histograms over the run):");
+          for (const line of describeShares(aloneShares)) log(line);
 
-        log(
-          `ingest with ${opts.readers} readers (${values.model}): ${opts.rate}/s for ${opts.durationS} s`,
-        );
-        // The freshness probe's project is one of the phase's (`bench-rb-…`), so that its reports are
-        // counted among the phase's stored rows, as the edge counts them among those it enqueued.
-        const probe = {
-          report: (
-            await keyStore.create("bench-rb-probe", { plan: "unlimited", defaultPlan: "unlimited" })
-          ).key,
-          read: (
-            await keyStore.create("bench-rb-probe", { defaultPlan: "unlimited", scope: "read" })
-          ).key,
-        };
-        // Dashboards that poll find their answers cached: one cold request per project and endpoint
-        // first (timed apart), as a steady state of polling has them.
-        const warmStarted = performance.now();
-        await Promise.all(
-          readKeys.flatMap((key) =>
-            READ_TARGETS.map(async (t) => {
-              const res = await fetch(`${apiUrl}${targetUrl(t)}`, {
-                headers: { authorization: `Bearer ${key}` },
-              });
-              await res.arrayBuffer();
-            }),
-          ),
-        );
-        const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
-        log(`  cold: one request per project and endpoint answered in ${coldS} s`);
-        const stagesBefore = await scrapeWorkers();
-        const readersCpu = meter();
-        const [withReaders, reads, freshness, touched] = await Promise.all([
-          ingest("rb", ingestKeys.readers),
-          values.client === "wrk"
-            ? runWrkReaders(readersSpec, stack.dir, cleanup)
-            : runReadersProcess(readersSpec, cleanup),
-          probeFreshness({
-            edgeUrl: (edges[0] as { url: string }).url,
-            apiUrl,
-            reportKey: probe.report,
-            readKey: probe.read,
-            durationS: opts.durationS,
-          }),
-          touch(),
-        ]);
-        const readersCores = readersCpu.read().cores;
-        const shares = freshnessShares(stagesBefore, await scrapeWorkers());
-        log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
-        log(
-          `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
-        );
-        log("  its shares (the workers' histograms over the run; the probe's own timings):");
-        for (const line of describeShares(shares)) log(line);
-        log(
-          `    api: p50 ${freshness.apiMs.p50} ms, max ${freshness.apiMs.max} ms — the read that showed it (polls 20 ms apart)`,
-        );
-        log(
-          `    (before the 200) edge: p50 ${freshness.edgeMs.p50} ms, max ${freshness.edgeMs.max} ms — the probe's POST, its group commit included`,
-        );
-        for (const [name, r] of Object.entries(reads.byEndpoint)) {
           log(
-            `  ${name} (${r.readers} readers): ${r.perSec} req/s, ${latencyText(r)}, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
+            `ingest with ${opts.readers} readers (${values.model}): ${opts.rate}/s for ${opts.durationS} s`,
           );
-        }
-        log(
-          `  readers' projects touched: ${touched.rows} reports in ${touched.inserts} inserts, ${touched.failed} failed`,
-        );
-        log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
-        log(
-          `  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`,
-        );
+          // The freshness probe's project is one of the phase's (`bench-rb-…`), so that its reports are
+          // counted among the phase's stored rows, as the edge counts them among those it enqueued.
+          const probe = {
+            report: (
+              await keyStore.create("bench-rb-probe", {
+                plan: "unlimited",
+                defaultPlan: "unlimited",
+              })
+            ).key,
+            read: (
+              await keyStore.create("bench-rb-probe", { defaultPlan: "unlimited", scope: "read" })
+            ).key,
+          };
+          // Dashboards that poll find their answers cached: one cold request per project and endpoint
+          // first (timed apart), as a steady state of polling has them.
+          const warmStarted = performance.now();
+          await Promise.all(
+            readKeys.flatMap((key) =>
+              READ_TARGETS.map(async (t) => {
+                const res = await fetch(`${apiUrl}${targetUrl(t)}`, {
+                  headers: { authorization: `Bearer ${key}` },
+                });
+                await res.arrayBuffer();
+              }),
+            ),
+          );
+          const coldS = Math.round((performance.now() - warmStarted) / 100) / 10;
+          log(`  cold: one request per project and endpoint answered in ${coldS} s`);
+          const stagesBefore = await scrapeWorkers();
+          const readersCpu = meter();
+          const [withReaders, reads, freshness, touched] = await Promise.all([
+            ingest("rb", ingestKeys.readers),
+            values.client === "wrk"
+              ? runWrkReaders(readersSpec, stack.dir, cleanup)
+              : runReadersProcess(readersSpec, cleanup),
+            probeFreshness({
+              edgeUrl: (edges[0] as { url: string }).url,
+              apiUrl,
+              reportKey: probe.report,
+              readKey: probe.read,
+              durationS: opts.durationS,
+            }),
+            touch(),
+          ]);
+          const readersCores = readersCpu.read().cores;
+          const shares = freshnessShares(stagesBefore, await scrapeWorkers());
+          log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
+          log(
+            `  freshness (edge 200 → /headroom shows it): ${freshness.probes} probes, p50 ${freshness.latencyMs.p50} ms, p99 ${freshness.latencyMs.p99} ms, max ${freshness.latencyMs.max} ms, missed ${freshness.missed}`,
+          );
+          log("  its shares (the workers' histograms over the run; the probe's own timings):");
+          for (const line of describeShares(shares)) log(line);
+          log(
+            `    api: p50 ${freshness.apiMs.p50} ms, max ${freshness.apiMs.max} ms — the read that showed it (polls 20 ms apart)`,
+          );
+          log(
+            `    (before the 200) edge: p50 ${freshness.edgeMs.p50} ms, max ${freshness.edgeMs.max} ms — the probe's POST, its group commit included`,
+          );
+          for (const [name, r] of Object.entries(reads.byEndpoint)) {
+            log(
+              `  ${name} (${r.readers} readers): ${r.perSec} req/s, ${latencyText(r)}, statuses ${JSON.stringify(r.statuses)}, bytes ${JSON.stringify(r.bytes)}`,
+            );
+          }
+          log(
+            `  readers' projects touched: ${touched.rows} reports in ${touched.inserts} inserts, ${touched.failed} failed`,
+          );
+          log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
+          log(
+            `  cores used, with readers: ${JSON.stringify(readersCores)}, readers ${reads.clientCores}`,
+          );
 
-        return {
-          alone,
-          aloneCores,
-          aloneShares,
-          withReaders,
-          reads,
-          freshness,
-          shares,
-          touched,
-          readersCores,
-          coldS,
-        };
-      })();
+          return {
+            alone,
+            aloneCores,
+            aloneShares,
+            withReaders,
+            reads,
+            freshness,
+            shares,
+            touched,
+            readersCores,
+            coldS,
+          };
+        })();
 
   // Issue 44: advice asked by many clients at a fixed rate in all, while ingest runs; and how soon
   // an advice answer reflects a report (the freshness probe, on advice).
@@ -414,26 +423,28 @@ await runCommand(log, async (cleanup) => {
   }
 
   // Ingest has stopped: the API and a bare route sending the same bytes, each alone.
-  const headroomCeiling = runs
-    ? await (async () => {
-        log(
-          `/api/v1/headroom against a bare route sending its bytes: wrk, ${opts.readers} connections`,
-        );
-        return measureHeadroomCeiling(
-          {
-            apiUrl,
-            apiPid: api.pid,
-            keys: readKeys,
-            dir: stack.dir,
-            connections: opts.readers,
-            durationS: opts.durationS,
-            warmupS: 3,
-            acceptEncoding: values["accept-encoding"] as string,
-          },
-          cleanup,
-        );
-      })()
-    : null;
+  const headroomCeiling =
+    runs || headroomOnly
+      ? await (async () => {
+          log(
+            `/api/v1/headroom against a bare route sending its bytes: wrk, ${opts.readers} connections`,
+          );
+          return measureHeadroomCeiling(
+            {
+              apiUrl,
+              apiPid: api.pid,
+              keys: readKeys,
+              dir: stack.dir,
+              connections: opts.readers,
+              durationS: opts.durationS,
+              warmupS: 3,
+              acceptEncoding: values["accept-encoding"] as string,
+              profileDir: values.profile ? join(outDir, "profiles", "bare") : undefined,
+            },
+            cleanup,
+          );
+        })()
+      : null;
   let adviceCeiling: Awaited<ReturnType<typeof measureHeadroomCeiling>> | null = null;
   if (adviceRun) {
     log(`/api/v1/advice against a bare route sending its bytes: wrk, ${opts.readers} connections`);
@@ -454,7 +465,7 @@ await runCommand(log, async (cleanup) => {
     );
   }
   const figures = [
-    ...(runs && headroomCeiling ? readFigures(headroomCeiling, runs.reads, opts.rate) : []),
+    ...(headroomCeiling ? readFigures(headroomCeiling, runs?.reads ?? null, opts.rate) : []),
     ...(adviceRun && adviceCeiling
       ? adviceFigures(adviceCeiling, adviceRun.reads, adviceRun.freshness, {
           ingest: opts.rate,

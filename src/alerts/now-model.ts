@@ -127,25 +127,35 @@ export function windowNow(
   const perUnit = burn.perS === null ? null : finiteOrNull(burn.perS * PER_UNIT_SECONDS[metric]);
   const resetsUnknown: UnknownReason | null =
     resetsAt !== null ? null : remaining === null ? "no_figures" : "no_reset_time";
-  const base = {
+  const usedPctNow = usedPct(limit, remaining);
+  const resetsAtText = isoOrNull(resetsAt);
+  const resetsInS = resetsAt === null ? null : round(Math.max(0, resetsAt - now) / 1000, 1);
+  const burnPerS = burn.perS === null ? null : round(burn.perS, 4);
+  const burnInUnit = perUnit === null ? null : round(perUnit, 4);
+  const burnUnknown = remaining === null ? ("no_figures" as const) : burn.unknown;
+  // One literal with every field, in the answer's order: a literal that starts with a spread
+  // and adds fields after it costs microseconds a call in V8 (each result gets a map of its own).
+  const result = (
+    exhaustedAt: string | null,
+    etaS: number | null,
+    why: UnknownReason | null,
+  ): WindowNow => ({
     limit,
     remaining,
-    used_pct: usedPct(limit, remaining),
-    resets_at: isoOrNull(resetsAt),
-    resets_in_s: resetsAt === null ? null : round(Math.max(0, resetsAt - now) / 1000, 1),
+    used_pct: usedPctNow,
+    resets_at: resetsAtText,
+    resets_in_s: resetsInS,
     resets_unknown: resetsUnknown,
     reset_since_report: reset,
-    burn_per_s: burn.perS === null ? null : round(burn.perS, 4),
-    burn: perUnit === null ? null : round(perUnit, 4),
+    burn_per_s: burnPerS,
+    burn: burnInUnit,
     burn_unit: BURN_UNITS[metric],
-    burn_unknown: remaining === null ? ("no_figures" as const) : burn.unknown,
-  };
-  const unknown = (why: UnknownReason): WindowNow => ({
-    ...base,
-    exhausted_at: null,
-    exhaustion_eta_s: null,
+    burn_unknown: burnUnknown,
+    exhausted_at: exhaustedAt,
+    exhaustion_eta_s: etaS,
     exhaustion_unknown: why,
   });
+  const unknown = (why: UnknownReason) => result(null, null, why);
   if (remaining === null || reportedAt === null) return unknown("no_figures");
   if (reset) return unknown("reset_since_report");
   let exhaustedAt: number;
@@ -158,10 +168,5 @@ export function windowNow(
     // So slow that it runs out after any time a reader writes: not burning, for every reader.
     if (!isTime(exhaustedAt)) return unknown("not_burning");
   }
-  return {
-    ...base,
-    exhausted_at: isoOrNull(exhaustedAt),
-    exhaustion_eta_s: round(Math.max(0, exhaustedAt - now) / 1000, 1),
-    exhaustion_unknown: null,
-  };
+  return result(isoOrNull(exhaustedAt), round(Math.max(0, exhaustedAt - now) / 1000, 1), null);
 }

@@ -30,6 +30,11 @@ export interface QueryCache {
    * as a use (the least recently used are dropped first).
    */
   peek<T>(project: string, key: string): T | undefined;
+  /**
+   * The answer held for `key`, fresh or expired (until freed), for what it was made from: not
+   * to be served as it is. Not a use.
+   */
+  last<T>(project: string, key: string): T | undefined;
   /** What is held: in all and for one project (bytes as `sizeOf` counts them). */
   usage(project?: string): { entries: number; bytes: number };
 }
@@ -186,6 +191,9 @@ export function createQueryCache(opts: QueryCacheOptions): QueryCache {
       if (!hit || hit.usable <= now()) return undefined;
       touch(id, hit);
       return hit.value as T;
+    },
+    last<T>(project: string, key: string): T | undefined {
+      return done.get(slot(project, key))?.value as T | undefined;
     },
     usage(project?: string) {
       if (project === undefined) return { entries: done.size, bytes };

@@ -2,7 +2,7 @@ import type { Point } from "../alerts/burn-rate.js";
 import { type WindowNow, windowNow } from "../alerts/now-model.js";
 import { type AlertRule, type Metric, metricOfDimension } from "../alerts/rule.js";
 import { levelFor, type Thresholds } from "../alerts/state-machine.js";
-import { clampTime, isoOrNull, isResetDelay } from "../lib/time-bounds.js";
+import { clampTime, isoOrNull, isoText, isResetDelay } from "../lib/time-bounds.js";
 import type { WindowFiguresSource, WindowLength } from "../providers/window.js";
 import type { HotCounts, ResetKind } from "../alerts/counted-windows.js";
 import { type PoolMark, withPoolMark } from "./exhaustion.js";
@@ -90,7 +90,7 @@ export interface SeriesView {
 
 const iso = isoOrNull;
 /** A time every answer has (when it was reported or seen): within the range, never a throw. */
-const isoAlways = (ms: number) => new Date(clampTime(ms)).toISOString();
+const isoAlways = (ms: number) => isoText(clampTime(ms));
 
 function metricView(
   metric: Metric,
@@ -221,7 +221,12 @@ export function seriesView(
       const pct = view.used_pct ?? (view.remaining !== null && view.remaining <= 0 ? 100 : null);
       if (pct === null || view.reset_since_report) continue;
       const th = thresholdsFor(rules, latest, metric, window);
-      const level = levelFor("ok", pct, { ...th, hysteresisPct: 0, cooldownMs: 0 });
+      const level = levelFor("ok", pct, {
+        warnPct: th.warnPct,
+        criticalPct: th.criticalPct,
+        hysteresisPct: 0,
+        cooldownMs: 0,
+      });
       if (level === "critical") status = "critical";
       else if (level === "warning" && status === "ok") status = "warning";
     }

@@ -473,8 +473,11 @@ function hotWindows(s: HotSeries, since: number): LatestWindow[] {
     if (!Array.isArray(fig)) continue;
     const [t, , limit, remaining, resetsAt, source] = fig;
     const l = learnedOf(learned[key]);
+    // Named fields, not a spread of parseWindowKey's: see windowNow (now-model.ts) for why.
+    const { dimension, window } = parseWindowKey(key);
     out.push({
-      ...parseWindowKey(key),
+      dimension,
+      window,
       source: sourceOf(source),
       limit: num(limit),
       remaining: num(remaining),
@@ -488,8 +491,10 @@ function hotWindows(s: HotSeries, since: number): LatestWindow[] {
   for (const [key, fig] of Object.entries(learned)) {
     const l = learnedOf(fig);
     if (!l || s.w?.[key]) continue;
+    const { dimension, window } = parseWindowKey(key);
     out.push({
-      ...parseWindowKey(key),
+      dimension,
+      window,
       source: "learned",
       limit: l.limit,
       remaining: null,

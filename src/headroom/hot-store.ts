@@ -291,6 +291,8 @@ export interface HotSnapshot {
   version: string | null;
   /** The copy, unless the copy is not whole or its version is the one held. */
   series?: Map<string, HotSeries>;
+  /** With the copy: the length of its text as Redis holds it. */
+  bytes?: number;
 }
 
 function parseSeries(entries: Iterable<[string, string]>): Map<string, HotSeries> {
@@ -404,7 +406,10 @@ export function createHotStore(
         held ?? "",
       );
       if (version === undefined) return { version: null };
-      return flat === undefined ? { version } : { version, series: parseSeries(pairs(flat)) };
+      if (flat === undefined) return { version };
+      let bytes = 0;
+      for (const text of flat) bytes += text.length;
+      return { version, series: parseSeries(pairs(flat)), bytes };
     },
     /** A project's series, or null when its copy is not whole (never refilled since lost). */
     async read(project: string): Promise<Map<string, HotSeries> | null> {

@@ -123,7 +123,25 @@ export function createAuthenticate({ lookupKey, limits, keyName = "project key" 
     throw invalid();
   }
 
-  async function lookUp(ip: string, key: string): Promise<KeyLookup> {
+  /**
+   * A key this process found good before, looked up again when its cache entry ends (every
+   * KEY_CACHE_TTL_MS a key is used): no guess, so the deployment's count is not asked first (two
+   * Redis commands per look-up), as it is not for a key the cache still holds. This process's
+   * count already let the client in (checkAuthFailures); a key gone bad since is a failure
+   * counted in both, as any other.
+   */
+  async function lookUpAgain(ip: string, key: string): Promise<KeyLookup | null> {
+    let found: KeyLookup | null;
+    try {
+      found = await lookupKey(key);
+    } catch {
+      throw unavailable("the service cannot check keys right now", "key_store");
+    }
+    if (!found) limits.recordAuthFailure(ip);
+    return found;
+  }
+
+  async function lookUp(ip: string, key: string, again: boolean): Promise<KeyLookup> {
     const id = `${ip} ${key}`;
     const shared = inFlight.get(id);
     if (shared) {
@@ -132,7 +150,7 @@ export function createAuthenticate({ lookupKey, limits, keyName = "project key" 
       limits.recordAuthFailure(ip);
       throw invalid();
     }
-    const own = reserveAndLookUp(ip, key);
+    const own = again ? lookUpAgain(ip, key) : reserveAndLookUp(ip, key);
     inFlight.set(id, own);
     const done = () => inFlight.delete(id);
     own.then(done, done);
@@ -160,7 +178,7 @@ export function createAuthenticate({ lookupKey, limits, keyName = "project key" 
     if (!isWellFormedKey(key)) return refuse(req.ip);
     // A key the cache knows to be bad: a failure, without a look-up.
     if (known === null) return refuse(req.ip);
-    return lookUp(req.ip, key);
+    return lookUp(req.ip, key, lookupKey.servedBefore?.(key) === true);
   }
 
   /**

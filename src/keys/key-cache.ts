@@ -10,6 +10,8 @@ export interface LookupKey {
   (key: string): Promise<KeyLookup | null>;
   /** The fresh cached answer (null: a known-bad key), or undefined when a lookup is needed. */
   peek?(key: string): KeyLookup | null | undefined;
+  /** Whether the cache's last answer for `key`, fresh or expired, was a good key. */
+  servedBefore?(key: string): boolean;
 }
 
 interface Entry {
@@ -55,5 +57,7 @@ export function createKeyCache(
     return p;
   }
 
-  return Object.assign(cachedLookup, { peek });
+  const servedBefore = (key: string) => Boolean(entries.get(key)?.value);
+
+  return Object.assign(cachedLookup, { peek, servedBefore });
 }

@@ -18,9 +18,24 @@ export const MAX_TIME_MS = Date.UTC(2299, 11, 31, 23, 59, 59, 999);
 export const isTime = (ms: unknown): ms is number =>
   typeof ms === "number" && ms >= MIN_TIME_MS && ms <= MAX_TIME_MS;
 
+/** Texts of recent times: an answer made again writes the same report times each time. */
+const isoTexts = new Map<number, string>();
+const ISO_TEXTS_MAX = 4_096;
+
+/** The ISO text of a time within the bounds (isTime), remembered. */
+export function isoText(ms: number): string {
+  let text = isoTexts.get(ms);
+  if (text === undefined) {
+    if (isoTexts.size >= ISO_TEXTS_MAX) isoTexts.clear();
+    text = new Date(ms).toISOString();
+    isoTexts.set(ms, text);
+  }
+  return text;
+}
+
 /** The ISO text of a time within the bounds; null for anything else, never a throw. */
 export const isoOrNull = (ms: number | null | undefined): string | null =>
-  isTime(ms) ? new Date(ms).toISOString() : null;
+  isTime(ms) ? isoText(ms) : null;
 
 /** `ms` within the read side's range: its nearest end when outside, 1970 for NaN. */
 export const clampTime = (ms: number): number =>

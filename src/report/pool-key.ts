@@ -27,8 +27,16 @@ export const poolLabelOf = (key: string): string | null =>
 
 /** A pool's id: 12 hex digits of SHA-256 over what identifies it (the account is a hash already). */
 export function poolId(provider: string, model: string, key: string): string {
-  return createHash("sha256")
-    .update(JSON.stringify([provider, model, key]))
-    .digest("hex")
-    .slice(0, 12);
+  const named = JSON.stringify([provider, model, key]);
+  let id = poolIds.get(named);
+  if (id === undefined) {
+    if (poolIds.size >= POOL_IDS_MAX) poolIds.clear();
+    id = createHash("sha256").update(named).digest("hex").slice(0, 12);
+    poolIds.set(named, id);
+  }
+  return id;
 }
+
+/** Ids made lately: every /headroom answer names each of its pools again. */
+const poolIds = new Map<string, string>();
+const POOL_IDS_MAX = 4_096;

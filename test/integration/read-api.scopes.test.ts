@@ -412,6 +412,32 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
     }
   });
 
+  it("makes an answer again after its TTL from the copy it was made from while the copy's version stands", async () => {
+    const api = await apiWith({ READ_HEADROOM_TTL_MS: "50" }, ticking());
+    try {
+      const first = await headroom(api, a.read);
+      expect(first.series.map((x) => x.requests.remaining)).toEqual([80]);
+      const copy = hotKeys(s.p.config.QUEUE_PREFIX).series(a.project);
+      // A request past the TTL makes the answer again (its `at` moves on): the round trip asks
+      // for the copy's version only, and Redis sends the copy itself (HGETALL) only when it moved.
+      await eventually(
+        async () => {
+          let again: { at: string; series: { requests: { remaining: number } }[] } | undefined;
+          const named = await commandsNaming(copy, async () => {
+            again = await headroom(api, a.read);
+          });
+          expect(again?.at).not.toBe(first.at);
+          expect(again?.series).toEqual(first.series);
+          expect(named.filter((c) => /^hgetall /i.test(c))).toEqual([]);
+          expect(named.length).toBeGreaterThan(0);
+        },
+        { timeoutMs: 10_000 },
+      );
+    } finally {
+      await api.close();
+    }
+  });
+
   it("makes each answer anew with READ_HEADROOM_TTL_MS=0", async () => {
     const api = await apiWith({ READ_HEADROOM_TTL_MS: "0" }, ticking());
     try {

@@ -6,6 +6,7 @@ import { createLimits } from "../../src/edge/limits.js";
 import { type AuthDeps, createAuthenticate } from "../../src/http/authenticate.js";
 import { errorHandler } from "../../src/http/error-handler.js";
 import { HttpError } from "../../src/http/errors.js";
+import { createKeyCache } from "../../src/keys/key-cache.js";
 import { generateKey } from "../../src/keys/key-format.js";
 import type { KeyLookup } from "../../src/keys/key-store.js";
 
@@ -58,10 +59,14 @@ function fakeLimits(perIp = 100) {
 function setup(lookup: AuthDeps["lookupKey"], limits: AuthDeps["limits"] = fakeLimits().limits) {
   const looked: string[] = [];
   const authenticate = createAuthenticate({
-    lookupKey: (key) => {
-      looked.push(key);
-      return lookup(key);
-    },
+    // What the cache can tell without a look-up (peek, servedBefore) passes through.
+    lookupKey: Object.assign(
+      (key: string) => {
+        looked.push(key);
+        return lookup(key);
+      },
+      { peek: lookup.peek, servedBefore: lookup.servedBefore },
+    ),
     limits,
   });
   const instance = Fastify();
@@ -187,6 +192,42 @@ describe("authenticate", () => {
     expect([bad.statusCode, bad.json().error]).toEqual([429, "rate_limited"]);
     // The bad key's attempt, and the refusal from now on.
     expect(failures.get("10.0.0.70")).toBe(1 + 100);
+  });
+
+  it("looks a key it served again when its cache entry ends without asking the deployment's count, and counts it as a failure once revoked", async () => {
+    const { limits, failures } = fakeLimits();
+    let shared = 0;
+    const counting: AuthDeps["limits"] = {
+      ...limits,
+      async reserveAuthAttempt(ip, lookUp) {
+        if (lookUp) shared += 1;
+        await limits.reserveAuthAttempt(ip, lookUp);
+      },
+    };
+    let t = 1_000;
+    let revoked = false;
+    const cache = createKeyCache(async (key) => (key === goodKey && !revoked ? project : null), {
+      ttlMs: 500,
+      now: () => t,
+    });
+    const { call, looked: lookups } = setup(cache, counting);
+    // First seen: a guess until the store says otherwise, counted by the deployment.
+    expect((await call(`Bearer ${goodKey}`, "10.0.0.80")).statusCode).toBe(200);
+    expect(shared).toBe(1);
+    // Its entry ended: looked up again, the deployment's count not asked.
+    t += 500;
+    expect((await call(`Bearer ${goodKey}`, "10.0.0.80")).statusCode).toBe(200);
+    expect([lookups.length, shared]).toEqual([2, 1]);
+    // Revoked: refused once its entry ends, and the failure counted.
+    revoked = true;
+    t += 500;
+    const res = await call(`Bearer ${goodKey}`, "10.0.0.80");
+    expect([res.statusCode, res.json().error]).toEqual([401, "invalid_project_key"]);
+    expect(failures.get("10.0.0.80")).toBe(1);
+    // A key never served is a guess, as before: the deployment's count asked.
+    expect((await call(`Bearer ${generateKey()}`, "10.0.0.80")).statusCode).toBe(401);
+    expect(shared).toBe(2);
+    expect(failures.get("10.0.0.80")).toBe(2);
   });
 
   it("with the real in-process failure limiter: only the failing IP is refused", async () => {

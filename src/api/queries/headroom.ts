@@ -354,7 +354,11 @@ async function readHot(
       seriesView(v.latest, v.recent, rules, {
         now,
         staleAfterMs: deps.staleAfterMs,
-        declared: declaredFor(declarations, { ...v.latest, label: v.label }),
+        declared: declaredFor(declarations, {
+          provider: v.latest.provider,
+          model: v.latest.model,
+          label: v.label,
+        }),
       }),
     ),
     ...(pools ? { pools } : {}),
@@ -374,7 +378,7 @@ export function poolView(
 ) {
   const { latest, recent } = hotFigures(pool.field, pool.series, since);
   latest.apps = pool.members.map((m) => m.app);
-  const declared = declaredFor(declarations, { ...pool, label: pool.label });
+  const declared = declaredFor(declarations, pool);
   const { app: _app, ...view } = seriesView(latest, recent, rules, {
     now,
     staleAfterMs,

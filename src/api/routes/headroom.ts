@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from "fastify";
 import type { z } from "zod";
+import type { HotSeries } from "../../headroom/hot-series.js";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { parseQuery } from "../params.js";
 import { type Given, type HeadroomDeps, orUnavailable, readHeadroom } from "../queries/headroom.js";
@@ -15,10 +16,16 @@ import { headroomQuery } from "../schemas/headroom.js";
 interface HeldAnswer {
   version: string | null;
   body: Buffer;
+  /**
+   * The hot copy it was made from (when the route read it), with the length of its text: the
+   * next answer of the same version, made once this one is too old, needs no copy from Redis.
+   */
+  copy?: { series: Map<string, HotSeries>; bytes: number };
 }
 
-/** What a held answer keeps alive: its bytes. */
-export const heldAnswerBytes = (a: unknown) => (a as HeldAnswer).body.length;
+/** What a held answer keeps alive: its bytes, and its copy's objects (about four times its text). */
+export const heldAnswerBytes = (a: unknown) =>
+  (a as HeldAnswer).body.length + 4 * ((a as HeldAnswer).copy?.bytes ?? 0);
 
 export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps) => {
   const { answers, hot } = deps;
@@ -27,10 +34,12 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
     filters: z.infer<typeof headroomQuery>,
     version: string | null,
     given?: Given,
+    copy?: HeldAnswer["copy"],
   ): Promise<HeldAnswer> => ({
     version,
     // Kept as bytes: serialised and encoded once per shared answer.
     body: Buffer.from(JSON.stringify(await readHeadroom(deps, project, filters, given))),
+    ...(copy ? { copy } : {}),
   });
 
   app.get("/api/v1/headroom", async (req, reply) => {
@@ -54,16 +63,26 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
       // The rules are asked for at the same time (a cache, in Redis every ALERTS_RULES_TTL_MS).
       const rules = deps.rulesFor(project.projectId);
       rules.catch(() => {}); // awaited below when an answer is made; unused otherwise
-      const snap = await orUnavailable(hot.snapshot(project.projectId, held?.version ?? null));
-      const { version, series } = snap;
+      // An answer too old to serve still names the copy it was made from: the snapshot sends
+      // the copy only when its version moved on (a round trip still confirms it every TTL).
+      const last = held ?? answers.last<HeldAnswer>(project.projectId, key);
+      const known = held ? held.version : last?.copy ? last.version : null;
+      const snap = await orUnavailable(hot.snapshot(project.projectId, known));
+      const { version } = snap;
       deps.versions?.read(project.projectId, version);
+      const copy =
+        snap.series !== undefined
+          ? { series: snap.series, bytes: snap.bytes ?? 0 }
+          : version !== null && last?.version === version
+            ? last.copy
+            : undefined;
       answer =
         version === null
           ? await answerOf(project, filters, null, { rules })
           : await answers.get(
               project.projectId,
               key,
-              () => answerOf(project, filters, version, { series, rules }),
+              () => answerOf(project, filters, version, { series: copy?.series, rules }, copy),
               (h) => h.version === version,
             );
     }
