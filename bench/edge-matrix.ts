@@ -19,6 +19,9 @@ import { assertWrk, WrkMissingError } from "./wrk.js";
 
 const USAGE = `npm run bench:edge -- [options]
   --duration S        seconds per measured phase (default 15; 3 with --quick)
+  --warmup S          seconds of load before each measured phase (default 10; 1 with --quick):
+                      V8's compiler and GC threads still warming cost a 64-connection run
+                      ~2x per report with 3 s (issue 48)
   --connections LIST  connections, comma-separated (default 64,512)
   --generators LIST   wrk and/or autocannon, comma-separated (default wrk,autocannon)
   --keys N            projects (default 20)
@@ -35,6 +38,7 @@ function parseOptions(argv: string[]) {
     strict: true,
     options: {
       duration: { type: "string" },
+      warmup: { type: "string" },
       connections: { type: "string", default: "64,512" },
       generators: { type: "string", default: "wrk,autocannon" },
       keys: { type: "string" },
@@ -53,7 +57,7 @@ function parseOptions(argv: string[]) {
     generators: generators as SaturatingGenerator[],
     connections: values.connections.split(",").map((c) => positiveInt("connections", c, 1, 10_000)),
     durationS: positiveInt("duration", values.duration, values.quick ? 3 : 15, 3_600),
-    warmupS: values.quick ? 1 : 3,
+    warmupS: positiveInt("warmup", values.warmup, values.quick ? 1 : 10, 600),
     keys: positiveInt("keys", values.keys, 20, 10_000),
     quick: values.quick,
   };
