@@ -341,9 +341,13 @@ describe("pools on the headroom page", () => {
       members: [],
       poolName: null,
     });
-    const longName = await cut(page, `.members .member-app[title="${LONG_APP}"]`);
-    expect(longName).toMatchObject({ title: LONG_APP, cut: true });
-    expect(await cut(page, '.series[data-kind="label"] .pool-name')).toMatchObject({ cut: true });
+    // Polled: the cards' width settles as the sections below them load (a scrollbar appears).
+    await expect
+      .poll(() => cut(page, `.members .member-app[title="${LONG_APP}"]`), { timeout: 15_000 })
+      .toMatchObject({ title: LONG_APP, cut: true });
+    await expect
+      .poll(() => cut(page, '.series[data-kind="label"] .pool-name'), { timeout: 15_000 })
+      .toMatchObject({ cut: true });
     expect(await layoutProblems(page)).toEqual([]);
     await shots(page, "pools-cards-1400x1000");
 
