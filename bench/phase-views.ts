@@ -146,7 +146,7 @@ export async function runViewsPhase(
 }
 
 /** Until no merge of `db` has run, and its active parts have not changed, for 2 s (a merge starts within its selector's wake-up). */
-async function mergesSettled(
+export async function mergesSettled(
   query: <T>(sql: string, params?: Record<string, unknown>) => Promise<T[]>,
   db: string,
   timeoutS: number,
