@@ -20,7 +20,7 @@ const invalidOf = (reads: ReadLoadResult, name: string) => {
 
 /** What each endpoint stands for in the figures' labels. */
 const ASKED: Record<string, string> = {
-  usage: "/api/v1/usage as the page asks it (its range to the minute, grouped, no window)",
+  usage: "/api/v1/usage as the page asks it (last=24h by default, grouped, no window)",
   "alerts-events": "/api/v1/alerts/events as the page asks it",
   spend: "/api/v1/spend as the page asks it",
   reports: "/api/v1/reports as the page asks it (the log's first page)",
@@ -34,31 +34,7 @@ export function readFigures(
   ingestRate: number,
 ): Figure[] {
   const S = `issue 36: /api/v1/headroom (${ceiling.bytes} B answer, ${ceiling.encoding})`;
-  const apiUs = perUnitUs(ceiling.api.cpuCores.api, ceiling.api.load.okPerSec, 1);
-  const bareUs = perUnitUs(ceiling.bare.cpuCores["bare Fastify"], ceiling.bare.load.okPerSec, 1);
-  const ceilingFigures = [
-    figure(
-      "read.headroom.perSec",
-      S,
-      "answered, saturated (wrk)",
-      ceiling.api.load.okPerSec,
-      "req/s",
-      {
-        ceiling: { label: "bare Fastify, same bytes", value: ceiling.bare.load.okPerSec },
-      },
-    ),
-    figure(
-      "read.headroom.cpuPerAnswer",
-      S,
-      "API CPU per answer ÷ bare Fastify sending the same bytes",
-      apiUs,
-      "µs",
-      {
-        targets: [atMost(ISSUE_36.headroomCpuVsBare, "ratio")],
-        ceiling: { label: "bare Fastify per answer", value: bareUs },
-      },
-    ),
-  ];
+  const ceilingFigures = ceilingRows("read.headroom", S, ceiling, ISSUE_36.headroomCpuVsBare);
   if (reads === null) return ceilingFigures;
   const headroom = reads.byEndpoint.headroom;
   const dashboards = reads.model === "dashboards";
@@ -132,33 +108,11 @@ export function adviceFigures(
   rates: { ingest: number; advice: number },
 ): Figure[] {
   const S = `issue 44: /api/v1/advice (${ceiling.bytes} B answer, ${ceiling.encoding})`;
-  const apiUs = perUnitUs(ceiling.api.cpuCores.api, ceiling.api.load.okPerSec, 1);
-  const bareUs = perUnitUs(ceiling.bare.cpuCores["bare Fastify"], ceiling.bare.load.okPerSec, 1);
   const advice = reads.byEndpoint.advice;
   const invalid = invalidOf(reads, "advice");
   const beside = `${reads.readers} clients at ${rates.advice}/s in all (open loop) while ingest runs at ${rates.ingest}/s`;
   return [
-    figure(
-      "read.advice.perSec",
-      S,
-      "answered, saturated (wrk)",
-      ceiling.api.load.okPerSec,
-      "req/s",
-      {
-        ceiling: { label: "bare Fastify, same bytes", value: ceiling.bare.load.okPerSec },
-      },
-    ),
-    figure(
-      "read.advice.cpuPerAnswer",
-      S,
-      "API CPU per answer ÷ bare Fastify sending the same bytes",
-      apiUs,
-      "µs",
-      {
-        targets: [atMost(ISSUE_44.adviceCpuVsBare, "ratio")],
-        ceiling: { label: "bare Fastify per answer", value: bareUs },
-      },
-    ),
+    ...ceilingRows("read.advice", S, ceiling, ISSUE_44.adviceCpuVsBare),
     figure(
       "read.advice.answered",
       S,
@@ -195,6 +149,35 @@ export function adviceFigures(
       "count",
       {
         targets: [atMost(0)],
+      },
+    ),
+  ];
+}
+
+/** A route's ceiling rows: answers a second saturated, and CPU per answer ÷ the bare route's. */
+function ceilingRows(id: string, section: string, ceiling: HeadroomCeiling, target: number) {
+  const apiUs = perUnitUs(ceiling.api.cpuCores.api, ceiling.api.load.okPerSec, 1);
+  const bareUs = perUnitUs(ceiling.bare.cpuCores["bare Fastify"], ceiling.bare.load.okPerSec, 1);
+  return [
+    figure(
+      `${id}.perSec`,
+      section,
+      "answered, saturated (wrk)",
+      ceiling.api.load.okPerSec,
+      "req/s",
+      {
+        ceiling: { label: "bare Fastify, same bytes", value: ceiling.bare.load.okPerSec },
+      },
+    ),
+    figure(
+      `${id}.cpuPerAnswer`,
+      section,
+      "API CPU per answer ÷ bare Fastify sending the same bytes",
+      apiUs,
+      "µs",
+      {
+        targets: [atMost(target, "ratio")],
+        ceiling: { label: "bare Fastify per answer", value: bareUs },
       },
     ),
   ];
