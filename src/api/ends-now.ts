@@ -2,10 +2,9 @@ import type { QueryCache } from "./query-cache.js";
 
 // A range that ends now (no `from`/`to`: `last`, or the default 24 h) moves with the clock. Keyed
 // by the range it resolves to, every dashboard's query would change at each minute's turn, all
-// would miss the cache together and start their ClickHouse queries at once (issue 48: every
-// polled endpoint's p99 was that stall). Its answers are shared by what was asked instead, and
-// refreshed behind a held answer like any cached query (query-cache.ts); each answer says the
-// range it was made for.
+// would miss the cache together and start their ClickHouse queries at once (issue 48). Its
+// answers are shared by what was asked instead, and refreshed behind a held answer like any
+// cached query (query-cache.ts); each answer says the range it was made for.
 
 /** Whether `q` asks for a range ending now. */
 export const endsNow = (q: { from?: number; to?: number }) =>
