@@ -12,15 +12,16 @@ export const endsNow = (q: { from?: number; to?: number }) =>
 
 /**
  * `run`'s answer, shared through `cache` by `what` and the query when the range ends now; `run`
- * resolves the range itself, at the time it runs. Otherwise (or without a cache) `run` at once.
+ * resolves the range itself, at the time it runs, and is told whether its answer is shared (its
+ * rows then go past the rows' cache). Otherwise (or without a cache) `run` at once.
  */
 export function sharedIfEndsNow<T>(
   cache: QueryCache | undefined,
   project: string,
   what: string,
   q: { from?: number; to?: number },
-  run: () => Promise<T>,
+  run: (shared: boolean) => Promise<T>,
 ): Promise<T> {
-  if (cache === undefined || !endsNow(q)) return run();
-  return cache.get<T>(project, JSON.stringify([what, q]), run);
+  if (cache === undefined || !endsNow(q)) return run(false);
+  return cache.get<T>(project, JSON.stringify([what, q]), () => run(true));
 }

@@ -2,7 +2,7 @@ import type { z } from "zod";
 import type { KeyLookup } from "../../keys/key-store.js";
 import { WINDOW_LENGTHS } from "../../providers/window.js";
 import { newestFirstPage } from "../cursor.js";
-import { endsNow, sharedIfEndsNow } from "../ends-now.js";
+import { sharedIfEndsNow } from "../ends-now.js";
 import { filterSql } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
@@ -61,8 +61,7 @@ export async function readAlertEvents(
     sql += " AND toString(level) IN {levels:Array(String)}";
     params = { ...params, levels: q.level };
   }
-  const shared = deps.answers !== undefined && endsNow(q);
-  return sharedIfEndsNow(deps.answers, project.projectId, "alerts/events", q, async () => {
+  return sharedIfEndsNow(deps.answers, project.projectId, "alerts/events", q, async (shared) => {
     const { items, next_cursor } = await newestFirstPage<EventRow>({
       store: deps.store,
       now: (deps.now ?? Date.now)(),

@@ -4,7 +4,7 @@ import { storedWindowSource } from "../../providers/parsers/registry.js";
 import { summariseError } from "../../report/error-summary.js";
 import { UUID_TEXT } from "../../report/report-id.js";
 import { newestFirstPage } from "../cursor.js";
-import { endsNow, sharedIfEndsNow } from "../ends-now.js";
+import { sharedIfEndsNow } from "../ends-now.js";
 import { filterSql } from "../params.js";
 import type { QueryCache } from "../query-cache.js";
 import { num, type ReadStore } from "../read-store.js";
@@ -134,8 +134,7 @@ export async function readReports(
   q: z.output<typeof reportsQuery>,
 ): Promise<z.infer<typeof reportsResponse>> {
   const { sql, params } = filterSql(q);
-  const shared = deps.answers !== undefined && endsNow(q);
-  return sharedIfEndsNow(deps.answers, project.projectId, "reports", q, async () => {
+  return sharedIfEndsNow(deps.answers, project.projectId, "reports", q, async (shared) => {
     const { items, next_cursor } = await newestFirstPage<ReportRow>({
       store: deps.store,
       now: (deps.now ?? Date.now)(),

@@ -5,7 +5,7 @@ import type { KeyLookup } from "../../keys/key-store.js";
 import { filterSql } from "../params.js";
 import { num, type ReadStore } from "../read-store.js";
 import type { spendQuery, spendResponse } from "../schemas/spend.js";
-import { endsNow, sharedIfEndsNow } from "../ends-now.js";
+import { sharedIfEndsNow } from "../ends-now.js";
 import type { QueryCache } from "../query-cache.js";
 import {
   alignRange,
@@ -91,9 +91,12 @@ export async function readSpend(
 ): Promise<z.infer<typeof spendResponse>> {
   const now = (deps.now ?? Date.now)();
   // The rows may be shared (a range ending now); the credits' burn is always this moment's.
-  const shared = deps.answers !== undefined && endsNow(q);
-  const { aligned, rows } = await sharedIfEndsNow(deps.answers, project.projectId, "spend", q, () =>
-    spendRows(deps, project, q, shared),
+  const { aligned, rows } = await sharedIfEndsNow(
+    deps.answers,
+    project.projectId,
+    "spend",
+    q,
+    (shared) => spendRows(deps, project, q, shared),
   );
   const { from: _f, to: _t, last: _l, ...filters } = q;
   const credits = rows.some((r) => r.credits_last !== null)
