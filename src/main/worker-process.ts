@@ -6,6 +6,7 @@ import { migrate, migrationContext } from "../clickhouse/migrations.js";
 import { type Config, loadConfig, migratesOnStart } from "../config.js";
 import { createLogger } from "../lib/logger.js";
 import { serveMetrics } from "../lib/metrics-server.js";
+import { closeSteps } from "../lib/close-steps.js";
 import { onShutdown } from "../lib/shutdown.js";
 import { type WatchedWorker, workerHealth } from "../queue/worker-health.js";
 import { closeRedis, createWorkerRedis, type RedisClient } from "../redis/connections.js";
@@ -58,12 +59,14 @@ export async function runWorkerProcess(spec: WorkerProcessSpec): Promise<void> {
     spec.metricsPort(config),
     () => workerHealth(worker.metrics.watched, config.WORKER_HEALTH_STALL_MS),
   );
-  onShutdown(logger, async () => {
-    await worker.close();
-    server.close();
-    await clients.clickhouse.close();
-    await closeRedis(clients.redis);
-  });
+  onShutdown(logger, () =>
+    closeSteps(logger, [
+      ["worker", () => worker.close()],
+      ["metrics server", () => server.close()],
+      ["clickhouse", () => clients.clickhouse.close()],
+      ["redis", () => closeRedis(clients.redis)],
+    ]),
+  );
   worker.start();
   logger.info({ metricsPort: port, ...worker.facts }, `${spec.readyAs} ready`);
 }

@@ -1,5 +1,6 @@
 import { DelayedError, type Job, Worker } from "bullmq";
 import type { Logger } from "pino";
+import { closeSteps } from "../lib/close-steps.js";
 import { ShutdownAbort } from "../lib/retry.js";
 import type { RedisClient } from "../redis/connections.js";
 import type { QueueNames } from "./reports-queue.js";
@@ -146,13 +147,16 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): Wor
     },
     async close(whileClosing?: () => Promise<void>) {
       closing = true;
-      await watchdog.stop();
+      const log = logger.child({ queue: names.name });
+      await closeSteps(log, [["stall watchdog", () => watchdog.stop()]]);
       const workerClosed = worker.close();
       try {
-        await whileClosing?.();
+        await closeSteps(log, [["jobs in hand", () => whileClosing?.()]]);
       } finally {
-        await workerClosed;
-        await probe.close();
+        await closeSteps(log, [
+          ["bullmq worker", () => workerClosed],
+          ["waiting probe", () => probe.close()],
+        ]);
       }
     },
   };

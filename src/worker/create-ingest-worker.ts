@@ -11,6 +11,7 @@ import { createReportSink } from "../clickhouse/report-sink.js";
 import type { Config } from "../config.js";
 import { createDeclarationsReader } from "../control/declarations-cache.js";
 import { createHotStore } from "../headroom/hot-store.js";
+import { closeSteps } from "../lib/close-steps.js";
 import type { DeclarationsReader } from "../providers/declared-limit.js";
 import { isJobData } from "../queue/job-rows.js";
 import {
@@ -229,9 +230,11 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
     async close(graceMs = 20_000) {
       await runtime.close(() => processor.close(graceMs));
       deps.metrics.watched.splice(deps.metrics.watched.indexOf(watched), 1);
-      await releaser.stop();
-      await queue.close();
-      await evalQueue?.close();
+      await closeSteps(logger, [
+        ["manifest release", () => releaser.stop()],
+        ["queue", () => queue.close()],
+        ["evaluation queue", () => evalQueue?.close()],
+      ]);
     },
   };
 }
