@@ -64,7 +64,7 @@ export async function runWorkerProcess(spec: WorkerProcessSpec): Promise<void> {
       ["worker", () => worker.close()],
       ["metrics server", () => server.close()],
       ["clickhouse", () => clients.clickhouse.close()],
-      ["redis", () => closeRedis(clients.redis)],
+      ["redis", () => closeRedis(clients.redis), 2_000],
     ]),
   );
   worker.start();

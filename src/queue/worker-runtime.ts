@@ -154,8 +154,10 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): Wor
         await closeSteps(log, [["jobs in hand", () => whileClosing?.()]]);
       } finally {
         await closeSteps(log, [
-          ["bullmq worker", () => workerClosed],
-          ["waiting probe", () => probe.close()],
+          // Past the jobs in hand, only acknowledgements and BullMQ's own connections are left;
+          // a job not acknowledged is delivered again once its lock expires.
+          ["bullmq worker", () => workerClosed, 3_000],
+          ["waiting probe", () => probe.close(), 2_000],
         ]);
       }
     },

@@ -231,9 +231,10 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
       await runtime.close(() => processor.close(graceMs));
       deps.metrics.watched.splice(deps.metrics.watched.indexOf(watched), 1);
       await closeSteps(logger, [
-        ["manifest release", () => releaser.stop()],
-        ["queue", () => queue.close()],
-        ["evaluation queue", () => evalQueue?.close()],
+        // What is not released now, the next sweep releases.
+        ["manifest release", () => releaser.stop(), 2_000],
+        ["queue", () => queue.close(), 2_000],
+        ["evaluation queue", () => evalQueue?.close(), 2_000],
       ]);
     },
   };

@@ -201,14 +201,24 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
 
     async close(graceMs: number): Promise<void> {
       closing = true;
-      const giveUp = setTimeout(() => {
-        shutdown.abort();
-        for (const e of batcher.drop()) e.reject(new ShutdownAbort("shutting down"));
-      }, graceMs);
+      const timers: NodeJS.Timeout[] = [];
+      // Past the grace period: no more retries, what was not handed to a delivery goes back to
+      // the queue, and a delivery still under way (a connection that never answers) is given
+      // 2 s more, then left to its job's lock: it expires, and the manifest makes the job's
+      // next delivery exact.
+      const gaveUp = new Promise<void>((resolve) => {
+        timers.push(
+          setTimeout(() => {
+            shutdown.abort();
+            for (const e of batcher.drop()) e.reject(new ShutdownAbort("shutting down"));
+            timers.push(setTimeout(resolve, 2_000));
+          }, graceMs),
+        );
+      });
       try {
-        await batcher.flush();
+        await Promise.race([batcher.flush(), gaveUp]);
       } finally {
-        clearTimeout(giveUp);
+        for (const t of timers) clearTimeout(t);
       }
     },
   };

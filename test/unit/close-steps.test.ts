@@ -43,6 +43,31 @@ it("names the step a shutdown still waits for after 5 s, and runs the steps in o
   expect(lines).toHaveLength(1);
 });
 
+it("leaves a step with a give-up time behind after it, goes on, and logs the step's later failure", async () => {
+  vi.useFakeTimers();
+  const { lines, logger } = capture();
+  const ran: string[] = [];
+  let fail = (_: Error) => {};
+  const hung = new Promise<void>((_, reject) => {
+    fail = reject;
+  });
+  const closing = closeSteps(logger, [
+    ["redis", () => hung, 2_000],
+    ["after", () => ran.push("after")],
+  ]);
+  await vi.advanceTimersByTimeAsync(1_999);
+  expect(ran).toStrictEqual([]);
+  await vi.advanceTimersByTimeAsync(1);
+  await closing;
+  expect(ran).toStrictEqual(["after"]);
+  fail(new Error("connection lost"));
+  await vi.advanceTimersByTimeAsync(0);
+  expect(lines.map((l) => [l.step, l.msg])).toStrictEqual([
+    ["redis", "shutdown: gave up waiting for a step"],
+    ["redis", "shutdown: a step left behind failed"],
+  ]);
+});
+
 it("a step that fails stops the shutdown with its error", async () => {
   const { logger } = capture();
   const ran: string[] = [];

@@ -1,6 +1,6 @@
 import { ClickHouseError } from "@clickhouse/client";
 import type { Job } from "bullmq";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { ReportSink } from "../../src/clickhouse/report-sink.js";
 import { createLogger } from "../../src/lib/logger.js";
 import type { ReportJobData } from "../../src/queue/reports-queue.js";
@@ -284,5 +284,42 @@ describe("ingest processor", () => {
     await p.close(1_000);
     await done;
     expect(inserts).toHaveLength(1);
+  });
+
+  it("ends its close 2 s after the grace period though an insert never answers; its job is not acknowledged", async () => {
+    const { sink } = fakeSink();
+    let started = 0;
+    sink.insert = () => {
+      started += 1;
+      return new Promise<void>(() => {});
+    };
+    const { p } = processor(sink);
+    let settled = false;
+    void p.process(job("a", [row("a")])).then(
+      () => {
+        settled = true;
+      },
+      () => {
+        settled = true;
+      },
+    );
+    vi.useFakeTimers();
+    try {
+      let closed = false;
+      const closing = p.close(1_000).then(() => {
+        closed = true;
+      });
+      await vi.advanceTimersByTimeAsync(0);
+      expect(started).toBe(1);
+      await vi.advanceTimersByTimeAsync(2_999);
+      expect(closed).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      await closing;
+      expect(closed).toBe(true);
+      // Neither completed nor failed: its lock expires and the job is delivered again.
+      expect(settled).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
