@@ -357,6 +357,12 @@ export const configSchema = z.object({
    * Unset: a quarter of BATCH_MAX_WAIT_MS (loadConfig).
    */
   BATCH_MIN_WAIT_MS: ms(0, 60_000).optional(),
+  /**
+   * ... but only this long after the worker's previous batch went: each insert costs ClickHouse
+   * a fixed ~0.1–0.2 core-s with the views (docs/benchmarks.md), so a steady flow goes in once
+   * per this, a lone report after a quiet spell at once. Unset: BATCH_MAX_WAIT_MS.
+   */
+  BATCH_MIN_INTERVAL_MS: ms(0, 60_000).optional(),
   /** Jobs a worker holds at once; their reports share inserts. */
   WORKER_CONCURRENCY: int(1, 10_000).default(256),
   /** A job whose worker stops renewing its lock for this long is redelivered (stalled). */
@@ -469,6 +475,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   // A worker told to gather longer waits longer before an early insert too.
   config.BATCH_MIN_WAIT_MS ??= Math.floor(config.BATCH_MAX_WAIT_MS / 4);
+  config.BATCH_MIN_INTERVAL_MS ??= config.BATCH_MAX_WAIT_MS;
   const topologyProblem = redisTopologyProblem(config);
   if (topologyProblem) throw new ConfigError(`invalid configuration:\n  ${topologyProblem}`);
   // The embedded engine is one node: it has no cluster to create the schema on.

@@ -21,6 +21,11 @@ export interface BatcherOptions<E> {
   minWaitMs?: number;
   /** Deliveries under way below which a batch `minWaitMs` old goes (maxParallel if unset). */
   idleBelow?: number;
+  /**
+   * A batch goes early (`minWaitMs`) only this long after the previous batch went: a lone report
+   * after a quiet spell goes at once, a steady flow once per this (0 if unset).
+   */
+  minIntervalMs?: number;
   rowsOf: (entry: E) => number;
   /** Settles once the batch is dealt with; a rejection is passed to `onFailed`. */
   deliver: (batch: E[]) => Promise<void>;
@@ -45,7 +50,12 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
   /** The queue ran dry during a backlog: the next batch goes without lingering. */
   let dry = false;
 
+  /** When the last batch was taken. */
+  let lastTakenAt = Number.NEGATIVE_INFINITY;
   const oldestAt = () => pending[0]?.at ?? 0;
+  /** The earliest a batch may go early: `minWaitMs` old, `minIntervalMs` after the last one. */
+  const earlyAt = () =>
+    Math.max(oldestAt() + (opts.minWaitMs as number), lastTakenAt + (opts.minIntervalMs ?? 0));
   const full = () =>
     pendingRows >= opts.maxRows || pending.length + inFlightEntries >= opts.maxEntries;
   const idle = () => opts.minWaitMs !== undefined && inFlight.size < idleBelow;
@@ -57,7 +67,7 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
     if (dry) return "drained";
     const age = now() - oldestAt();
     if (age >= opts.maxWaitMs) return "wait";
-    if (idle() && age >= (opts.minWaitMs as number)) return "idle";
+    if (idle() && now() >= earlyAt()) return "idle";
     return null;
   }
 
@@ -65,6 +75,7 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
     const batch: E[] = [];
     const waited: number[] | null = opts.onClose ? [] : null;
     const t = now();
+    lastTakenAt = t;
     let rows = 0;
     while (pending.length > 0) {
       const next = pending[0] as { entry: E; at: number };
@@ -101,9 +112,9 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
     }
     // With every delivery slot taken, the next to settle schedules again: no timer to spin on.
     if (pending.length === 0 || closing || inFlight.size >= opts.maxParallel) return;
-    // The earliest the oldest entry can be due: its minWaitMs while a slot is free.
-    const at =
-      oldestAt() + (idle() ? Math.min(opts.minWaitMs as number, opts.maxWaitMs) : opts.maxWaitMs);
+    // The earliest the oldest entry can be due: early while a slot is free, else maxWaitMs old.
+    const latest = oldestAt() + opts.maxWaitMs;
+    const at = idle() ? Math.min(earlyAt(), latest) : latest;
     if (timer && timerAt <= at) return;
     if (timer) clearTimeout(timer);
     timerAt = at;

@@ -45,6 +45,7 @@ export interface IngestWorkerDeps {
     | "BATCH_MAX_ROWS"
     | "BATCH_MAX_WAIT_MS"
     | "BATCH_MIN_WAIT_MS"
+    | "BATCH_MIN_INTERVAL_MS"
     | "WORKER_CONCURRENCY"
     | "RETRY_MAX_DELAY_MS"
     | "WORKER_LOCK_DURATION_MS"
@@ -156,6 +157,7 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
     maxRows: config.BATCH_MAX_ROWS,
     maxWaitMs: config.BATCH_MAX_WAIT_MS,
     minWaitMs: config.BATCH_MIN_WAIT_MS,
+    minIntervalMs: config.BATCH_MIN_INTERVAL_MS,
     maxJobs: config.WORKER_CONCURRENCY,
     // Batches are claimed ahead while two are being inserted: ClickHouse is never left waiting
     // for a manifest to be written.

@@ -37,6 +37,8 @@ export interface IngestOptions {
   maxWaitMs: number;
   /** A batch this old goes while an insert slot is free (BATCH_MIN_WAIT_MS); unset: never early. */
   minWaitMs?: number;
+  /** ... and only this long after the previous batch went (BATCH_MIN_INTERVAL_MS); unset: 0. */
+  minIntervalMs?: number;
   /** The worker's concurrency: with this many jobs in hand, waiting for more is pointless. */
   maxJobs: number;
   /**
@@ -146,6 +148,7 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
     maxEntries: opts.maxJobs,
     maxParallel: opts.maxParallelBatches ?? opts.maxParallelInserts,
     minWaitMs: opts.minWaitMs,
+    minIntervalMs: opts.minIntervalMs,
     // A batch more than the inserts in hand would wait for a slot: no reason to go early.
     idleBelow: opts.maxParallelInserts,
     onClose: (reason, waitedMs) => {

@@ -210,6 +210,35 @@ describe("batcher", () => {
     expect(delivered()).toEqual([["a"], ["b"], ["c", "d"], ["e"]]);
   });
 
+  it("with minIntervalMs, a batch goes early only that long after the previous one went", async () => {
+    const { add, delivered, deliveries } = harness({
+      maxWaitMs: 1_000,
+      minWaitMs: 100,
+      minIntervalMs: 600,
+      maxParallel: 4,
+      idleBelow: 2,
+    });
+    // A lone report after a quiet spell: at once (100 ms).
+    add("a");
+    await vi.advanceTimersByTimeAsync(100);
+    expect(delivered()).toEqual([["a"]]);
+    deliveries[0]?.done();
+    // A steady flow: the next batch goes 600 ms after the first went (t = 700), though a slot
+    // is free and "b" is 100 ms old at t = 200.
+    add("b");
+    await vi.advanceTimersByTimeAsync(200);
+    add("c");
+    await vi.advanceTimersByTimeAsync(399);
+    expect(delivered()).toEqual([["a"]]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(delivered()).toEqual([["a"], ["b", "c"]]);
+    deliveries[1]?.done();
+    // And the next 600 ms after that one.
+    add("d");
+    await vi.advanceTimersByTimeAsync(600);
+    expect(delivered()).toEqual([["a"], ["b", "c"], ["d"]]);
+  });
+
   it("with minWaitMs and every slot busy, a batch still goes at maxWaitMs", async () => {
     const { add, delivered } = harness({
       maxWaitMs: 1_000,

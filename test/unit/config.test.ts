@@ -59,6 +59,13 @@ describe("loadConfig", () => {
     expect(loadConfig({ BATCH_MIN_WAIT_MS: "0" }).BATCH_MIN_WAIT_MS).toBe(0);
   });
 
+  it("goes early at most once per BATCH_MAX_WAIT_MS unless BATCH_MIN_INTERVAL_MS says", () => {
+    expect(loadConfig({}).BATCH_MIN_INTERVAL_MS).toBe(1_000);
+    expect(loadConfig({ BATCH_MAX_WAIT_MS: "60000" }).BATCH_MIN_INTERVAL_MS).toBe(60_000);
+    expect(loadConfig({ BATCH_MIN_INTERVAL_MS: "0" }).BATCH_MIN_INTERVAL_MS).toBe(0);
+    expect(loadConfig({ BATCH_MIN_INTERVAL_MS: "300" }).BATCH_MIN_INTERVAL_MS).toBe(300);
+  });
+
   it("migrates on start on one node, and on a cluster only when asked", () => {
     const cluster = { CLICKHOUSE_URL: "http://ch:8123", CLICKHOUSE_CLUSTER: "eu" };
     expect(migratesOnStart(loadConfig({}))).toBe(true);
