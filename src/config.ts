@@ -364,7 +364,13 @@ export const configSchema = z.object({
    */
   BATCH_MIN_INTERVAL_MS: ms(0, 60_000).optional(),
   /** Jobs a worker holds at once; their reports share inserts. */
-  WORKER_CONCURRENCY: int(1, 10_000).default(256),
+  WORKER_CONCURRENCY: int(1, 10_000).default(2_048),
+  /**
+   * ... and the rows of those jobs, at most: past it the worker takes no more until some are
+   * stored (a job has up to ENQUEUE_MAX_REPORTS rows, so the jobs alone do not bound memory
+   * while ClickHouse is away). At least one job is always held.
+   */
+  WORKER_MAX_ROWS_IN_HAND: int(1, 10_000_000).default(100_000),
   /** A job whose worker stops renewing its lock for this long is redelivered (stalled). */
   WORKER_LOCK_DURATION_MS: ms(1_000).default(30_000),
   WORKER_STALLED_INTERVAL_MS: ms(1_000).default(30_000),

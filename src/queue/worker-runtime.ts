@@ -20,6 +20,8 @@ export interface WorkerRuntimeOptions<Data> {
   /** A worker-role connection (maxRetriesPerRequest: null). */
   redis: RedisClient;
   concurrency: number;
+  /** Jobs held at first, until `limit` says otherwise (concurrency if unset). */
+  initialJobs?: number;
   lockDurationMs: number;
   stalledIntervalMs: number;
   logger: Logger;
@@ -44,6 +46,11 @@ export interface WorkerRuntime<Data> {
   /** What this worker holds now, and for how long it has held work without finishing a job. */
   activity(now?: number): WorkerActivity;
   start(): void;
+  /**
+   * Jobs held at once from now on, between 1 and its concurrency (a bound on rows in hand); the
+   * stall watchdog counts a worker at this as busy.
+   */
+  limit(jobs: number): void;
   /**
    * Stops taking jobs; `whileClosing` runs as the worker waits for the jobs in hand (it may
    * flush them or cut them short); then everything is closed.
@@ -88,7 +95,7 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): Wor
     {
       connection: opts.redis,
       prefix: names.prefix,
-      concurrency: opts.concurrency,
+      concurrency: Math.max(1, Math.min(opts.concurrency, opts.initialJobs ?? opts.concurrency)),
       autorun: false,
       lockDuration: opts.lockDurationMs,
       stalledInterval: opts.stalledIntervalMs,
@@ -112,7 +119,7 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): Wor
     stallMs,
     intervalMs: Math.max(250, Math.floor(stallMs / 4)),
     progress: () => progress,
-    hasRoom: () => held < opts.concurrency,
+    hasRoom: () => held < worker.concurrency,
     waiting: () => probe.waiting(),
     recover: async ({ waiting, idleMs }) => {
       if (closing) return;
@@ -144,6 +151,9 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): Wor
     start() {
       run();
       watchdog.start();
+    },
+    limit(jobs) {
+      worker.concurrency = Math.max(1, Math.min(opts.concurrency, jobs));
     },
     async close(whileClosing?: () => Promise<void>) {
       closing = true;

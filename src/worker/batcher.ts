@@ -16,6 +16,8 @@ export interface BatcherOptions<E> {
   maxWaitMs: number;
   /** The worker's concurrency: with this many entries in hand, waiting for more is pointless. */
   maxEntries: number;
+  /** Rows in hand (waiting and being delivered) at which the worker takes no more: the same. */
+  maxRowsInHand?: number;
   maxParallel: number;
   /** Unset: a batch not full waits maxWaitMs (or a drained queue). */
   minWaitMs?: number;
@@ -44,6 +46,7 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
   const idleBelow = opts.idleBelow ?? opts.maxParallel;
   const inFlight = new Set<Promise<void>>();
   let inFlightEntries = 0;
+  let inFlightRows = 0;
   let closing = false;
   /** The last batch went out full: a backlog is being worked through. */
   let backlog = false;
@@ -56,14 +59,16 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
   /** The earliest a batch may go early: `minWaitMs` old, `minIntervalMs` after the last one. */
   const earlyAt = () =>
     Math.max(oldestAt() + (opts.minWaitMs as number), lastTakenAt + (opts.minIntervalMs ?? 0));
-  const full = () =>
-    pendingRows >= opts.maxRows || pending.length + inFlightEntries >= opts.maxEntries;
+  const heldAll = () =>
+    pending.length + inFlightEntries >= opts.maxEntries ||
+    pendingRows + inFlightRows >= (opts.maxRowsInHand ?? Number.POSITIVE_INFINITY);
+  const full = () => pendingRows >= opts.maxRows || heldAll();
   const idle = () => opts.minWaitMs !== undefined && inFlight.size < idleBelow;
 
   function dueFor(): CloseReason | null {
     if (closing) return "close";
     if (pendingRows >= opts.maxRows) return "rows";
-    if (pending.length + inFlightEntries >= opts.maxEntries) return "jobs";
+    if (heldAll()) return "jobs";
     if (dry) return "drained";
     const age = now() - oldestAt();
     if (age >= opts.maxWaitMs) return "wait";
@@ -98,14 +103,18 @@ export function createBatcher<E>(opts: BatcherOptions<E>) {
       if (!reason) break;
       backlog = full();
       dry = false;
+      const rowsBefore = pendingRows;
       const batch = take(reason);
+      const rows = rowsBefore - pendingRows;
       inFlightEntries += batch.length;
+      inFlightRows += rows;
       const delivery: Promise<void> = opts
         .deliver(batch)
         .catch((err: Error) => opts.onFailed(batch, err))
         .finally(() => {
           inFlight.delete(delivery);
           inFlightEntries -= batch.length;
+          inFlightRows -= rows;
           schedule();
         });
       inFlight.add(delivery);

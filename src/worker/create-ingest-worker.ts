@@ -47,6 +47,8 @@ export interface IngestWorkerDeps {
     | "BATCH_MIN_WAIT_MS"
     | "BATCH_MIN_INTERVAL_MS"
     | "WORKER_CONCURRENCY"
+    | "WORKER_MAX_ROWS_IN_HAND"
+    | "ENQUEUE_MAX_REPORTS"
     | "RETRY_MAX_DELAY_MS"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
@@ -143,6 +145,11 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
     deps.metrics.stageSeconds.observe({ stage: "hot" }, (performance.now() - started) / 1000);
     await alertsHook?.(manifest);
   };
+  // Rows in hand stay within WORKER_MAX_ROWS_IN_HAND: BullMQ fetches jobs before this worker sees
+  // their rows, so a job not yet read counts as the most an edge puts in one (ENQUEUE_MAX_REPORTS),
+  // and the worker fetches only as many as would fit. Small jobs let it hold up to its concurrency.
+  const perJob = config.ENQUEUE_MAX_REPORTS;
+  const roomFor = (rows: number) => Math.floor((config.WORKER_MAX_ROWS_IN_HAND - rows) / perJob);
   const processor = createIngestProcessor({
     sink: createReportSink(
       deps.clickhouse,
@@ -159,6 +166,8 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
     minWaitMs: config.BATCH_MIN_WAIT_MS,
     minIntervalMs: config.BATCH_MIN_INTERVAL_MS,
     maxJobs: config.WORKER_CONCURRENCY,
+    maxRowsInHand: Math.max(1, config.WORKER_MAX_ROWS_IN_HAND - perJob + 1),
+    onHand: (jobs, rows) => runtime.limit(jobs + roomFor(rows)),
     // Batches are claimed ahead while two are being inserted: ClickHouse is never left waiting
     // for a manifest to be written.
     maxParallelBatches: 4,
@@ -176,6 +185,7 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
     names,
     redis: deps.redis,
     concurrency: config.WORKER_CONCURRENCY,
+    initialJobs: roomFor(0),
     lockDurationMs: config.WORKER_LOCK_DURATION_MS,
     stalledIntervalMs: config.WORKER_STALLED_INTERVAL_MS,
     logger,

@@ -42,6 +42,13 @@ export interface IngestOptions {
   /** The worker's concurrency: with this many jobs in hand, waiting for more is pointless. */
   maxJobs: number;
   /**
+   * Rows in hand at which waiting for more is pointless (the worker takes no more jobs then):
+   * the batch goes at once. Unset: no bound but maxJobs.
+   */
+  maxRowsInHand?: number;
+  /** The jobs whose rows are in hand and those rows, after each change. */
+  onHand?: (jobs: number, rows: number) => void;
+  /**
    * Batches in hand at once (claimed, being inserted, or being settled), so that the next ones
    * are claimed while one is being inserted; maxParallelInserts when not given.
    */
@@ -149,6 +156,7 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
     maxParallel: opts.maxParallelBatches ?? opts.maxParallelInserts,
     minWaitMs: opts.minWaitMs,
     minIntervalMs: opts.minIntervalMs,
+    maxRowsInHand: opts.maxRowsInHand,
     // A batch more than the inserts in hand would wait for a slot: no reason to go early.
     idleBelow: opts.maxParallelInserts,
     onClose: (reason, waitedMs) => {
@@ -164,6 +172,15 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
       for (const e of batch) e.reject(err);
     },
   });
+
+  // The jobs in hand and their rows, from their rows' placing until their job settles.
+  let jobsInHand = 0;
+  let rowsInHand = 0;
+  const hold = (jobs: number, rows: number) => {
+    jobsInHand += jobs;
+    rowsInHand += rows;
+    opts.onHand?.(jobsInHand, rowsInHand);
+  };
 
   return {
     process(job: Job<ReportJobData>, lockToken: string): Promise<void> {
@@ -185,14 +202,27 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
         const replay = job.data.replay === true;
         const add = (placed: ReportRow[]) => {
           if (closing) return reject(new ShutdownAbort("shutting down"));
+          const n = placed.length;
+          let held = true;
+          const release = () => {
+            if (held) hold(-1, -n);
+            held = false;
+          };
+          hold(1, n);
           batcher.add({
             job,
             id: String(job.id),
             lockToken,
             rows: placed,
             replay,
-            resolve,
-            reject,
+            resolve: () => {
+              release();
+              resolve();
+            },
+            reject: (err) => {
+              release();
+              reject(err);
+            },
           });
         };
         if (opts.placeRows) opts.placeRows(rows).then(add, reject);

@@ -79,7 +79,7 @@ export function createWorkerMetrics(): WorkerMetrics {
     }),
     batchesClosed: new Counter({
       name: "headroom_worker_batches_closed_total",
-      help: "Batches handed to ClickHouse by what closed them: rows (BATCH_MAX_ROWS), jobs (every job slot taken), wait (BATCH_MAX_WAIT_MS), idle (an insert slot free after BATCH_MIN_WAIT_MS), drained (end of a backlog), close (shutdown)",
+      help: "Batches handed to ClickHouse by what closed them: rows (BATCH_MAX_ROWS), jobs (every job slot taken, or WORKER_MAX_ROWS_IN_HAND reached), wait (BATCH_MAX_WAIT_MS), idle (an insert slot free after BATCH_MIN_WAIT_MS), drained (end of a backlog), close (shutdown)",
       labelNames: ["reason"] as const,
       registers: [registry],
     }),

@@ -239,6 +239,38 @@ describe("batcher", () => {
     expect(delivered()).toEqual([["a"], ["b", "c"], ["d"]]);
   });
 
+  it("with maxRowsInHand, a batch goes at once when the rows waiting and being delivered reach it", async () => {
+    const closed: string[] = [];
+    const { batcher, add, delivered, deliveries } = harness({
+      maxWaitMs: 1_000,
+      maxRowsInHand: 3,
+      maxParallel: 4,
+      onClose: (reason) => closed.push(reason),
+    });
+    add("a", "b");
+    await vi.advanceTimersByTimeAsync(10);
+    expect(delivered()).toEqual([]);
+    add("c");
+    await vi.advanceTimersByTimeAsync(0);
+    expect(delivered()).toEqual([["a", "b", "c"]]);
+    // The three are still being delivered: one more is in hand past the bound, and goes too.
+    add("d");
+    await vi.advanceTimersByTimeAsync(0);
+    expect(delivered()).toEqual([["a", "b", "c"], ["d"]]);
+    deliveries[0]?.done();
+    deliveries[1]?.done();
+    await vi.advanceTimersByTimeAsync(0);
+    // Below the bound again: a batch waits for more.
+    add("e");
+    await vi.advanceTimersByTimeAsync(999);
+    expect(delivered()).toEqual([["a", "b", "c"], ["d"]]);
+    const flushing = batcher.flush();
+    await vi.advanceTimersByTimeAsync(0);
+    deliveries[2]?.done();
+    await flushing;
+    expect(closed).toEqual(["jobs", "jobs", "close"]);
+  });
+
   it("with minWaitMs and every slot busy, a batch still goes at maxWaitMs", async () => {
     const { add, delivered } = harness({
       maxWaitMs: 1_000,

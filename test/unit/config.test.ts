@@ -59,6 +59,11 @@ describe("loadConfig", () => {
     expect(loadConfig({ BATCH_MIN_WAIT_MS: "0" }).BATCH_MIN_WAIT_MS).toBe(0);
   });
 
+  it("holds 2048 jobs and 100000 rows at most by default", () => {
+    expect(loadConfig({}).WORKER_CONCURRENCY).toBe(2_048);
+    expect(loadConfig({}).WORKER_MAX_ROWS_IN_HAND).toBe(100_000);
+  });
+
   it("goes early at most once per BATCH_MAX_WAIT_MS unless BATCH_MIN_INTERVAL_MS says", () => {
     expect(loadConfig({}).BATCH_MIN_INTERVAL_MS).toBe(1_000);
     expect(loadConfig({ BATCH_MAX_WAIT_MS: "60000" }).BATCH_MIN_INTERVAL_MS).toBe(60_000);

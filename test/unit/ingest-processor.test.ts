@@ -286,6 +286,56 @@ describe("ingest processor", () => {
     expect(inserts).toHaveLength(1);
   });
 
+  it("tells the jobs and rows in hand after each change, and inserts at once at maxRowsInHand rows", async () => {
+    const { sink, inserts } = fakeSink();
+    const insert = sink.insert;
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    sink.insert = async (rows, token, json) => {
+      await held;
+      return insert(rows, token, json);
+    };
+    const said: [number, number][] = [];
+    const manifests = memoryManifests();
+    const created = createIngestProcessor({
+      sink,
+      manifests: manifests.store,
+      maxRows: 1_000,
+      maxWaitMs: 60_000,
+      maxJobs: 100,
+      maxRowsInHand: 4,
+      onHand: (jobs, rows) => said.push([jobs, rows]),
+      maxParallelInserts: 2,
+      retryMaxDelayMs: 5,
+      logger: createLogger("silent", "test"),
+      metrics: createWorkerMetrics(),
+      deadLetter: async () => {},
+    });
+    const run = (id: string, rows: ReportRow[]) => {
+      manifests.locks.set(id, `lock-${id}`);
+      return created.process(job(id, rows), `lock-${id}`);
+    };
+    const first = run("a", [row("a1"), row("a2"), row("a3")]);
+    expect(said).toEqual([[1, 3]]);
+    const second = run("b", [row("b1")]);
+    // Four rows in hand: the batch goes without waiting the minute.
+    expect(said).toEqual([
+      [1, 3],
+      [2, 4],
+    ]);
+    release();
+    await Promise.all([first, second]);
+    expect(said).toEqual([
+      [1, 3],
+      [2, 4],
+      [1, 1],
+      [0, 0],
+    ]);
+    expect(inserts.flatMap((i) => i.rows.map((r) => r[0]))).toEqual(["a1", "a2", "a3", "b1"]);
+  });
+
   it("ends its close 2 s after the grace period though an insert never answers; its job is not acknowledged", async () => {
     const { sink } = fakeSink();
     let started = 0;
