@@ -58,6 +58,11 @@ export interface WorkerRuntime<Data> {
   close(whileClosing?: () => Promise<void>): Promise<void>;
 }
 
+/** What BullMQ's Worker keeps of its main loop: a queue that wakes the loop when given a settled promise. */
+interface MainLoop {
+  mainLoopQueue?: { add(promise: Promise<unknown>): void };
+}
+
 export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): WorkerRuntime<Data> {
   const { logger, names } = opts;
   // For the stall watchdog: jobs started or finished so far, and jobs in hand now.
@@ -153,7 +158,12 @@ export function createWorkerRuntime<Data>(opts: WorkerRuntimeOptions<Data>): Wor
       watchdog.start();
     },
     limit(jobs) {
-      worker.concurrency = Math.max(1, Math.min(opts.concurrency, jobs));
+      const next = Math.max(1, Math.min(opts.concurrency, jobs));
+      const rose = next > worker.concurrency;
+      worker.concurrency = next;
+      // BullMQ's main loop looks at its concurrency again only when something in hand settles;
+      // a raise wakes it, as BullMQ's own resume() does (bullmq 6.7's mainLoopQueue).
+      if (rose) (worker as unknown as MainLoop).mainLoopQueue?.add(Promise.resolve());
     },
     async close(whileClosing?: () => Promise<void>) {
       closing = true;

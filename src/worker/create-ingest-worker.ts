@@ -49,6 +49,7 @@ export interface IngestWorkerDeps {
     | "WORKER_CONCURRENCY"
     | "WORKER_MAX_ROWS_IN_HAND"
     | "ENQUEUE_MAX_REPORTS"
+    | "BATCH_MAX_REPORTS"
     | "RETRY_MAX_DELAY_MS"
     | "WORKER_LOCK_DURATION_MS"
     | "WORKER_STALLED_INTERVAL_MS"
@@ -146,9 +147,10 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
     await alertsHook?.(manifest);
   };
   // Rows in hand stay within WORKER_MAX_ROWS_IN_HAND: BullMQ fetches jobs before this worker sees
-  // their rows, so a job not yet read counts as the most an edge puts in one (ENQUEUE_MAX_REPORTS),
-  // and the worker fetches only as many as would fit. Small jobs let it hold up to its concurrency.
-  const perJob = config.ENQUEUE_MAX_REPORTS;
+  // their rows, so a job not yet read counts as the most an edge puts in one (ENQUEUE_MAX_REPORTS,
+  // or a batch request's reports with ids, which go in one job: BATCH_MAX_REPORTS), and the worker
+  // fetches only as many as would fit. Small jobs let it hold up to its concurrency.
+  const perJob = Math.max(config.ENQUEUE_MAX_REPORTS, config.BATCH_MAX_REPORTS);
   const roomFor = (rows: number) => Math.floor((config.WORKER_MAX_ROWS_IN_HAND - rows) / perJob);
   const processor = createIngestProcessor({
     sink: createReportSink(
@@ -239,7 +241,8 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
       releaser.start();
       runtime.start();
     },
-    async close(graceMs = 20_000) {
+    // 12 s to flush, then the steps below (a few seconds each at most): within the process's 30 s.
+    async close(graceMs = 12_000) {
       await runtime.close(() => processor.close(graceMs));
       deps.metrics.watched.splice(deps.metrics.watched.indexOf(watched), 1);
       await closeSteps(logger, [
