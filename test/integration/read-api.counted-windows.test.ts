@@ -119,9 +119,13 @@ afterAll(async () => {
 
 describe("Gemini: learned from a 429, counted, reset at Pacific midnight", () => {
   it("learns the per-day requests limit, counts down from it, resets, and marks a second 429", async () => {
-    // Ten minutes before a Pacific midnight (the edge takes timestamps up to a day ahead): every
-    // report of the day falls in one Pacific day, whatever the date the test runs on.
-    const midnight = nextPacificMidnight(Date.now() + 11 * 60_000);
+    // Ten minutes before a Pacific midnight: every report of the day falls in one Pacific day,
+    // whatever the date and time the test runs at. The midnight is the first after 62 min ago, so
+    // the last report (midnight + 5 s) is under 24 h ahead even on the 25 h day DST ends
+    // (23 h 58 min at most), inside the edge's bound; the first is at most 72 min in the past.
+    // (A midnight found after now + 11 min put `base` over a day ahead in the minute 10 min
+    // before a midnight, and CI ran in it.)
+    const midnight = nextPacificMidnight(Date.now() - 62 * 60_000);
     const base = midnight - 10 * 60_000;
     const gemini = (at: number, more: Record<string, unknown>) => ({
       provider: "gemini",
