@@ -147,19 +147,25 @@ it("two workers SIGKILLed one after the other while both hold jobs: nothing fail
 }, async () => {
   const project = "p-two-holders";
   const lock = { WORKER_LOCK_DURATION_MS: "2000", WORKER_STALLED_INTERVAL_MS: "1000" };
+  // Batches go by a minute's wait or full slots only: no early (group-commit) batch. Without it
+  // a loaded machine saw A insert the 8 jobs it held after BATCH_MIN_WAIT_MS, then its other 2:
+  // two inserts started two Bs, which shared A's jobs between them.
+  const slow = { BATCH_MAX_WAIT_MS: "60000", BATCH_MIN_WAIT_MS: "60000" };
   // A takes half the jobs and inserts them as soon as its 10 slots are full.
-  const a = worker({ ...lock, CLICKHOUSE_URL: proxy.url, WORKER_CONCURRENCY: "10" });
+  const a = worker({ ...lock, ...slow, CLICKHOUSE_URL: proxy.url, WORKER_CONCURRENCY: "10" });
   await a.waitFor(/worker ready/);
   let b: Proc | undefined;
+  let inserts = 0;
   // A's insert waits until B holds the other half; ClickHouse runs it, and A is SIGKILLed before
   // the answer reaches it.
   proxy.setPolicy(({ kind }) => {
     if (kind !== "insert") return "pass";
+    inserts += 1;
     return {
       action: "drop-after",
       beforeForward: async () => {
         // B never fills its slots and waits long for its batch: it holds what it takes.
-        b = worker({ ...lock, WORKER_CONCURRENCY: "21", BATCH_MAX_WAIT_MS: "60000" });
+        b = worker({ ...lock, ...slow, WORKER_CONCURRENCY: "21" });
         await eventually(async () => expect(await p.queue.getActiveCount()).toBe(JOBS), {
           timeoutMs: 30_000,
           intervalMs: 50,
@@ -170,6 +176,7 @@ it("two workers SIGKILLed one after the other while both hold jobs: nothing fail
   });
   const ids = await p.fill(JOBS, PER_JOB, project);
   await a.exited;
+  expect(inserts).toBe(1);
   expect(await p.distinctCount(project)).toBe((JOBS * PER_JOB) / 2);
 
   // B takes A's jobs over when their locks run out, and holds all of them; then it is killed too.
