@@ -15,6 +15,7 @@ import {
   startReadStack,
 } from "../helpers/read-stack.js";
 import { redisNow, untilRedisMs } from "../helpers/redis-clock.js";
+import { monitorRedis } from "../helpers/redis-monitor.js";
 
 // Keys work only within their scope, and a read key only ever sees its own project, through
 // every endpoint and filter. Reports go in through the real edge and worker.
@@ -368,24 +369,23 @@ describe("identical /headroom requests share one answer for READ_HEADROOM_TTL_MS
 
   /** The Redis commands with `needle` as an argument while `fn` ran (MONITOR, its own connection). */
   async function commandsNaming(needle: string, fn: () => Promise<void>): Promise<string[]> {
-    const monitor = await (s.p.redis as Redis).monitor();
+    const { host, port, username, password } = (s.p.redis as Redis).options;
+    const monitor = await monitorRedis({ host, port, username, password });
     const marker = `marker-${uniqueId()}`;
-    let markerSeen = false;
-    const named: string[] = [];
-    monitor.on("monitor", (_time: string, args: string[]) => {
-      if (args.includes(marker)) markerSeen = true;
-      // The whole argument: project r-…-1's key is a prefix of project r-…-12's.
-      else if (args.includes(needle)) named.push(args.join(" "));
-    });
     try {
       await fn();
       // Every command sent before the marker has reached the monitor once the marker has.
       await s.p.redis.get(marker);
-      await eventually(() => expect(markerSeen).toBe(true));
+      await eventually(() => expect(monitor.commands.some((c) => c.includes(marker))).toBe(true));
     } finally {
-      monitor.disconnect();
+      monitor.stop();
     }
-    return named;
+    const upToMarker = monitor.commands.slice(
+      0,
+      monitor.commands.findIndex((c) => c.includes(marker)),
+    );
+    // The whole argument: project r-…-1's key is a prefix of project r-…-12's.
+    return upToMarker.filter((c) => c.includes(needle)).map((c) => c.join(" "));
   }
 
   // That the workers' pushes reach it is the test above's (a TTL of an hour) and hot-versions'.
