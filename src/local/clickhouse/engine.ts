@@ -15,14 +15,16 @@ import {
   secondStatementAt,
   trailingFormat,
 } from "./sql-text.js";
+import { createTurns } from "./turns.js";
 
 // The one chdb Session of the embedded server, and the rules that make a single shared engine
 // session behave like clickhouse-server's fresh context per HTTP request. Requests run one at a
-// time through a queue (the engine runs one query at a time anyway), so the session's state
-// between two requests is always the baseline: the database is switched per request, settings
-// from the URL are SET before the query and restored after it (an insert on the zero-copy path
-// carries them in its own SETTINGS clause instead), and a statement that may have SET something
-// itself is followed by a restore of everything that differs from the baseline.
+// time (the engine runs one query at a time anyway; turns.ts puts inserts before queued reads),
+// so the session's state between two requests is always the baseline: the database is switched
+// per request, settings from the URL are SET before the query and restored after it (an insert
+// on the zero-copy path carries them in its own SETTINGS clause instead), and a statement that
+// may have SET something itself is followed by a restore of everything that differs from the
+// baseline.
 
 export interface EngineRequest {
   /** The statement, without any data that follows it. */
@@ -305,21 +307,23 @@ export async function openEngine(path: string, logger: Logger): Promise<Engine> 
     }
   };
 
-  let tail: Promise<unknown> = Promise.resolve();
+  const turns = createTurns();
   let closed = false;
   return {
     version,
     timezone,
     run(req) {
       if (closed) return Promise.reject(new Error("the embedded ClickHouse engine is closed"));
-      const result = tail.then(() => execute(req));
-      tail = result.catch(() => {});
-      return result;
+      // An insert of data sent with it (ingest's); an INSERT … SELECT (a migration) waits its
+      // turn like a read.
+      const sent = req.data !== undefined && req.data.length > 0;
+      const kind = sent && firstKeyword(req.sql) === "INSERT" && !req.readonly ? "insert" : "read";
+      return turns.run(kind, () => execute(req));
     },
     async close() {
       if (closed) return;
       closed = true;
-      await tail;
+      await turns.idle();
       session.close();
       await drainPending();
       await rm(spillDir, { recursive: true, force: true });
