@@ -4,9 +4,13 @@
 // costs ClickHouse about one run per TTL however many poll it, and staleness is bounded by
 // ttlMs + staleMs. At most `backgroundRefreshes` refreshes run at a time: polling dashboards
 // never take more of ClickHouse than that from ingest's inserts; the other stale answers are
-// served a little longer. Failures are never kept (a failed refresh leaves the old answer until
-// it is too stale). A refresh is given the answer it replaces, fresh, stale or expired
-// (usage-rolling.ts refreshes only what changed), or undefined when there is none. A caller that
+// served a little longer and wait their turn, the one that stops being usable first going first
+// when a refresh ends (taken by whichever poll came next, an answer refreshed a moment ago went
+// again while another ran out of time, and its next poll waited for ClickHouse: issue 48); a
+// waiting refresh holds its query until then, one per held answer at most. Failures are never
+// kept (a failed refresh leaves the old answer until it is too stale). A refresh is given the
+// answer it replaces, fresh, stale or expired (usage-rolling.ts refreshes only what changed), or
+// undefined when there is none. A caller that
 // can tell a held answer is out of date (`current`, e.g. by a version of what it was made from)
 // gets a new one at once, TTL or not.
 //
@@ -53,6 +57,12 @@ export interface QueryCacheOptions {
   now?: () => number;
 }
 
+/** A stale answer's refresh, waiting for a slot. */
+interface Waiting {
+  project: string;
+  run: (previous: unknown) => Promise<unknown>;
+}
+
 interface Held {
   project: string;
   value: unknown;
@@ -75,6 +85,8 @@ export function createQueryCache(opts: QueryCacheOptions): QueryCache {
   const staleMs = opts.staleMs ?? 0;
   const maxBackground = opts.backgroundRefreshes ?? 1;
   let background = 0;
+  /** Stale answers asked for while every refresh slot was busy: a subset of `done`'s. */
+  const waiting = new Map<string, Waiting>();
   // Maps keep insertion order: re-inserting on use makes the first entry the least recent, in
   // all (`done`) and within each project (`owned`).
   const done = new Map<string, Held>();
@@ -87,6 +99,7 @@ export function createQueryCache(opts: QueryCacheOptions): QueryCache {
 
   function drop(id: string) {
     const held = done.get(id);
+    waiting.delete(id);
     if (held === undefined) return;
     done.delete(id);
     bytes -= held.bytes;
@@ -148,7 +161,14 @@ export function createQueryCache(opts: QueryCacheOptions): QueryCache {
   ): Promise<T> {
     const shared = pending.get(id);
     if (shared) return shared as Promise<T>;
-    const p = run(previous)
+    // A run that throws at once fails like one that rejects (a background refresh has no caller).
+    let ran: Promise<T>;
+    try {
+      ran = run(previous);
+    } catch (err) {
+      ran = Promise.reject(err);
+    }
+    const p = ran
       .then((value) => {
         if (opts.ttlMs > 0) keep(project, id, value);
         return value;
@@ -156,6 +176,35 @@ export function createQueryCache(opts: QueryCacheOptions): QueryCache {
       .finally(() => pending.delete(id));
     pending.set(id, p);
     return p;
+  }
+
+  function refreshBehind(project: string, id: string, run: Waiting["run"]) {
+    background += 1;
+    refresh(project, id, run, done.get(id)?.value)
+      .catch(() => {})
+      .finally(() => {
+        background -= 1;
+        next();
+      });
+  }
+
+  /** Starts the waiting refreshes that fit, the answer that stops being usable first first. */
+  function next() {
+    while (background < maxBackground && waiting.size > 0) {
+      const t = now();
+      let first: (Waiting & { id: string; usable: number }) | undefined;
+      for (const [id, w] of waiting) {
+        const held = done.get(id);
+        if (held === undefined || held.usable <= t || held.fresh > t || pending.has(id)) {
+          waiting.delete(id);
+        } else if (held.usable < (first?.usable ?? Number.POSITIVE_INFINITY)) {
+          first = { id, usable: held.usable, ...w };
+        }
+      }
+      if (first === undefined) return;
+      waiting.delete(first.id);
+      refreshBehind(first.project, first.id, first.run);
+    }
   }
 
   return {
@@ -170,14 +219,12 @@ export function createQueryCache(opts: QueryCacheOptions): QueryCache {
       const t = now();
       if (hit && hit.usable > t && (current === undefined || current(hit.value as T))) {
         touch(id, hit);
-        // Stale: answer now, refresh once behind it (a failure leaves the old answer).
-        if (hit.fresh <= t && !pending.has(id) && background < maxBackground) {
-          background += 1;
-          refresh(project, id, run, hit.value as T)
-            .catch(() => {})
-            .finally(() => {
-              background -= 1;
-            });
+        // Stale: answer now, refresh once behind it (a failure leaves the old answer), or as
+        // soon as its turn comes.
+        if (hit.fresh <= t && !pending.has(id)) {
+          const behind = run as Waiting["run"];
+          if (background < maxBackground) refreshBehind(project, id, behind);
+          else waiting.set(id, { project, run: behind });
         }
         return Promise.resolve(hit.value as T);
       }

@@ -14,6 +14,41 @@ function controlled() {
   return { runs, run };
 }
 
+/** A cache with one refresh slot, whose runs are named by key, recorded and settled by hand. */
+function oneSlot(staleMs: number) {
+  const clock = { t: 0 };
+  const cache = createQueryCache({
+    ttlMs: 100,
+    staleMs,
+    backgroundRefreshes: 1,
+    now: () => clock.t,
+  });
+  const started: string[] = [];
+  const settle = new Map<string, (v: number) => void>();
+  const runOf = (key: string) => () =>
+    new Promise<number>((resolve) => {
+      started.push(key);
+      settle.set(key, resolve);
+    });
+  /** Holds answer 1 for each key, made at its time; then the clock is at `now`, nothing started. */
+  const hold = async (made: Record<string, number>, now: number) => {
+    for (const [key, at] of Object.entries(made)) {
+      clock.t = at;
+      const first = cache.get("p", key, runOf(key));
+      settle.get(key)?.(1);
+      await first;
+    }
+    started.length = 0;
+    clock.t = now;
+  };
+  /** Settles `key`'s run with answer 2, and lets what follows from it run. */
+  const finish = async (key: string) => {
+    settle.get(key)?.(2);
+    await new Promise((r) => setImmediate(r));
+  };
+  return { clock, cache, started, runOf, hold, finish };
+}
+
 describe("query cache: stale while revalidate", () => {
   it("serves the last answer past the TTL while one refresh runs, then the new one", async () => {
     let t = 0;
@@ -82,6 +117,57 @@ describe("query cache: stale while revalidate", () => {
     await new Promise((r) => setImmediate(r));
     expect(await cache.get("p", "b", q.run)).toBe(1);
     expect(q.runs).toHaveLength(4);
+  });
+
+  it("when a refresh ends, refreshes the waiting answer that stops being usable first", async () => {
+    const { cache, started, runOf, hold, finish } = oneSlot(1_000);
+    // Made at 0, 50 and 100 ms: usable until 1,100, 1,150 and 1,200 ms.
+    await hold({ a: 0, b: 50, c: 100 }, 300);
+    // `a` takes the one slot; `c` is asked before `b`, but `b` runs out sooner.
+    for (const key of ["a", "c", "b"]) expect(await cache.get("p", key, runOf(key))).toBe(1);
+    expect(started).toEqual(["a"]);
+    await finish("a");
+    // No poll in between: the slot went to `b` as soon as it was free, then to `c`.
+    expect(started).toEqual(["a", "b"]);
+    await finish("b");
+    expect(started).toEqual(["a", "b", "c"]);
+    await finish("c");
+    for (const key of ["a", "b", "c"]) expect(await cache.get("p", key, runOf(key))).toBe(2);
+    expect(started).toEqual(["a", "b", "c"]);
+  });
+
+  it("hands the slot on when a refresh fails, or throws before it starts", async () => {
+    const { cache, started, runOf, hold, finish } = oneSlot(1_000);
+    await hold({ a: 0, b: 0, c: 0 }, 200);
+    const throwing = () => {
+      started.push("a");
+      throw new Error("refused before it ran");
+    };
+    const failing = () => {
+      started.push("b");
+      return Promise.reject(new Error("refused"));
+    };
+    expect(await cache.get("p", "a", throwing as () => Promise<number>)).toBe(1);
+    expect(await cache.get("p", "b", failing)).toBe(1);
+    expect(await cache.get("p", "c", runOf("c"))).toBe(1);
+    await new Promise((r) => setImmediate(r));
+    // a threw, b failed: each gave the slot to the next, and both are still served.
+    expect(started).toEqual(["a", "b", "c"]);
+    await finish("c");
+    expect(await cache.get("p", "c", runOf("c"))).toBe(2);
+    expect(await cache.peek("p", "a")).toBe(1);
+  });
+
+  it("forgets a waiting refresh whose answer is no longer usable", async () => {
+    const { clock, cache, started, runOf, hold, finish } = oneSlot(400);
+    await hold({ a: 0, b: 0 }, 200);
+    await cache.get("p", "a", runOf("a"));
+    await cache.get("p", "b", runOf("b"));
+    expect(started).toEqual(["a"]);
+    // `b` is past its 500 ms when the slot frees: not refreshed for no one.
+    clock.t = 600;
+    await finish("a");
+    expect(started).toEqual(["a"]);
   });
 
   it("keeps at most maxEntries answers, dropping the least recently used", async () => {
