@@ -255,13 +255,13 @@ export function addCounts(a: HotCounts, b: HotCounts): HotCounts {
 /**
  * Buckets of one kind kept ahead of the server's clock: reports may be dated up to a day ahead
  * (a fast clock, a client replaying), and each future minute would otherwise keep a bucket for a
- * day. Past this many, the furthest ahead are dropped (the merge script does the same).
+ * day. Past this many, the furthest ahead are dropped (the hot copy's merge prunes with it).
  */
 export const FUTURE_BUCKETS_PER_KIND = 16;
 
 /**
  * Drops the buckets that started more than KEEP_MS before `now`, and of those that start after
- * it, all but the FUTURE_BUCKETS_PER_KIND nearest of each kind (the merge script does the same).
+ * it, all but the FUTURE_BUCKETS_PER_KIND nearest of each kind (the hot copy's merge prunes with it).
  */
 export function pruneCounts(counts: HotCounts, now: number): HotCounts {
   const ahead = new Map<PeriodKind, { start: number; key: string }[]>();

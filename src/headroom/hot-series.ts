@@ -70,7 +70,7 @@ export interface HotSeries {
   /**
    * What the reports that state no remaining say was used, in buckets of fixed periods
    * (counted-windows.ts): counted against a learned or declared limit. Added up by the merge
-   * script once per batch.
+   * (hot-merge.ts) once per batch.
    */
   k?: HotCounts;
 }
@@ -94,7 +94,7 @@ export type HotWindow =
 
 /**
  * Windows a series keeps (src/providers/window.ts's MAX_WINDOWS, which a report carries at most);
- * a window past it is not kept (the merge script keeps the first ones), so neither a parser gone
+ * a window past it is not kept (the merge keeps the first ones), so neither a parser gone
  * wrong nor a tenant's invented names can grow a series without bound.
  */
 export const MAX_WINDOWS_PER_SERIES = MAX_WINDOWS;
@@ -299,8 +299,8 @@ function seriesOfBatch(g: Gathering): HotSeries {
 export const MIN_GAP_MS = 1_000;
 
 /**
- * A sorted list of points cut to what the merge script (hot-store.ts) can keep of it, whatever is
- * stored: the script keeps one point per run of points less than MIN_GAP_MS apart (its last; and
+ * A sorted list of points cut to what the merge (hot-merge.ts) can keep of it, whatever is
+ * stored: the merge keeps one point per run of points less than MIN_GAP_MS apart (its last; and
  * the first of the oldest run), and where runs begin and end depends only on the points that
  * stay here — each run's ends, and in between a chain whose steps stay under the gap. So a busy
  * series sends a point or two a second, not every report, and the result is the same.
@@ -325,7 +325,7 @@ export function thinPoints<P extends [number, unknown]>(list: P[]): P[] {
 }
 
 /**
- * A series' points in the merge script's order (hot-store.ts: by time, then by the value's text),
+ * A series' points in the merge's order (hot-merge.ts: by time, then by the value's text),
  * with each millisecond's points cut to the first and the last: thinPoints keeps nothing from
  * the middle of a millisecond (a run never ends there, nor does a step of its chain). A batch's
  * reports often share their millisecond, and only those points need their text to be ordered.
@@ -354,7 +354,8 @@ function orderedPoints(list: [number, Value][]): [number, Value][] {
   return out;
 }
 
-function entry<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+/** The map's value at `key`, made and set when it has none. */
+export function entry<K, V>(map: Map<K, V>, key: K, make: () => V): V {
   let value = map.get(key);
   if (value === undefined) {
     value = make();

@@ -1,14 +1,18 @@
+import { createHash } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Result } from "ioredis";
-import { HISTORY_WINDOW_MS } from "../alerts/burn-rate.js";
 import type { RedisClient } from "../redis/connections.js";
-import { FUTURE_BUCKETS_PER_KIND, KEEP_MS } from "../alerts/counted-windows.js";
-import { type HotSeries, MAX_WINDOWS_PER_SERIES, MIN_GAP_MS } from "./hot-series.js";
+import { mergeHotSeries } from "./hot-merge.js";
+import { entry, type HotSeries } from "./hot-series.js";
 
 // The hot headroom in Redis: per project a hash of series → HotSeries JSON, written by the ingest
-// workers after ClickHouse took a batch (one script call per batch), read by /api/v1/headroom in
-// one round trip. Merging is commutative (the newest figures win by timestamp, then report id;
-// points are a sorted union), so a worker's write and a reader's refill from ClickHouse may
-// interleave in any order, and a redelivered batch changes nothing.
+// workers after ClickHouse took a batch, read by /api/v1/headroom in one round trip. Figures
+// merge commutatively (hot-merge.ts), so a worker's write and a reader's refill from ClickHouse
+// may interleave in any order, and a redelivered batch changes none. A write reads the copies it
+// merges into (one script call), merges them in the worker, and commits each series (another)
+// only if its copy did not change in between; the others it reads and merges again, a few times
+// before it gives the project up to a refill. Redis only moves text: the merge in its Lua held
+// every other command ~190 µs a series, 200–400 ms for a batch over 100 projects.
 //
 // Bounded like the alerts' series state: a sorted set per project of series by last write admits
 // a new series only under the cap, and series not written for the TTL are dropped (a bounded
@@ -18,8 +22,6 @@ import { type HotSeries, MAX_WINDOWS_PER_SERIES, MIN_GAP_MS } from "./hot-series
 // Keys live under the queue prefix and share its hash tag: one Cluster slot, as a script that
 // touches several projects needs.
 
-/** Points kept per series and metric: enough for the alerts' burn rate (8 points, 5 minutes). */
-export const HOT_POINTS = 16;
 /** Expired series dropped per project per call: bounded work; the rest go at later calls. */
 const PRUNE_PER_CALL = 100;
 /**
@@ -27,6 +29,65 @@ const PRUNE_PER_CALL = 100;
  * within its manifest's life, minutes), and past the Pacific day the longest fixed count spans.
  */
 export const COUNTED_TOKEN_MS = 48 * 3_600_000;
+/** The longest the merge runs before it lets the worker's other work in. */
+const MERGE_SLICE_MS = 5;
+/** Reads and merges of one write before it gives up (each lost to another write of its series). */
+const MERGE_ATTEMPTS = 8;
+
+/**
+ * Series that other writes changed under each of MERGE_ATTEMPTS merges: their projects are
+ * better refilled from ClickHouse (the hook) than merged again without end.
+ */
+export class HotCopyContendedError extends Error {
+  override name = "HotCopyContendedError";
+  constructor(readonly projects: string[]) {
+    super(
+      `hot headroom: ${projects.length} projects' copies changed under ${MERGE_ATTEMPTS} merges`,
+    );
+  }
+}
+
+type Updates = Map<string, Map<string, HotSeries>>;
+
+/** A write read and merged, to be committed (HotStore.prepare). */
+export interface HotWritePlan {
+  /** When it was read: the `now` of its merge and commit. */
+  readonly at: number;
+  readonly updates: Updates;
+  readonly refill: boolean;
+  readonly token: string | undefined;
+  readonly keys: string[];
+  readonly args: (string | number)[];
+}
+
+/**
+ * The oldest plan a write commits: its time is the series' last write (their TTL runs from it)
+ * and its counts' cut, and an insert that kept retrying can come long after its read ahead.
+ */
+export const PLAN_MAX_AGE_MS = 10_000;
+
+/**
+ * `prepared` when it is a plan of this write whose read succeeded, made at most PLAN_MAX_AGE_MS
+ * before `t`; else null (read again).
+ */
+async function planOf(
+  prepared: Promise<HotWritePlan> | undefined,
+  updates: Updates,
+  refill: boolean,
+  token: string | undefined,
+  t: number,
+): Promise<HotWritePlan | null> {
+  if (!prepared) return null;
+  const plan = await prepared.catch(() => null);
+  return plan &&
+    plan.updates === updates &&
+    plan.refill === refill &&
+    plan.token === token &&
+    t - plan.at <= PLAN_MAX_AGE_MS
+    ? plan
+    : null;
+}
+const EMPTY = Buffer.alloc(0);
 
 export function hotKeys(prefix: string) {
   return {
@@ -46,168 +107,56 @@ export function hotKeys(prefix: string) {
   };
 }
 
-// KEYS: the batch's counted-token key, then per project its series hash, seen set, ready key.
-// ARGV: now, TTL (ms), cap, prune limit, points kept, min gap, history window, refill ('1': also
-// set ready), the versions channel, how long a batch's token is kept ('' for a write without
-// one: its counts are not added), then per project its id, a count n and n × (field, JSON, score). Returns the number of series
-// refused by the cap. Publishes {project: version} on the channel (hot-versions.ts); null for a
-// project whose copy is not whole.
-const MERGE = `
-local now, ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local keep, gap, window, refill = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
-local channel, versions = ARGV[9], {}
--- Counts are added once per batch: its token (KEYS[1]) is claimed with the writes, never without
--- a token, nor on a refill. Redis does not roll a script back: everything that can fail (a stored
--- series that does not decode) runs before the first write, so a failed call claims and writes
--- nothing, and its retry counts the batch.
-local count = false
-if not refill and ARGV[10] ~= '' then count = redis.call('EXISTS', KEYS[1]) == 0 end
-local kept_ms = {m = ${KEEP_MS.m}, h = ${KEEP_MS.h}, d = ${KEEP_MS.d}, p = ${KEEP_MS.p}, M = ${KEEP_MS.M}}
-local function newer(t, id, t0, id0)
-  return t0 == nil or t > t0 or (t == t0 and (id or '') > (id0 or ''))
-end
-local function before(x, y)
-  if x[1] ~= y[1] then return x[1] < y[1] end
-  return x[2] < y[2]
-end
-local function in_order(list)
-  for i = 2, #list do
-    if before(list[i], list[i - 1]) then return false end
+// The stored copy a write merges into, per project and series: what COMMIT will take as the
+// series' previous copy at the same `now` ('' for none: absent, or expired and dropped by it).
+// KEYS: the batch's counted-token key, then per project its series hash and seen set. ARGV: now,
+// TTL, prune limit, then per project a count n and n fields. Returns the token's value ('' when
+// unclaimed), then the copies in order.
+const READ = `
+local now, ttl, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {redis.call('GET', KEYS[1]) or ''}
+local a = 4
+for k = 2, #KEYS, 2 do
+  local gone = {}
+  for _, f in ipairs(redis.call('ZRANGEBYSCORE', KEYS[k + 1], '-inf', '(' .. (now - ttl), 'LIMIT', 0, limit)) do
+    gone[f] = true
   end
-  return true
-end
--- Both lists come sorted (the stored one by this script, a batch's by hot-series.ts): merged in
--- one pass, since a sort of a large batch's points held Redis for tens of milliseconds. Any
--- other input is sorted whole, to the same order.
-local function union(a, b)
-  local all = {}
-  if in_order(a) and in_order(b) then
-    local i, j = 1, 1
-    while i <= #a or j <= #b do
-      if j > #b or (i <= #a and not before(b[j], a[i])) then
-        all[#all + 1] = a[i]
-        i = i + 1
-      else
-        all[#all + 1] = b[j]
-        j = j + 1
-      end
-    end
-    return all
+  local n = tonumber(ARGV[a])
+  a = a + 1
+  for i = 1, n do
+    local field = ARGV[a]
+    a = a + 1
+    out[#out + 1] = (not gone[field] and redis.call('HGET', KEYS[k], field)) or ''
   end
-  for _, p in ipairs(a) do all[#all + 1] = p end
-  for _, p in ipairs(b) do all[#all + 1] = p end
-  table.sort(all, before)
-  return all
 end
-local function merge_points(a, b)
-  local all = union(a or {}, b or {})
-  local out = {}
-  for _, p in ipairs(all) do
-    local last = out[#out]
-    if last and last[1] == p[1] and last[2] == p[2] then
-    elseif last and #out > 1 and p[1] - last[1] < gap then out[#out] = p
-    else out[#out + 1] = p end
-  end
-  local newest = out[#out]
-  local kept = {}
-  for _, p in ipairs(out) do
-    if p[1] >= newest[1] - window then kept[#kept + 1] = p end
-  end
-  local from = math.max(1, #kept - keep + 1)
-  local res = {}
-  for i = from, #kept do res[#res + 1] = kept[i] end
-  return res
-end
--- Per window key, the newer of the kept and the incoming figures; new windows while fewer than a
--- series keeps.
-local function newest_per_window(kept_all, incoming)
-  if type(kept_all) ~= 'table' then kept_all = {} end
-  local n = 0
-  for _ in pairs(kept_all) do n = n + 1 end
-  for key, fig in pairs(incoming) do
-    local kept = kept_all[key]
-    if kept then
-      if newer(fig[1], fig[2], kept[1], kept[2]) then kept_all[key] = fig end
-    elseif n < ${MAX_WINDOWS_PER_SERIES} then
-      kept_all[key] = fig
-      n = n + 1
-    end
-  end
-  return kept_all
-end
+return out
+`;
 
-local function merge(old, new)
-  if not old then old = {p = {}} end
-  local s = old
-  s.ls = math.max(old.ls or new.ls, new.ls)
-  if new.la and newer(new.la, new.li, old.la, old.li) then s.la, s.li, s.l = new.la, new.li, new.l end
-  if new.ca and newer(new.ca, new.ci, old.ca, old.ci) then s.ca, s.ci, s.c = new.ca, new.ci, new.c end
-  -- The pool: the newest report's (hot-series.ts, HotSeries.g).
-  if type(new.g) == 'table' and (type(s.g) ~= 'table' or newer(new.g[1], new.g[2], s.g[1], s.g[2])) then
-    s.g = new.g
-  end
-  -- A pool-wide rate limit: the newest report's; the newest report that was no rate limit.
-  if type(new.x) == 'table' and (type(s.x) ~= 'table' or newer(new.x[1], new.x[2], s.x[1], s.x[2])) then
-    s.x = new.x
-  end
-  if type(new.o) == 'number' and (type(s.o) ~= 'number' or new.o > s.o) then s.o = new.o end
-  -- Learned limits: the newest per window, as many windows as a series keeps.
-  if type(new.lw) == 'table' then s.lw = newest_per_window(s.lw, new.lw) end
-  -- Counted use: each bucket added to (a batch counted once), those past their kind's span dropped.
-  if count and type(new.k) == 'table' then
-    if type(s.k) ~= 'table' then s.k = {} end
-    for key, b in pairs(new.k) do
-      local kept = s.k[key]
-      if type(kept) == 'table' then
-        for i = 1, 4 do kept[i] = (tonumber(kept[i]) or 0) + (tonumber(b[i]) or 0) end
-        kept[5] = math.max(tonumber(kept[5]) or 0, tonumber(b[5]) or 0)
-      else
-        s.k[key] = b
-      end
-    end
-  end
-  if type(s.k) == 'table' then
-    local any, ahead = false, {}
-    for key, _ in pairs(s.k) do
-      local kind = string.sub(key, 1, 1)
-      local span, start = kept_ms[kind], tonumber(string.sub(key, 3))
-      if not span or not start or start < now - span then
-        s.k[key] = nil
-      else
-        any = true
-        if start > now then
-          ahead[kind] = ahead[kind] or {}
-          table.insert(ahead[kind], {start, key})
-        end
-      end
-    end
-    -- Of the buckets ahead of now, the nearest few of each kind (counted-windows.ts pruneCounts).
-    for _, list in pairs(ahead) do
-      if #list > ${FUTURE_BUCKETS_PER_KIND} then
-        table.sort(list, function(a, b) return a[1] < b[1] end)
-        for i = ${FUTURE_BUCKETS_PER_KIND} + 1, #list do s.k[list[i][2]] = nil end
-      end
-    end
-    if not any then s.k = nil end
-  end
-  if type(s.p) ~= 'table' then s.p = {} end
-  for _, m in ipairs({'requests', 'tokens', 'credits'}) do
-    local a, b = s.p[m], new.p and new.p[m]
-    if type(b) == 'table' and #b > 0 then s.p[m] = merge_points(a, b) end
-  end
-  -- Windows: the newest figures per window; a window the batch does not carry keeps its own.
-  if type(new.w) == 'table' then s.w = newest_per_window(s.w, new.w) end
-  if type(new.wp) == 'table' and type(s.w) == 'table' then
-    if type(s.wp) ~= 'table' then s.wp = {} end
-    for key, b in pairs(new.wp) do
-      if s.w[key] and type(b) == 'table' and #b > 0 then s.wp[key] = merge_points(s.wp[key], b) end
-    end
-  end
-  return s
+// The merged copies written where nothing changed since READ: a series whose previous copy is no
+// longer the one merged into (its SHA-1, '' for none) is not written but returned, to be read and
+// merged again. A batch's counts are added once: its token is '1' once every series it counts is
+// written, 'p:' and the JSON list of "project NUL field" still owed while some are not, and a
+// commit that counts checks the token is still what its merge read (else -1, nothing written).
+// KEYS: the batch's counted-token key, then per project its series hash, seen set, ready key.
+// ARGV: now, TTL (ms), cap, prune limit, refill ('1': also set ready, once no series conflicts),
+// the versions channel, how long a batch's token is kept ('' for a write that counts nothing),
+// the token as read, then per project its id, a count n and n × (field, merged JSON, score,
+// SHA-1 of the copy merged into, '1' if merged with its counts). Returns the number of series
+// refused by the cap, then (project, field) of each series not written. Publishes
+// {project: version} on the channel (hot-versions.ts); null for a project whose copy is not whole.
+const COMMIT = `
+local now, ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local refill, channel, versions = ARGV[5] == '1', ARGV[6], {}
+local token_ms, expected = ARGV[7], ARGV[8]
+local counts = token_ms ~= ''
+if counts and (redis.call('GET', KEYS[1]) or '') ~= expected then return {-1} end
+local owing = {}
+if counts and expected ~= '' then
+  for _, id in ipairs(cjson.decode(string.sub(expected, 3))) do owing[id] = true end
 end
-local refused = 0
-local a = 11
--- First every merge, with no write: the series each project drops (expired) and keeps.
+local refused, out = 0, {0}
+local a = 9
+-- First every check, with no write: the series each project drops (expired) and keeps.
 local plans = {}
 for k = 2, #KEYS, 3 do
   local hkey, zkey = KEYS[k], KEYS[k + 1]
@@ -220,24 +169,36 @@ for k = 2, #KEYS, 3 do
   local n = tonumber(ARGV[a])
   a = a + 1
   for i = 1, n do
-    local field, json, score = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
-    a = a + 3
-    local seen = nil
-    if not gone[field] then seen = redis.call('ZSCORE', zkey, field) end
-    if score < now - ttl then
-    elseif seen or card < cap then
-      local prev = nil
-      if not gone[field] then prev = redis.call('HGET', hkey, field) end
-      local s = merge(prev and cjson.decode(prev) or nil, cjson.decode(json))
-      table.insert(plan.writes, {field, cjson.encode(s), score, seen})
-      if not seen then card = card + 1 end
+    local field, json, score, was = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3]
+    local id = plan.project .. '\\0' .. field
+    if counts and expected == '' and ARGV[a + 4] == '1' then owing[id] = true end
+    a = a + 5
+    local prev = (not gone[field] and redis.call('HGET', hkey, field)) or ''
+    if (prev == '' and was ~= '') or (prev ~= '' and redis.sha1hex(prev) ~= was) then
+      out[#out + 1] = plan.project
+      out[#out + 1] = field
     else
-      refused = refused + 1
+      owing[id] = nil
+      local seen = nil
+      if not gone[field] then seen = redis.call('ZSCORE', zkey, field) end
+      if score < now - ttl then
+      elseif seen or card < cap then
+        table.insert(plan.writes, {field, json, score, seen})
+        if not seen then card = card + 1 end
+      else
+        refused = refused + 1
+      end
     end
   end
   plans[#plans + 1] = plan
 end
-if count then redis.call('SET', KEYS[1], '1', 'PX', tonumber(ARGV[10])) end
+out[1] = refused
+if counts then
+  local left = {}
+  for id, _ in pairs(owing) do left[#left + 1] = id end
+  table.sort(left)
+  redis.call('SET', KEYS[1], #left == 0 and '1' or ('p:' .. cjson.encode(left)), 'PX', tonumber(token_ms))
+end
 for j, plan in ipairs(plans) do
   local k = 2 + (j - 1) * 3
   local hkey, zkey, rkey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
@@ -252,8 +213,9 @@ for j, plan in ipairs(plans) do
   redis.call('PEXPIRE', hkey, ttl)
   redis.call('PEXPIRE', zkey, ttl)
   -- The version: a refill starts it at its time (a copy lost and refilled does not come back
-  -- to an old number), a write moves it on, and only a whole copy has one.
-  if refill then redis.call('SET', rkey, ARGV[1], 'PX', ttl)
+  -- to an old number) once it is whole, a write moves it on, and only a whole copy has one.
+  if refill then
+    if #out == 1 then redis.call('SET', rkey, ARGV[1], 'PX', ttl) end
   elseif redis.call('EXISTS', rkey) == 1 then
     redis.call('INCR', rkey)
     redis.call('PEXPIRE', rkey, ttl)
@@ -261,7 +223,7 @@ for j, plan in ipairs(plans) do
   versions[plan.project] = redis.call('GET', rkey) or cjson.null
 end
 redis.call('PUBLISH', channel, cjson.encode(versions))
-return refused
+return out
 `;
 
 // KEYS: a project's ready key, series hash. ARGV: the version of the answer the reader holds
@@ -276,7 +238,8 @@ return {v, redis.call('HGETALL', KEYS[2])}
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    headroomHotMerge(...args: (string | number)[]): Result<number, Context>;
+    headroomHotReadBuffer(...args: (string | number)[]): Result<Buffer[], Context>;
+    headroomHotCommit(...args: (string | number)[]): Result<[number, ...string[]], Context>;
     headroomHotSnapshot(
       ready: string,
       series: string,
@@ -318,7 +281,17 @@ export interface HotStore {
    * batch's `token` (its manifest's), its counts are added once however often it is written;
    * without one, none are.
    */
-  write(updates: Map<string, Map<string, HotSeries>>, token?: string): Promise<number>;
+  write(
+    updates: Map<string, Map<string, HotSeries>>,
+    token?: string,
+    prepared?: Promise<HotWritePlan>,
+  ): Promise<number>;
+  /**
+   * The read and merge of a write of `updates` with `token`, ahead of it (while ClickHouse takes
+   * the rows): writes nothing. Given to that write, it leaves it only the commit to do; a copy
+   * another write changed in between is merged again then.
+   */
+  prepare(updates: Map<string, Map<string, HotSeries>>, token?: string): Promise<HotWritePlan>;
   /** A project's whole copy, from ClickHouse; marks it ready. Over the cap, the newest stay. */
   refill(project: string, series: Map<string, HotSeries>): Promise<number>;
   /** The projects' copies are not whole any more: their next read refills them. */
@@ -337,49 +310,139 @@ export function createHotStore(
   prefix: string,
   opts: HotStoreOptions,
 ): HotStore {
-  if (!redis.headroomHotMerge) redis.defineCommand("headroomHotMerge", { lua: MERGE });
+  if (!redis.headroomHotReadBuffer) redis.defineCommand("headroomHotRead", { lua: READ });
+  if (!redis.headroomHotCommit) redis.defineCommand("headroomHotCommit", { lua: COMMIT });
   if (!redis.headroomHotSnapshot) {
     redis.defineCommand("headroomHotSnapshot", { numberOfKeys: 2, lua: SNAPSHOT });
   }
   const k = hotKeys(prefix);
   const now = opts.now ?? Date.now;
 
-  async function merge(
-    updates: Map<string, Map<string, HotSeries>>,
+  /** One read and merge of `updates` (nothing written): what `commit` sends. */
+  async function readAndMerge(
+    updates: Updates,
     refill: boolean,
-    token?: string,
-  ): Promise<number> {
-    if (updates.size === 0) return 0;
+    token: string | undefined,
+  ): Promise<HotWritePlan> {
     const t = now();
-    const keys: string[] = [k.counted(token ?? "")];
+    const readKeys = [k.counted(token ?? "")];
+    const readArgs: (string | number)[] = [t, opts.ttlMs, PRUNE_PER_CALL];
+    for (const [project, series] of updates) {
+      readKeys.push(k.series(project), k.seen(project));
+      readArgs.push(series.size, ...series.keys());
+    }
+    // As bytes: the SHA-1 compared in COMMIT is of what Redis holds, whatever its encoding.
+    const [tokenRead, ...copies] = await redis.headroomHotReadBuffer(
+      readKeys.length,
+      ...readKeys,
+      ...readArgs,
+    );
+    const claimed = String(tokenRead ?? "");
+    // A batch's counts: while its token is unclaimed, or for the series it still owes; never
+    // without a token, nor on a refill.
+    const counts = !refill && token !== undefined && claimed !== "1";
+    const owed = claimed.startsWith("p:")
+      ? new Set(JSON.parse(claimed.slice(2)) as string[])
+      : null;
+    const keys = [k.counted(token ?? "")];
     const args: (string | number)[] = [
       t,
       opts.ttlMs,
       opts.maxSeriesPerProject,
       PRUNE_PER_CALL,
-      HOT_POINTS,
-      MIN_GAP_MS,
-      HISTORY_WINDOW_MS,
       refill ? "1" : "0",
       k.versions,
-      token === undefined ? "" : COUNTED_TOKEN_MS,
+      counts ? COUNTED_TOKEN_MS : "",
+      claimed,
     ];
+    let i = 0;
+    let slice = performance.now();
     for (const [project, series] of updates) {
       keys.push(k.series(project), k.seen(project), k.ready(project));
       args.push(project, series.size);
-      // A worker's write is a use of the series now; a refill keeps its last report's time, so
-      // a series idle past the TTL is not brought back.
       for (const [field, s] of series) {
-        args.push(field, JSON.stringify(s), refill ? Math.min(s.ls, t) : t);
+        // A batch's merge is ~100–200 µs a series, 100+ ms in all: in slices, so that the
+        // worker's other work (an insert's answer, its jobs' locks) is not held behind it.
+        if (performance.now() - slice > MERGE_SLICE_MS) {
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          slice = performance.now();
+        }
+        const prev = copies[i++] ?? EMPTY;
+        const count = counts && (owed === null || owed.has(`${project}\0${field}`));
+        // A stored copy that does not decode as a series (written by no worker) is replaced.
+        let merged: HotSeries;
+        try {
+          merged = mergeHotSeries(
+            prev.length === 0 ? null : JSON.parse(prev.toString()),
+            s,
+            t,
+            count,
+          );
+        } catch {
+          merged = mergeHotSeries(null, s, t, count);
+        }
+        const was = prev.length === 0 ? "" : createHash("sha1").update(prev).digest("hex");
+        // A worker's write is a use of the series now; a refill keeps its last report's time, so
+        // a series idle past the TTL is not brought back.
+        const score = refill ? Math.min(s.ls, t) : t;
+        args.push(field, JSON.stringify(merged), score, was, count ? "1" : "0");
       }
     }
-    return redis.headroomHotMerge(keys.length, ...keys, ...args);
+    return { at: t, updates, refill, token, keys, args };
+  }
+
+  /**
+   * Writes a plan's series whose copies did not change since its read: the series refused by
+   * the cap and those that changed (to merge again), or null when another delivery of the batch
+   * counted meanwhile.
+   */
+  async function commit(plan: HotWritePlan): Promise<{ refused: number; changed: Updates } | null> {
+    const [refused, ...conflicts] = await redis.headroomHotCommit(
+      plan.keys.length,
+      ...plan.keys,
+      ...plan.args,
+    );
+    if (refused < 0) return null;
+    const changed: Updates = new Map();
+    for (let j = 0; j + 1 < conflicts.length; j += 2) {
+      const project = String(conflicts[j]);
+      const field = String(conflicts[j + 1]);
+      const s = plan.updates.get(project)?.get(field);
+      if (s) entry(changed, project, () => new Map()).set(field, s);
+    }
+    return { refused, changed };
+  }
+
+  async function merge(
+    updates: Updates,
+    refill: boolean,
+    token?: string,
+    prepared?: Promise<HotWritePlan>,
+  ): Promise<number> {
+    let left = updates;
+    let refused = 0;
+    for (let n = 0; left.size > 0; n++) {
+      if (n === MERGE_ATTEMPTS) throw new HotCopyContendedError([...left.keys()]);
+      // Writers that met on a series meet again less often when they wait apart.
+      if (n > 0) await sleep(Math.random() * 5 * 2 ** n);
+      // A plan read ahead is committed as if read now: a copy changed since is not overwritten
+      // but merged again. One whose read failed, or too old, is read again here.
+      const plan =
+        (n === 0 && (await planOf(prepared, left, refill, token, now()))) ||
+        (await readAndMerge(left, refill, token));
+      const done = await commit(plan);
+      if (done === null) continue;
+      refused += done.refused;
+      left = done.changed;
+    }
+    return refused;
   }
 
   return {
     /** Rows ClickHouse acknowledged, per project and series. Returns the series refused. */
-    write: (updates: Map<string, Map<string, HotSeries>>, token?: string) =>
-      merge(updates, false, token),
+    write: (updates, token, prepared) => merge(updates, false, token, prepared),
+    /** Reads and merges a write ahead of time (nothing written): its write's `prepared`. */
+    prepare: (updates, token) => readAndMerge(updates, false, token),
     /** A project's whole copy, from ClickHouse; marks it ready. Over the cap, the newest stay. */
     refill: (project: string, series: Map<string, HotSeries>) => {
       const newestFirst = [...series].sort(([, a], [, b]) => b.ls - a.ls);

@@ -8,7 +8,7 @@ import {
   seriesField,
   thinPoints,
 } from "./hot-series.js";
-import { HOT_POINTS } from "./hot-store.js";
+import { HOT_POINTS } from "./hot-merge.js";
 
 // Pools (docs/pools.md): the series of a project that draw on one provider limit, and the one
 // figure of each of their windows. A series (provider, model, app) is in the pool of its newest

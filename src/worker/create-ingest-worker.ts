@@ -142,7 +142,7 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
   });
   const onStored = async (manifest: Manifest) => {
     const started = performance.now();
-    await hotHook(manifest);
+    await hotHook.onStored(manifest);
     deps.metrics.stageSeconds.observe({ stage: "hot" }, (performance.now() - started) / 1000);
     await alertsHook?.(manifest);
   };
@@ -177,6 +177,7 @@ export function createIngestWorker(deps: IngestWorkerDeps): IngestWorker {
     retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
     logger,
     metrics: deps.metrics,
+    onInserting: hotHook.prepare,
     onStored,
     deadLetter: createDeadLetterWriter(queue, shapes.current),
     // Ten confirmations missed in a row: no longer a slow replica, but none there.

@@ -66,6 +66,11 @@ export interface IngestOptions {
    * with the same token and rows: what it does must be idempotent. Failures are retried.
    */
   onStored?: (manifest: Manifest) => Promise<void>;
+  /**
+   * Told as a manifest's insert starts (again when it is inserted again): a hook may read ahead
+   * what its onStored will write. It must write nothing: the rows are not stored yet.
+   */
+  onInserting?: (manifest: Manifest) => void;
   /** Row shapes this release reads; each job's rows are mapped to the current one. */
   rowShapes?: RowShapes;
   /**
@@ -96,7 +101,12 @@ export interface IngestProcessor {
 export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
   const { sink, logger, metrics } = opts;
   const shutdown = shutdownSignal();
+  // Closing: no job is taken. Flushing: the last batch is under way, so rows placed after it
+  // go back to the queue; a job taken before the close whose rows are still being placed (a
+  // declarations read) waits for them and goes in that batch.
   let closing = false;
+  let flushing = false;
+  const placing = new Set<Promise<void>>();
 
   const retry = <T>(what: string, fn: () => Promise<T>, isFinal: (e: unknown) => boolean) =>
     retryUntilDone(fn, {
@@ -135,6 +145,7 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
     retry,
     deadLetter: opts.deadLetter,
     onStored: opts.onStored,
+    onInserting: opts.onInserting,
     replicaWaitWarnMs: opts.replicaWaitWarnMs,
     logger,
     metrics,
@@ -201,7 +212,7 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
         }
         const replay = job.data.replay === true;
         const add = (placed: ReportRow[]) => {
-          if (closing) return reject(new ShutdownAbort("shutting down"));
+          if (flushing) return reject(new ShutdownAbort("shutting down"));
           const n = placed.length;
           let held = true;
           const release = () => {
@@ -225,8 +236,16 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
             },
           });
         };
-        if (opts.placeRows) opts.placeRows(rows).then(add, reject);
-        else add(rows);
+        if (!opts.placeRows) {
+          add(rows);
+          return;
+        }
+        const placed: Promise<void> = opts
+          .placeRows(rows)
+          .then(add, reject)
+          .catch(reject)
+          .finally(() => placing.delete(placed));
+        placing.add(placed);
       });
     },
 
@@ -242,6 +261,7 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
       const gaveUp = new Promise<void>((resolve) => {
         timers.push(
           setTimeout(() => {
+            flushing = true;
             shutdown.abort();
             for (const e of batcher.drop()) e.reject(new ShutdownAbort("shutting down"));
             timers.push(setTimeout(resolve, 2_000));
@@ -249,7 +269,11 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
         );
       });
       try {
-        await Promise.race([batcher.flush(), gaveUp]);
+        const flushed = Promise.all([...placing]).then(() => {
+          flushing = true;
+          return batcher.flush();
+        });
+        await Promise.race([flushed, gaveUp]);
       } finally {
         for (const t of timers) clearTimeout(t);
       }

@@ -58,6 +58,8 @@ export interface ManifestDeliveryDeps<J> {
   retry: Retry;
   deadLetter: (job: J, rows: ReportRow[], reason: string) => Promise<void>;
   onStored?: (manifest: Manifest) => Promise<void>;
+  /** Told as a manifest's insert starts (ingest-processor.ts). */
+  onInserting?: (manifest: Manifest) => void;
   /** How long a batch waits for replicas before an error is logged (default 30 s). */
   replicaWaitWarnMs?: number;
   logger: Logger;
@@ -193,6 +195,7 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
         throw err;
       }
     };
+    if (items.length > 0) deps.onInserting?.(manifest);
     const refused =
       items.length > 0
         ? await insertIsolating(items, manifest.token, insertOrSplit, () =>

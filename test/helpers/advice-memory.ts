@@ -26,6 +26,7 @@ export function memoryOnCopy(
   const refused = () => Promise.reject(new Error("the copy is read only in this test"));
   const hot: HotStore = {
     write: refused,
+    prepare: refused,
     refill: refused,
     invalidate: refused,
     read: async (project) => copies(project),

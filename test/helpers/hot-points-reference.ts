@@ -1,6 +1,6 @@
 import { HISTORY_WINDOW_MS } from "../../src/alerts/burn-rate.js";
 import { MIN_GAP_MS } from "../../src/headroom/hot-series.js";
-import { HOT_POINTS } from "../../src/headroom/hot-store.js";
+import { HOT_POINTS } from "../../src/headroom/hot-merge.js";
 
 // The hot headroom script's rule for points (src/headroom/hot-store.ts), written plainly over a sort
 // of everything: the oracle its one-pass merge and the batch's thinning are checked against.

@@ -85,6 +85,10 @@ function fakeHotStore(copies: FakeReadApi["hot"]): HotStore {
       for (const [project, series] of updates) merge(project, series);
       return 0;
     },
+    // Writes go to the Map at once: nothing to read ahead.
+    async prepare(updates, token) {
+      return { at: Date.now(), updates, refill: false, token, keys: [], args: [] };
+    },
     async refill(project, series) {
       merge(project, series);
       return 0;

@@ -1,10 +1,10 @@
 import fc from "fast-check";
 import { Redis } from "ioredis";
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { afterAll, describe, expect, inject, it, vi } from "vitest";
 import { timestampMsOf } from "../../src/alerts/usage.js";
 import { addCounts, type HotCounts, pruneCounts } from "../../src/alerts/counted-windows.js";
 import { type HotSeries, hotFigures, hotUpdates } from "../../src/headroom/hot-series.js";
-import { createHotStore, HOT_POINTS, hotKeys } from "../../src/headroom/hot-store.js";
+import { createHotStore, hotKeys } from "../../src/headroom/hot-store.js";
 import {
   REPORT_COLUMNS,
   type ReportBody,
@@ -15,7 +15,7 @@ import {
 import { uniqueId } from "../helpers/edge-fixture.js";
 import { mergePointsReference, type Point, pointOrder } from "../helpers/hot-points-reference.js";
 
-// The hot headroom's Redis script on a real Redis: batches merged in any order give the newest
+// The hot headroom's store on a real Redis: batches merged in any order give the newest
 // figures; a redelivered batch changes nothing; a hint moves last_seen only; points are bounded;
 // a series not written for the TTL is dropped; the cap refuses new series, not known ones.
 
@@ -108,7 +108,7 @@ describe("hot headroom store", () => {
     const rows = Array.from({ length: 100 }, (_, i) => row("y", T0 + i * 2_000, 1_000 - i));
     await h.store.write(hotUpdates(rows));
     const points = (await h.view("y"))?.recent.requests ?? [];
-    expect(points).toHaveLength(HOT_POINTS);
+    expect(points).toHaveLength(16);
     expect(points.at(-1)).toEqual([T0 + 99 * 2_000, 901]);
     // A report 10 minutes later: the points before its 5-minute window go.
     await h.store.write(hotUpdates([row("y", T0 + 99 * 2_000 + 600_000, 500)]));
@@ -140,6 +140,22 @@ describe("hot headroom store", () => {
       JSON.stringify(["openai", "gpt-4o", "a"]),
       JSON.stringify(["openai", "gpt-4o", "z"]),
     ]);
+  });
+
+  it("a write and a refill at once: the refill merges again what the write changed, then is whole", async () => {
+    const h = setup();
+    const refill = hotUpdates([row("a", T0, 10), row("z", T0, 3)]).get("p") ?? new Map();
+    // The write reads and commits first (one connection: in order); the refill finds a changed.
+    await Promise.all([
+      h.store.write(hotUpdates([row("a", T0 + 1_000, 9)])),
+      h.store.refill("p", refill),
+    ]);
+    expect((await h.view("a"))?.recent.requests).toEqual([
+      [T0, 10],
+      [T0 + 1_000, 9],
+    ]);
+    expect((await h.view("z"))?.recent.requests).toEqual([[T0, 3]]);
+    expect((await h.store.snapshot("p", null)).version).not.toBeNull();
   });
 
   it("snapshots the version with the copy, and the version alone for a reader holding it", async () => {
@@ -230,6 +246,31 @@ describe("hot headroom store: counted use (issue 45)", () => {
     return json === null ? undefined : (JSON.parse(json) as HotSeries).k;
   };
 
+  const Y = JSON.stringify(["bedrock", "claude", "y"]);
+  const MINUTE = `m:${Math.floor(T0 / 60_000) * 60_000}`;
+  /** `r` as a call of app y. */
+  const appY = (r: ReportRow) => {
+    r[REPORT_COLUMNS.indexOf("app")] = "y";
+    return r;
+  };
+  /** A store keeping a month, its clock at T0 until `at` moves it, and app y's counts in it. */
+  function countingStore() {
+    const prefix = `{hot-${uniqueId()}}`;
+    const keys = hotKeys(prefix);
+    let now = T0;
+    const store = createHotStore(redis, prefix, {
+      maxSeriesPerProject: 100,
+      ttlMs: 30 * 86_400_000,
+      now: () => now,
+    });
+    const y = async () =>
+      (JSON.parse((await redis.hget(keys.series("p"), Y)) ?? "{}") as HotSeries).k;
+    const at = (t: number) => {
+      now = t;
+    };
+    return { prefix, keys, store, y, at };
+  }
+
   it("adds each batch's counts once by its token, in any order, as the TypeScript merge would", async () => {
     const runs = fc.sample(
       fc.record({
@@ -286,37 +327,118 @@ describe("hot headroom store: counted use (issue 45)", () => {
     }
   });
 
-  it("counts a batch whose merge failed on its retry, once: a failed call claims and writes nothing", async () => {
-    const prefix = `{hot-${uniqueId()}}`;
-    const keys = hotKeys(prefix);
-    const store = createHotStore(redis, prefix, {
-      maxSeriesPerProject: 100,
-      ttlMs: 30 * 86_400_000,
-      now: () => T0,
-    });
-    const other = (t: number) => {
-      const r = call(t, 5);
-      r[REPORT_COLUMNS.indexOf("app")] = "y";
-      return r;
-    };
-    // Series x is merged first, then y, whose stored copy does not decode: the script errors.
+  it("replaces a stored copy that does not decode as a series, and counts the batch once", async () => {
+    const { prefix, keys, store } = countingStore();
+    const other = (t: number) => appY(call(t, 5));
     const field = (app: string) => JSON.stringify(["bedrock", "claude", app]);
     await store.write(hotUpdates([call(T0, 1)]), "first");
+    // Copies no worker wrote: not JSON, and JSON of the wrong shape.
     await redis.zadd(keys.seen("p"), T0, field("y"));
     await redis.hset(keys.series("p"), field("y"), "{not json");
-    const before = await counts(prefix);
     const batch = hotUpdates([call(T0 + 1_000, 2), other(T0 + 1_000)]);
-    await expect(store.write(batch, "second")).rejects.toThrow();
-    expect(await counts(prefix)).toEqual(before);
-    expect(await redis.exists(keys.counted("second"))).toBe(0);
-    // Once y's copy is readable again, the retry counts the batch, and a redelivery adds nothing.
-    await redis.hdel(keys.series("p"), field("y"));
     await store.write(batch, "second");
     await store.write(batch, "second");
     const minute = `m:${Math.floor(T0 / 60_000) * 60_000}`;
     expect((await counts(prefix))?.[minute]?.slice(0, 4)).toEqual([2, 5, 3, 2]);
-    const y = await redis.hget(keys.series("p"), field("y"));
-    expect((JSON.parse(y ?? "{}") as HotSeries).k?.[minute]?.slice(0, 4)).toEqual([1, 6, 5, 1]);
+    const y = async () =>
+      JSON.parse((await redis.hget(keys.series("p"), field("y"))) ?? "{}") as HotSeries;
+    expect((await y()).k?.[minute]?.slice(0, 4)).toEqual([1, 6, 5, 1]);
+    await redis.hset(keys.series("p"), field("y"), JSON.stringify({ ls: "x", p: { requests: 5 } }));
+    await store.write(hotUpdates([other(T0 + 2_000)]), "third");
+    expect(await y()).toMatchObject({ ls: T0 + 2_000, p: {} });
+    expect((await y()).k?.[minute]?.slice(0, 4)).toEqual([1, 6, 5, 1]);
+  });
+
+  it("two writes of a project at once: the later merges again what the first changed, both counted", async () => {
+    const { prefix, keys, store, y } = countingStore();
+    const reads = vi.spyOn(redis, "headroomHotReadBuffer");
+    try {
+      // Both read before either commits (one connection: in order), so the second commit finds
+      // y changed and x not: it writes x, then reads and merges y again.
+      await Promise.all([
+        store.write(hotUpdates([appY(call(T0, 10))]), "a"),
+        store.write(hotUpdates([call(T0 + 1_000, 20), appY(call(T0 + 1_000, 30))]), "b"),
+      ]);
+      expect(reads).toHaveBeenCalledTimes(3);
+      expect(reads.mock.calls[2]?.slice(-2)).toEqual([1, Y]);
+      expect((await counts(prefix))?.[MINUTE]?.slice(0, 4)).toEqual([1, 21, 20, 1]);
+      expect((await y())?.[MINUTE]?.slice(0, 4)).toEqual([2, 42, 40, 2]);
+      // The same batch delivered twice at once is counted once.
+      reads.mockClear();
+      const again = hotUpdates([call(T0 + 2_000, 100)]);
+      await Promise.all([store.write(again, "c"), store.write(again, "c")]);
+      expect(reads).toHaveBeenCalledTimes(3);
+      expect((await counts(prefix))?.[MINUTE]?.slice(0, 4)).toEqual([2, 122, 120, 2]);
+      expect((await y())?.[MINUTE]?.slice(0, 4)).toEqual([2, 42, 40, 2]);
+      // A batch whose first commit wrote x but not y owes y's counts alone: delivered again
+      // whole, it counts y, not x, and then nothing.
+      const owing = keys.counted("d");
+      await redis.set(owing, `p:${JSON.stringify([`p\0${Y}`])}`);
+      const d = hotUpdates([call(T0 + 3_000, 1_000), appY(call(T0 + 3_000, 1_000))]);
+      await store.write(d, "d");
+      await store.write(d, "d");
+      expect(await redis.get(owing)).toBe("1");
+      expect((await counts(prefix))?.[MINUTE]?.slice(0, 4)).toEqual([2, 122, 120, 2]);
+      expect((await y())?.[MINUTE]?.slice(0, 4)).toEqual([3, 1_043, 1_040, 3]);
+    } finally {
+      reads.mockRestore();
+    }
+  });
+
+  it("a write read ahead: nothing written until it commits; a series written meanwhile is merged again, each batch counted once", async () => {
+    const { prefix, keys, store, y, at } = countingStore();
+    const reads = vi.spyOn(redis, "headroomHotReadBuffer");
+    const commits = vi.spyOn(redis, "headroomHotCommit");
+    try {
+      const a = hotUpdates([call(T0, 10), appY(call(T0, 30))]);
+      const plan = store.prepare(a, "a");
+      await plan;
+      expect(await redis.exists(keys.series("p"), keys.counted("a"))).toBe(0);
+      // Another batch writes y between the read ahead and its commit.
+      await store.write(hotUpdates([appY(call(T0 + 1_000, 20))]), "b");
+      reads.mockClear();
+      await store.write(a, "a", plan);
+      // x was committed as read ahead; y alone was read and merged again.
+      expect(reads).toHaveBeenCalledTimes(1);
+      expect(reads.mock.calls[0]?.slice(-2)).toEqual([1, Y]);
+      expect((await counts(prefix))?.[MINUTE]?.slice(0, 4)).toEqual([1, 11, 10, 1]);
+      expect((await y())?.[MINUTE]?.slice(0, 4)).toEqual([2, 52, 50, 2]);
+      // Read ahead, then the batch delivered again and written whole meanwhile: its counts once.
+      const c = hotUpdates([call(T0 + 2_000, 100)]);
+      const early = store.prepare(c, "c");
+      await early;
+      await store.write(c, "c");
+      await store.write(c, "c", early);
+      expect((await counts(prefix))?.[MINUTE]?.slice(0, 4)).toEqual([2, 112, 110, 2]);
+      // A plan of other updates is not used: the write reads its own, and commits once.
+      reads.mockClear();
+      commits.mockClear();
+      await store.write(hotUpdates([call(T0 + 3_000, 1)]), "d", early);
+      expect(reads).toHaveBeenCalledTimes(1);
+      expect(commits).toHaveBeenCalledTimes(1);
+      expect((await counts(prefix))?.[MINUTE]?.slice(0, 4)).toEqual([3, 114, 111, 3]);
+      // A plan is committed up to 10 s after its read, not later (its time is the series').
+      const e = hotUpdates([call(T0 + 4_000, 2)]);
+      const young = store.prepare(e, "e");
+      await young;
+      at(T0 + 10_000);
+      reads.mockClear();
+      await store.write(e, "e", young);
+      expect(reads).not.toHaveBeenCalled();
+      const f = hotUpdates([call(T0 + 5_000, 3)]);
+      const old = store.prepare(f, "f");
+      await old;
+      at(T0 + 20_001);
+      reads.mockClear();
+      await store.write(f, "f", old);
+      expect(reads).toHaveBeenCalledTimes(1);
+      expect(await redis.zscore(keys.seen("p"), JSON.stringify(["bedrock", "claude", "x"]))).toBe(
+        String(T0 + 20_001),
+      );
+    } finally {
+      reads.mockRestore();
+      commits.mockRestore();
+    }
   });
 
   it("keeps the 16 nearest minutes ahead of its clock from reports dated ahead, none further", async () => {

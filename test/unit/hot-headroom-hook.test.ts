@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { hotUpdates } from "../../src/headroom/hot-series.js";
-import type { HotStore } from "../../src/headroom/hot-store.js";
+import { HotCopyContendedError, type HotStore } from "../../src/headroom/hot-store.js";
 import { createLogger } from "../../src/lib/logger.js";
 import { type ReportBody, toRecord, toRow } from "../../src/report/report-schema.js";
 import { createHotHeadroomHook } from "../../src/worker/hot-headroom-hook.js";
@@ -53,19 +53,28 @@ describe("hot updates of a batch", () => {
 
 function fakeStore(fail: Error | null) {
   const invalidated: string[] = [];
+  const prepared: unknown[] = [];
+  const writes: { updates: unknown; token?: string; prepared?: unknown }[] = [];
   const store = {
-    write: async () => {
+    write: async (updates: unknown, token?: string, plan?: unknown) => {
+      writes.push({ updates, token, prepared: plan });
       if (fail) throw fail;
       return 0;
+    },
+    prepare: (updates: unknown, token?: string) => {
+      const plan = Promise.resolve({ updates, token });
+      prepared.push(plan);
+      return plan;
     },
     invalidate: async (projects: Iterable<string>) => {
       invalidated.push(...projects);
     },
   } as unknown as HotStore;
-  return { store, invalidated };
+  return { store, invalidated, prepared, writes };
 }
 
-const manifest = (rows: ReturnType<typeof row>[]) => ({ rows }) as unknown as Manifest;
+const manifest = (rows: ReturnType<typeof row>[], token = "t") =>
+  ({ rows, token }) as unknown as Manifest;
 const logger = createLogger("silent", "test");
 
 describe("hot headroom hook", () => {
@@ -73,14 +82,58 @@ describe("hot headroom hook", () => {
     const refused = Object.assign(new Error("ERR Error running script"), { name: "ReplyError" });
     const { store, invalidated } = fakeStore(refused);
     const hook = createHotHeadroomHook({ store, logger });
-    await hook(manifest([row("p", T, 1, ID(1)), row("q", T, 1, ID(2))]));
+    await hook.onStored(manifest([row("p", T, 1, ID(1)), row("q", T, 1, ID(2))]));
     expect(invalidated.sort()).toEqual(["p", "q"]);
+  });
+
+  it("marks the projects whose copies kept changing under the merge for a refill, no others", async () => {
+    const { store, invalidated } = fakeStore(new HotCopyContendedError(["q"]));
+    const hook = createHotHeadroomHook({ store, logger });
+    await hook.onStored(manifest([row("p", T, 1, ID(1)), row("q", T, 1, ID(2))]));
+    expect(invalidated).toEqual(["q"]);
+  });
+
+  it("writes a batch with what it read ahead as the insert started, if every row was stored", async () => {
+    const { store, prepared, writes } = fakeStore(null);
+    const hook = createHotHeadroomHook({ store, logger });
+    const rows = [row("p", T, 1, ID(1)), row("q", T, 1, ID(2))];
+    const m = manifest(rows, "a");
+    hook.prepare(m);
+    await hook.onStored(m);
+    expect(prepared).toHaveLength(1);
+    expect(writes).toEqual([{ updates: hotUpdates(rows), token: "a", prepared: prepared[0] }]);
+    expect(writes[0]?.prepared).toBe(prepared[0]);
+    // Stored without a refused row: merged again from the rows stored, not from the plan.
+    const m2 = manifest(rows, "b");
+    hook.prepare(m2);
+    await hook.onStored({ ...m2, rows: rows.slice(0, 1) });
+    expect(writes[1]).toEqual({ updates: hotUpdates(rows.slice(0, 1)), token: "b" });
+    // Nothing read ahead (a plan taken already, or dropped): the write reads for itself.
+    await hook.onStored(m);
+    expect(writes[2]).toEqual({ updates: hotUpdates(rows), token: "a" });
+  });
+
+  it("keeps at most 8 batches read ahead; an older one's write reads for itself", async () => {
+    const { store, prepared, writes } = fakeStore(null);
+    const hook = createHotHeadroomHook({ store, logger });
+    const ms = Array.from({ length: 9 }, (_, i) => manifest([row("p", T, i, ID(i + 1))], `t${i}`));
+    for (const m of ms) hook.prepare(m);
+    await hook.onStored(ms[8] as Manifest);
+    await hook.onStored(ms[1] as Manifest);
+    await hook.onStored(ms[0] as Manifest);
+    expect(prepared).toHaveLength(9);
+    // Which plan each write had (toBe: toEqual holds any two promises equal).
+    expect(writes[0]?.prepared).toBe(prepared[8]);
+    expect(writes[1]?.prepared).toBe(prepared[1]);
+    expect(writes[2]?.prepared).toBeUndefined();
   });
 
   it("fails when Redis cannot be reached, so the hook is retried", async () => {
     const { store, invalidated } = fakeStore(new Error("Connection is closed."));
     const hook = createHotHeadroomHook({ store, logger });
-    await expect(hook(manifest([row("p", T, 1, ID(1))]))).rejects.toThrow("Connection is closed");
+    await expect(hook.onStored(manifest([row("p", T, 1, ID(1))]))).rejects.toThrow(
+      "Connection is closed",
+    );
     expect(invalidated).toEqual([]);
   });
 });

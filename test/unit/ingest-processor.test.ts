@@ -8,6 +8,7 @@ import type { ReportRow } from "../../src/report/report-schema.js";
 import { ROW_SHAPES } from "../../src/report/row-shapes.js";
 import { createIngestProcessor } from "../../src/worker/ingest-processor.js";
 import { LostJobError } from "../../src/worker/manifest-delivery.js";
+import type { Manifest } from "../../src/worker/manifest-store.js";
 import { createWorkerMetrics } from "../../src/worker/metrics.js";
 import { eventually } from "../helpers/eventually.js";
 import { memoryManifests } from "../helpers/memory-manifests.js";
@@ -56,7 +57,14 @@ const job = (id: string, rows: ReportRow[], redelivered = false) =>
 
 function processor(
   sink: ReportSink,
-  opts: Partial<{ maxRows: number; maxWaitMs: number; maxJobs: number }> = {},
+  opts: Partial<{
+    maxRows: number;
+    maxWaitMs: number;
+    maxJobs: number;
+    placeRows: (rows: ReportRow[]) => Promise<ReportRow[]>;
+    onInserting: (manifest: Manifest) => void;
+    onStored: (manifest: Manifest) => Promise<void>;
+  }> = {},
 ) {
   const dead: { job: string; rows: ReportRow[]; reason: string }[] = [];
   const manifests = memoryManifests();
@@ -68,6 +76,9 @@ function processor(
     maxJobs: opts.maxJobs ?? 100,
     maxParallelInserts: 2,
     retryMaxDelayMs: 5,
+    placeRows: opts.placeRows,
+    onInserting: opts.onInserting,
+    onStored: opts.onStored,
     logger: createLogger("silent", "test"),
     metrics: createWorkerMetrics(),
     deadLetter: async (j, rows, reason) => {
@@ -165,6 +176,36 @@ describe("ingest processor", () => {
     expect(dead).toEqual([
       { job: "j1", rows: [row("bad")], reason: expect.stringContaining("27") },
     ]);
+  });
+
+  it("tells onInserting of a manifest as its insert starts, onStored of the rows stored once it is", async () => {
+    const parseError = new ClickHouseError({
+      message: "Cannot parse",
+      code: "27",
+      type: "CANNOT_PARSE_INPUT_ASSERTION_FAILED",
+    });
+    const events: string[] = [];
+    const { sink } = fakeSink((rows) => {
+      events.push(`insert ${rows.map((r) => r[0]).join(",")}`);
+      return rows.some((r) => r[0] === "bad") ? parseError : null;
+    });
+    const ids = (m: Manifest) => m.rows.map((r) => r[0]).join(",");
+    const { p } = processor(sink, {
+      maxRows: 4,
+      onInserting: (m) => events.push(`inserting ${ids(m)}`),
+      onStored: async (m) => {
+        events.push(`stored ${ids(m)}`);
+      },
+    });
+    await Promise.all([
+      p.process(job("j1", [row("a"), row("bad")])),
+      p.process(job("j2", [row("c"), row("d")])),
+    ]);
+    // Told before the first insert, once; stored: the rows that went in, the refused one not.
+    expect(events[0]).toBe("inserting a,bad,c,d");
+    expect(events[1]).toBe("insert a,bad,c,d");
+    expect(events.filter((e) => e.startsWith("inserting"))).toHaveLength(1);
+    expect(events.at(-1)).toBe("stored a,c,d");
   });
 
   it("inserts a redelivered job again with its whole first batch: same rows, same token", async () => {
@@ -284,6 +325,27 @@ describe("ingest processor", () => {
     await p.close(1_000);
     await done;
     expect(inserts).toHaveLength(1);
+  });
+
+  it("flushes on close a job taken before it whose rows were still being placed", async () => {
+    const { sink, inserts } = fakeSink();
+    let placed = () => {};
+    const held = new Promise<void>((resolve) => {
+      placed = resolve;
+    });
+    const placeRows = async (rows: ReportRow[]) => {
+      await held;
+      return rows;
+    };
+    const { p } = processor(sink, { placeRows });
+    const done = p.process(job("a", [row("a")]));
+    const closed = p.close(5_000);
+    placed();
+    await closed;
+    await done;
+    expect(inserts.map((i) => i.rows.length)).toEqual([1]);
+    // A job offered once the close began is not taken.
+    await expect(p.process(job("b", [row("b")]))).rejects.toThrow("shutting down");
   });
 
   it("tells the jobs and rows in hand after each change, and inserts at once at maxRowsInHand rows", async () => {
