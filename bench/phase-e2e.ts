@@ -64,6 +64,12 @@ export async function runEndToEndPhase(
     mode: LoadSpec["mode"];
     rate?: number;
     timeoutS: number;
+    /**
+     * Starts reports sent to the same edges beside the phase's load (read-touch.ts), once the
+     * edges' count before the phase has settled: waited for after the load, and the reports the
+     * edges accepted taken from what they enqueued.
+     */
+    beside?: () => Promise<{ rows: number }>;
   },
   cleanup: Cleanup,
 ): Promise<EndToEndPhase> {
@@ -75,6 +81,7 @@ export async function runEndToEndPhase(
   };
   for (const pid of Object.values(pids)) resetPeakRss(pid);
   const before = await settledEnqueued(edges);
+  const beside = opts.beside?.();
   const cpu = cpuMeter(pids);
 
   // Backlog samples (epoch ms, waiting jobs) while the load runs; bounded in count.
@@ -104,8 +111,9 @@ export async function runEndToEndPhase(
   await sampler;
   const cpuCores = cpu.read().cores;
   const backlogEndJobs = (await stack.backlog()).waiting;
+  const besideReports = (await beside)?.rows ?? 0;
   const after = await settledEnqueued(edges);
-  const enqueued = after.reports - before.reports;
+  const enqueued = after.reports - before.reports - besideReports;
 
   const { complete } = await waitStored(stack, opts.phase, enqueued, opts.timeoutS);
   const drainAfterS = (performance.now() - loadEnd) / 1000;

@@ -20,7 +20,7 @@ import { probeFreshness } from "./read-freshness.js";
 import type { ReadersSpec } from "./read-load.js";
 import { READ_PROJECT, seedReports } from "./read-seed.js";
 import { CLOSED_TARGETS, dashboardTargets, PAGE_RANGES, targetUrl } from "./read-targets.js";
-import { touchProjects } from "./read-touch.js";
+import { type TouchResult, touchProjects } from "./read-touch.js";
 import { renderFigures } from "./render.js";
 import { writeLoadFiles } from "./report-bodies.js";
 import { runReadersProcess, runWrkReaders } from "./run-readers.js";
@@ -165,12 +165,16 @@ await runCommand(log, async (cleanup) => {
 
   const keyStore = createKeyStore(stack.admin);
   const readKeys: string[] = [];
+  // Report keys of the same projects, for the touches (read-touch.ts).
+  const touchKeys: string[] = [];
   for (let i = 0; i < opts.projects; i++) {
-    const created = await keyStore.create(READ_PROJECT(i), {
-      defaultPlan: "unlimited",
-      scope: "read",
-    });
-    readKeys.push(created.key);
+    const project = READ_PROJECT(i);
+    readKeys.push(
+      (await keyStore.create(project, { defaultPlan: "unlimited", scope: "read" })).key,
+    );
+    touchKeys.push(
+      (await keyStore.create(project, { plan: "unlimited", defaultPlan: "unlimited" })).key,
+    );
   }
   const ingestKeys = {
     alone: await stack.createKeys("ra", opts.projects),
@@ -219,7 +223,11 @@ await runCommand(log, async (cleanup) => {
   const refillS = Math.round((performance.now() - refillStarted) / 100) / 10;
   log(`hot headroom refilled from ClickHouse for ${opts.projects} projects in ${refillS} s`);
 
-  const ingest = (phase: "ra" | "rb" | "rc", keys: string[]) =>
+  const ingest = (
+    phase: "ra" | "rb" | "rc",
+    keys: string[],
+    beside?: () => Promise<{ rows: number }>,
+  ) =>
     runEndToEndPhase(
       stack,
       edges,
@@ -231,6 +239,7 @@ await runCommand(log, async (cleanup) => {
         mode: "fixed",
         rate: opts.rate,
         timeoutS: 180,
+        beside,
       },
       cleanup,
     );
@@ -246,15 +255,26 @@ await runCommand(log, async (cleanup) => {
       ...stack.redisPids(),
     });
 
-  // The touches run in both runs: ingest with readers is compared with the same load without.
-  const touch = () =>
-    touchEveryMs > 0
-      ? touchProjects(stack.ch, {
-          projects: opts.projects,
-          durationS: opts.durationS,
-          everyMs: touchEveryMs,
-        })
-      : Promise.resolve({ inserts: 0, rows: 0, failed: 0 });
+  // The touches run in all runs: ingest with readers is compared with the same load without.
+  // They go through the phase's edge, which starts them once its count before has settled and
+  // takes them from what it enqueued; `touched` has their figures once the phase is done.
+  const touch = () => {
+    let started: Promise<TouchResult> | undefined;
+    const start = () => {
+      started =
+        touchEveryMs > 0
+          ? touchProjects({
+              edgeUrl: (edges[0] as { url: string }).url,
+              keys: touchKeys,
+              durationS: opts.durationS,
+              everyMs: touchEveryMs,
+            })
+          : Promise.resolve({ inserts: 0, rows: 0, failed: 0 });
+      return started;
+    };
+    const touched = async () => (await started) ?? { inserts: 0, rows: 0, failed: 0 };
+    return { start, touched };
+  };
   const readersSpec: ReadersSpec = {
     url: apiUrl,
     keys: readKeys,
@@ -274,7 +294,7 @@ await runCommand(log, async (cleanup) => {
           const scrapeWorkers = () => Promise.all(stack.workers().map((w) => w.metrics()));
           const aloneBefore = await scrapeWorkers();
           const aloneCpu = meter();
-          const [alone] = await Promise.all([ingest("ra", ingestKeys.alone), touch()]);
+          const alone = await ingest("ra", ingestKeys.alone, touch().start);
           const aloneCores = aloneCpu.read().cores;
           const aloneShares = freshnessShares(aloneBefore, await scrapeWorkers());
           log(`  sustained ${alone.sustainedPerSec}/s, lag p99 ${alone.lagMs.p99} ms`);
@@ -298,11 +318,13 @@ await runCommand(log, async (cleanup) => {
             ).key,
           };
           // Dashboards that poll find their answers cached: one cold request per project and endpoint
-          // first (timed apart), as a steady state of polling has them.
+          // first (timed apart), as a steady state of polling has them; only what each reader
+          // polls (the rolling minute answers of all 50 projects would fill /usage's cache and
+          // push out the page's answers, as no steady state does).
           const warmStarted = performance.now();
           await Promise.all(
-            readKeys.flatMap((key) =>
-              READ_TARGETS.map(async (t) => {
+            readKeys.flatMap((key, r) =>
+              READ_TARGETS.filter((t) => r < (t.readers ?? opts.readers)).map(async (t) => {
                 const res = await fetch(`${apiUrl}${targetUrl(t)}`, {
                   headers: { authorization: `Bearer ${key}` },
                 });
@@ -314,8 +336,9 @@ await runCommand(log, async (cleanup) => {
           log(`  cold: one request per project and endpoint answered in ${coldS} s`);
           const stagesBefore = await scrapeWorkers();
           const readersCpu = meter();
-          const [withReaders, reads, freshness, touched] = await Promise.all([
-            ingest("rb", ingestKeys.readers),
+          const readersTouch = touch();
+          const [withReaders, reads, freshness] = await Promise.all([
+            ingest("rb", ingestKeys.readers, readersTouch.start),
             values.client === "wrk"
               ? runWrkReaders(readersSpec, stack.dir, cleanup)
               : runReadersProcess(readersSpec, cleanup),
@@ -326,8 +349,8 @@ await runCommand(log, async (cleanup) => {
               readKey: probe.read,
               durationS: opts.durationS,
             }),
-            touch(),
           ]);
+          const touched = await readersTouch.touched();
           const readersCores = readersCpu.read().cores;
           const shares = freshnessShares(stagesBefore, await scrapeWorkers());
           log(`  sustained ${withReaders.sustainedPerSec}/s, lag p99 ${withReaders.lagMs.p99} ms`);
@@ -348,7 +371,7 @@ await runCommand(log, async (cleanup) => {
             );
           }
           log(
-            `  readers' projects touched: ${touched.rows} reports in ${touched.inserts} inserts, ${touched.failed} failed`,
+            `  readers' projects touched: ${touched.rows} reports in ${touched.inserts} batches through the edge, ${touched.failed} failed`,
           );
           log(`  cores used, ingest alone: ${JSON.stringify(aloneCores)}`);
           log(
@@ -390,7 +413,7 @@ await runCommand(log, async (cleanup) => {
     };
     const adviceCpu = meter();
     const [ingested, adviceReads, adviceFreshness] = await Promise.all([
-      ingest("rc", ingestKeys.advice),
+      ingest("rc", ingestKeys.advice, touch().start),
       runReadersProcess(
         {
           ...readersSpec,
@@ -413,7 +436,6 @@ await runCommand(log, async (cleanup) => {
         durationS: opts.durationS,
         reads: "advice",
       }),
-      touch(),
     ]);
     adviceRun = {
       reads: adviceReads,
