@@ -35,8 +35,9 @@ const MERGE_SLICE_MS = 5;
 const MERGE_ATTEMPTS = 8;
 
 /**
- * Series that other writes changed under each of MERGE_ATTEMPTS merges: their projects are
- * better refilled from ClickHouse (the hook) than merged again without end.
+ * Series that other writes changed under each of MERGE_ATTEMPTS merges: the write gives up for
+ * now, and its caller tries again later (the ingest hook's retry; a batch's token adds only the
+ * counts it still owes) rather than merging again without a pause.
  */
 export class HotCopyContendedError extends Error {
   override name = "HotCopyContendedError";
@@ -68,14 +69,15 @@ export const PLAN_MAX_AGE_MS = 10_000;
 
 /**
  * `prepared` when it is a plan of this write whose read succeeded, made at most PLAN_MAX_AGE_MS
- * before `t`; else null (read again).
+ * before `now()` once it is in hand (a read ahead may still be under way as the write starts);
+ * else null (read again).
  */
 async function planOf(
   prepared: Promise<HotWritePlan> | undefined,
   updates: Updates,
   refill: boolean,
   token: string | undefined,
-  t: number,
+  now: () => number,
 ): Promise<HotWritePlan | null> {
   if (!prepared) return null;
   const plan = await prepared.catch(() => null);
@@ -83,7 +85,7 @@ async function planOf(
     plan.updates === updates &&
     plan.refill === refill &&
     plan.token === token &&
-    t - plan.at <= PLAN_MAX_AGE_MS
+    now() - plan.at <= PLAN_MAX_AGE_MS
     ? plan
     : null;
 }
@@ -428,7 +430,7 @@ export function createHotStore(
       // A plan read ahead is committed as if read now: a copy changed since is not overwritten
       // but merged again. One whose read failed, or too old, is read again here.
       const plan =
-        (n === 0 && (await planOf(prepared, left, refill, token, now()))) ||
+        (n === 0 && (await planOf(prepared, left, refill, token, now))) ||
         (await readAndMerge(left, refill, token));
       const done = await commit(plan);
       if (done === null) continue;

@@ -435,6 +435,24 @@ describe("hot headroom store: counted use (issue 45)", () => {
       expect(await redis.zscore(keys.seen("p"), JSON.stringify(["bedrock", "claude", "x"]))).toBe(
         String(T0 + 20_001),
       );
+      // A read ahead still under way as its write starts is aged once it is in hand: 20 s on,
+      // it is read again (the write's own clock at its start would have taken it).
+      const g = hotUpdates([call(T0 + 6_000, 4)]);
+      const made = store.prepare(g, "g");
+      await made;
+      let release = () => {};
+      const inHand = new Promise<void>((resolve) => {
+        release = resolve;
+      }).then(() => made);
+      reads.mockClear();
+      const writing = store.write(g, "g", inHand);
+      at(T0 + 40_002);
+      release();
+      await writing;
+      expect(reads).toHaveBeenCalledTimes(1);
+      expect(await redis.zscore(keys.seen("p"), JSON.stringify(["bedrock", "claude", "x"]))).toBe(
+        String(T0 + 40_002),
+      );
     } finally {
       reads.mockRestore();
       commits.mockRestore();
