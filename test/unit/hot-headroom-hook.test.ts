@@ -86,11 +86,15 @@ describe("hot headroom hook", () => {
     expect(invalidated.sort()).toEqual(["p", "q"]);
   });
 
-  it("marks the projects whose copies kept changing under the merge for a refill, no others", async () => {
-    const { store, invalidated } = fakeStore(new HotCopyContendedError(["q"]));
+  it("fails when copies kept changing under the merge, to be tried again, and marks none for a refill", async () => {
+    // A refill would not bring the batch's counts back: the stored hook's retry writes it again.
+    const contended = new HotCopyContendedError(["q"]);
+    const { store, invalidated } = fakeStore(contended);
     const hook = createHotHeadroomHook({ store, logger });
-    await hook.onStored(manifest([row("p", T, 1, ID(1)), row("q", T, 1, ID(2))]));
-    expect(invalidated).toEqual(["q"]);
+    await expect(
+      hook.onStored(manifest([row("p", T, 1, ID(1)), row("q", T, 1, ID(2))])),
+    ).rejects.toBe(contended);
+    expect(invalidated).toEqual([]);
   });
 
   it("writes a batch with what it read ahead as the insert started, if every row was stored", async () => {
@@ -113,19 +117,24 @@ describe("hot headroom hook", () => {
     expect(writes[2]).toEqual({ updates: hotUpdates(rows), token: "a" });
   });
 
-  it("keeps at most 8 batches read ahead; an older one's write reads for itself", async () => {
+  it("keeps at most 8 batches read ahead, never reads one dropped; an older one's write reads for itself", async () => {
     const { store, prepared, writes } = fakeStore(null);
     const hook = createHotHeadroomHook({ store, logger });
     const ms = Array.from({ length: 9 }, (_, i) => manifest([row("p", T, i, ID(i + 1))], `t${i}`));
     for (const m of ms) hook.prepare(m);
+    // The ninth dropped the first before its turn came: 8 read ahead, of t1 to t8.
+    hook.prepare(ms[5] as Manifest);
     await hook.onStored(ms[8] as Manifest);
     await hook.onStored(ms[1] as Manifest);
     await hook.onStored(ms[0] as Manifest);
-    expect(prepared).toHaveLength(9);
+    await hook.onStored(ms[5] as Manifest);
+    // t5 read ahead again replaced its first read ahead, which was never made either.
+    expect(prepared).toHaveLength(8);
     // Which plan each write had (toBe: toEqual holds any two promises equal).
-    expect(writes[0]?.prepared).toBe(prepared[8]);
-    expect(writes[1]?.prepared).toBe(prepared[1]);
+    expect(writes[0]?.prepared).toBe(prepared[6]);
+    expect(writes[1]?.prepared).toBe(prepared[0]);
     expect(writes[2]?.prepared).toBeUndefined();
+    expect(writes[3]?.prepared).toBe(prepared[7]);
   });
 
   it("fails when Redis cannot be reached, so the hook is retried", async () => {

@@ -208,6 +208,27 @@ describe("ingest processor", () => {
     expect(events.at(-1)).toBe("stored a,c,d");
   });
 
+  it("tries onStored again until it succeeds, and settles the jobs only then", async () => {
+    // E.g. the hot copy's merge gave up on copies that kept changing (hot-headroom-hook.ts).
+    const { sink, inserts } = fakeSink();
+    const calls: string[] = [];
+    let settled = false;
+    const { p } = processor(sink, {
+      maxJobs: 1,
+      onStored: async (m) => {
+        calls.push(m.token);
+        expect(settled).toBe(false);
+        if (calls.length < 3) throw new Error("copies changed under 8 merges");
+      },
+    });
+    await p.process(job("j1", [row("a")])).then(() => {
+      settled = true;
+    });
+    expect(calls).toHaveLength(3);
+    expect(new Set(calls).size).toBe(1);
+    expect(inserts).toHaveLength(1);
+  });
+
   it("inserts a redelivered job again with its whole first batch: same rows, same token", async () => {
     const { sink, inserts } = fakeSink();
     const { p, manifests } = processor(sink, { maxJobs: 2 });
