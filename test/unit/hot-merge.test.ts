@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { mergeHotSeries, mergePoints } from "../../src/headroom/hot-merge.js";
 import type { HotSeries } from "../../src/headroom/hot-series.js";
-import { mergePointsReference, type Point } from "../helpers/hot-points-reference.js";
+import { mergePointsReference, type Point, pointOrder } from "../helpers/hot-points-reference.js";
 
 // The hot copy's merge (src/headroom/hot-merge.ts): batches merged in any order, or again, give
 // the same figures; points are what one sort of the stored and the batch's gives; a stored copy
@@ -81,6 +81,22 @@ describe("hot copy merge", () => {
         (stored, incoming) => {
           const kept = mergePoints(stored as Point[], incoming as Point[]);
           expect(kept).toEqual(mergePointsReference(stored as Point[], incoming as Point[]));
+          // Apart from the reference (the same rule, written alike): the newest point of all is
+          // kept; every kept point is one given, in order, none twice; after the first two, a
+          // second apart at least; at most 16, within 5 minutes of the newest.
+          const all = [...stored, ...incoming] as Point[];
+          const newestOfAll = all.reduce((a, b) => (pointOrder(a, b) >= 0 ? a : b));
+          expect(kept.at(-1)).toEqual(newestOfAll);
+          const given = new Set(all.map((x) => JSON.stringify(x)));
+          expect(kept.every((x) => given.has(JSON.stringify(x)))).toBe(true);
+          for (let i = 1; i < kept.length; i++) {
+            expect(pointOrder(kept[i - 1] as Point, kept[i] as Point)).toBeLessThan(0);
+            if (i >= 2) {
+              expect((kept[i] as Point)[0] - (kept[i - 1] as Point)[0]).toBeGreaterThanOrEqual(
+                1_000,
+              );
+            }
+          }
           expect(kept.length).toBeLessThanOrEqual(16);
           const newest = kept.at(-1)?.[0] ?? 0;
           expect(kept.every(([t]) => t >= newest - 5 * 60_000)).toBe(true);
