@@ -19,7 +19,7 @@ import type { Manifest } from "./manifest-store.js";
 // A batch stored without some of its rows (refused, dead-lettered) is merged again from the rows
 // stored.
 
-/** Batches read ahead at once: those being inserted (maxParallelBatches) and a few more. */
+/** Batches read ahead at once: those being inserted (2 slots), and a few whose insert is retried. */
 const PREPARED_MAX = 8;
 
 interface Prepared {
@@ -41,12 +41,12 @@ export function createHotHeadroomHook(deps: {
     prepared.delete(token);
   };
 
-  /** As the batch goes to be inserted (it may wait for an insert slot): the rows to be stored. */
+  /** As the batch's insert gets its slot: the rows to be stored. */
   function prepare(manifest: Manifest): void {
     forget(manifest.token);
     let dropped = false;
-    // A turn later, so that the insert is not held behind this CPU when a slot is free; nothing
-    // is read for a batch dropped meanwhile (past the bound, or read ahead again).
+    // A turn later, so that the insert is sent before this CPU is spent; nothing is read for a
+    // batch dropped meanwhile (past the bound, or read ahead again).
     const ahead = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
       if (dropped) return null;
       const updates = hotUpdates(manifest.rows, deps.deriveWindows);

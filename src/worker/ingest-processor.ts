@@ -67,8 +67,9 @@ export interface IngestOptions {
    */
   onStored?: (manifest: Manifest) => Promise<void>;
   /**
-   * Told as a manifest's insert starts (again when it is inserted again): a hook may read ahead
-   * what its onStored will write. It must write nothing: the rows are not stored yet.
+   * Told as a manifest's insert starts, in its insert slot (again when it is inserted again): a
+   * hook may read ahead what its onStored will write. It must write nothing: the rows are not
+   * stored yet.
    */
   onInserting?: (manifest: Manifest) => void;
   /** Row shapes this release reads; each job's rows are mapped to the current one. */
@@ -120,12 +121,15 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
     });
 
   const inSlot = createInsertSlots(opts.maxParallelInserts);
-  const insert = (rows: ReportRow[], token: string, json?: Buffer) =>
-    retry(
+  const insert = (rows: ReportRow[], token: string, json?: Buffer, started?: () => void) => {
+    let tell = started;
+    return retry(
       "insert",
       () =>
         inSlot(async () => {
-          const started = performance.now();
+          tell?.();
+          tell = undefined;
+          const startedAt = performance.now();
           try {
             await sink.insert(rows, token, json);
           } catch (err) {
@@ -133,10 +137,11 @@ export function createIngestProcessor(opts: IngestOptions): IngestProcessor {
               ? new DataError("refused", { cause: err })
               : err;
           }
-          metrics.insertSeconds.observe((performance.now() - started) / 1000);
+          metrics.insertSeconds.observe((performance.now() - startedAt) / 1000);
         }),
       (e) => e instanceof DataError,
     );
+  };
 
   const deliverManifests = createManifestDelivery<Job<ReportJobData>>({
     manifests: opts.manifests,

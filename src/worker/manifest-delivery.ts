@@ -50,15 +50,16 @@ export interface ManifestDeliveryDeps<J> {
   manifests: ManifestStore;
   /**
    * One insert of rows with a token, retried until done; throws DataError when refused. `json`
-   * is the rows' rowsJson when the manifest has it.
+   * is the rows' rowsJson when the manifest has it; `started` is called once, as the first
+   * attempt gets its insert slot.
    */
-  insert: (rows: ReportRow[], token: string, json?: Buffer) => Promise<void>;
+  insert: (rows: ReportRow[], token: string, json?: Buffer, started?: () => void) => Promise<void>;
   /** Which of these rows' report ids ClickHouse holds already. */
   stored: (rows: ReportRow[]) => Promise<Set<string>>;
   retry: Retry;
   deadLetter: (job: J, rows: ReportRow[], reason: string) => Promise<void>;
   onStored?: (manifest: Manifest) => Promise<void>;
-  /** Told as a manifest's insert starts (ingest-processor.ts). */
+  /** Told as a manifest's insert starts, in its insert slot (ingest-processor.ts). */
   onInserting?: (manifest: Manifest) => void;
   /** How long a batch waits for replicas before an error is logged (default 30 s). */
   replicaWaitWarnMs?: number;
@@ -69,11 +70,12 @@ export interface ManifestDeliveryDeps<J> {
 export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
   const { metrics, logger, retry } = deps;
   type E = Entry<J>;
-  const insert = (items: Item[], token: string, json?: Buffer) =>
+  const insert = (items: Item[], token: string, json?: Buffer, started?: () => void) =>
     deps.insert(
       items.map((i) => i.row),
       token,
       json,
+      started,
     );
 
   /**
@@ -184,9 +186,13 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
     // Splitting a refused batch inserts its halves under tokens of their own: only a worker that
     // still holds its jobs may do that, or the halves could land beside the whole batch inserted
     // by the jobs' new holder.
+    // The whole batch's insert tells onInserting once it has a slot: read ahead earlier, with
+    // other batches' inserts waiting in front, its copies would change under it more often.
+    const started = () => deps.onInserting?.(manifest);
     const insertOrSplit = async (part: Item[], token: string) => {
       try {
-        await insert(part, token, part === items ? manifest.json : undefined);
+        const whole = part === items;
+        await insert(part, token, whole ? manifest.json : undefined, whole ? started : undefined);
       } catch (err) {
         if (err instanceof DataError && token === manifest.token) {
           const lost = await retry("lock check", () => deps.manifests.lost(held), cannotPass);
@@ -195,7 +201,6 @@ export function createManifestDelivery<J>(deps: ManifestDeliveryDeps<J>) {
         throw err;
       }
     };
-    if (items.length > 0) deps.onInserting?.(manifest);
     const refused =
       items.length > 0
         ? await insertIsolating(items, manifest.token, insertOrSplit, () =>

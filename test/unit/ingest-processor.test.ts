@@ -61,6 +61,7 @@ function processor(
     maxRows: number;
     maxWaitMs: number;
     maxJobs: number;
+    maxParallelBatches: number;
     placeRows: (rows: ReportRow[]) => Promise<ReportRow[]>;
     onInserting: (manifest: Manifest) => void;
     onStored: (manifest: Manifest) => Promise<void>;
@@ -75,6 +76,7 @@ function processor(
     maxWaitMs: opts.maxWaitMs ?? 60_000,
     maxJobs: opts.maxJobs ?? 100,
     maxParallelInserts: 2,
+    maxParallelBatches: opts.maxParallelBatches,
     retryMaxDelayMs: 5,
     placeRows: opts.placeRows,
     onInserting: opts.onInserting,
@@ -206,6 +208,37 @@ describe("ingest processor", () => {
     expect(events[1]).toBe("insert a,bad,c,d");
     expect(events.filter((e) => e.startsWith("inserting"))).toHaveLength(1);
     expect(events.at(-1)).toBe("stored a,c,d");
+  });
+
+  it("tells onInserting of a batch claimed ahead only once it has one of the 2 insert slots", async () => {
+    const { sink } = fakeSink();
+    const insert = sink.insert;
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const events: string[] = [];
+    sink.insert = async (rows, token, json) => {
+      events.push(`insert ${rows[0]?.[0]}`);
+      await held;
+      return insert(rows, token, json);
+    };
+    const { p } = processor(sink, {
+      maxRows: 1,
+      maxParallelBatches: 4,
+      onInserting: (m) => events.push(`inserting ${m.rows[0]?.[0]}`),
+    });
+    const jobs = ["a", "b", "c"].map((id) => p.process(job(id, [row(id)])));
+    await eventually(() => expect(events.filter((e) => e.startsWith("insert "))).toHaveLength(2));
+    // The third batch is claimed (at most 4) but waits for a slot: nothing read ahead for it.
+    for (let turn = 0; turn < 20; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(events.filter((e) => e.startsWith("inserting"))).toHaveLength(2);
+    release();
+    await Promise.all(jobs);
+    // Each told right before its own insert, in its slot.
+    for (const id of ["a", "b", "c"]) {
+      expect(events.indexOf(`insert ${id}`) - events.indexOf(`inserting ${id}`)).toBe(1);
+    }
   });
 
   it("tries onStored again until it succeeds, and settles the jobs only then", async () => {
