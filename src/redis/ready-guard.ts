@@ -24,6 +24,8 @@ export class ReadyGuardedRedis extends Redis {
 
   /** Whether a command's timeout drops its connection (below); duplicates do not inherit it. */
   readonly #dropOnTimeout: boolean;
+  /** Commands sent at least once: ioredis times a command from its first sending. */
+  readonly #sent = new WeakSet<Command>();
 
   constructor(
     urlOrOptions: string | RedisOptions,
@@ -49,23 +51,27 @@ export class ReadyGuardedRedis extends Redis {
   // unanswered within commandTimeout says the same of its connection: it may be silently dead, and
   // every command after it would wait as long. It is dropped at once and made again, so the next
   // request fails fast (or succeeds) instead of waiting for a periodic check to notice. Only a
-  // command sent on the connection that is ready now, a whole timeout ago: one sent again on a new
-  // connection (ioredis resends what was unanswered) keeps the timer of its first sending, and
-  // must not drop the new one. Duplicates with timeouts of their own (a watchdog's probe, the
-  // shared limits' fallback) renew their connection themselves, as before.
+  // command first sent on the connection that is ready now: ioredis starts a command's timer at
+  // its first sending, and one sent again on a new connection (ioredis resends what was
+  // unanswered, and flushes its offline queue) keeps that timer, and must not drop the new one.
+  // Duplicates with timeouts of their own (a watchdog's probe, the shared limits' fallback) renew
+  // their connection themselves, as before. (The timer fired is the whole timeout: timing it
+  // again here failed on a loaded machine, where Node starts a timer from the event loop's clock
+  // of the turn, which may run behind the clock read at the sending by a long turn.)
   override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
+    const first = this.#dropOnTimeout && !this.#sent.has(command);
+    const watch =
+      first && typeof this.options.commandTimeout === "number" && this.status === "ready";
+    const on = this.#connection;
+    if (first) this.#sent.add(command);
     const sent = super.sendCommand(command, stream);
-    const timeoutMs = this.options.commandTimeout;
-    if (this.#dropOnTimeout && typeof timeoutMs === "number" && this.status === "ready") {
-      const on = this.#connection;
-      const at = performance.now();
+    if (watch) {
       command.promise.catch((err: unknown) => {
         if (
           err instanceof Error &&
           err.message === COMMAND_TIMED_OUT &&
           this.status === "ready" &&
-          this.#connection === on &&
-          performance.now() - at >= timeoutMs
+          this.#connection === on
         )
           this.disconnect(true);
       });
