@@ -55,9 +55,9 @@ export class ReadyGuardedRedis extends Redis {
   // its first sending, and one sent again on a new connection (ioredis resends what was
   // unanswered, and flushes its offline queue) keeps that timer, and must not drop the new one.
   // Duplicates with timeouts of their own (a watchdog's probe, the shared limits' fallback) renew
-  // their connection themselves, as before. (The timer fired is the whole timeout: timing it
-  // again here failed on a loaded machine, where Node starts a timer from the event loop's clock
-  // of the turn, which may run behind the clock read at the sending by a long turn.)
+  // their connection themselves, as before. (The timer that fired is the whole timeout: timing
+  // the command again with performance.now() missed drops, as Node's timers count whole
+  // milliseconds and fire up to 1 ms short of its count.)
   override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
     const first = this.#dropOnTimeout && !this.#sent.has(command);
     const watch =
