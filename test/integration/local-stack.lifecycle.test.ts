@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,7 +9,8 @@ import { freePorts } from "../helpers/redis-topology/redis-processes.js";
 
 // `npm start` as a person runs it, stopped as people and supervisors stop it: a signal to the
 // npm process itself (not its group). Every process the stack started carries its
-// HEADROOM_DATA_DIR in its environment, which is how the test finds orphans.
+// HEADROOM_DATA_DIR in its environment, or runs in a directory of it (redis-server writes its
+// process title over its environment), which is how the test finds orphans.
 
 const root = join(import.meta.dirname, "../..");
 
@@ -25,14 +26,18 @@ interface Started {
 
 const started: Started[] = [];
 
-/** Pids of live processes whose environment names `dataDir`. */
+/** Pids of live processes whose environment names `dataDir`, or that run in it. */
 function processesOf(dataDir: string): number[] {
   const marker = `HEADROOM_DATA_DIR=${dataDir}\0`;
+  const inside = (cwd: string) => cwd === dataDir || cwd.startsWith(`${dataDir}/`);
   const pids: number[] = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (`${readFileSync(`/proc/${entry}/environ`, "latin1")}\0`.includes(marker)) {
+      if (
+        `${readFileSync(`/proc/${entry}/environ`, "latin1")}\0`.includes(marker) ||
+        inside(readlinkSync(`/proc/${entry}/cwd`))
+      ) {
         // A zombie has exited; only its parent's wait is missing.
         const state = readFileSync(`/proc/${entry}/stat`, "latin1").split(") ")[1]?.[0];
         if (state !== "Z") pids.push(Number(entry));
