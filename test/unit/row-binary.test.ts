@@ -143,12 +143,20 @@ function decimal(v: string | number): bigint {
   const n = BigInt(whole + frac.padEnd(12, "0"));
   return String(v).startsWith("-") ? -n : n;
 }
+/** String columns other than the report id: an id, a one-word name, or what the provider said. */
+const isText = (column: string) =>
+  column !== "report_id" &&
+  (column.endsWith("_id") ||
+    !column.includes("_") ||
+    ["headers", "error", "account", "pool"].includes(column));
 function expected(column: string, v: unknown): unknown {
   if (v === null) return column === "app" || column === "model" ? "" : null;
   if (column === "report_id") return String(v).toLowerCase();
   if (column === "timestamp" || column === "received_at") return time(String(v));
   if (column.startsWith("credits") || column === "request_cost")
     return decimal(v as string | number);
+  // A key id or model of digits is still text ("0" stays "0", not 0n).
+  if (isText(column)) return v;
   if (
     typeof v === "number" ||
     (typeof v === "string" && /^-?\d+$/.test(v)) ||
@@ -192,9 +200,7 @@ function decodeRow(r: Reader, columns: readonly string[]): unknown[] {
     account: r.nullable(r.string),
     pool: r.nullable(r.string),
   };
-  const row = columns.map((c) =>
-    (readers[c] ?? (c.endsWith("_id") || !c.includes("_") ? r.string : r.nullable(r.int64)))(),
-  );
+  const row = columns.map((c) => (readers[c] ?? (isText(c) ? r.string : r.nullable(r.int64)))());
   const windows = [
     r.array(r.string)(),
     r.array(r.nullable(r.string))(),
