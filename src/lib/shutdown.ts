@@ -1,5 +1,6 @@
 import closeWithGrace from "close-with-grace";
 import type { Logger } from "pino";
+import { stopWhenParentExits } from "./parent-watch.js";
 
 // SIGTERM/SIGINT (and an uncaught error) run `close` once, then exit: 0 after a clean close, 1
 // after an error, a failed close, a second signal, or a close that hangs past the grace period,
@@ -13,6 +14,8 @@ export interface ShutdownOptions {
    * one: Ctrl-C in a terminal reaches `npm start` and its child both, and npm passes its own on.
    */
   sameRequestMs?: number;
+  /** Stop as on SIGTERM once the parent process is gone (STOP_WITH_PARENT). */
+  stopWithParent?: boolean;
 }
 
 export function onShutdown(
@@ -21,6 +24,12 @@ export function onShutdown(
   graceMs = 30_000,
   opts: ShutdownOptions = {},
 ): void {
+  if (opts.stopWithParent) {
+    stopWhenParentExits(() => {
+      logger.warn("the process that started this one is gone: stopping");
+      process.kill(process.pid, "SIGTERM");
+    });
+  }
   const own = opts.sameRequestMs !== undefined;
   const graceful = closeWithGrace(
     {

@@ -15,6 +15,7 @@ import {
   spawnEmbeddedClickHouse,
 } from "./clickhouse/process.js";
 import { currentRuntime } from "./entry-command.js";
+import { stopRedisLeftOn } from "./left-redis.js";
 import { type RedisServerOptions, startRedisServer } from "./redis-server.js";
 import { removeStackFile, writeStackFile } from "./stack-file.js";
 import { createSupervisor } from "./supervisor.js";
@@ -55,7 +56,16 @@ export async function startLocalStack(
   const stops: (() => Promise<void>)[] = [];
 
   try {
-    const redis = ownRedis ? await startRedisServer(localRedisOptions(base, dataDir)) : null;
+    const redisOptions = localRedisOptions(base, dataDir);
+    if (ownRedis) {
+      await stopRedisLeftOn(redisOptions.dir, (pid) =>
+        logger.warn(
+          { redisPid: pid, dir: redisOptions.dir },
+          "the last stack on this data directory did not stop cleanly: stopping the redis-server it left running first",
+        ),
+      );
+    }
+    const redis = ownRedis ? await startRedisServer(redisOptions) : null;
     if (redis) stops.push(() => redis.stop());
     const clickhouse = base.CLICKHOUSE_URL
       ? null
@@ -118,6 +128,8 @@ export async function startLocalStack(
       ...control,
       ...poolSecret,
       MIGRATE_ON_START: "false",
+      // A stack killed without a word (SIGKILL) leaves no edge, API or worker running.
+      STOP_WITH_PARENT: "true",
     };
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
     supervisor.start({ name: "alerts", entry: "workers/alerts.ts", env: childEnv });

@@ -3,6 +3,7 @@ import { mkdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { Redis } from "ioredis";
 import { type ChildServer, childServer, waitUntilUp } from "./child-process.js";
+import { redisPidPath } from "./left-redis.js";
 
 // A redis-server child process on a free port: for the test harness, the local stack and the
 // benchmark. AOF on and `noeviction`, as production is configured (the topologies of
@@ -64,6 +65,9 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<RedisS
     "127.0.0.1",
     "--dir",
     opts.dir,
+    // Read by the next start on this directory (left-redis.ts); removed by a clean shutdown.
+    "--pidfile",
+    redisPidPath(opts.dir),
     "--appendonly",
     opts.appendonly === false ? "no" : "yes",
     "--appendfsync",

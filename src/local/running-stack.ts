@@ -16,7 +16,7 @@ import { join } from "node:path";
 export const stackPidPath = (dataDir: string) => join(dataDir, "stack.pid");
 
 /** A process's arguments, or null when it is gone or not ours to read (or not on Linux). */
-function commandLine(pid: number): string[] | null {
+export function commandLine(pid: number): string[] | null {
   try {
     const raw = readFileSync(`/proc/${pid}/cmdline`, "utf8");
     return raw === "" ? null : raw.split("\0").filter((a) => a !== "");
@@ -38,7 +38,7 @@ export function headroomEntry(args: string[]): string | null {
   return null;
 }
 
-function alive(pid: number): boolean {
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -9,7 +9,7 @@ import { onShutdown } from "../lib/shutdown.js";
 const config = loadConfig();
 const logger = createLogger(config.LOG_LEVEL, "api");
 const api = await createApi(config, logger);
-onShutdown(logger, () => api.close());
+onShutdown(logger, () => api.close(), undefined, { stopWithParent: config.STOP_WITH_PARENT });
 await api.app.listen({ host: config.HOST, port: config.API_PORT });
 logger.info(
   {

@@ -12,7 +12,7 @@ import { describeTopology, redisTopology } from "../redis/topology.js";
 const config = loadConfig();
 const logger = createLogger(config.LOG_LEVEL, "edge");
 const edge = await createEdge(config, logger);
-onShutdown(logger, () => edge.close());
+onShutdown(logger, () => edge.close(), undefined, { stopWithParent: config.STOP_WITH_PARENT });
 await edge.app.listen({ host: config.HOST, port: config.PORT });
 let metricsPort: number | undefined;
 if (edge.metricsApp) {

@@ -59,13 +59,17 @@ export async function runWorkerProcess(spec: WorkerProcessSpec): Promise<void> {
     spec.metricsPort(config),
     () => workerHealth(worker.metrics.watched, config.WORKER_HEALTH_STALL_MS),
   );
-  onShutdown(logger, () =>
-    closeSteps(logger, [
-      ["worker", () => worker.close()],
-      ["metrics server", () => server.close()],
-      ["clickhouse", () => clients.clickhouse.close()],
-      ["redis", () => closeRedis(clients.redis), 2_000],
-    ]),
+  onShutdown(
+    logger,
+    () =>
+      closeSteps(logger, [
+        ["worker", () => worker.close()],
+        ["metrics server", () => server.close()],
+        ["clickhouse", () => clients.clickhouse.close()],
+        ["redis", () => closeRedis(clients.redis), 2_000],
+      ]),
+    undefined,
+    { stopWithParent: config.STOP_WITH_PARENT },
   );
   worker.start();
   logger.info({ metricsPort: port, ...worker.facts }, `${spec.readyAs} ready`);

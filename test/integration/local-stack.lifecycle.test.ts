@@ -223,3 +223,60 @@ describe("what npm start prints", () => {
     expect(readFileSync(join(first.dataDir, "stack.pid"), "utf8").trim()).toBe(String(pid));
   });
 });
+
+describe("npm start after a stack killed without a word", () => {
+  const isRedis = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("redis-server");
+    } catch {
+      return false;
+    }
+  };
+
+  it("its processes stop themselves; the next start stops the redis-server it left, and keeps its data", {
+    timeout: 300_000,
+  }, async () => {
+    const first = await npmStart();
+    await eventually(() => expect(first.output()).toMatch(/^Ctrl-C stops everything/m), {
+      timeoutMs: 120_000,
+      intervalMs: 200,
+    });
+    const stack = Number(/^Headroom is ready \(PID (\d+)\)/m.exec(first.output())?.[1]);
+    const [oldRedis, ...others] = processesOf(first.dataDir).sort(
+      (a, b) => Number(isRedis(b)) - Number(isRedis(a)),
+    );
+    expect(isRedis(oldRedis as number)).toBe(true);
+    // The edge, the read API, two workers and ClickHouse, beside the stack.
+    const children = others.filter((pid) => pid !== stack && pid !== first.npm.pid);
+    expect(children.length).toBeGreaterThanOrEqual(5);
+
+    // SIGKILL to the stack alone: nothing of its own runs to stop what it started.
+    process.kill(stack, "SIGKILL");
+    await eventually(
+      () => expect(children.filter((pid) => processesOf(first.dataDir).includes(pid))).toEqual([]),
+      {
+        timeoutMs: 60_000,
+        intervalMs: 200,
+      },
+    );
+    // Redis cannot watch its parent: it is still there, holding the data directory's AOF.
+    expect(processesOf(first.dataDir)).toContain(oldRedis);
+
+    const second = await npmStart({}, first.dataDir);
+    await eventually(() => expect(second.output()).toMatch(/^Ctrl-C stops everything/m), {
+      timeoutMs: 120_000,
+      intervalMs: 200,
+    });
+    // One redis-server on the directory, never two on one AOF; the old one stopped, not killed
+    // with its data: the key the first stack made is the one the second prints.
+    const redises = processesOf(first.dataDir).filter(isRedis);
+    expect(redises).toHaveLength(1);
+    expect(redises).not.toContain(oldRedis);
+    expect(second.log()).toContain(
+      "the last stack on this data directory did not stop cleanly: stopping the redis-server it left running first",
+    );
+    const keyOf = (output: string) => /Bearer (hr_[A-Za-z0-9_-]+)/.exec(output)?.[1];
+    expect(keyOf(second.output())).toBeDefined();
+    expect(keyOf(second.output())).toBe(keyOf(first.output()));
+  });
+});

@@ -66,6 +66,9 @@ async function spawnOn(
   delete env.CLICKHOUSE_PASSWORD;
   if (opts.user) env.CLICKHOUSE_USER = opts.user;
   if (opts.password) env.CLICKHOUSE_PASSWORD = opts.password;
+  // Whoever started it stops it; if that process is killed without a word, it stops itself
+  // rather than hold the data directory (the next start would find it locked).
+  env.STOP_WITH_PARENT = "true";
   const child = spawn(process.execPath, args, {
     env,
     detached: opts.detached ?? false,

@@ -33,7 +33,7 @@ export async function serveClickHouse(opts: ServeOptions): Promise<void> {
     logger,
     faults: opts.faultErrorRate > 0 ? { errorRate: opts.faultErrorRate } : undefined,
   });
-  onShutdown(logger, () => server.close());
+  onShutdown(logger, () => server.close(), undefined, { stopWithParent: config.STOP_WITH_PARENT });
   logger.info(
     { url: server.url, path, faultErrorRate: opts.faultErrorRate || undefined },
     "clickhouse ready",
