@@ -40,7 +40,7 @@ const etag = {
   schema: { type: "string" },
 };
 
-// Answers to /usage carry an ETag; one the client already holds is answered 304.
+// Answers to /usage and /headroom carry an ETag; one the client already holds is answered 304.
 const conditional = {
   parameters: [
     {
@@ -64,23 +64,25 @@ function operation(
   summary: string,
   query: z.ZodObject,
   response: z.ZodType,
-  csv = false,
+  /** CSV beside JSON; an ETag and 304 for a client holding the answer (tagged). */
+  opts: { csv?: boolean; tagged?: boolean } = {},
 ) {
+  const { csv = false, tagged = false } = opts;
   return {
     get: {
       operationId,
       summary,
-      parameters: [...parameters(query), ...(csv ? conditional.parameters : [])],
+      parameters: [...parameters(query), ...(tagged ? conditional.parameters : [])],
       responses: {
         "200": {
           description: "OK",
-          ...(csv ? { headers: { ETag: etag } } : {}),
+          ...(tagged ? { headers: { ETag: etag } } : {}),
           content: {
             "application/json": { schema: schemaOf(response, "output") },
             ...(csv ? { "text/csv": { schema: { type: "string" } } } : {}),
           },
         },
-        ...(csv ? conditional.notModified : {}),
+        ...(tagged ? conditional.notModified : {}),
         "400": error("invalid_query: a parameter is unknown, repeated or out of range"),
         "401": error("missing_project_key or invalid_project_key"),
         "403": error("insufficient_scope: the key is not a read key"),
@@ -133,13 +135,14 @@ function readApiOpenApi() {
         "Current headroom per pool and per provider, model and app",
         headroomQuery,
         headroomResponse,
+        { tagged: true },
       ),
       "/api/v1/usage": operation(
         "getUsage",
         "Usage per window from the rollups (JSON, or CSV with Accept: text/csv or format=csv)",
         usageQuery,
         usageResponse,
-        true,
+        { csv: true, tagged: true },
       ),
       "/api/v1/reports": operation(
         "listReports",

@@ -2,8 +2,9 @@ import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
 
-// /usage answers are kept encoded: compressed copies and 304s must be the plain answer, and an
-// answer (or its tag) never reaches another project, even one whose figures are the same.
+// /usage and /headroom answers are kept encoded: compressed copies and 304s must be the plain
+// answer, and an answer (or its tag) never reaches another project, even one whose figures are
+// the same.
 
 let s: ReadStack;
 let a: ProjectKeys;
@@ -14,7 +15,12 @@ const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString(
 
 beforeAll(async () => {
   // Answers shared for the whole file, as polling dashboards find them.
-  s = await startReadStack({ READ_CACHE_TTL_MS: "60000", READ_CACHE_STALE_MS: "300000" });
+  s = await startReadStack({
+    READ_CACHE_TTL_MS: "60000",
+    READ_CACHE_STALE_MS: "300000",
+    // A /headroom answer is held at most 10 s: long enough for a test's requests to share one.
+    READ_HEADROOM_TTL_MS: "10000",
+  });
   [a, b] = [await s.project(), await s.project()];
   // The same reports in both projects: their answers have the same bytes.
   const reports = Array.from({ length: 8 }, (_, i) => ({
@@ -117,5 +123,60 @@ describe("encoded /usage answers", () => {
     expect(bad.statusCode).toBe(400);
     expect(bad.headers["content-encoding"]).toBeUndefined();
     expect(bad.json()).toMatchObject({ error: "invalid_query" });
+  });
+});
+
+describe("encoded /headroom answers", () => {
+  const HEADROOM = "/api/v1/headroom";
+
+  type Answer = Awaited<ReturnType<ReadStack["get"]>>;
+  /**
+   * A plain request and one with `headers` that met the same held answer (its tag, or a 304 to
+   * it): an answer is made again once it is 10 s old, so a pair that straddled that is asked again.
+   */
+  async function sameAnswer(
+    headersFor: (plain: Answer) => Record<string, string>,
+  ): Promise<[Answer, Answer]> {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const plain = await s.get(HEADROOM, a.read);
+      const res = await s.get(HEADROOM, a.read, headersFor(plain));
+      const tag = (res.headers.etag as string | undefined)?.replace(/^W\//, "");
+      if (tag === plain.headers.etag) return [plain, res];
+      if (Date.now() > deadline) throw new Error("no two requests met the same /headroom answer");
+    }
+  }
+
+  it.each([
+    ["gzip", "gzip, deflate", gunzipSync],
+    ["br", "gzip, deflate, br", brotliDecompressSync],
+  ] as const)(
+    "serves %s that decodes to the plain answer's bytes, with its tag",
+    async (encoding, accept, decode) => {
+      const [plain, res] = await sameAnswer(() => ({ "accept-encoding": accept }));
+      expect(plain.statusCode).toBe(200);
+      expect(plain.headers["content-encoding"]).toBeUndefined();
+      expect(plain.headers.etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+      expect(plain.json().series).toHaveLength(2);
+      expect(res.headers["content-encoding"]).toBe(encoding);
+      expect(res.headers.vary).toBe("Accept-Encoding");
+      expect(res.headers["cache-control"]).toBe("private, no-cache");
+      expect(res.rawPayload.length).toBeLessThan(plain.rawPayload.length);
+      expect(decode(res.rawPayload).equals(plain.rawPayload)).toBe(true);
+    },
+  );
+
+  it("answers 304 to the held answer's tag, and never gives one project's tag to another", async () => {
+    const [plain, res] = await sameAnswer((p) => ({
+      "if-none-match": `"other", W/${p.headers.etag as string}`,
+      "accept-encoding": "gzip",
+    }));
+    expect(res.statusCode).toBe(304);
+    expect(res.rawPayload.length).toBe(0);
+    expect(res.headers.etag).toBe(plain.headers.etag);
+    const fromB = await s.get(HEADROOM, b.read, { "if-none-match": plain.headers.etag as string });
+    expect(fromB.statusCode).toBe(200);
+    expect(fromB.headers.etag).not.toBe(plain.headers.etag);
+    expect(fromB.json().series).toHaveLength(2);
   });
 });
