@@ -3,8 +3,19 @@
 // and Linux then hands the orphan to init. Node has no PR_SET_PDEATHSIG, so the parent id is
 // polled; a change means the parent exited.
 
+/**
+ * The parent when this module was first loaded: before any entry's first await, so that a parent
+ * gone while the process was still starting (its clients, its engine) is noticed too.
+ */
+const STARTED_UNDER = process.ppid;
+
 export function stopWhenParentExits(stop: () => void, everyMs = 500): () => void {
-  const parent = process.ppid;
+  const parent = STARTED_UNDER;
+  if (process.ppid !== parent) {
+    // Gone already: stop on the next turn, once the caller has set up what stop needs.
+    setImmediate(stop);
+    return () => {};
+  }
   const timer = setInterval(() => {
     if (process.ppid === parent) return;
     clearInterval(timer);

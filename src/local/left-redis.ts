@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, readlinkSync, realpathSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { alive, commandLine } from "./running-stack.js";
@@ -10,20 +10,8 @@ import { alive, commandLine } from "./running-stack.js";
 
 export const redisPidPath = (dir: string) => join(resolve(dir), "redis-server.pid");
 
-/** The PID of a redis-server running on `dir` (its pidfile's, checked against /proc), or null. */
-export function redisLeftOn(dir: string): number | null {
-  const file = redisPidPath(dir);
-  if (!existsSync(file)) return null;
-  const pid = Number(readFileSync(file, "utf8").trim());
-  if (!Number.isSafeInteger(pid) || pid <= 0 || !alive(pid)) return null;
-  // A PID reused by another program, or a redis-server on another directory, is not ours.
-  const args = commandLine(pid);
-  if (args === null || !/^redis-server\b/.test(args[0] ?? "")) return null;
-  try {
-    return readlinkSync(`/proc/${pid}/cwd`) === resolve(dir) ? pid : null;
-  } catch {
-    return null;
-  }
+export class RedisLeftRunningError extends Error {
+  override name = "RedisLeftRunningError";
 }
 
 /** Alive and not a zombie (one that exited, waiting for a parent that may never reap it). */
@@ -32,12 +20,40 @@ function running(pid: number): boolean {
   try {
     return readFileSync(`/proc/${pid}/stat`, "latin1").split(") ")[1]?.[0] !== "Z";
   } catch {
-    return false;
+    // No /proc: alive is all that can be said.
+    return true;
   }
 }
 
-export class RedisLeftRunningError extends Error {
-  override name = "RedisLeftRunningError";
+/** Whether `pid` is a redis-server running in `dir`; null when this system cannot say. */
+function isRedisOn(pid: number, dir: string): boolean | null {
+  const args = commandLine(pid);
+  if (args === null) return null;
+  if (!/^redis-server\b/.test(args[0] ?? "")) return false;
+  try {
+    // Redis runs in its --dir; /proc gives the real path, so compare real paths (a symlink).
+    return realpathSync(readlinkSync(`/proc/${pid}/cwd`)) === realpathSync(dir);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The PID of a redis-server running on `dir` (its pidfile's, checked against /proc), or null
+ * when there is none. Throws when the pidfile names a live process this system cannot check
+ * (no /proc): the directory may be in use, and nothing is signalled on a guess.
+ */
+export function redisLeftOn(dir: string): number | null {
+  const file = redisPidPath(dir);
+  if (!existsSync(file)) return null;
+  const pid = Number(readFileSync(file, "utf8").trim());
+  if (!Number.isSafeInteger(pid) || pid <= 0 || !running(pid)) return null;
+  const ours = isRedisOn(pid, dir);
+  if (ours === null)
+    throw new RedisLeftRunningError(
+      `${file} names a running process (PID ${pid}) this system cannot check: if it is a redis-server on ${dir}, stop it (kill ${pid}); if not, remove ${file}; then start again`,
+    );
+  return ours ? pid : null;
 }
 
 /**
@@ -56,9 +72,14 @@ export async function stopRedisLeftOn(
     return;
   }
   onFound(pid);
-  process.kill(pid, "SIGTERM");
+  try {
+    process.kill(pid, "SIGTERM");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
+  }
   const deadline = Date.now() + timeoutMs;
-  while (running(pid)) {
+  // Until it is gone, or its PID is another process's.
+  while (running(pid) && isRedisOn(pid, dir) !== false) {
     if (Date.now() > deadline)
       throw new RedisLeftRunningError(
         `a redis-server (PID ${pid}) left running on ${dir} by a stack that did not stop did not exit within ${timeoutMs / 1000} s of SIGTERM; stop it (kill ${pid}) and start again`,

@@ -15,7 +15,6 @@ import {
   spawnEmbeddedClickHouse,
 } from "./clickhouse/process.js";
 import { currentRuntime } from "./entry-command.js";
-import { stopRedisLeftOn } from "./left-redis.js";
 import { type RedisServerOptions, startRedisServer } from "./redis-server.js";
 import { removeStackFile, writeStackFile } from "./stack-file.js";
 import { createSupervisor } from "./supervisor.js";
@@ -56,16 +55,7 @@ export async function startLocalStack(
   const stops: (() => Promise<void>)[] = [];
 
   try {
-    const redisOptions = localRedisOptions(base, dataDir);
-    if (ownRedis) {
-      await stopRedisLeftOn(redisOptions.dir, (pid) =>
-        logger.warn(
-          { redisPid: pid, dir: redisOptions.dir },
-          "the last stack on this data directory did not stop cleanly: stopping the redis-server it left running first",
-        ),
-      );
-    }
-    const redis = ownRedis ? await startRedisServer(redisOptions) : null;
+    const redis = ownRedis ? await startRedisServer(localRedisOptions(base, dataDir)) : null;
     if (redis) stops.push(() => redis.stop());
     const clickhouse = base.CLICKHOUSE_URL
       ? null

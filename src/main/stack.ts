@@ -4,7 +4,8 @@ import { ConfigError, isSet, loadConfig } from "../config.js";
 import { createLogger } from "../lib/logger.js";
 import { stopWhenParentExits } from "../lib/parent-watch.js";
 import { onShutdown } from "../lib/shutdown.js";
-import { curlExample, pageUrl, startLocalStack } from "../local/local-stack.js";
+import { RedisLeftRunningError, stopRedisLeftOn } from "../local/left-redis.js";
+import { curlExample, localRedisOptions, pageUrl, startLocalStack } from "../local/local-stack.js";
 import { assertPortsFree, PortTakenError, stackListeners } from "../local/ports-free.js";
 import { RedisServerMissingError } from "../local/redis-server.js";
 import { claimDataDir, runningStack } from "../local/running-stack.js";
@@ -25,6 +26,18 @@ try {
       `npm start: Headroom is already running on ${dataDir} (PID ${running}); use it, stop it (Ctrl-C in its terminal, or kill ${running}), or start another with HEADROOM_DATA_DIR=<another directory> and other ports`,
     );
   }
+  // A Redis of our own unless one is named, in any topology.
+  const ownRedis = !(["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const).some(
+    (name) => isSet(process.env, name),
+  );
+  // Before the ports are checked: it may hold STACK_REDIS_PORT.
+  if (ownRedis) {
+    await stopRedisLeftOn(localRedisOptions(config, dataDir).dir, (pid) =>
+      process.stdout.write(
+        `npm start: the last Headroom on ${dataDir} did not stop cleanly; stopping the redis-server it left running (PID ${pid}) first\n`,
+      ),
+    );
+  }
   await assertPortsFree(stackListeners(config));
   mkdirSync(dataDir, { recursive: true });
   const release = claimDataDir(dataDir);
@@ -35,10 +48,7 @@ try {
   const stack = await startLocalStack(
     {
       config,
-      // A Redis of our own unless one is named, in any topology.
-      ownRedis: !(["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const).some((name) =>
-        isSet(process.env, name),
-      ),
+      ownRedis,
       // The stack cannot serve without it: stop everything, and say so with the exit code.
       onChildGaveUp: () => void stack.stop().finally(() => process.exit(1)),
       follow: (stdout, stderr) => log.follow(stdout, stderr),
@@ -108,7 +118,8 @@ try {
     err instanceof RedisServerMissingError ||
     err instanceof ConfigError ||
     err instanceof PortTakenError ||
-    err instanceof AlreadyRunningError
+    err instanceof AlreadyRunningError ||
+    err instanceof RedisLeftRunningError
   ) {
     process.stderr.write(`${err.message}\n`);
     process.exit(1);

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -51,6 +51,16 @@ describe("a redis-server left running on a data directory", () => {
     const again = new Redis(next.url);
     expect(await again.get("kept")).toBe("yes");
     again.disconnect();
+  });
+
+  it("is found through a symlink to its directory (the pidfile's path is the link's, /proc's the real one)", async () => {
+    const real = dir();
+    const link = `${real}-link`;
+    symlinkSync(real, link);
+    dirs.push(link);
+    const left = await start(link);
+    expect(redisLeftOn(link)).toBe(left.process.pid);
+    expect(redisLeftOn(real)).toBe(left.process.pid);
   });
 
   it("never signals a process the pidfile names that is not a redis-server of this directory", async () => {

@@ -272,8 +272,8 @@ describe("npm start after a stack killed without a word", () => {
     const redises = processesOf(first.dataDir).filter(isRedis);
     expect(redises).toHaveLength(1);
     expect(redises).not.toContain(oldRedis);
-    expect(second.log()).toContain(
-      "the last stack on this data directory did not stop cleanly: stopping the redis-server it left running first",
+    expect(second.output()).toContain(
+      `npm start: the last Headroom on ${first.dataDir} did not stop cleanly; stopping the redis-server it left running (PID ${oldRedis}) first`,
     );
     const keyOf = (output: string) => /Bearer (hr_[A-Za-z0-9_-]+)/.exec(output)?.[1];
     expect(keyOf(second.output())).toBeDefined();
