@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { promisify } from "node:util";
-import { brotliCompress, constants, gzip } from "node:zlib";
+import { brotliCompress, brotliCompressSync, constants, gzip, gzipSync } from "node:zlib";
 import type { FastifyReply, FastifyRequest } from "fastify";
 
 // A JSON answer as bytes, kept with the answer it encodes: an answer shared by many readers (the
@@ -23,6 +23,25 @@ const MIN_COMPRESS_BYTES = 1_024;
 
 const brotli = promisify(brotliCompress);
 const gz = promisify(gzip);
+
+/**
+ * Up to this, an answer is compressed at once on the event loop, at brotli's or gzip's fastest
+ * level (83 KB of JSON: ~0.08 ms br, 0.15 ms gzip, to 3.7 and 4.8 KB): a trip to zlib's threads
+ * costs the reader two waits for a core, milliseconds on a busy machine (a /headroom poll's p50
+ * went from 11 to 24 ms with it). Larger answers (a day of minutes, MBs) go to the threads.
+ */
+const SYNC_COMPRESS_MAX_BYTES = 256 * 1024;
+
+const COMPRESS_NOW: Record<Encoding, (b: Buffer) => Buffer> = {
+  br: (b) =>
+    brotliCompressSync(b, {
+      params: {
+        [constants.BROTLI_PARAM_QUALITY]: 1,
+        [constants.BROTLI_PARAM_SIZE_HINT]: b.length,
+      },
+    }),
+  gzip: (b) => gzipSync(b, { level: 1 }),
+};
 
 const COMPRESS: Record<Encoding, (b: Buffer) => Promise<Buffer>> = {
   // Quality 5: most of brotli's gain over gzip at about gzip's cost.
@@ -101,7 +120,15 @@ function compressed(e: EncodedAnswer, encoding: Encoding): Promise<Buffer | null
   let p = e.compressed[encoding];
   if (p === undefined) {
     // A failure serves the identity bytes rather than failing the request.
-    p = COMPRESS[encoding](e.identity).catch(() => null);
+    if (e.identity.length <= SYNC_COMPRESS_MAX_BYTES) {
+      try {
+        p = Promise.resolve(COMPRESS_NOW[encoding](e.identity));
+      } catch {
+        p = Promise.resolve(null);
+      }
+    } else {
+      p = COMPRESS[encoding](e.identity).catch(() => null);
+    }
     e.compressed[encoding] = p;
   }
   return p;

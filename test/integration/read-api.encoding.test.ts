@@ -166,7 +166,7 @@ describe("encoded /headroom answers", () => {
     },
   );
 
-  it("answers 304 to the held answer's tag, and never gives one project's tag to another", async () => {
+  it("answers 304 to the held answer's tag; another project's request with that tag gets its own answer", async () => {
     const [plain, res] = await sameAnswer((p) => ({
       "if-none-match": `"other", W/${p.headers.etag as string}`,
       "accept-encoding": "gzip",

@@ -35,16 +35,17 @@ describe("read API OpenAPI", () => {
       ["cursor", "from", "last", "level", "limit", "provider", "to"].sort(),
     );
     expect(params("/api/v1/spend")).toEqual(["app", "from", "last", "model", "provider", "to"]);
-    // /usage answers carry an ETag and are conditional; the others are not.
+    // /usage and /headroom answers carry an ETag and are conditional; the others are not.
     expect(params("/api/v1/usage", "header")).toEqual(["If-None-Match"]);
-    expect(params("/api/v1/headroom", "header")).toEqual([]);
+    expect(params("/api/v1/headroom", "header")).toEqual(["If-None-Match"]);
+    expect(params("/api/v1/reports", "header")).toEqual([]);
   });
 
   it("answers with the contract's error codes, 403 for a key outside its scope", () => {
     for (const [name, path] of Object.entries(doc.paths)) {
       expect(Object.keys(path.get.responses).sort()).toEqual(
         [
-          ...(name === "/api/v1/usage" ? ["304"] : []),
+          ...(name === "/api/v1/usage" || name === "/api/v1/headroom" ? ["304"] : []),
           "200",
           "400",
           "401",

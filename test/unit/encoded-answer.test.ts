@@ -1,4 +1,4 @@
-import { brotliDecompressSync } from "node:zlib";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -72,6 +72,19 @@ describe("precompress", () => {
     const small = { points: [] };
     await precompress(encodeAnswer(small, "p1"), "br");
     expect(encodeAnswer(small, "p1").compressed).toEqual({});
+  });
+
+  it("compresses answers below and above 256 KiB (on the event loop, or on zlib's threads) to what decodes to them", async () => {
+    for (const points of [10_000, 20_000]) {
+      const answer = { points: Array.from({ length: points }, (_, i) => ({ bucket: i, n: i })) };
+      const e = encodeAnswer(answer, "p1");
+      expect(e.identity.length > 256 * 1024).toBe(points === 20_000);
+      await precompress(e, "br");
+      await precompress(e, "gzip");
+      const [br, gz] = await Promise.all([e.compressed.br, e.compressed.gzip]);
+      expect(br && brotliDecompressSync(br).equals(e.identity)).toBe(true);
+      expect(gz && gunzipSync(gz).equals(e.identity)).toBe(true);
+    }
   });
 });
 

@@ -26,8 +26,9 @@ interface HeldAnswer {
 }
 
 /**
- * What a held answer keeps alive: its bytes, room for a compressed copy in each encoding (never
- * longer), and its copy's objects (about four times its text).
+ * What a held answer keeps alive: its bytes, room for a compressed copy in each encoding (JSON
+ * compresses 20-40 times; counted as its full length, an upper bound), and its copy's objects
+ * (about four times its text).
  */
 export const heldAnswerBytes = (a: unknown) =>
   3 * (a as HeldAnswer).encoded.identity.length + 4 * ((a as HeldAnswer).copy?.bytes ?? 0);
