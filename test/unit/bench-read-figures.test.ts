@@ -121,6 +121,15 @@ describe("bench read figures", () => {
       targets: [{ on: "ratio", op: "<=", value: 10 }],
     });
     expect(byId.get("read.usage.p99VsP50")).toMatchObject({ value: 85, met: true });
+    const none = readFigures(
+      ceiling,
+      reads({ headroom: endpoint({ "200": 250 }, 0, 5), usage: endpoint({ "200": 84 }, 9, 85) }),
+      2_000,
+    );
+    expect(none.find((f) => f.id === "read.headroom.p99VsP50")).toMatchObject({
+      met: false,
+      invalid: "no p50",
+    });
     // The issue bounds the page's /usage and /headroom, not every endpoint.
     expect(byId.has("read.alertsEvents.p99VsP50")).toBe(false);
   });
