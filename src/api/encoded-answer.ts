@@ -27,8 +27,8 @@ const gz = promisify(gzip);
 /**
  * Up to this, an answer is compressed at once on the event loop, at brotli's or gzip's fastest
  * level (83 KB of JSON: ~0.08 ms br, 0.15 ms gzip, to 3.7 and 4.8 KB): a trip to zlib's threads
- * costs the reader two waits for a core, milliseconds on a busy machine (a /headroom poll's p50
- * went from 11 to 24 ms with it). Larger answers (a day of minutes, MBs) go to the threads.
+ * costs the reader two waits for a core, milliseconds on a busy machine (docs/benchmarks.md,
+ * "/headroom compressed"). Larger answers (a day of minutes, MBs) go to the threads.
  */
 const SYNC_COMPRESS_MAX_BYTES = 256 * 1024;
 
