@@ -174,6 +174,13 @@ describe("npm start with a port taken", () => {
   });
 });
 
+/** Until npm start has printed its banner's last line: every process answers. */
+const bannerOf = (s: Started) =>
+  eventually(() => expect(s.output()).toMatch(/^Ctrl-C stops everything/m), {
+    timeoutMs: 120_000,
+    intervalMs: 50,
+  });
+
 /** The banner's curl (its `curl` line and the continued lines after it), as a person copies it. */
 const printedCurl = (output: string) => {
   const lines = output.split("\n");
@@ -187,10 +194,7 @@ describe("what npm start prints", () => {
     timeout: 180_000,
   }, async () => {
     const s = await npmStart();
-    await eventually(() => expect(s.output()).toMatch(/^Ctrl-C stops everything/m), {
-      timeoutMs: 120_000,
-      intervalMs: 50,
-    });
+    await bannerOf(s);
     // At once, as a person pastes it: no waiting, no retry.
     const answer = execFileSync("bash", ["-c", printedCurl(s.output())], { encoding: "utf8" });
     expect(answer).toMatch(/^\{"id":"[0-9a-f-]{36}"\}$/);
@@ -206,10 +210,7 @@ describe("what npm start prints", () => {
     timeout: 180_000,
   }, async () => {
     const first = await npmStart();
-    await eventually(() => expect(first.output()).toMatch(/^Ctrl-C stops everything/m), {
-      timeoutMs: 120_000,
-      intervalMs: 200,
-    });
+    await bannerOf(first);
     const pid = Number(/^Headroom is ready \(PID (\d+)\)/m.exec(first.output())?.[1]);
     expect(readFileSync(`/proc/${pid}/cmdline`, "utf8")).toContain("stack.js");
     const second = await npmStart({}, first.dataDir);
@@ -237,10 +238,7 @@ describe("npm start after a stack killed without a word", () => {
     timeout: 300_000,
   }, async () => {
     const first = await npmStart();
-    await eventually(() => expect(first.output()).toMatch(/^Ctrl-C stops everything/m), {
-      timeoutMs: 120_000,
-      intervalMs: 200,
-    });
+    await bannerOf(first);
     const stack = Number(/^Headroom is ready \(PID (\d+)\)/m.exec(first.output())?.[1]);
     const [oldRedis, ...others] = processesOf(first.dataDir).sort(
       (a, b) => Number(isRedis(b)) - Number(isRedis(a)),
@@ -263,10 +261,7 @@ describe("npm start after a stack killed without a word", () => {
     expect(processesOf(first.dataDir)).toContain(oldRedis);
 
     const second = await npmStart({}, first.dataDir);
-    await eventually(() => expect(second.output()).toMatch(/^Ctrl-C stops everything/m), {
-      timeoutMs: 120_000,
-      intervalMs: 200,
-    });
+    await bannerOf(second);
     // One redis-server on the directory, never two on one AOF; the old one stopped, not killed
     // with its data: the key the first stack made is the one the second prints.
     const redises = processesOf(first.dataDir).filter(isRedis);
