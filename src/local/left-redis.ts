@@ -49,6 +49,8 @@ export function redisLeftOn(dir: string): number | null {
   const pid = Number(readFileSync(file, "utf8").trim());
   if (!Number.isSafeInteger(pid) || pid <= 0 || !running(pid)) return null;
   const ours = isRedisOn(pid, dir);
+  // Gone between the two looks: nothing left running.
+  if (ours === null && !running(pid)) return null;
   if (ours === null)
     throw new RedisLeftRunningError(
       `${file} names a running process (PID ${pid}) this system cannot check: if it is a redis-server on ${dir}, stop it (kill ${pid}); if not, remove ${file}; then start again`,

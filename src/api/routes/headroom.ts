@@ -44,7 +44,7 @@ export const headroomRoutes: FastifyPluginAsync<HeadroomDeps> = async (app, deps
   ): Promise<HeldAnswer> => ({
     version,
     // Kept as bytes: serialised once per shared answer, compressed once per encoding asked (an
-    // 83 KB answer of 50 series is ~2 KB in br: a page polling every 2 s on a phone).
+    // 83 KB answer of 50 series is 2-4 KB in br: a page polling every 2 s on a phone).
     encoded: encodeJson(
       Buffer.from(JSON.stringify(await readHeadroom(deps, project, filters, given))),
       project.projectId,
