@@ -79,7 +79,20 @@ export function encodeJson(identity: Buffer, project: string): EncodedAnswer {
 
 /** The encoding to send, by the request's Accept-Encoding (RFC 9110 12.5.3): br, gzip or none. */
 export function negotiateEncoding(header: string | string[] | undefined): Encoding | null {
-  if (header === undefined) return null;
+  if (typeof header !== "string") return header === undefined ? null : chooseEncoding(header);
+  // Every poll of /headroom asks, and a deployment's readers send one or two headers: the last
+  // one's choice is kept (one entry, so a reader's header never grows memory).
+  if (header !== lastHeader) {
+    lastChoice = chooseEncoding(header);
+    lastHeader = header;
+  }
+  return lastChoice;
+}
+
+let lastHeader: string | undefined;
+let lastChoice: Encoding | null = null;
+
+function chooseEncoding(header: string | string[]): Encoding | null {
   const q: Record<string, number> = {};
   for (const part of (Array.isArray(header) ? header.join(",") : header).split(",")) {
     const [name = "", ...params] = part.split(";").map((s) => s.trim());

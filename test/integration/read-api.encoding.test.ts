@@ -10,6 +10,12 @@ let s: ReadStack;
 let a: ProjectKeys;
 let b: ProjectKeys;
 
+/** Each encoding, the Accept-Encoding that picks it, and its decoder. */
+const ENCODINGS = [
+  ["gzip", "gzip, deflate", gunzipSync],
+  ["br", "gzip, deflate, br", brotliDecompressSync],
+] as const;
+
 const USAGE = "/api/v1/usage?window=minute&group_by=provider,model";
 const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString();
 
@@ -57,10 +63,7 @@ describe("encoded /usage answers", () => {
     expect(res.rawPayload.length).toBeGreaterThan(1_024);
   });
 
-  it.each([
-    ["gzip", "gzip, deflate", gunzipSync],
-    ["br", "gzip, deflate, br", brotliDecompressSync],
-  ] as const)(
+  it.each(ENCODINGS)(
     "serves %s that decodes to the plain answer's bytes",
     async (encoding, accept, decode) => {
       const plain = await s.get(USAGE, a.read);
@@ -147,10 +150,7 @@ describe("encoded /headroom answers", () => {
     }
   }
 
-  it.each([
-    ["gzip", "gzip, deflate", gunzipSync],
-    ["br", "gzip, deflate, br", brotliDecompressSync],
-  ] as const)(
+  it.each(ENCODINGS)(
     "serves %s that decodes to the plain answer's bytes, with its tag",
     async (encoding, accept, decode) => {
       const [plain, res] = await sameAnswer(() => ({ "accept-encoding": accept }));

@@ -49,17 +49,19 @@ const reads = (byEndpoint: ReadLoadResult["byEndpoint"]): ReadLoadResult => ({
   byEndpoint,
 });
 
+/** The figures of a dashboards run with these endpoints' answers, beside ingest at 2,000/s. */
+const figuresOf = (byEndpoint: ReadLoadResult["byEndpoint"]) =>
+  readFigures(ceiling, reads(byEndpoint), 2_000);
+const byIdOf = (byEndpoint: ReadLoadResult["byEndpoint"]) =>
+  new Map(figuresOf(byEndpoint).map((f) => [f.id, f]));
+
 describe("bench read figures", () => {
   it("a latency over failed answers is invalid and never met, however small", () => {
-    const figures = readFigures(
-      ceiling,
-      reads({
-        headroom: endpoint({ "200": 250 }, 8, 40),
-        // Every /usage answer was a 400: quick to refuse, and no result.
-        usage: endpoint({ "400": 17 }, 3, 5),
-      }),
-      2_000,
-    );
+    const figures = figuresOf({
+      headroom: endpoint({ "200": 250 }, 8, 40),
+      // Every /usage answer was a 400: quick to refuse, and no result.
+      usage: endpoint({ "400": 17 }, 3, 5),
+    });
     const byId = new Map(figures.map((f) => [f.id, f]));
     expect(byId.get("read.usage.p50")).toMatchObject({
       value: 3,
@@ -79,16 +81,11 @@ describe("bench read figures", () => {
   });
 
   it("the page's /usage is held to issue 48's 20 / 100 ms; the rolling minute query is shown beside", () => {
-    const figures = readFigures(
-      ceiling,
-      reads({
-        headroom: endpoint({ "200": 250 }, 8, 40),
-        usage: endpoint({ "200": 80, "304": 4 }, 15, 120),
-        "usage-rolling-minute": endpoint({ "200": 9 }, 600, 900, 5),
-      }),
-      2_000,
-    );
-    const byId = new Map(figures.map((f) => [f.id, f]));
+    const byId = byIdOf({
+      headroom: endpoint({ "200": 250 }, 8, 40),
+      usage: endpoint({ "200": 80, "304": 4 }, 15, 120),
+      "usage-rolling-minute": endpoint({ "200": 9 }, 600, 900, 5),
+    });
     expect(byId.get("read.usage.p50")).toMatchObject({
       met: true,
       invalid: null,
@@ -104,16 +101,11 @@ describe("bench read figures", () => {
   });
 
   it("on 2 shared cores, /headroom's and /usage's p99 are held within 10 times their p50", () => {
-    const figures = readFigures(
-      ceiling,
-      reads({
-        headroom: endpoint({ "200": 250 }, 8, 82),
-        usage: endpoint({ "200": 84 }, 9, 85),
-        "alerts-events": endpoint({ "200": 84 }, 1, 90),
-      }),
-      2_000,
-    );
-    const byId = new Map(figures.map((f) => [f.id, f]));
+    const byId = byIdOf({
+      headroom: endpoint({ "200": 250 }, 8, 82),
+      usage: endpoint({ "200": 84 }, 9, 85),
+      "alerts-events": endpoint({ "200": 84 }, 1, 90),
+    });
     expect(byId.get("read.headroom.p99VsP50")).toMatchObject({
       value: 82,
       ratio: 10.25,
@@ -121,12 +113,11 @@ describe("bench read figures", () => {
       targets: [{ on: "ratio", op: "<=", value: 10 }],
     });
     expect(byId.get("read.usage.p99VsP50")).toMatchObject({ value: 85, met: true });
-    const none = readFigures(
-      ceiling,
-      reads({ headroom: endpoint({ "200": 250 }, 0, 5), usage: endpoint({ "200": 84 }, 9, 85) }),
-      2_000,
-    );
-    expect(none.find((f) => f.id === "read.headroom.p99VsP50")).toMatchObject({
+    const none = byIdOf({
+      headroom: endpoint({ "200": 250 }, 0, 5),
+      usage: endpoint({ "200": 84 }, 9, 85),
+    });
+    expect(none.get("read.headroom.p99VsP50")).toMatchObject({
       met: false,
       invalid: "no p50",
     });
@@ -135,8 +126,7 @@ describe("bench read figures", () => {
   });
 
   it("a missing endpoint's figures are invalid, not zero milliseconds", () => {
-    const figures = readFigures(ceiling, reads({}), 2_000);
-    expect(figures.find((f) => f.id === "read.headroom.p50")).toMatchObject({
+    expect(byIdOf({}).get("read.headroom.p50")).toMatchObject({
       invalid: "no answers from headroom",
     });
   });
