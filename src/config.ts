@@ -177,10 +177,11 @@ export const configSchema = z.object({
   PORT: int(0, 65535).default(3000),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /**
-   * Stop, as on SIGTERM, once the process that started this one is gone: the local stack sets it
-   * for the processes it starts, so that a stack killed without a word (SIGKILL) leaves none.
+   * The PID of the process that starts this one: once it is no longer this one's parent (gone,
+   * even before this one has loaded), stop. The local stack sets it for the processes it starts,
+   * so that a stack killed without a word (SIGKILL) leaves none.
    */
-  STOP_WITH_PARENT: bool.default(false),
+  STOP_WITH_PARENT_PID: int(1, 2 ** 31 - 1).optional(),
   /** One log line per request is costly at full rate; errors are always logged. */
   LOG_REQUESTS: bool.default(false),
   /** Proxies that may name the client in X-Forwarded-For: a hop count or addresses/CIDRs. */

@@ -9,8 +9,12 @@
  */
 const STARTED_UNDER = process.ppid;
 
-export function stopWhenParentExits(stop: () => void, everyMs = 500): () => void {
-  const parent = STARTED_UNDER;
+/** `parent`: the PID it was started under, when the starter says (else the one it loaded under). */
+export function stopWhenParentExits(
+  stop: () => void,
+  everyMs = 500,
+  parent = STARTED_UNDER,
+): () => void {
   if (process.ppid !== parent) {
     // Gone already: stop on the next turn, once the caller has set up what stop needs.
     setImmediate(stop);

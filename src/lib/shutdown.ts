@@ -14,8 +14,23 @@ export interface ShutdownOptions {
    * one: Ctrl-C in a terminal reaches `npm start` and its child both, and npm passes its own on.
    */
   sameRequestMs?: number;
-  /** Stop as on SIGTERM once the parent process is gone (STOP_WITH_PARENT). */
-  stopWithParent?: boolean;
+}
+
+/** Whether onShutdown has set up the stop: until then a stop has nothing to close. */
+let closable = false;
+
+/**
+ * STOP_WITH_PARENT_PID: once `parent` is not this one's parent, stop as on SIGTERM, or exit
+ * at once while still starting (before onShutdown: nothing is served yet, and a start waiting
+ * for a store that went with the parent would wait forever). Call it first, before any await.
+ */
+export function stopWithParent(logger: Logger, parent: number): void {
+  const stop = () => {
+    logger.warn("the process that started this one is gone: stopping");
+    if (closable) process.kill(process.pid, "SIGTERM");
+    else process.exit(1);
+  };
+  stopWhenParentExits(stop, 500, parent);
 }
 
 export function onShutdown(
@@ -24,12 +39,7 @@ export function onShutdown(
   graceMs = 30_000,
   opts: ShutdownOptions = {},
 ): void {
-  if (opts.stopWithParent) {
-    stopWhenParentExits(() => {
-      logger.warn("the process that started this one is gone: stopping");
-      process.kill(process.pid, "SIGTERM");
-    });
-  }
+  closable = true;
   const own = opts.sameRequestMs !== undefined;
   const graceful = closeWithGrace(
     {

@@ -119,7 +119,7 @@ export async function startLocalStack(
       ...poolSecret,
       MIGRATE_ON_START: "false",
       // A stack killed without a word (SIGKILL) leaves no edge, API or worker running.
-      STOP_WITH_PARENT: "true",
+      STOP_WITH_PARENT_PID: String(process.pid),
     };
     supervisor.start({ name: "worker", entry: "workers/ingest.ts", env: childEnv });
     supervisor.start({ name: "alerts", entry: "workers/alerts.ts", env: childEnv });

@@ -2,14 +2,15 @@ import type { AddressInfo } from "node:net";
 import { createApi } from "../api/create-api.js";
 import { loadConfig } from "../config.js";
 import { createLogger } from "../lib/logger.js";
-import { onShutdown } from "../lib/shutdown.js";
+import { onShutdown, stopWithParent } from "../lib/shutdown.js";
 
 // Read API process: read config, build clients, listen, handle signals.
 
 const config = loadConfig();
 const logger = createLogger(config.LOG_LEVEL, "api");
+if (config.STOP_WITH_PARENT_PID) stopWithParent(logger, config.STOP_WITH_PARENT_PID);
 const api = await createApi(config, logger);
-onShutdown(logger, () => api.close(), undefined, { stopWithParent: config.STOP_WITH_PARENT });
+onShutdown(logger, () => api.close());
 await api.app.listen({ host: config.HOST, port: config.API_PORT });
 logger.info(
   {

@@ -7,7 +7,7 @@ import { type Config, loadConfig, migratesOnStart } from "../config.js";
 import { createLogger } from "../lib/logger.js";
 import { serveMetrics } from "../lib/metrics-server.js";
 import { closeSteps } from "../lib/close-steps.js";
-import { onShutdown } from "../lib/shutdown.js";
+import { onShutdown, stopWithParent } from "../lib/shutdown.js";
 import { type WatchedWorker, workerHealth } from "../queue/worker-health.js";
 import { closeRedis, createWorkerRedis, type RedisClient } from "../redis/connections.js";
 import { redisTopology } from "../redis/topology.js";
@@ -51,6 +51,7 @@ export interface WorkerProcessSpec {
 export async function runWorkerProcess(spec: WorkerProcessSpec): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.LOG_LEVEL, spec.name);
+  if (config.STOP_WITH_PARENT_PID) stopWithParent(logger, config.STOP_WITH_PARENT_PID);
   const clients = await createWorkerClients(config, logger);
   const worker = spec.build({ ...clients, config, logger });
   const { server, port } = await serveMetrics(
@@ -59,17 +60,13 @@ export async function runWorkerProcess(spec: WorkerProcessSpec): Promise<void> {
     spec.metricsPort(config),
     () => workerHealth(worker.metrics.watched, config.WORKER_HEALTH_STALL_MS),
   );
-  onShutdown(
-    logger,
-    () =>
-      closeSteps(logger, [
-        ["worker", () => worker.close()],
-        ["metrics server", () => server.close()],
-        ["clickhouse", () => clients.clickhouse.close()],
-        ["redis", () => closeRedis(clients.redis), 2_000],
-      ]),
-    undefined,
-    { stopWithParent: config.STOP_WITH_PARENT },
+  onShutdown(logger, () =>
+    closeSteps(logger, [
+      ["worker", () => worker.close()],
+      ["metrics server", () => server.close()],
+      ["clickhouse", () => clients.clickhouse.close()],
+      ["redis", () => closeRedis(clients.redis), 2_000],
+    ]),
   );
   worker.start();
   logger.info({ metricsPort: port, ...worker.facts }, `${spec.readyAs} ready`);

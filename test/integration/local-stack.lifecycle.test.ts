@@ -174,12 +174,14 @@ describe("npm start with a port taken", () => {
   });
 });
 
-/** Until npm start has printed its banner's last line: every process answers. */
-const bannerOf = (s: Started) =>
-  eventually(() => expect(s.output()).toMatch(/^Ctrl-C stops everything/m), {
+/** Until npm start has printed its banner's last line (every process answers): the stack's PID. */
+async function bannerOf(s: Started): Promise<number> {
+  await eventually(() => expect(s.output()).toMatch(/^Ctrl-C stops everything/m), {
     timeoutMs: 120_000,
     intervalMs: 50,
   });
+  return Number(/^Headroom is ready \(PID (\d+)\)/m.exec(s.output())?.[1]);
+}
 
 /** The banner's curl (its `curl` line and the continued lines after it), as a person copies it. */
 const printedCurl = (output: string) => {
@@ -210,8 +212,7 @@ describe("what npm start prints", () => {
     timeout: 180_000,
   }, async () => {
     const first = await npmStart();
-    await bannerOf(first);
-    const pid = Number(/^Headroom is ready \(PID (\d+)\)/m.exec(first.output())?.[1]);
+    const pid = await bannerOf(first);
     expect(readFileSync(`/proc/${pid}/cmdline`, "utf8")).toContain("stack.js");
     const second = await npmStart({}, first.dataDir);
     expect(await second.exited).not.toBe(0);
@@ -238,8 +239,16 @@ describe("npm start after a stack killed without a word", () => {
     timeout: 300_000,
   }, async () => {
     const first = await npmStart();
-    await bannerOf(first);
-    const stack = Number(/^Headroom is ready \(PID (\d+)\)/m.exec(first.output())?.[1]);
+    const stack = await bannerOf(first);
+    // Every process ready, not only the edge and the API the banner waits for.
+    await eventually(
+      () => {
+        for (const ready of ["edge", "read api", "worker", "alerts worker", "clickhouse"]) {
+          expect(first.log()).toContain(`"msg":"${ready} ready"`);
+        }
+      },
+      { timeoutMs: 120_000, intervalMs: 200 },
+    );
     const [oldRedis, ...others] = processesOf(first.dataDir).sort(
       (a, b) => Number(isRedis(b)) - Number(isRedis(a)),
     );
@@ -273,5 +282,38 @@ describe("npm start after a stack killed without a word", () => {
     const keyOf = (output: string) => /Bearer (hr_[A-Za-z0-9_-]+)/.exec(output)?.[1];
     expect(keyOf(second.output())).toBeDefined();
     expect(keyOf(second.output())).toBe(keyOf(first.output()));
+  });
+
+  it("a process still starting when the stack is killed exits too, rather than wait for what went with it", {
+    timeout: 180_000,
+  }, async () => {
+    const s = await npmStart();
+    const runs = (pid: number, entry: string) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(entry);
+      } catch {
+        return false;
+      }
+    };
+    // The moment the ingest worker is spawned: it has not connected to anything yet.
+    let stack = 0;
+    await eventually(
+      () => {
+        const pids = processesOf(s.dataDir);
+        expect(pids.some((pid) => runs(pid, "workers/ingest"))).toBe(true);
+        stack = pids.find((pid) => runs(pid, "src/main/stack")) ?? 0;
+        expect(stack).toBeGreaterThan(0);
+      },
+      { timeoutMs: 120_000, intervalMs: 10 },
+    );
+    process.kill(stack, "SIGKILL");
+    // All but the redis-server (which the next start stops) are gone, started or not.
+    await eventually(
+      () =>
+        expect(processesOf(s.dataDir).filter((pid) => !isRedis(pid) && pid !== s.npm.pid)).toEqual(
+          [],
+        ),
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
   });
 });

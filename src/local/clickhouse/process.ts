@@ -68,7 +68,7 @@ async function spawnOn(
   if (opts.password) env.CLICKHOUSE_PASSWORD = opts.password;
   // Whoever started it stops it; if that process is killed without a word, it stops itself
   // rather than hold the data directory (the next start would find it locked).
-  env.STOP_WITH_PARENT = "true";
+  env.STOP_WITH_PARENT_PID = String(process.pid);
   const child = spawn(process.execPath, args, {
     env,
     detached: opts.detached ?? false,

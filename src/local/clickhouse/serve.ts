@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import { loadConfig } from "../../config.js";
 import { createLogger } from "../../lib/logger.js";
-import { onShutdown } from "../../lib/shutdown.js";
+import { onShutdown, stopWithParent } from "../../lib/shutdown.js";
 import { startEmbeddedClickHouse } from "./server.js";
 
 // `headroom clickhouse serve`: the process that owns an embedded ClickHouse data directory and
@@ -23,6 +23,7 @@ export async function serveClickHouse(opts: ServeOptions): Promise<void> {
   // engine starts, which reads the zone once.
   process.env.TZ ||= "UTC";
   const logger = createLogger(config.LOG_LEVEL, "clickhouse");
+  if (config.STOP_WITH_PARENT_PID) stopWithParent(logger, config.STOP_WITH_PARENT_PID);
   const path = resolve(opts.path ?? config.CLICKHOUSE_PATH);
   const server = await startEmbeddedClickHouse({
     path,
@@ -33,7 +34,7 @@ export async function serveClickHouse(opts: ServeOptions): Promise<void> {
     logger,
     faults: opts.faultErrorRate > 0 ? { errorRate: opts.faultErrorRate } : undefined,
   });
-  onShutdown(logger, () => server.close(), undefined, { stopWithParent: config.STOP_WITH_PARENT });
+  onShutdown(logger, () => server.close());
   logger.info(
     { url: server.url, path, faultErrorRate: opts.faultErrorRate || undefined },
     "clickhouse ready",
