@@ -236,6 +236,11 @@ export const configSchema = z.object({
    * the answer): past it the project's next request is a 503 before its body is read.
    */
   EDGE_MAX_BYTES_IN_FLIGHT: int(64 * 1024).default(32 * 1024 * 1024),
+  /**
+   * Bodies of many reports (batches, OTLP exports) one edge works on at once, from their parse to
+   * their answer; past it a request read waits its turn, projects in turn (edge/work-turns.ts).
+   */
+  EDGE_MAX_BYTES_AT_WORK: int(64 * 1024).default(1024 * 1024),
 
   /**
    * The key of the account hashes (docs/pools.md): the account a provider names in its answer

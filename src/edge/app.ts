@@ -18,6 +18,7 @@ import { healthRoutes } from "./routes/health.js";
 import { carriesMetricsToken, metricsRoutes } from "./routes/metrics.js";
 import { otlpTracesRoutes } from "./routes/otlp-traces.js";
 import { reportRoutes } from "./routes/report.js";
+import { createWorkTurns } from "./work-turns.js";
 
 // The edge as a function of its dependencies: server options, shared plugins, then the routes.
 // Clients are created by the caller (create-edge.ts, or a test) and passed in.
@@ -33,6 +34,7 @@ export interface EdgeDeps {
       | "BATCH_MAX_REPORTS"
       | "BATCH_LIMIT_BYTES"
       | "EDGE_MAX_BYTES_IN_FLIGHT"
+      | "EDGE_MAX_BYTES_AT_WORK"
       | "OTLP_LIMIT_BYTES"
     >;
   logger: FastifyBaseLogger;
@@ -55,6 +57,8 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
   const bodies = createBodiesInFlight(config.EDGE_MAX_BYTES_IN_FLIGHT);
   // Read when /metrics is scraped, not set twice per request (a take and a give).
   metrics.readBytesInFlight(() => bodies.bytes);
+  const turns = createWorkTurns(config.EDGE_MAX_BYTES_AT_WORK);
+  metrics.readTurns(turns);
 
   app.register(reportRoutes, {
     ...deps,
@@ -66,6 +70,7 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
   app.register(batchRoutes, {
     ...deps,
     bodies,
+    turns,
     bodyLimit: config.BATCH_LIMIT_BYTES,
     maxReports: config.BATCH_MAX_REPORTS,
     retentionDays: config.RETENTION_DAYS,
@@ -74,6 +79,7 @@ export function buildApp(deps: EdgeDeps): FastifyInstance {
   app.register(otlpTracesRoutes, {
     ...deps,
     bodies,
+    turns,
     bodyLimit: config.OTLP_LIMIT_BYTES,
     maxReports: config.BATCH_MAX_REPORTS,
     retentionDays: config.RETENTION_DAYS,

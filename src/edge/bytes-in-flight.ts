@@ -67,21 +67,27 @@ export function createBodiesInFlight(max: number): BodiesInFlight {
         );
       }
       add(project, size);
-      // Given back once: on the answer's "close", or the socket's (a pipelined answer still
-      // queued when the client goes away never gets its own).
-      const pending = pendingOf(req.raw.socket);
-      let given = false;
-      const give = () => {
-        if (given) return;
-        given = true;
-        reply.raw.off("close", give);
-        pending.delete(give);
-        add(project, -size);
-      };
-      reply.raw.once("close", give);
-      pending.add(give);
+      onAnswerOrGone(req, reply, () => add(project, -size));
     },
   };
+}
+
+/**
+ * Calls `fn` once: on the answer's "close", or the socket's, whichever comes first (a pipelined
+ * answer still queued when the client goes away never gets its own).
+ */
+export function onAnswerOrGone(req: FastifyRequest, reply: FastifyReply, fn: () => void): void {
+  const pending = pendingOf(req.raw.socket);
+  let called = false;
+  const once = () => {
+    if (called) return;
+    called = true;
+    reply.raw.off("close", once);
+    pending.delete(once);
+    fn();
+  };
+  reply.raw.once("close", once);
+  pending.add(once);
 }
 
 const PENDING = Symbol("headroom.bodiesInFlight");

@@ -19,6 +19,10 @@ export interface EdgeMetrics {
   bytesInFlight: Gauge<string>;
   /** Where the bytes-in-flight gauge reads its value at each scrape. */
   readBytesInFlight(read: () => number): void;
+  bytesAtWork: Gauge<string>;
+  requestsAwaitingTurn: Gauge<string>;
+  /** Where the turns' gauges read their values at each scrape (edge/work-turns.ts). */
+  readTurns(turns: { readonly bytes: number; readonly waiting: number }): void;
   otlpSpans: Counter<"outcome">;
 }
 
@@ -29,6 +33,7 @@ export function createEdgeMetrics(): EdgeMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   let bytesInFlight = () => 0;
+  let turns = { bytes: 0, waiting: 0 };
   const metrics: EdgeMetrics = {
     registry,
     requests: new Counter({
@@ -96,6 +101,25 @@ export function createEdgeMetrics(): EdgeMetrics {
     }),
     readBytesInFlight(read) {
       bytesInFlight = read;
+    },
+    bytesAtWork: new Gauge({
+      name: "headroom_edge_bytes_at_work",
+      help: "Bodies of batches and OTLP exports the edge works on now, parse to answer (at most EDGE_MAX_BYTES_AT_WORK, or one larger body alone)",
+      registers: [registry],
+      collect() {
+        this.set(turns.bytes);
+      },
+    }),
+    requestsAwaitingTurn: new Gauge({
+      name: "headroom_edge_requests_awaiting_turn",
+      help: "Batches and OTLP exports read and waiting for their turn at work (EDGE_MAX_BYTES_AT_WORK)",
+      registers: [registry],
+      collect() {
+        this.set(turns.waiting);
+      },
+    }),
+    readTurns(read) {
+      turns = read;
     },
     otlpSpans: new Counter({
       name: "headroom_otlp_spans_total",

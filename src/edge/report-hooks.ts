@@ -3,13 +3,15 @@ import { type AuthDeps, createAuthenticate } from "../http/authenticate.js";
 import { requireScope } from "../http/scope.js";
 import type { KeyLookup } from "../keys/key-store.js";
 import type { BodiesInFlight } from "./bytes-in-flight.js";
+import type { WorkTurns } from "./work-turns.js";
 
 /**
  * The hooks of a route that takes many reports in one body (a batch, an OTLP export): the key
- * first, then the body's declared size held for its project until the answer.
+ * first, then the body's declared size held for its project until the answer, then, the body read,
+ * its turn at work (work-turns.ts). Its parsed body is `{ bytes }`.
  */
 export function reportBodyHooks(
-  deps: AuthDeps & { bodies: Pick<BodiesInFlight, "hold"> },
+  deps: AuthDeps & { bodies: Pick<BodiesInFlight, "hold">; turns: Pick<WorkTurns, "take"> },
   bodyLimit: number,
 ) {
   const authenticate = createAuthenticate(deps);
@@ -24,6 +26,12 @@ export function reportBodyHooks(
     preParsing: async (req: FastifyRequest, reply: FastifyReply) => {
       // The declared size (413 over the limit), held for the project until the answer.
       deps.bodies.hold(req, reply, (req.project as KeyLookup).projectId, bodyLimit);
+    },
+    preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
+      const bytes = (req.body as { bytes?: Buffer } | undefined)?.bytes?.length ?? 0;
+      const turn = deps.turns.take(req, reply, (req.project as KeyLookup).projectId, bytes);
+      // Its client went away while it waited: nothing of it is taken, no answer can reach it.
+      if (turn !== undefined && !(await turn)) reply.hijack();
     },
   };
 }

@@ -10,6 +10,7 @@ import type { Limits } from "../limits.js";
 import type { BatchFormat } from "../parse-batch.js";
 import { reportBodyHooks } from "../report-hooks.js";
 import { type TakeReportsDeps, takeReports } from "../take-reports.js";
+import type { WorkTurns } from "../work-turns.js";
 
 // POST /api/reports: many reports in one request, each validated, limited and answered on its
 // own, in order. Key first (before the body is read), then body size, media type, the envelope,
@@ -27,6 +28,7 @@ export interface BatchRouteDeps extends AuthDeps, Omit<TakeReportsDeps, "limits"
   /** POOL_SECRET: the key of the account hashes (report/pool-account.ts). */
   poolSecret?: string;
   bodies: Pick<BodiesInFlight, "hold">;
+  turns: Pick<WorkTurns, "take">;
 }
 
 export const BATCH_PATH = "/api/reports";

@@ -14,6 +14,7 @@ import type { Limits } from "../limits.js";
 import type { EdgeMetrics, OtlpSpanOutcome } from "../metrics.js";
 import { reportBodyHooks } from "../report-hooks.js";
 import { type TakeReportsDeps, takeReports } from "../take-reports.js";
+import type { WorkTurns } from "../work-turns.js";
 
 // POST /v1/traces: an OTLP/HTTP trace export (what an OpenTelemetry exporter sends to
 // `<endpoint>/v1/traces`), binary protobuf or JSON, gzip or not, with the project's report key as
@@ -39,6 +40,7 @@ export interface OtlpRouteDeps extends AuthDeps, Omit<TakeReportsDeps, "limits" 
   /** POOL_SECRET: the key of the account hashes (report/pool-account.ts). */
   poolSecret?: string;
   bodies: Pick<BodiesInFlight, "hold">;
+  turns: Pick<WorkTurns, "take">;
   metrics: Pick<EdgeMetrics, "reportWarnings" | "unavailable" | "otlpSpans">;
 }
 

@@ -1,0 +1,153 @@
+import type { AddressInfo } from "node:net";
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import {
+  clientReport,
+  type EdgeFixture,
+  startEdge,
+  type TestKey,
+} from "../helpers/edge-fixture.js";
+import { eventually } from "../helpers/eventually.js";
+import { startRespCutProxy } from "../helpers/resp-cut-proxy.js";
+
+// EDGE_MAX_BYTES_AT_WORK on a real edge over TCP, its Redis behind a proxy that holds a job's add
+// until released: while one batch is at work (its job unacknowledged), a batch read next waits
+// for its turn, is answered only after the one before it, projects in turn, and every report of
+// each is queued once; a batch whose client leaves while it waits takes nothing, and gives its
+// turn to the next.
+
+const MAX = 64 * 1024;
+/** A batch over half the bound: one at work at a time. */
+const REPORTS = 150;
+
+let fx: EdgeFixture;
+let proxy: Awaited<ReturnType<typeof startRespCutProxy>>;
+let a: TestKey;
+let b: TestKey;
+let port: number;
+
+beforeAll(async () => {
+  proxy = await startRespCutProxy(Number(new URL(inject("redisUrl")).port));
+  fx = await startEdge({
+    redisUrl: `redis://127.0.0.1:${proxy.port}`,
+    env: { EDGE_MAX_BYTES_AT_WORK: String(MAX) },
+  });
+  a = await fx.createKey();
+  b = await fx.createKey();
+  await fx.edge.app.listen({ host: "127.0.0.1", port: 0 });
+  port = (fx.edge.app.server.address() as AddressInfo).port;
+});
+
+afterAll(async () => {
+  proxy?.release();
+  await fx?.close();
+  await proxy?.close();
+});
+
+const batchBody = () => {
+  const body = JSON.stringify(Array.from({ length: REPORTS }, () => clientReport()));
+  expect(Buffer.byteLength(body)).toBeGreaterThan(MAX / 2);
+  expect(Buffer.byteLength(body)).toBeLessThan(MAX);
+  return body;
+};
+
+const postBatch = (key: TestKey) =>
+  fetch(`http://127.0.0.1:${port}/api/reports`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${key.key}` },
+    body: batchBody(),
+  });
+
+async function metric(name: string): Promise<number> {
+  const text = (await fx.edge.app.inject({ url: "/metrics" })).body;
+  const line = text.split("\n").find((l) => l.startsWith(`${name} `));
+  return line ? Number(line.split(" ")[1]) : 0;
+}
+const awaitingTurn = () => metric("headroom_edge_requests_awaiting_turn");
+const atWork = () => metric("headroom_edge_bytes_at_work");
+
+/** Holds the next job's add in the proxy, and waits until it is held: a batch is at work. */
+function holdNextJob(): void {
+  const prefix = fx.config.QUEUE_PREFIX;
+  proxy.arm(
+    (args) =>
+      args.some((x) => x.includes(prefix)) &&
+      args.some((x) => x.includes('"groups"') || x.includes('"rows"')),
+    1,
+    "hold",
+  );
+}
+
+async function queued(): Promise<number> {
+  return (await fx.records()).length;
+}
+
+describe("EDGE_MAX_BYTES_AT_WORK", () => {
+  it("lines up batches read while the bound is at work, answers them in turn, projects in turn, and queues each once", async () => {
+    // Each key known to the edge before the job is held (its lookup must not wait behind it).
+    for (const k of [a, b]) expect((await postBatch(k)).status).toBe(200);
+    const before = await queued();
+    holdNextJob();
+    const order: string[] = [];
+    const send = (name: string, key: TestKey) =>
+      postBatch(key).then(async (res) => {
+        order.push(name);
+        return res;
+      });
+    const answers = [send("a1", a)];
+    await eventually(() => expect(proxy.cut(), "a1's job is held").not.toBeNull(), {
+      timeoutMs: 10_000,
+    });
+    expect(await atWork()).toBeGreaterThan(MAX / 2);
+    // Read one after the other: a2 and a3 line up behind a1, then b1.
+    const lined: [string, TestKey][] = [
+      ["a2", a],
+      ["a3", a],
+      ["b1", b],
+    ];
+    for (const [i, [name, key]] of lined.entries()) {
+      answers.push(send(name, key));
+      await eventually(async () => expect(await awaitingTurn()).toBe(i + 1), {
+        timeoutMs: 10_000,
+      });
+    }
+    expect(order).toStrictEqual([]);
+    proxy.disarm();
+    proxy.release();
+    const statuses = await Promise.all(answers.map(async (r) => (await r).status));
+    expect(statuses).toStrictEqual([200, 200, 200, 200]);
+    // a's line had its turn, then b's: a flood waits behind itself.
+    expect(order).toStrictEqual(["a1", "a2", "b1", "a3"]);
+    expect(await queued()).toBe(before + 4 * REPORTS);
+    await eventually(async () => expect(await atWork()).toBe(0), { timeoutMs: 5_000 });
+    expect(await awaitingTurn()).toBe(0);
+  });
+
+  it("takes nothing of a batch whose client leaves while it waits, and gives its turn on", async () => {
+    const before = await queued();
+    holdNextJob();
+    const first = postBatch(a);
+    await eventually(() => expect(proxy.cut(), "the first job is held").not.toBeNull(), {
+      timeoutMs: 10_000,
+    });
+    const body = batchBody();
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => {});
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    socket.write(
+      `POST /api/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${b.key}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    await eventually(async () => expect(await awaitingTurn()).toBe(1), { timeoutMs: 10_000 });
+    socket.destroy();
+    await eventually(async () => expect(await awaitingTurn()).toBe(0), { timeoutMs: 10_000 });
+    proxy.disarm();
+    proxy.release();
+    expect((await first).status).toBe(200);
+    await eventually(async () => expect(await atWork()).toBe(0), { timeoutMs: 5_000 });
+    // Only the first batch's reports: the one that left was never taken, so a resend is a first.
+    expect(await queued()).toBe(before + REPORTS);
+    // The edge takes batches as before: no turn was kept by the one that left.
+    expect((await postBatch(b)).status).toBe(200);
+    expect(await queued()).toBe(before + 2 * REPORTS);
+  });
+});

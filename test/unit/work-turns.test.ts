@@ -1,0 +1,94 @@
+import { describe, expect, it } from "vitest";
+import { createTurnQueue, type TurnQueue } from "../../src/edge/work-turns.js";
+
+// The line of bodies waiting for their turn at work (EDGE_MAX_BYTES_AT_WORK): taken at once while
+// they fit and nothing waits, else each project's in order and projects in turn; a body over the
+// bound goes alone; a waiter that leaves gives its place to the next.
+
+const MAX = 100;
+
+/** Enters `name` for `project`, recording the order of turns in `order`. */
+function enter(q: TurnQueue, order: string[], project: string, bytes: number, name: string) {
+  return q.enter(project, bytes, () => order.push(name));
+}
+
+describe("createTurnQueue", () => {
+  it("takes bodies at once while they fit, then lines them up until bytes come back", () => {
+    const q = createTurnQueue(MAX);
+    const order: string[] = [];
+    expect(enter(q, order, "a", 60, "a1")).toBeNull();
+    expect(enter(q, order, "b", 40, "b1")).toBeNull();
+    expect(q.bytes).toBe(100);
+    expect(enter(q, order, "b", 1, "b2")).not.toBeNull();
+    expect(q.waiting).toBe(1);
+    q.give(60);
+    expect(order).toStrictEqual(["b2"]);
+    expect(q.bytes).toBe(41);
+    expect(q.waiting).toBe(0);
+  });
+
+  it("grants projects in turn: a flood waits behind itself, another project goes next", () => {
+    const q = createTurnQueue(MAX);
+    const order: string[] = [];
+    expect(enter(q, order, "a", 100, "a0")).toBeNull();
+    for (let i = 1; i <= 3; i++) enter(q, order, "a", 100, `a${i}`);
+    enter(q, order, "b", 100, "b1");
+    enter(q, order, "c", 100, "c1");
+    enter(q, order, "b", 100, "b2");
+    for (let turn = 0; turn < 6; turn++) q.give(100);
+    expect(order).toStrictEqual(["a1", "b1", "c1", "a2", "b2", "a3"]);
+    expect(q.waiting).toBe(0);
+  });
+
+  it("lines a body up while others wait, even one that would fit", () => {
+    const q = createTurnQueue(MAX);
+    const order: string[] = [];
+    enter(q, order, "a", 90, "a1");
+    enter(q, order, "a", 50, "a2");
+    // 10 bytes would fit beside a1, but a2 waits first: no smaller body passes a larger one.
+    expect(enter(q, order, "b", 10, "b1")).not.toBeNull();
+    q.give(90);
+    expect(order).toStrictEqual(["a2", "b1"]);
+    expect(q.bytes).toBe(60);
+  });
+
+  it("lets a body over the bound go alone, once nothing else is at work", () => {
+    const q = createTurnQueue(MAX);
+    const order: string[] = [];
+    expect(enter(q, order, "a", 250, "big")).toBeNull();
+    expect(enter(q, order, "b", 1, "small")).not.toBeNull();
+    q.give(250);
+    enter(q, order, "c", 1, "c1");
+    // Taken at once: "small" has had its turn, so nothing waits and 1 + 1 fits.
+    expect(order).toStrictEqual(["small"]);
+    expect(q.bytes).toBe(2);
+    const big = enter(q, order, "a", 250, "big2");
+    expect(big).not.toBeNull();
+    q.give(1);
+    expect(order).toStrictEqual(["small"]);
+    q.give(1);
+    expect(order).toStrictEqual(["small", "big2"]);
+    expect(q.bytes).toBe(250);
+  });
+
+  it("takes a waiter that leaves out of line, and gives its place to the next", () => {
+    const q = createTurnQueue(MAX);
+    const order: string[] = [];
+    enter(q, order, "a", 90, "a1");
+    const a2 = enter(q, order, "a", 50, "a2");
+    enter(q, order, "b", 10, "b1");
+    expect(q.waiting).toBe(2);
+    q.leave(a2 as NonNullable<typeof a2>);
+    // b1 fits beside a1 now that a2 does not stand before it.
+    expect(order).toStrictEqual(["b1"]);
+    expect(q.waiting).toBe(0);
+    expect(q.bytes).toBe(100);
+    // Leaving twice, or after the turn, changes nothing.
+    q.leave(a2 as NonNullable<typeof a2>);
+    expect(q.bytes).toBe(100);
+    q.give(90);
+    q.give(10);
+    expect(q.bytes).toBe(0);
+    expect(order).toStrictEqual(["b1"]);
+  });
+});
