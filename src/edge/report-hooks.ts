@@ -11,7 +11,7 @@ import type { WorkTurns } from "./work-turns.js";
  * its turn at work (work-turns.ts). Its parsed body is `{ bytes }`.
  */
 export function reportBodyHooks(
-  deps: AuthDeps & { bodies: Pick<BodiesInFlight, "hold">; turns: Pick<WorkTurns, "take"> },
+  deps: AuthDeps & { bodies: Pick<BodiesInFlight, "hold">; turns: Pick<WorkTurns, "take" | "end"> },
   bodyLimit: number,
 ) {
   const authenticate = createAuthenticate(deps);
@@ -32,6 +32,11 @@ export function reportBodyHooks(
       const turn = deps.turns.take(req, reply, (req.project as KeyLookup).projectId, bytes);
       // Its client went away while it waited: nothing of it is taken, no answer can reach it.
       if (turn !== undefined && !(await turn)) reply.hijack();
+    },
+    onSend: async (req: FastifyRequest, _reply: FastifyReply, payload: unknown) => {
+      // The work is done once its answer is made: what is left is its bytes.
+      deps.turns.end(req);
+      return payload;
     },
   };
 }

@@ -99,9 +99,9 @@ export function createTurnQueue(maxBytes: number): TurnQueue {
 
 export interface WorkTurns {
   /**
-   * Takes `req`'s turn for its body's `bytes`, given back once its answer is sent or its client is
-   * gone. Resolves at its turn: true, or false when the client went away first (nothing of it
-   * may be taken then). Undefined when taken at once.
+   * Takes `req`'s turn for its body's `bytes`, given back by `end` or when its client is gone.
+   * Resolves at its turn: true, or false when the client went away first (nothing of it may be
+   * taken then). Undefined when taken at once.
    */
   take(
     req: FastifyRequest,
@@ -109,12 +109,19 @@ export interface WorkTurns {
     project: string,
     bytes: number,
   ): Promise<boolean> | undefined;
+  /**
+   * Gives `req`'s turn back: its answer is made (onSend), though maybe not yet written. Not on the
+   * answer's "close": a pipelined answer waits behind the one before it on its connection, and that
+   * one may be waiting for this very turn.
+   */
+  end(req: FastifyRequest): void;
   readonly bytes: number;
   readonly waiting: number;
 }
 
 export function createWorkTurns(maxBytes: number): WorkTurns {
   const queue = createTurnQueue(maxBytes);
+  const ends = new WeakMap<FastifyRequest, () => void>();
   return {
     get bytes() {
       return queue.bytes;
@@ -133,17 +140,22 @@ export function createWorkTurns(maxBytes: number): WorkTurns {
         resolveTurn(true);
       });
       if (waiter) state = "waiting";
-      onAnswerOrGone(req, reply, () => {
+      const end = () => {
         if (state === "waiting" && waiter) {
           queue.leave(waiter);
           resolveTurn(false);
         } else if (state === "working") queue.give(bytes);
         state = "done";
-      });
+      };
+      ends.set(req, end);
+      onAnswerOrGone(req, reply, end);
       if (!waiter) return undefined;
       return new Promise<boolean>((resolve) => {
         resolveTurn = resolve;
       });
+    },
+    end(req) {
+      ends.get(req)?.();
     },
   };
 }

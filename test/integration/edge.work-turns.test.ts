@@ -14,7 +14,8 @@ import { startRespCutProxy } from "../helpers/resp-cut-proxy.js";
 // until released: while one batch is at work (its job unacknowledged), a batch read next waits
 // for its turn, is answered only after the one before it, projects in turn, and every report of
 // each is queued once; a batch whose client leaves while it waits takes nothing, and gives its
-// turn to the next.
+// turn to the next; two batches pipelined on one connection, the second's turn first, are both
+// answered (a turn is given back once its answer is made, not once it is written).
 
 const MAX = 64 * 1024;
 /** A batch over half the bound: one at work at a time. */
@@ -24,6 +25,7 @@ let fx: EdgeFixture;
 let proxy: Awaited<ReturnType<typeof startRespCutProxy>>;
 let a: TestKey;
 let b: TestKey;
+let c: TestKey;
 let port: number;
 
 beforeAll(async () => {
@@ -34,6 +36,7 @@ beforeAll(async () => {
   });
   a = await fx.createKey();
   b = await fx.createKey();
+  c = await fx.createKey();
   await fx.edge.app.listen({ host: "127.0.0.1", port: 0 });
   port = (fx.edge.app.server.address() as AddressInfo).port;
 });
@@ -50,6 +53,9 @@ const batchBody = () => {
   expect(Buffer.byteLength(body)).toBeLessThan(MAX);
   return body;
 };
+
+const rawPost = (key: TestKey, body: string) =>
+  `POST /api/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${key.key}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
 
 const postBatch = (key: TestKey) =>
   fetch(`http://127.0.0.1:${port}/api/reports`, {
@@ -134,9 +140,7 @@ describe("EDGE_MAX_BYTES_AT_WORK", () => {
     const socket = connect(port, "127.0.0.1");
     socket.on("error", () => {});
     await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
-    socket.write(
-      `POST /api/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${b.key}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-    );
+    socket.write(rawPost(b, body));
     await eventually(async () => expect(await awaitingTurn()).toBe(1), { timeoutMs: 10_000 });
     socket.destroy();
     await eventually(async () => expect(await awaitingTurn()).toBe(0), { timeoutMs: 10_000 });
@@ -149,5 +153,48 @@ describe("EDGE_MAX_BYTES_AT_WORK", () => {
     // The edge takes batches as before: no turn was kept by the one that left.
     expect((await postBatch(b)).status).toBe(200);
     expect(await queued()).toBe(before + 2 * REPORTS);
+  });
+
+  it("answers two batches pipelined on one connection when the second has its turn first", async () => {
+    for (const k of [a, b, c]) expect((await postBatch(k)).status).toBe(200);
+    const before = await queued();
+    holdNextJob();
+    const z = postBatch(b);
+    await eventually(() => expect(proxy.cut(), "b's job is held").not.toBeNull(), {
+      timeoutMs: 10_000,
+    });
+    // a's line: a0, then the connection's first batch; c's: its second. c's turn comes before
+    // a's second, and c's answer is written only after the first's, which waits for a turn.
+    const a0 = postBatch(a);
+    await eventually(async () => expect(await awaitingTurn()).toBe(1), { timeoutMs: 10_000 });
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => {});
+    let received = "";
+    const bothAnswered = new Promise<string>((resolve) =>
+      socket.on("data", (d: Buffer) => {
+        received += d.toString();
+        if ((received.match(/HTTP\/1\.1 \d{3}/g) ?? []).length === 2) resolve(received);
+      }),
+    );
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    socket.write(rawPost(a, batchBody()) + rawPost(c, batchBody()));
+    await eventually(async () => expect(await awaitingTurn()).toBe(3), { timeoutMs: 10_000 });
+    proxy.disarm();
+    proxy.release();
+    try {
+      expect([(await z).status, (await a0).status]).toStrictEqual([200, 200]);
+      let timer: NodeJS.Timeout | undefined;
+      const answers = await Promise.race([
+        bothAnswered,
+        new Promise<string>((resolve) => {
+          timer = setTimeout(() => resolve(`no answer in 15 s, only: ${received}`), 15_000);
+        }),
+      ]).finally(() => clearTimeout(timer));
+      expect(answers.match(/HTTP\/1\.1 \d{3}/g)).toStrictEqual(["HTTP/1.1 200", "HTTP/1.1 200"]);
+    } finally {
+      socket.destroy();
+    }
+    expect(await queued()).toBe(before + 4 * REPORTS);
+    await eventually(async () => expect(await atWork()).toBe(0), { timeoutMs: 5_000 });
   });
 });

@@ -28,7 +28,7 @@ export interface BatchRouteDeps extends AuthDeps, Omit<TakeReportsDeps, "limits"
   /** POOL_SECRET: the key of the account hashes (report/pool-account.ts). */
   poolSecret?: string;
   bodies: Pick<BodiesInFlight, "hold">;
-  turns: Pick<WorkTurns, "take">;
+  turns: Pick<WorkTurns, "take" | "end">;
 }
 
 export const BATCH_PATH = "/api/reports";

@@ -40,7 +40,7 @@ export interface OtlpRouteDeps extends AuthDeps, Omit<TakeReportsDeps, "limits" 
   /** POOL_SECRET: the key of the account hashes (report/pool-account.ts). */
   poolSecret?: string;
   bodies: Pick<BodiesInFlight, "hold">;
-  turns: Pick<WorkTurns, "take">;
+  turns: Pick<WorkTurns, "take" | "end">;
   metrics: Pick<EdgeMetrics, "reportWarnings" | "unavailable" | "otlpSpans">;
 }
 
