@@ -30,8 +30,11 @@ export function reportBodyHooks(
     preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
       const bytes = (req.body as { bytes?: Buffer } | undefined)?.bytes?.length ?? 0;
       const turn = deps.turns.take(req, reply, (req.project as KeyLookup).projectId, bytes);
-      // Its client went away while it waited: nothing of it is taken, no answer can reach it.
-      if (turn !== undefined && !(await turn)) reply.hijack();
+      if (turn === undefined || ((await turn) && !req.raw.socket.destroyed)) return;
+      // Its client went away while it waited (or as its turn came): nothing of it is taken, and
+      // no answer can reach it.
+      deps.turns.end(req);
+      reply.hijack();
     },
     onSend: async (req: FastifyRequest, _reply: FastifyReply, payload: unknown) => {
       // The work is done once its answer is made: what is left is its bytes.

@@ -1,18 +1,21 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { unavailable } from "../http/errors.js";
 import { onAnswerOrGone } from "./bytes-in-flight.js";
 
 // The bodies of many reports (a batch, an OTLP export) an edge works on at once, by their sizes:
-// from the moment a request's body has been read until its answer is sent, through its parse,
+// from the moment a request's body has been read until its answer is made, through its parse,
 // validation, limits and the queue's acknowledgement. Past EDGE_MAX_BYTES_AT_WORK a request whose
 // body was read waits for its turn: a project's requests in the order they came, projects in turn.
 //
 // Why: every request read used to go on at once and wait for the queue as parsed reports (512
 // connections of 100-report batches kept 51,200 rows alive); living that long, they were promoted
-// to V8's old generation and collected there. At 1 MiB at work the edge took 6.2-6.5 µs a report
-// against 9.5, and peaked at 291-299 MB against 454-487 (docs/benchmarks.md). A waiting body is
-// one Buffer, not thousands of objects. Projects in turn: a tenant that floods the edge waits
-// behind its own requests, and another's next request goes at the next turn. A request whose
-// client went away while it waited leaves the line and takes nothing, so a resend is a first send.
+// to V8's old generation and collected there. With 1 MiB at work, in alternating runs, the edge
+// took 6.2-6.5 µs a report against 8.3-8.9, and peaked at 306-336 MB against 475-516
+// (docs/benchmarks.md). A waiting body is one Buffer, not thousands of objects. Projects in turn,
+// one request a turn: a project's many requests wait behind each other, and another project's next
+// request goes at the next turn. A request whose client went away while it waited leaves the line
+// and takes nothing, so a resend is a first send; one at work when its client goes keeps its bytes
+// until its answer is made, since its work goes on.
 
 export interface TurnQueue {
   /**
@@ -28,6 +31,8 @@ export interface TurnQueue {
   readonly bytes: number;
   /** Requests waiting for a turn. */
   readonly waiting: number;
+  /** Requests of `project` waiting for a turn. */
+  waitingOf(project: string): number;
 }
 
 export interface Waiter {
@@ -68,6 +73,9 @@ export function createTurnQueue(maxBytes: number): TurnQueue {
     get waiting() {
       return waiting;
     },
+    waitingOf(project) {
+      return lines.get(project)?.length ?? 0;
+    },
     enter(project, bytes, granted) {
       if (lines.size === 0 && fits(bytes)) {
         atWork += bytes;
@@ -99,9 +107,9 @@ export function createTurnQueue(maxBytes: number): TurnQueue {
 
 export interface WorkTurns {
   /**
-   * Takes `req`'s turn for its body's `bytes`, given back by `end` or when its client is gone.
-   * Resolves at its turn: true, or false when the client went away first (nothing of it may be
-   * taken then). Undefined when taken at once.
+   * Takes `req`'s turn for its body's `bytes`, given back by `end`. Resolves at its turn: true, or
+   * false when the client went away first (out of line; nothing of it may be taken then).
+   * Undefined when taken at once. Throws the 503 when its project has too many waiting.
    */
   take(
     req: FastifyRequest,
@@ -119,6 +127,13 @@ export interface WorkTurns {
   readonly waiting: number;
 }
 
+/**
+ * Requests one project may have waiting on one edge: past it, its next is answered 503 (a line
+ * grows only while a project sends faster than its turns come; pipelined requests that wait send
+ * no answer, so nothing else slows their connection down).
+ */
+export const MAX_WAITING_PER_PROJECT = 1_024;
+
 export function createWorkTurns(maxBytes: number): WorkTurns {
   const queue = createTurnQueue(maxBytes);
   const ends = new WeakMap<FastifyRequest, () => void>();
@@ -133,26 +148,38 @@ export function createWorkTurns(maxBytes: number): WorkTurns {
       if (bytes === 0) return undefined;
       // Gone already: its "close" came before any listener could hear it.
       if (req.raw.socket.destroyed) return Promise.resolve(false);
+      if (queue.waitingOf(project) >= MAX_WAITING_PER_PROJECT) {
+        throw unavailable(
+          "this project's reports arrive faster than this edge works on them: send again in a moment",
+          "in_flight",
+        );
+      }
       let resolveTurn: (atWork: boolean) => void = () => {};
-      let state: "waiting" | "working" | "done" = "working";
+      const turn = new Promise<boolean>((resolve) => {
+        resolveTurn = resolve;
+      });
+      let state: "waiting" | "working" | "done" = "waiting";
       const waiter = queue.enter(project, bytes, () => {
         state = "working";
         resolveTurn(true);
       });
-      if (waiter) state = "waiting";
-      const end = () => {
-        if (state === "waiting" && waiter) {
-          queue.leave(waiter);
-          resolveTurn(false);
-        } else if (state === "working") queue.give(bytes);
+      if (!waiter) state = "working";
+      const leave = () => {
+        queue.leave(waiter as Waiter);
         state = "done";
+        resolveTurn(false);
       };
-      ends.set(req, end);
-      onAnswerOrGone(req, reply, end);
-      if (!waiter) return undefined;
-      return new Promise<boolean>((resolve) => {
-        resolveTurn = resolve;
+      ends.set(req, () => {
+        if (state === "waiting") leave();
+        else if (state === "working") queue.give(bytes);
+        state = "done";
       });
+      // Gone while it waits: out of line. Gone at work: its work goes on (parse, Redis) until its
+      // answer is made, and its bytes stay counted until then.
+      onAnswerOrGone(req, reply, () => {
+        if (state === "waiting") leave();
+      });
+      return waiter ? turn : undefined;
     },
     end(req) {
       ends.get(req)?.();

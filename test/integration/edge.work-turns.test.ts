@@ -14,7 +14,8 @@ import { startRespCutProxy } from "../helpers/resp-cut-proxy.js";
 // until released: while one batch is at work (its job unacknowledged), a batch read next waits
 // for its turn, is answered only after the one before it, projects in turn, and every report of
 // each is queued once; a batch whose client leaves while it waits takes nothing, and gives its
-// turn to the next; two batches pipelined on one connection, the second's turn first, are both
+// turn to the next; one whose client leaves while it is at work keeps its turn until its answer
+// is made; two batches pipelined on one connection, the second's turn first, are both
 // answered (a turn is given back once its answer is made, not once it is written).
 
 const MAX = 64 * 1024;
@@ -195,6 +196,37 @@ describe("EDGE_MAX_BYTES_AT_WORK", () => {
       socket.destroy();
     }
     expect(await queued()).toBe(before + 4 * REPORTS);
+    await eventually(async () => expect(await atWork()).toBe(0), { timeoutMs: 5_000 });
+  });
+
+  it("keeps the turn of a batch whose client leaves while it is at work, until its answer is made", async () => {
+    for (const k of [a, b]) expect((await postBatch(k)).status).toBe(200);
+    const before = await queued();
+    holdNextJob();
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => {});
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    socket.write(rawPost(a, batchBody()));
+    await eventually(() => expect(proxy.cut(), "the job is held").not.toBeNull(), {
+      timeoutMs: 10_000,
+    });
+    const next = postBatch(b);
+    await eventually(async () => expect(await awaitingTurn()).toBe(1), { timeoutMs: 10_000 });
+    const connections = () =>
+      new Promise<number>((resolve, reject) =>
+        fx.edge.app.server.getConnections((err, n) => (err ? reject(err) : resolve(n))),
+      );
+    const open = await connections();
+    socket.destroy();
+    await eventually(async () => expect(await connections()).toBe(open - 1), { timeoutMs: 10_000 });
+    // Its job is still being written: its bytes stay at work, and the next batch waits.
+    expect(await awaitingTurn()).toBe(1);
+    expect(await atWork()).toBeGreaterThan(MAX / 2);
+    proxy.disarm();
+    proxy.release();
+    expect((await next).status).toBe(200);
+    // Both taken: the first's job was written, though no answer could reach its client.
+    expect(await queued()).toBe(before + 2 * REPORTS);
     await eventually(async () => expect(await atWork()).toBe(0), { timeoutMs: 5_000 });
   });
 });

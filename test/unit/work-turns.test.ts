@@ -1,9 +1,14 @@
+import { EventEmitter } from "node:events";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { describe, expect, it } from "vitest";
-import { createTurnQueue, type TurnQueue } from "../../src/edge/work-turns.js";
+import { createTurnQueue, createWorkTurns, type TurnQueue } from "../../src/edge/work-turns.js";
+import { HttpError } from "../../src/http/errors.js";
 
 // The line of bodies waiting for their turn at work (EDGE_MAX_BYTES_AT_WORK): taken at once while
 // they fit and nothing waits, else each project's in order and projects in turn; a body over the
-// bound goes alone; a waiter that leaves gives its place to the next.
+// bound goes alone; a waiter that leaves gives its place to the next. And the turns of requests:
+// a client gone at work keeps its bytes counted until its answer is made, one gone while waiting
+// leaves the line, and a project's line is bounded.
 
 const MAX = 100;
 
@@ -90,5 +95,80 @@ describe("createTurnQueue", () => {
     q.give(10);
     expect(q.bytes).toBe(0);
     expect(order).toStrictEqual(["b1"]);
+  });
+});
+
+/** A request and its reply as createWorkTurns sees them: a socket and an answer that can close. */
+function fakeRequest() {
+  const socket = Object.assign(new EventEmitter(), { destroyed: false });
+  const answer = new EventEmitter();
+  const req = { raw: { socket } } as unknown as FastifyRequest;
+  const reply = { raw: answer } as unknown as FastifyReply;
+  const gone = () => {
+    socket.destroyed = true;
+    socket.emit("close");
+    answer.emit("close");
+  };
+  return { req, reply, gone };
+}
+
+describe("createWorkTurns", () => {
+  it("keeps a request's bytes at work after its client leaves, until its answer is made", async () => {
+    const turns = createWorkTurns(MAX);
+    const first = fakeRequest();
+    expect(turns.take(first.req, first.reply, "a", 80)).toBeUndefined();
+    const next = fakeRequest();
+    const turn = turns.take(next.req, next.reply, "b", 80);
+    first.gone();
+    // Its parse and its write to Redis go on: its bytes are still at work.
+    expect(turns.bytes).toBe(80);
+    expect(turns.waiting).toBe(1);
+    turns.end(first.req);
+    expect(await turn).toBe(true);
+    expect(turns.bytes).toBe(80);
+    turns.end(next.req);
+    turns.end(next.req);
+    expect(turns.bytes).toBe(0);
+  });
+
+  it("takes a request out of line when its client leaves while it waits", async () => {
+    const turns = createWorkTurns(MAX);
+    const first = fakeRequest();
+    turns.take(first.req, first.reply, "a", 80);
+    const waiting = fakeRequest();
+    const turn = turns.take(waiting.req, waiting.reply, "b", 80);
+    waiting.gone();
+    expect(await turn).toBe(false);
+    expect(turns.waiting).toBe(0);
+    turns.end(first.req);
+    turns.end(waiting.req);
+    expect(turns.bytes).toBe(0);
+    // A request whose client is gone before it asks is never in line.
+    const late = fakeRequest();
+    late.gone();
+    expect(await turns.take(late.req, late.reply, "a", 10)).toBe(false);
+    expect(turns.bytes).toBe(0);
+  });
+
+  it("answers 503 past 1,024 requests of one project waiting; another project still lines up", () => {
+    const turns = createWorkTurns(MAX);
+    const first = fakeRequest();
+    turns.take(first.req, first.reply, "a", MAX);
+    for (let i = 0; i < 1_024; i++) {
+      const r = fakeRequest();
+      expect(turns.take(r.req, r.reply, "a", 1)).toBeInstanceOf(Promise);
+    }
+    const over = fakeRequest();
+    let refusal: unknown;
+    try {
+      turns.take(over.req, over.reply, "a", 1);
+    } catch (err) {
+      refusal = err;
+    }
+    expect(refusal).toBeInstanceOf(HttpError);
+    expect((refusal as HttpError).status).toBe(503);
+    const other = fakeRequest();
+    expect(turns.take(other.req, other.reply, "b", 1)).toBeInstanceOf(Promise);
+    expect(turns.waiting).toBe(1_025);
   });
 });
