@@ -25,7 +25,7 @@ export interface TurnQueue {
   enter(project: string, bytes: number, granted: () => void): Waiter | null;
   /** Takes a waiter out of line before its turn (its client went away). */
   leave(waiter: Waiter): void;
-  /** Bytes of a request whose turn ended (its answer sent, or its client gone). */
+  /** Bytes of a request whose turn ended (its answer made). */
   give(bytes: number): void;
   /** Bytes at work now. */
   readonly bytes: number;
