@@ -19,6 +19,9 @@ export interface GuardedInit {
   signal: AbortSignal;
 }
 
+/** How a kept-alive connection closed by its receiver fails a request written on it. */
+const RESET_BEFORE_READ = new Set(["ECONNRESET", "EPIPE"]);
+
 /** Statuses whose answer has no body (the Response constructor refuses one). */
 const NULL_BODY = new Set([204, 205, 304]);
 
@@ -34,7 +37,11 @@ export function createGuardedFetch(policy: DestinationPolicy): GuardedFetch {
     "https:": new https.Agent({ keepAlive: true }),
   };
 
-  const fetch = (url: string, init: GuardedInit): Promise<Response> =>
+  /**
+   * One request. `pooled`: on the agent's kept-alive connections; else on a connection of its own
+   * (the retry below).
+   */
+  const request = (url: string, init: GuardedInit, pooled: boolean): Promise<Response> =>
     new Promise((resolve, reject) => {
       const target = new URL(url);
       const host = bareHost(target.hostname);
@@ -45,7 +52,7 @@ export function createGuardedFetch(policy: DestinationPolicy): GuardedFetch {
       const req = (target.protocol === "https:" ? https : http).request(target, {
         method: init.method,
         headers: { ...init.headers, "content-length": Buffer.byteLength(init.body) },
-        agent,
+        agent: pooled ? agent : false,
         lookup: policy.lookup,
         signal: init.signal,
       });
@@ -57,8 +64,20 @@ export function createGuardedFetch(policy: DestinationPolicy): GuardedFetch {
         if (socket.connecting) socket.once("connect", check);
         else check();
       });
-      req.on("error", reject);
+      req.on("error", (err: NodeJS.ErrnoException) => {
+        // A kept-alive connection the receiver closed as this request went out (its idle timeout,
+        // e.g. Node's 5 s, racing our reuse): it was never read, so it goes once more on a
+        // connection of its own (Node's http documentation, request.reusedSocket). Any other
+        // failure is the delivery's, retried by its job.
+        if (pooled && !answered && req.reusedSocket && RESET_BEFORE_READ.has(err.code ?? "")) {
+          request(url, init, false).then(resolve, reject);
+          return;
+        }
+        reject(err);
+      });
+      let answered = false;
       req.on("response", (res) => {
+        answered = true;
         const status = res.statusCode ?? 0;
         const headers = new Headers();
         for (const [name, value] of Object.entries(res.headers)) {
@@ -76,6 +95,8 @@ export function createGuardedFetch(policy: DestinationPolicy): GuardedFetch {
       });
       req.end(init.body);
     });
+
+  const fetch = (url: string, init: GuardedInit) => request(url, init, true);
 
   return {
     fetch,
