@@ -64,6 +64,7 @@ export function createGuardedFetch(policy: DestinationPolicy): GuardedFetch {
         if (socket.connecting) socket.once("connect", check);
         else check();
       });
+      let answered = false;
       req.on("error", (err: NodeJS.ErrnoException) => {
         // A kept-alive connection the receiver closed as this request went out (its idle timeout,
         // e.g. Node's 5 s, racing our reuse): it was never read, so it goes once more on a
@@ -75,7 +76,6 @@ export function createGuardedFetch(policy: DestinationPolicy): GuardedFetch {
         }
         reject(err);
       });
-      let answered = false;
       req.on("response", (res) => {
         answered = true;
         const status = res.statusCode ?? 0;
