@@ -20,11 +20,13 @@ export interface ShutdownOptions {
 let closable = false;
 
 /**
- * STOP_WITH_PARENT_PID: once `parent` is not this one's parent, stop as on SIGTERM, or exit
- * at once while still starting (before onShutdown: nothing is served yet, and a start waiting
- * for a store that went with the parent would wait forever). Call it first, before any await.
+ * STOP_WITH_PARENT_PID (nothing when unset): once `parent` is not this one's parent, stop as on
+ * SIGTERM, or exit at once while still starting (before onShutdown: nothing is served yet, and a
+ * start waiting for a store that went with the parent would wait forever). Call it first, before
+ * any await.
  */
-export function stopWithParent(logger: Logger, parent: number): void {
+export function stopWithParent(logger: Logger, parent: number | undefined): void {
+  if (parent === undefined) return;
   const stop = () => {
     logger.warn("the process that started this one is gone: stopping");
     if (closable) process.kill(process.pid, "SIGTERM");

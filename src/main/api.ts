@@ -8,7 +8,7 @@ import { onShutdown, stopWithParent } from "../lib/shutdown.js";
 
 const config = loadConfig();
 const logger = createLogger(config.LOG_LEVEL, "api");
-if (config.STOP_WITH_PARENT_PID) stopWithParent(logger, config.STOP_WITH_PARENT_PID);
+stopWithParent(logger, config.STOP_WITH_PARENT_PID);
 const api = await createApi(config, logger);
 onShutdown(logger, () => api.close());
 await api.app.listen({ host: config.HOST, port: config.API_PORT });

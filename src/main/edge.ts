@@ -11,7 +11,7 @@ import { describeTopology, redisTopology } from "../redis/topology.js";
 
 const config = loadConfig();
 const logger = createLogger(config.LOG_LEVEL, "edge");
-if (config.STOP_WITH_PARENT_PID) stopWithParent(logger, config.STOP_WITH_PARENT_PID);
+stopWithParent(logger, config.STOP_WITH_PARENT_PID);
 const edge = await createEdge(config, logger);
 onShutdown(logger, () => edge.close());
 await edge.app.listen({ host: config.HOST, port: config.PORT });

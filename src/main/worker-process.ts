@@ -51,7 +51,7 @@ export interface WorkerProcessSpec {
 export async function runWorkerProcess(spec: WorkerProcessSpec): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.LOG_LEVEL, spec.name);
-  if (config.STOP_WITH_PARENT_PID) stopWithParent(logger, config.STOP_WITH_PARENT_PID);
+  stopWithParent(logger, config.STOP_WITH_PARENT_PID);
   const clients = await createWorkerClients(config, logger);
   const worker = spec.build({ ...clients, config, logger });
   const { server, port } = await serveMetrics(

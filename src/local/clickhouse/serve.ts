@@ -23,7 +23,7 @@ export async function serveClickHouse(opts: ServeOptions): Promise<void> {
   // engine starts, which reads the zone once.
   process.env.TZ ||= "UTC";
   const logger = createLogger(config.LOG_LEVEL, "clickhouse");
-  if (config.STOP_WITH_PARENT_PID) stopWithParent(logger, config.STOP_WITH_PARENT_PID);
+  stopWithParent(logger, config.STOP_WITH_PARENT_PID);
   const path = resolve(opts.path ?? config.CLICKHOUSE_PATH);
   const server = await startEmbeddedClickHouse({
     path,
