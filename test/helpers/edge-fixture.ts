@@ -31,6 +31,13 @@ export function clientReport(overrides: Record<string, unknown> = {}): Record<st
   };
 }
 
+/** A sample of an edge's /metrics: `name` with exactly these `labels` (`{…}` or none); 0 when absent. */
+export async function edgeMetric(edge: Edge, name: string, labels = ""): Promise<number> {
+  const text = (await edge.app.inject({ url: "/metrics" })).body;
+  const line = text.split("\n").find((l) => l.startsWith(`${name}${labels} `));
+  return line ? Number(line.split(" ")[1]) : 0;
+}
+
 export interface TestKey {
   key: string;
   keyId: string;

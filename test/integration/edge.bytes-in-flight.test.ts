@@ -5,6 +5,7 @@ import { generateKey } from "../../src/keys/key-format.js";
 import {
   clientReport,
   type EdgeFixture,
+  edgeMetric,
   startEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
@@ -57,12 +58,7 @@ const post = (body: unknown, key = k.key) =>
     body: JSON.stringify(body),
   });
 
-/** A sample of the edge's /metrics (0 when absent). */
-async function metric(name: string, labels = "", edge = fx.edge): Promise<number> {
-  const text = (await edge.app.inject({ url: "/metrics" })).body;
-  const line = text.split("\n").find((l) => l.startsWith(`${name}${labels} `));
-  return line ? Number(line.split(" ")[1]) : 0;
-}
+const metric = (name: string, labels = "", edge = fx.edge) => edgeMetric(edge, name, labels);
 
 const held = () => metric("headroom_edge_bytes_in_flight");
 const refusedInFlight = () => metric("headroom_unavailable_total", '{reason="in_flight"}');

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import {
   clientReport,
   type EdgeFixture,
+  edgeMetric,
   startEdge,
   type TestKey,
 } from "../helpers/edge-fixture.js";
@@ -65,11 +66,7 @@ const postBatch = (key: TestKey) =>
     body: batchBody(),
   });
 
-async function metric(name: string): Promise<number> {
-  const text = (await fx.edge.app.inject({ url: "/metrics" })).body;
-  const line = text.split("\n").find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.split(" ")[1]) : 0;
-}
+const metric = (name: string) => edgeMetric(fx.edge, name);
 const awaitingTurn = () => metric("headroom_edge_requests_awaiting_turn");
 const atWork = () => metric("headroom_edge_bytes_at_work");
 
