@@ -1,13 +1,18 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createDestinationPolicy } from "../../src/alerts/destination-policy.js";
+import {
+  createDestinationPolicy,
+  DestinationRefusedError,
+} from "../../src/alerts/destination-policy.js";
 import { createGuardedFetch } from "../../src/alerts/guarded-fetch.js";
+import type { Resolver } from "../../src/alerts/webhook-dns.js";
 
 // The webhook sender's fetch on kept-alive connections: a receiver that closes an idle connection
 // as the next delivery is written on it (Node's own server does after 5 s idle; alerts.stall's CI
 // failure was this race, the delivery dead-lettered with "read ECONNRESET") gets that delivery
-// once more, on a connection of its own. A reset on a fresh connection is not retried.
+// once more, on a connection of its own, under the same destination checks. A reset on a fresh
+// connection is not retried.
 
 const allowLoopback = () => createGuardedFetch(createDestinationPolicy({ allow: ["127.0.0.1"] }));
 let server: Server;
@@ -85,5 +90,40 @@ it("does not send again a delivery reset on a connection of its own", async () =
     expect(seen).toHaveLength(1);
   } finally {
     fresh.close();
+  }
+});
+
+it("checks the new connection of a delivery sent once more: a name now resolving inside the network is refused", async () => {
+  seen.length = 0;
+  resetSecondOnConnection = true;
+  resetFirstOnConnection = false;
+  // Allowed at 127.0.0.1 for the first delivery; by the second, the name resolves to the cloud
+  // metadata address (DNS rebinding), and the reused connection is reset unanswered.
+  let answers = ["127.0.0.1"];
+  const resolve: Resolver = async () => answers.map((address) => ({ address, family: 4 }));
+  const guarded = createGuardedFetch(createDestinationPolicy({ allow: ["127.0.0.1"], resolve }));
+  const hook = url.replace("127.0.0.1", "hooks.example");
+  const send = () =>
+    guarded.fetch(hook, {
+      method: "POST",
+      headers: {},
+      body: "{}",
+      signal: AbortSignal.timeout(10_000),
+    });
+  try {
+    expect(await (await send()).text()).toBe("ok");
+    answers = ["169.254.169.254"];
+    const refused = await send().then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(refused).toBeInstanceOf(DestinationRefusedError);
+    expect((refused as Error).message).toMatch(
+      /destination refused: hooks\.example resolves to 169\.254\.169\.254/,
+    );
+    // The first, and the second on its kept-alive connection; nothing went anywhere else.
+    expect(seen.map((r) => r.reset)).toStrictEqual([false, true]);
+  } finally {
+    guarded.close();
   }
 });
