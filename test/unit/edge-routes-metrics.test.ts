@@ -1,4 +1,8 @@
+import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import type { BacklogGate } from "../../src/edge/backlog.js";
+import { createEdgeMetrics } from "../../src/edge/metrics.js";
+import { buildMetricsApp } from "../../src/edge/routes/metrics.js";
 import { type FakeEdge, fakeEdge } from "../helpers/edge-fakes.js";
 
 // GET /metrics of the edge (src/edge/routes/metrics.ts) through buildApp, on fakes of its
@@ -40,5 +44,28 @@ describe("GET /metrics", () => {
   it("is not on the public listener when METRICS_PORT is set", async () => {
     edge = fakeEdge({ METRICS_PORT: "9464" });
     expect((await edge.app.inject({ url: "/metrics" })).statusCode).toBe(404);
+  });
+});
+
+describe("the METRICS_PORT listener", () => {
+  it("starts without a warning on the operator's terminal (Fastify's deprecated options)", async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => warnings.push(`${w.code}: ${w.message}`);
+    process.on("warning", onWarning);
+    const app = buildMetricsApp({
+      config: {},
+      backlog: { maxJobs: 1 } as BacklogGate,
+      metrics: createEdgeMetrics(),
+      logger: pino({ level: "silent" }),
+    });
+    try {
+      await app.ready();
+      // process.emitWarning is delivered on the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+      await app.close();
+    }
   });
 });

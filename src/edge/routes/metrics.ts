@@ -3,6 +3,7 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyPluginAsync,
   type FastifyRequest,
+  LogController,
 } from "fastify";
 import type { Config } from "../../config.js";
 import { errorHandler } from "../../http/error-handler.js";
@@ -56,7 +57,10 @@ export const metricsRoutes: FastifyPluginAsync<MetricsDeps> = async (app, deps) 
 
 /** The listener of METRICS_PORT: /metrics, and /readyz with its figures. */
 export function buildMetricsApp(deps: MetricsDeps & { logger: FastifyBaseLogger }) {
-  const app = Fastify({ loggerInstance: deps.logger, disableRequestLogging: true });
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    logController: new LogController({ disableRequestLogging: true }),
+  });
   app.register(errorHandler);
   app.register(metricsRoutes, deps);
   app.register(healthRoutes, { backlog: deps.backlog, details: carriesMetricsToken(deps.config) });
