@@ -1,5 +1,5 @@
 import { clampTime, isoOrNull, isTime } from "../lib/time-bounds.js";
-import { addPoint, burnPerSecond, type Point } from "./burn-rate.js";
+import { burnPerSecond, historyOf, type Point } from "./burn-rate.js";
 import type { Metric } from "./rule.js";
 
 /**
@@ -92,20 +92,14 @@ export function usedPct(limit: number | null, remaining: number | null): number 
   return finiteOrNull(round(Math.max(0, ((l - r) / l) * 100), 2));
 }
 
-/**
- * The points of the window the figures belong to, as the alerts keep them: a rise in
- * `remaining` starts the history again (a reset, or a top-up).
- */
-export function windowHistory(points: Point[]): Point[] {
-  let history: Point[] = [];
-  for (const p of points) history = addPoint(history, p);
-  return history;
-}
+/** A point the model reads: a time and a figure. */
+const usablePoint = (p: Point) => isTime(p[0]) && figure(p[1]) !== null;
 
 /** Units per second over a window's points (those that are a time and a figure), or null with a reason. */
 export function burnOf(points: Point[]): { perS: number | null; unknown: UnknownReason | null } {
-  const usable = points.filter((p) => isTime(p[0]) && figure(p[1]) !== null);
-  const perS = burnPerSecond(windowHistory(usable));
+  // The points of the window the figures belong to, as the alerts keep them (burn-rate.ts): a
+  // rise in `remaining` starts the history again (a reset, or a top-up).
+  const perS = burnPerSecond(historyOf(points, usablePoint));
   if (perS === null || !Number.isFinite(perS)) return { perS: null, unknown: "too_few_reports" };
   return { perS, unknown: null };
 }

@@ -1,8 +1,10 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   addPoint,
   burnPerSecond,
   HISTORY_WINDOW_MS,
+  historyOf,
   type Point,
 } from "../../src/alerts/burn-rate.js";
 import { windowNow } from "../../src/alerts/now-model.js";
@@ -58,6 +60,63 @@ describe("burn rate", () => {
       [0, 1000],
       [5_400, 930],
     ]);
+  });
+});
+
+describe("historyOf", () => {
+  // Times mostly a little later than the last (often within a second, so points merge), now and
+  // then earlier or minutes later; values mostly falling, now and then rising (a reset) or NaN.
+  const points = fc
+    .array(
+      fc.record({
+        step: fc.oneof(
+          fc.integer({ min: 0, max: 2_500 }),
+          fc.integer({ min: -400_000, max: 400_000 }),
+        ),
+        value: fc.oneof(
+          fc.integer({ min: -3, max: 0 }),
+          fc.integer({ min: 0, max: 50 }),
+          fc.constant(Number.NaN),
+        ),
+      }),
+      { maxLength: 60 },
+    )
+    .map((steps) => {
+      let t = 1_000_000;
+      let v = 1_000;
+      return steps.map(({ step, value }): Point => {
+        t += step;
+        v = Number.isNaN(value) ? v : v + value;
+        return [t, Number.isNaN(value) ? value : v];
+      });
+    });
+
+  it("is the history addPoint makes of the same points fed one by one (seeded property)", () => {
+    fc.assert(
+      fc.property(points, fc.boolean(), (list, filtered) => {
+        const keep = filtered ? (p: Point) => !Number.isNaN(p[1]) : undefined;
+        expect(historyOf(list, keep)).toEqual(feed(keep ? list.filter(keep) : list));
+      }),
+      { numRuns: 3_000 },
+    );
+  });
+
+  it("keeps a point exactly five minutes older than the newest, and drops one older still", () => {
+    const list: Point[] = [
+      [-1, 1_001],
+      [0, 1_000],
+      [300_000, 900],
+    ];
+    expect(historyOf(list)).toEqual(feed(list));
+    expect(historyOf(list)).toEqual([
+      [0, 1_000],
+      [300_000, 900],
+    ]);
+  });
+
+  it("keeps at most 8 points, the newest last", () => {
+    const list: Point[] = Array.from({ length: 30 }, (_, i) => [i * 2_000, 1_000 - i]);
+    expect(historyOf(list)).toEqual(list.slice(22));
   });
 });
 
