@@ -8,7 +8,7 @@ import { componentCores } from "./targets.js";
 
 // The edge matrix's figures (issue 36's edge rows) and its markdown: for each generator and
 // connections, bare Fastify's CPU per request, and the edge's per single report and per report in
-// batches of 100 as ratios to it, with the edge's peak RSS at saturation.
+// batches of 100 as ratios to it, with the edge's peak RSS at saturation beside bare Fastify's.
 
 export interface EdgeMatrixResults extends EdgeMatrixRun {
   version: 1;
@@ -44,7 +44,7 @@ function edgeRunFigures(
     cpuVsBare: number;
     rssMb36: number;
   },
-  bare: { us: number; perSec: number },
+  bare: { us: number; perSec: number; rssMb: number },
 ): Figure[] {
   return [
     figure(
@@ -70,6 +70,8 @@ function edgeRunFigures(
     ),
     figure(`${id}.rss`, section, `edge peak RSS, ${run.name}`, run.rssMb, "MB", {
       targets: [atMost(run.rssMb36)],
+      // What a bare Fastify process grows to under the same load: the bound's room above it.
+      ceiling: { label: "bare Fastify's, same load", value: bare.rssMb },
     }),
     figure(
       `${id}.non200`,
@@ -88,6 +90,7 @@ function cellFigures(c: EdgeMatrixCell): Figure[] {
   const bare = {
     us: perUnitUs(c.bare.cpuCores["bare Fastify"], c.bare.load.okPerSec, 1),
     perSec: c.bare.load.okPerSec,
+    rssMb: c.bare.peakRssMb["bare Fastify"] ?? 0,
   };
   return [
     figure(`${id}.bare`, S, "bare Fastify, same POST", bare.perSec, "req/s"),

@@ -1,18 +1,18 @@
 import { spawnChild } from "./child.js";
 import type { Cleanup } from "./cleanup.js";
-import type { RunInfo } from "./run-results.js";
 import type { SaturatingGenerator } from "./load-spec.js";
 import { measureWarm, type WarmMeasure } from "./measure-warm.js";
 import { type BatchPhase, runBatchPhase } from "./phase-batch.js";
 import { type EdgePhase, runEdgePhase, warmUp } from "./phase-edge.js";
 import { machine } from "./proc-stats.js";
 import { writeLoadFiles } from "./report-bodies.js";
+import type { RunInfo } from "./run-results.js";
 import { sourceInfo } from "./source.js";
 import { startStack } from "./stack.js";
 
-// `npm run bench:edge`: issue 36's edge rows in one run. One stack (Redis, ClickHouse, no workers)
-// and one bare Fastify server; for each generator and each number of connections, the
-// bare server (warm-up, then measured), an edge with single reports, and an edge with batches of
+// `npm run bench:edge`: issue 36's edge rows in one run. One stack (Redis, ClickHouse, no workers);
+// for each generator and each number of connections, a bare Fastify server (warm-up, then
+// measured), an edge with single reports, and an edge with batches of
 // 100 (each a fresh process, warmed up) — each ratio compares the edge with the bare server under the same generator and
 // connections, measured minutes apart at most.
 
@@ -59,13 +59,18 @@ export async function runEdgeMatrix(
     if (!edge) throw new Error("no edge started");
     return edge;
   };
-  const bare = spawnChild({
-    name: "bare fastify",
-    entry: "bench/bare-server.ts",
-    args: ["0"],
-    cleanup,
-  });
-  const bareUrl = `http://127.0.0.1:${(await bare.waitFor(/bare ready (\d+)/, 30_000))[1]}`;
+  // A fresh bare server for each cell too, for the same reason: its peak RSS is the RSS row's
+  // ceiling.
+  const freshBare = async () => {
+    const child = spawnChild({
+      name: "bare fastify",
+      entry: "bench/bare-server.ts",
+      args: ["0"],
+      cleanup,
+    });
+    const url = `http://127.0.0.1:${(await child.waitFor(/bare ready (\d+)/, 30_000))[1]}`;
+    return { child, url };
+  };
 
   const cells: EdgeMatrixCell[] = [];
   for (const generator of opts.generators) {
@@ -73,19 +78,21 @@ export async function runEdgeMatrix(
       const at = `${generator}, ${connections} connections`;
       const load = { connections, generator };
       log(`bare Fastify (${at}): ${opts.warmupS} s warm-up, ${opts.durationS} s measured`);
+      const bare = await freshBare();
       const bareRun = await measureWarm(
         {
-          urls: [bareUrl],
+          urls: [bare.url],
           ...writeLoadFiles(stack.dir, "bare", keys.edge),
           ...load,
           durationS: opts.durationS,
           mode: "saturate",
         },
         opts.warmupS,
-        { "bare Fastify": bare.pid },
+        { "bare Fastify": bare.child.pid },
         cleanup,
       );
-      log(`  ${bareRun.load.okPerSec} req/s`);
+      await bare.child.stop();
+      log(`  ${bareRun.load.okPerSec} req/s, peak RSS ${bareRun.peakRssMb["bare Fastify"]} MB`);
 
       log(`edge, single reports (${at}): ${opts.warmupS} s warm-up, ${opts.durationS} s measured`);
       let edge = await freshEdge();

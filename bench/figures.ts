@@ -1,8 +1,8 @@
 import { batchFigures } from "./batch-figures.js";
-import { otlpFigures } from "./otlp-figures.js";
 import { type Capacity, capacityOf } from "./capacity.js";
 import { atLeast, atMost, type Figure, figure, perUnitUs, TARGETS } from "./figure.js";
 import type { LoadResult } from "./load-spec.js";
+import { otlpFigures } from "./otlp-figures.js";
 import type { BatchPhase } from "./phase-batch.js";
 import type { EndToEndPhase } from "./phase-e2e.js";
 import { MACHINE } from "./proc-stats.js";
@@ -183,7 +183,9 @@ export function buildFigures(
     figure("edge.p99", E, "latency p99", e.load.latencyMs.p99, "ms"),
     figure("edge.max", E, "latency max", e.load.latencyMs.max, "ms"),
     figure("edge.non200", E, "answers other than 200 (incl. errors)", nonOk(e), "count"),
-    figure("edge.rss", E, "edge peak RSS", e.edgePeakRssMb, "MB"),
+    figure("edge.rss", E, "edge peak RSS", e.edgePeakRssMb, "MB", {
+      ceiling: { label: "bare Fastify's, same load", value: bare.serverPeakRssMb },
+    }),
     figure("edge.redis.bytes", E, "Redis bytes per queued report", e.redisBytesPerReport, "B"),
     figure("edge.reportsPerJob", E, "reports per job", reportsPerJob, "reports"),
     figure("edge.cpuPerReport", E, "edge CPU per report", edgeUs, "µs", {

@@ -57,6 +57,10 @@ describe("npm run bench:edge -- --quick", () => {
       for (const id of ["bare", "edge.accepted", "batch.accepted", "edge.cpuPerReport"]) {
         expect(byId.get(`${cell}.${id}`)?.value, `${cell}.${id}`).toBeGreaterThan(0);
       }
+      // Each RSS row stands beside the peak of that cell's own bare Fastify process.
+      for (const id of ["edge.rss", "batch.rss"]) {
+        expect(byId.get(`${cell}.${id}`)?.ceiling?.value, `${cell}.${id}`).toBeGreaterThan(0);
+      }
     }
     for (const c of r.cells) {
       for (const load of [c.bare.load, c.edge.load, c.batch.load]) {

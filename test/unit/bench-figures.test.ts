@@ -176,6 +176,8 @@ describe("bench figures", () => {
     expect(byId.get("target.sustained")).toMatchObject({ value: 11_900, ratio: 0.793 });
     // The highest edge peak, edge alone (180) or end to end (150).
     expect(byId.get("target.edgeRss")).toMatchObject({ value: 180, met: false });
+    // The edge alone's peak beside bare Fastify's under the same load (80 MB).
+    expect(byId.get("edge.rss")).toMatchObject({ value: 180, ceiling: { value: 80 }, ratio: 2.25 });
     expect(byId.get("target.redisBytes")).toMatchObject({ value: 300, met: true });
     // Batches: 0.24 cores at 30,000 reports/s = 8 µs a report, 0.16 of the bare request's 50.
     expect(byId.get("batch.cpuPerReport")).toMatchObject({ value: 8, ratio: 0.16 });
