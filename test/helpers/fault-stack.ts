@@ -14,7 +14,6 @@ import {
   spawnEmbeddedClickHouse,
 } from "../../src/local/clickhouse/process.js";
 import {
-  freePort,
   type RedisServer,
   type RedisServerOptions,
   startRedisServer,
@@ -24,6 +23,7 @@ import { shardNames } from "../../src/queue/shards.js";
 import { createWorkerRedis, type RedisClient } from "../../src/redis/connections.js";
 import { redisTopology } from "../../src/redis/topology.js";
 import { eventually } from "./eventually.js";
+import { freePort } from "./free-ports.js";
 
 // A whole Headroom of its own for one fault test: its own redis-server (which the test may
 // SIGKILL and restart), its own embedded ClickHouse server process, and the edge and workers as

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { freePort } from "../../src/local/redis-server.js";
 import { eventually } from "./eventually.js";
+import { freePort } from "./free-ports.js";
 
 // A real Prometheus (Debian's package) for the exporter's tests: on a free port, with its own
 // storage in a temporary directory, scraping the jobs it is given. And promtool.

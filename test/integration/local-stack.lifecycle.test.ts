@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventually } from "../helpers/eventually.js";
-import { freePorts } from "../helpers/redis-topology/redis-processes.js";
+import { freePorts } from "../helpers/free-ports.js";
 
 // `npm start` as a person runs it, stopped as people and supervisors stop it: a signal to the
 // npm process itself (not its group). Every process the stack started carries its

@@ -7,10 +7,11 @@ import { Redis } from "ioredis";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { createKeyStore } from "../../src/keys/key-store.js";
 import { entryArgs } from "../../src/local/entry-command.js";
-import { freePort, type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
+import { type RedisServer, startRedisServer } from "../../src/local/redis-server.js";
 import { createReportsQueue } from "../../src/queue/reports-queue.js";
 import { clientReport, queuedRecords, startEdge, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
+import { freePort } from "../helpers/free-ports.js";
 
 // Faults: Redis going away and coming back under a running edge, and SIGTERM on a real edge
 // process under load. A 200 must always mean "in Redis".

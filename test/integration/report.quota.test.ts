@@ -8,10 +8,10 @@ import { RateLimiterRedis } from "rate-limiter-flexible";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { monthOf } from "../../src/edge/limits.js";
 import { quotaKeys, redisQuotaStore } from "../../src/edge/quota-counter.js";
-import { freePort } from "../../src/local/redis-server.js";
 import { waitForReady } from "../../src/redis/connections.js";
 import { clientReport, type EdgeFixture, startEdge, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
+import { freePort } from "../helpers/free-ports.js";
 import { notAtMonthEnd } from "../helpers/month-end.js";
 
 // The monthly quota with two edges at once: two edges in process sharing one Redis, one key

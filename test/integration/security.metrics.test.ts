@@ -3,8 +3,8 @@ import { afterAll, describe, expect, inject, it } from "vitest";
 import { type Proc, startProcess } from "../../fixtures/processes.js";
 import { createKeyStore } from "../../src/keys/key-store.js";
 import { clientReport, type EdgeFixture, startEdge, uniqueId } from "../helpers/edge-fixture.js";
+import { freePorts } from "../helpers/free-ports.js";
 import { post } from "../helpers/load.js";
-import { freePorts } from "../helpers/redis-topology/redis-processes.js";
 
 // /metrics, the edge's one admin surface: on the public listener, optionally behind
 // METRICS_TOKEN; or, with METRICS_PORT, on a listener of its own and not on the public one.
@@ -69,7 +69,6 @@ describe("on METRICS_PORT", () => {
       defaultPlan: "unlimited",
     });
     await redis.quit();
-    // Two distinct ports: two calls to freePort may hand back the same one.
     const [port, metricsPort] = await freePorts(2);
     const edge = startProcess("src/main/edge.ts", {
       REDIS_URL: redisUrl,

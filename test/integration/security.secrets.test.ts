@@ -12,11 +12,11 @@ import {
   type EmbeddedClickHouseProcess,
   spawnEmbeddedClickHouse,
 } from "../../src/local/clickhouse/process.js";
-import { freePort } from "../../src/local/redis-server.js";
 import { createReportsQueue, REPORT_JOB } from "../../src/queue/reports-queue.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
 import { type FaultStack, startFaultStack, taggedBody } from "../helpers/fault-stack.js";
+import { freePort } from "../helpers/free-ports.js";
 import { post } from "../helpers/load.js";
 
 // Secrets in use: Redis behind a password (and behind TLS), ClickHouse behind a user and a

@@ -2,6 +2,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { startRedisServer } from "../../../src/local/redis-server.js";
 import { keySlot } from "../../../src/redis/key-slot.js";
+import { freePorts } from "../free-ports.js";
 import { pollUntil } from "./poll-until.js";
 import {
   assertHealthy,
@@ -12,7 +13,6 @@ import {
 } from "./redis-cluster-view.js";
 import { withRedis } from "./redis-probe.js";
 import {
-  freePorts,
   type RedisNode,
   redisNode,
   redisProcesses,

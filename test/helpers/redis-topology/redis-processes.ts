@@ -2,7 +2,6 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ChildServer, isRunning } from "../../../src/local/child-process.js";
-import { freePort } from "../../../src/local/redis-server.js";
 
 // The processes of a local Redis topology (cluster nodes, a primary and its replicas,
 // sentinels): each can be SIGKILLed and started again on its port with its directory, and all
@@ -123,11 +122,4 @@ export function topologyDir(dir: string | undefined, prefix: string) {
   }
   const made = mkdtempSync(join(tmpdir(), prefix));
   return { dir: made, removeOnStop: made };
-}
-
-/** `count` distinct free ports, taken one after the other (never twice the same). */
-export async function freePorts(count: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < count) ports.add(await freePort());
-  return [...ports];
 }

@@ -8,10 +8,10 @@ import {
   RedisServerMissingError,
   startRedisServer,
 } from "../../../src/local/redis-server.js";
+import { freePorts } from "../free-ports.js";
 import { pollUntil } from "./poll-until.js";
 import { assertReplicaLinked, role, withRedis } from "./redis-probe.js";
 import {
-  freePorts,
   type RedisNode,
   redisNode,
   redisProcesses,
