@@ -12,47 +12,45 @@ const HISTORY_MAX = 8;
 /** Points closer than this replace the last one: a burst of reports is one observation. */
 const MIN_GAP_MS = 1_000;
 
+/**
+ * Adds `point` to the history h[0..n), in place; returns its new length. One rule for the alerts'
+ * history (addPoint, a point at a time) and the model of now's (historyOf, a window's points).
+ */
+function addInPlace(h: Point[], n: number, point: Point): number {
+  if (n > 0 && point[1] > (h[n - 1] as Point)[1]) {
+    h[0] = point;
+    return 1;
+  }
+  const from = point[0] - HISTORY_WINDOW_MS;
+  let kept = 0;
+  for (let i = 0; i < n; i++) {
+    const q = h[i] as Point;
+    if (q[0] >= from) h[kept++] = q;
+  }
+  if (kept > 1 && point[0] - (h[kept - 1] as Point)[0] < MIN_GAP_MS) kept -= 1;
+  h[kept++] = point;
+  if (kept <= HISTORY_MAX) return kept;
+  const drop = kept - HISTORY_MAX;
+  for (let i = 0; i < HISTORY_MAX; i++) h[i] = h[i + drop] as Point;
+  return HISTORY_MAX;
+}
+
+/** The history with `point` added: a new array, `history` left as it was. */
 export function addPoint(history: Point[], point: Point): Point[] {
-  const last = history.at(-1);
-  if (last && point[1] > last[1]) return [point];
-  let next = history.filter(([t]) => t >= point[0] - HISTORY_WINDOW_MS);
-  const newest = next.at(-1);
-  if (newest && point[0] - newest[0] < MIN_GAP_MS && next.length > 1) next = next.slice(0, -1);
-  next.push(point);
-  return next.length > HISTORY_MAX ? next.slice(next.length - HISTORY_MAX) : next;
+  const h = history.slice();
+  h.length = addInPlace(h, h.length, point);
+  return h;
 }
 
 /**
- * The history `addPoint` makes of the `points` that `keep` takes, fed in order, in one pass and
- * one array: a /headroom answer folds every window's points again (hundreds of windows a poll),
- * and a new array per point cost 3 µs a window (issue 48).
+ * The history `addPoint` makes of the `points` that `keep` takes, fed in order, in one array: a
+ * /headroom answer folds every window's points again (hundreds of windows a poll), and a new
+ * array per point cost 3 µs a window (issue 48).
  */
 export function historyOf(points: readonly Point[], keep?: (p: Point) => boolean): Point[] {
-  // h[0..n) is the history; written in place, its length set once at the end.
   const h: Point[] = [];
   let n = 0;
-  for (const point of points) {
-    if (keep !== undefined && !keep(point)) continue;
-    if (n > 0 && point[1] > (h[n - 1] as Point)[1]) {
-      h[0] = point;
-      n = 1;
-      continue;
-    }
-    const from = point[0] - HISTORY_WINDOW_MS;
-    let kept = 0;
-    for (let i = 0; i < n; i++) {
-      const q = h[i] as Point;
-      if (q[0] >= from) h[kept++] = q;
-    }
-    n = kept;
-    if (n > 1 && point[0] - (h[n - 1] as Point)[0] < MIN_GAP_MS) n -= 1;
-    h[n++] = point;
-    if (n > HISTORY_MAX) {
-      const drop = n - HISTORY_MAX;
-      for (let i = 0; i < HISTORY_MAX; i++) h[i] = h[i + drop] as Point;
-      n = HISTORY_MAX;
-    }
-  }
+  for (const point of points) if (keep === undefined || keep(point)) n = addInPlace(h, n, point);
   h.length = n;
   return h;
 }
