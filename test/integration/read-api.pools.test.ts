@@ -2,7 +2,9 @@ import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../src/lib/logger.js";
 import { eventually } from "../helpers/eventually.js";
+import { type OwnRedis, startOwnRedis } from "../helpers/own-redis.js";
 import { type ProjectKeys, type ReadStack, startReadStack } from "../helpers/read-stack.js";
+import { redisEntries } from "../helpers/redis-text.js";
 
 // Pools through the real edge, worker and read API (docs/pools.md): three apps calling one model
 // through one OpenAI organisation are one pool with one figure — the newest report's, whatever
@@ -14,6 +16,8 @@ const OPENAI_PROJECT = "proj_Xy12AbCdEfGhIjKl";
 const SECRET = "integration-pool-secret-0123456789abcdef";
 const lines: string[] = [];
 let s: ReadStack;
+// Redis of this file's own: "found in no Redis key or value" reads every key there is.
+let redis: OwnRedis;
 let keys: ProjectKeys;
 let other: ProjectKeys;
 const now = Date.now();
@@ -60,8 +64,9 @@ beforeAll(async () => {
       done();
     },
   });
+  redis = await startOwnRedis();
   s = await startReadStack(
-    { POOL_SECRET: SECRET, LOG_REQUESTS: "true" },
+    { POOL_SECRET: SECRET, LOG_REQUESTS: "true", REDIS_URL: redis.url },
     { logger: createLogger("trace", "test", sink) },
   );
   keys = await s.project();
@@ -102,6 +107,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await s?.close();
+  await redis?.stop();
 });
 
 describe("pools in /api/v1/headroom", () => {
@@ -153,32 +159,13 @@ describe("pools in /api/v1/headroom", () => {
   });
 
   it("finds the organisation's id in no Redis key or value, ClickHouse table, log line or answer", async () => {
-    const redis = s.p.redis;
     const found: string[] = [];
-    let cursor = "0";
-    do {
-      const [next, batch] = await redis.scan(cursor, "MATCH", "*", "COUNT", 1000);
-      cursor = next;
-      for (const key of batch) {
-        const type = await redis.type(key);
-        const value =
-          type === "string"
-            ? await redis.get(key)
-            : type === "hash"
-              ? JSON.stringify(await redis.hgetall(key))
-              : type === "list"
-                ? JSON.stringify(await redis.lrange(key, 0, -1))
-                : type === "set"
-                  ? JSON.stringify(await redis.smembers(key))
-                  : type === "zset"
-                    ? JSON.stringify(await redis.zrange(key, 0, -1))
-                    : type === "stream"
-                      ? JSON.stringify(await redis.xrange(key, "-", "+"))
-                      : "";
-        for (const secret of [ORG, OPENAI_PROJECT])
-          if (key.includes(secret) || value?.includes(secret)) found.push(`redis ${key}`);
-      }
-    } while (cursor !== "0");
+    const entries = await redisEntries(s.p.redis);
+    // The search reads this stack's keys: the project is there, by name.
+    expect(entries.some((e) => `${e.key}${e.value}`.includes(keys.project))).toBe(true);
+    for (const { key, value } of entries)
+      for (const secret of [ORG, OPENAI_PROJECT])
+        if (key.includes(secret) || value.includes(secret)) found.push(`redis ${key}`);
 
     const tables = await s.sql<{ name: string }>(
       "SELECT name FROM system.tables WHERE database = {db:String}",

@@ -18,7 +18,9 @@ import {
 import type { IngestWorker } from "../../src/worker/create-ingest-worker.js";
 import { clientReport, uniqueId } from "../helpers/edge-fixture.js";
 import { eventually } from "../helpers/eventually.js";
+import { type OwnRedis, startOwnRedis } from "../helpers/own-redis.js";
 import { type Pipeline, startIngestWorker, startPipeline } from "../helpers/pipeline.js";
+import { redisText } from "../helpers/redis-text.js";
 
 // Issue 34, ingest and storage: a report may carry the provider's headers and error body. Only
 // the allowlisted rate-limit headers are kept, and stored with the report and its windows; every
@@ -29,6 +31,8 @@ import { type Pipeline, startIngestWorker, startPipeline } from "../helpers/pipe
 const PROJECT = `p-said-${uniqueId()}`;
 const MARKER = `mk${uniqueId()}${uniqueId()}`;
 let p: Pipeline;
+// Redis of this file's own: "found nowhere" reads every key there is.
+let redis: OwnRedis;
 let edge: Edge;
 let worker: IngestWorker | undefined;
 let key: string;
@@ -43,7 +47,8 @@ const capture = new Writable({
 const logger = createLogger("trace", "test", capture);
 
 beforeAll(async () => {
-  p = await startPipeline({ ALERTS_ENABLED: "false" });
+  redis = await startOwnRedis();
+  p = await startPipeline({ ALERTS_ENABLED: "false", REDIS_URL: redis.url });
   edge = await createEdge(p.config, logger);
   ({ key } = await edge.keyStore.create(PROJECT, { defaultPlan: "unlimited" }));
 });
@@ -52,6 +57,7 @@ afterAll(async () => {
   await worker?.close();
   await edge?.close();
   await p?.close();
+  await redis?.stop();
 });
 
 const DAY = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
@@ -100,28 +106,6 @@ async function post(body: unknown) {
   });
   expect(res.statusCode, res.body).toBe(200);
   return res.json() as { id: string; warnings?: { path: string; message: string }[] };
-}
-
-/** Every value Redis holds, as text, key by key. */
-async function redisText(): Promise<string> {
-  const parts: string[] = [];
-  let cursor = "0";
-  do {
-    const [next, keys] = await p.redis.scan(cursor, "COUNT", 1000);
-    cursor = next;
-    for (const k of keys) {
-      const type = await p.redis.type(k);
-      parts.push(k);
-      if (type === "string") parts.push((await p.redis.get(k)) ?? "");
-      else if (type === "hash") parts.push(JSON.stringify(await p.redis.hgetall(k)));
-      else if (type === "list") parts.push(JSON.stringify(await p.redis.lrange(k, 0, -1)));
-      else if (type === "set") parts.push(JSON.stringify(await p.redis.smembers(k)));
-      else if (type === "zset") parts.push(JSON.stringify(await p.redis.zrange(k, 0, -1)));
-      else if (type === "stream") parts.push(JSON.stringify(await p.redis.xrange(k, "-", "+")));
-      else parts.push(`(${type})`);
-    }
-  } while (cursor !== "0");
-  return parts.join("\n");
 }
 
 /** Every row of every table and view of the test's database, as text. */
@@ -201,7 +185,7 @@ describe("a report with the provider's headers and error body", () => {
 
     // Queued (or, when a worker another test of this file left running took the job already,
     // stored): the kept headers are there, the others nowhere.
-    const queued = await redisText();
+    const queued = await redisText(p.redis);
     expect(`${queued}\n${await clickhouseText()}`).toContain(
       "anthropic-ratelimit-input-tokens-limit",
     );
@@ -229,7 +213,7 @@ describe("a report with the provider's headers and error body", () => {
     expect(b.record.error).toBeNull();
     expect(b.windows).toEqual(cellsOf(windowsOfRecord(b.record)));
 
-    expect(await redisText()).not.toContain(MARKER);
+    expect(await redisText(p.redis)).not.toContain(MARKER);
     expect(await clickhouseText()).not.toContain(MARKER);
     expect(logLines.length).toBeGreaterThan(0);
     expect(logLines.join("")).not.toContain(MARKER);
