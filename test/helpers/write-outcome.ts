@@ -69,13 +69,17 @@ export const matchProject = (project: string) => (args: string[]) =>
  * the send had fewer such commands, with the first answers and the last (after the resends).
  */
 /**
- * Until the edge says it is ready: its connections answer again after an earlier case's cut (on
- * a loaded machine that can take a while), so a case starts on connections that work.
+ * Until the edge says it is ready and its own connection is made again after an earlier case's
+ * cut (on a loaded machine that can take a while), so a case starts on connections that work.
+ * `/readyz` follows the backlog's last poll; the connection the key store writes on, without an
+ * offline queue, fails a command at once while it is being made again.
  */
 export async function untilEdgeReady(edge: Edge): Promise<void> {
   await eventually(
-    async () =>
-      expect((await edge.app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(200),
+    async () => {
+      expect(edge.redis.status).toBe("ready");
+      expect((await edge.app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(200);
+    },
     { timeoutMs: 30_000, intervalMs: 50 },
   );
 }
@@ -87,6 +91,8 @@ export async function runCase(
   nth: number,
   mode: CutMode,
 ): Promise<{ cut: string | null; first: Item[]; last: Item[] }> {
+  // Ready first: the key is written on the edge's own connection, which an earlier case cut.
+  await untilEdgeReady(edge);
   const { key, projectId } = await edge.keyStore.create(`p-wo-${uniqueId()}`, {
     defaultPlan: "unlimited",
   });
@@ -97,7 +103,6 @@ export async function runCase(
       ...(kind === "batch with ids" ? { id: randomUUID() } : {}),
     }),
   );
-  await untilEdgeReady(edge);
   proxy.arm(match(projectId), nth, mode);
   const first = await post(edge, key, kind, body);
   const { cut } = proxy.disarm();
